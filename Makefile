@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+# hbeat build: bpf/x.bpf.c -> build/bpf/x.bpf.o -> build/skel/x.skel.h -> user objects -> binaries.
+#
+#   make            build hbctl, hbd, hbload and the BPF objects
+#   make test       install missing packages, build, run the whole test suite
+#   make demo       install missing packages, build, run the veth/netns demo end to end
+#   make SAN=1      build with ASan+UBSan into build/asan (tests under sanitizers)
+#   make V=1        show full commands
+#   BUILD=dir       build elsewhere (parallel builds must not share a directory)
+
+SAN ?=
+ifeq ($(SAN),1)
+BUILD ?= build/asan
+else
+BUILD ?= build
+endif
+
+ARCH ?= $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+CLANG ?= clang
+BPFTOOL ?= bpftool
+CC := $(if $(filter default,$(origin CC)),gcc,$(CC))
+VMLINUX := vmlinux/$(ARCH)/vmlinux.h
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+.DELETE_ON_ERROR:
+.SUFFIXES:
+.SECONDARY:
+
+INCLUDES := -Ibpf -Iuser/common -Iuser/hbd -Iuser/hbload -Iloader -I$(BUILD)/skel
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
+	  -fno-omit-frame-pointer -MMD -MP $(INCLUDES)
+LDLIBS := -lbpf -lxdp -luring -lcrypto -lelf -lz -lpthread -lm
+ifeq ($(SAN),1)
+CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Wextra -Werror \
+	      -Wno-unused-parameter -Wno-missing-field-initializers \
+	      -I$(dir $(VMLINUX)) -Ibpf -MMD -MP
+
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
+SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/skel/%.skel.h,$(BPF_SRCS))
+
+# Each program is main.c plus a static library of the rest of its folder, so tests can link
+# the same code the binaries run.
+COMMON_SRCS := $(wildcard user/common/*.c)
+HBD_SRCS := $(filter-out user/hbd/main.c,$(wildcard user/hbd/*.c))
+HBLOAD_SRCS := $(filter-out user/hbload/main.c,$(wildcard user/hbload/*.c))
+HBCTL_SRCS := $(filter-out loader/main.c,$(wildcard loader/*.c))
+TEST_SRCS := $(wildcard tests/test_*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+LIBCOMMON := $(BUILD)/libhbcommon.a
+LIBHBD := $(BUILD)/libhbd.a
+LIBHBLOAD := $(BUILD)/libhbload.a
+LIBHBCTL := $(BUILD)/libhbctl.a
+BINS := $(BUILD)/hbd $(BUILD)/hbload $(BUILD)/hbctl
+TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+
+.PHONY: all bpf tests test demo deps vmlinux clean bench
+all: $(BINS) $(BPF_OBJS)
+bpf: $(BPF_OBJS) $(SKELS)
+tests: $(TESTS) all
+
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(VMLINUX)
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/skel/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	$(call msg,SKEL,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(BPFTOOL) gen skeleton $< name $* > $@
+
+# Every user object may include a skeleton; -MMD records which one it really uses.
+$(BUILD)/obj/%.o: %.c | $(SKELS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIBCOMMON): $(call obj,$(COMMON_SRCS))
+$(LIBHBD): $(call obj,$(HBD_SRCS))
+$(LIBHBLOAD): $(call obj,$(HBLOAD_SRCS))
+$(LIBHBCTL): $(call obj,$(HBCTL_SRCS))
+$(BUILD)/%.a:
+	$(call msg,AR,$@)
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
+
+ALL_LIBS := -Wl,--start-group $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBCOMMON) -Wl,--end-group
+
+$(BUILD)/hbd: $(call obj,user/hbd/main.c) $(LIBHBD) $(LIBCOMMON)
+$(BUILD)/hbload: $(call obj,user/hbload/main.c) $(LIBHBLOAD) $(LIBCOMMON)
+$(BUILD)/hbctl: $(call obj,loader/main.c) $(LIBHBCTL) $(LIBCOMMON)
+$(BINS):
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS)
+
+$(BUILD)/tests/%: $(call obj,tests/%.c) $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBCOMMON) $(BPF_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) -lcmocka
+
+# The two README commands. Both install what a fresh Debian 12 machine lacks first.
+test: deps
+	$(Q)$(MAKE) --no-print-directory tests
+	$(Q)BUILD=$(BUILD) scripts/run-tests.sh
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BUILD=$(BUILD) scripts/demo.sh
+
+bench: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BUILD=$(BUILD) scripts/bench.sh
+
+deps:
+	$(Q)scripts/deps.sh
+
+# Regenerate vmlinux.h from the running kernel's BTF; replaces the file only if it changed.
+vmlinux:
+	$(Q)scripts/gen-vmlinux.sh $(VMLINUX)
+
+clean:
+	$(Q)rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj $(BUILD)/bpf -name '*.d' 2>/dev/null)

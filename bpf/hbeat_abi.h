@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* hbeat ABI: the wire format and every map layout shared by bpf/, user/, loader/ and tests/.
+ *
+ * This is the only place these structs exist. BPF code includes it after vmlinux.h; userspace
+ * includes it on its own (it pulls <linux/types.h>). Everything is fixed-width with explicit
+ * padding so both compilers lay it out the same way; user/common/abi_check.c asserts the sizes.
+ * docs/PROTOCOL.md describes the wire format in prose.
+ */
+#ifndef HBEAT_ABI_H
+#define HBEAT_ABI_H
+
+#ifndef __bpf__
+#include <linux/types.h>
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Wire protocol v1. All multi-byte fields are big-endian (network order).                     */
+
+#define HB_MAGIC 0x4842 /* "HB" */
+#define HB_VERSION 1
+#define HB_MAX_PAYLOAD 1024 /* larger declared lengths are malformed frames */
+#define HB_DEFAULT_PORT 7600
+
+/* Every frame, TCP and UDP, starts with this 8-byte header. On TCP the payload follows directly;
+ * on UDP an 8-byte session token (zero in HELLO) sits between header and payload and is not
+ * counted in len. seq is the sender's 16-bit sequence number: it wraps, and is only used to
+ * match ACKs to DATA and PONGs to PINGs.
+ */
+struct hb_hdr {
+	__be16 magic;
+	__u8 version;
+	__u8 type; /* enum hb_type */
+	__be16 len; /* payload bytes after the header (and after the UDP token) */
+	__be16 seq;
+};
+
+enum hb_type {
+	HB_HELLO = 1, /* client: struct hb_hello */
+	HB_WELCOME = 2, /* server: struct hb_welcome */
+	HB_PING = 3, /* client: struct hb_ping */
+	HB_PONG = 4, /* server: the PING with only the type changed */
+	HB_ECHO = 5, /* client: any payload; answered verbatim, type unchanged */
+	HB_DATA = 6, /* client: application payload, 1..HB_MAX_PAYLOAD bytes */
+	HB_ACK = 7, /* server: empty payload, seq = the DATA frame's seq */
+	HB_BYE = 8, /* either: struct hb_bye */
+	HB_ERROR = 9, /* server: struct hb_error */
+	HB_TYPE_MAX = HB_ERROR,
+};
+
+#define HB_TOKEN_LEN 8 /* UDP session token after the header */
+#define HB_NONCE_LEN 8
+#define HB_MAC_LEN 32 /* HMAC-SHA256 */
+
+/* HELLO payload. mac = HMAC-SHA256(device secret, HB_HELLO_LABEL || device_id || ts_ms || nonce),
+ * all three fields as they appear on the wire. ts_ms is Unix time in milliseconds; the server
+ * accepts it within its clock window and only if newer than the device's last accepted HELLO.
+ */
+#define HB_HELLO_LABEL "hbeat-hello-v1"
+struct hb_hello {
+	__be64 device_id;
+	__be64 ts_ms;
+	__u8 nonce[HB_NONCE_LEN];
+	__u8 mac[HB_MAC_LEN];
+};
+
+struct hb_welcome {
+	__be64 token; /* 64-bit random session token; UDP frames carry it */
+	__be32 interval_ms; /* heartbeat interval the server wants */
+	__be32 timeout_ms; /* silence after which the server expires the device */
+};
+
+/* PING payload: the client's own timestamp, opaque to the server and returned unchanged in the
+ * PONG, so the client measures round-trip time without trusting any server clock.
+ */
+struct hb_ping {
+	__be64 ts;
+};
+
+enum hb_bye_reason {
+	HB_BYE_NORMAL = 0,
+	HB_BYE_SHUTDOWN = 1, /* server is draining */
+	HB_BYE_EXPIRED = 2, /* no heartbeat within the timeout */
+	HB_BYE_SUPERSEDED = 3, /* the device authenticated again elsewhere */
+	HB_BYE_REVOKED = 4,
+};
+
+struct hb_bye {
+	__be16 reason;
+};
+
+enum hb_error_code {
+	HB_ERR_MALFORMED = 1, /* bad magic, version, type or length */
+	HB_ERR_AUTH = 2, /* HELLO refused: unknown device, bad MAC, stale or replayed timestamp */
+	HB_ERR_NOT_AUTHED = 3, /* a frame that needs a session before HELLO succeeded */
+	HB_ERR_TOO_LARGE = 4,
+	HB_ERR_FULL = 5, /* server at capacity */
+	HB_ERR_RATE = 6, /* rate limit */
+	HB_ERR_INTERNAL = 7,
+};
+
+struct hb_error {
+	__be16 code;
+};
+
+/* The one rule for which payload lengths each type may carry; the BPF parsers and the userspace
+ * codec both call it. Returns nonzero if the frame is well formed.
+ */
+static inline __attribute__((always_inline)) int hb_payload_len_ok(__u8 type, __u16 len)
+{
+	switch (type) {
+	case HB_HELLO:
+		return len == sizeof(struct hb_hello);
+	case HB_WELCOME:
+		return len == sizeof(struct hb_welcome);
+	case HB_PING:
+	case HB_PONG:
+		return len == sizeof(struct hb_ping);
+	case HB_ECHO:
+		return len <= HB_MAX_PAYLOAD;
+	case HB_DATA:
+		return len >= 1 && len <= HB_MAX_PAYLOAD;
+	case HB_ACK:
+		return len == 0;
+	case HB_BYE:
+		return len == sizeof(struct hb_bye);
+	case HB_ERROR:
+		return len == sizeof(struct hb_error);
+	default:
+		return 0;
+	}
+}
+
+/* Size of a PING on the wire, header included (the UDP form adds the token). */
+#define HB_PING_TCP_BYTES (sizeof(struct hb_hdr) + sizeof(struct hb_ping))
+#define HB_PING_UDP_BYTES (sizeof(struct hb_hdr) + HB_TOKEN_LEN + sizeof(struct hb_ping))
+#define HB_MAX_FRAME (sizeof(struct hb_hdr) + HB_TOKEN_LEN + HB_MAX_PAYLOAD)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Pinned maps (under the pin directory, default HB_PIN_DEFAULT). Map name == pin name.         */
+
+#define HB_PIN_DEFAULT "/sys/fs/bpf/hbeat"
+#define HB_MAP_CONNS "conns"
+#define HB_MAP_SESSIONS "sessions"
+#define HB_MAP_SOCKHASH "sockhash"
+#define HB_MAP_KSTATS "kstats"
+#define HB_MAP_USTATS "ustats"
+#define HB_MAP_CONFIG "config"
+
+#define HB_MAX_CONNS (1 << 20) /* conns and sockhash capacity */
+#define HB_MAX_SESSIONS (1 << 20) /* sessions capacity */
+#define HB_MAX_WORKERS 64 /* ustats slots; workers beyond fold onto them */
+#define HB_PEER_STR 48 /* "[ffff:...:ffff]:65535" and a NUL */
+
+/* Connection and session state, as the kernel and the daemon both see it. */
+enum hb_state {
+	HB_STATE_NEW = 0, /* connected, not yet authenticated: the kernel answers nothing */
+	HB_STATE_AUTHED = 1, /* the daemon admitted it: the kernel answers its heartbeats */
+	HB_STATE_CLOSING = 2, /* the daemon is closing it */
+};
+
+/* conns: one entry per TCP connection on the service port, keyed by socket cookie (the daemon
+ * learns its sockets' cookies with getsockopt(SO_COOKIE), so it needs no regular fd). sock_ops
+ * creates the entry when the connection is established; the daemon sets device_id and state on
+ * HELLO; the sk_skb verdict updates the heartbeat fields; sock_ops deletes it when the socket
+ * closes.
+ */
+struct hb_conn_key {
+	__u64 cookie;
+};
+
+struct hb_conn {
+	char peer[HB_PEER_STR]; /* "10.0.0.2:40000", formatted once by sock_ops */
+	__u64 device_id; /* 0 until authenticated */
+	__u64 last_seen_ns; /* CLOCK_MONOTONIC time of the last heartbeat (or of creation) */
+	__u64 pings; /* heartbeats answered in the kernel */
+	__u64 echoes; /* ECHO frames reflected in the kernel */
+	enum hb_state state;
+	__u32 last_seq; /* seq of the last heartbeat */
+};
+
+/* sessions: one entry per admitted UDP session, keyed by its token. Written by the daemon on
+ * HELLO; XDP answers a PING only if the token is here, the state is AUTHED and the packet's
+ * source address and port are the ones the session was admitted from.
+ */
+struct hb_session_key {
+	__u64 token;
+};
+
+struct hb_session {
+	__u8 addr[16]; /* source address, IPv4 as v4-mapped IPv6 (::ffff:a.b.c.d) */
+	__be16 port; /* source port */
+	__u16 pad;
+	enum hb_state state;
+	char peer[HB_PEER_STR]; /* the same address as text, for people */
+	__u64 device_id;
+	__u64 last_seen_ns;
+	__u64 pings; /* heartbeats answered by XDP */
+	__u32 last_seq;
+	__u32 pad2;
+};
+
+/* config: a single entry the daemon keeps fresh. The fast paths answer only while the daemon
+ * is alive: now - alive_ns <= grace_ns (grace_ns 0 disables the check). A killed daemon thus
+ * stops looking alive to the fleet after the grace period instead of forever.
+ */
+enum hb_xdp_mode {
+	HB_XDP_NONE = 0,
+	HB_XDP_NATIVE = 1,
+	HB_XDP_SKB = 2,
+};
+
+struct hb_config {
+	__u64 alive_ns; /* CLOCK_MONOTONIC stamp the daemon refreshes */
+	__u64 grace_ns; /* set by the daemon; 0 disables the check */
+	__u64 loaded_ns; /* when hbctl load ran (CLOCK_MONOTONIC) */
+	__u32 ifindex; /* NIC carrying the XDP program (0: none) */
+	__u16 port; /* service port, host order */
+	__u8 xdp_mode; /* enum hb_xdp_mode */
+	__u8 pad;
+	char ifname[16];
+};
+
+/* Counters. One X-macro list per side, so the struct (with BTF field names bpftool prints) and
+ * the name table userspace prints come from one definition.
+ */
+#define HB_KSTATS(X)                                                                            \
+	X(xdp_pong)		/* UDP PING answered with XDP_TX */                                \
+	X(xdp_pass)		/* valid frame passed to the daemon (HELLO, DATA, ECHO, ...) */    \
+	X(xdp_unknown_session)	/* PING with a token not in sessions: passed, never answered */ \
+	X(xdp_addr_mismatch)	/* PING whose source is not the session's: passed */           \
+	X(xdp_not_authed)	/* PING for a session not AUTHED: passed */                     \
+	X(xdp_daemon_dead)	/* PING while the daemon's liveness stamp is stale: passed */   \
+	X(xdp_drop_malformed)	/* service-port datagram with bad magic/version/type/length */ \
+	X(xdp_other)		/* not for the service: passed untouched */                     \
+	X(sk_pong)		/* TCP PING answered by the sk_skb verdict */                     \
+	X(sk_echo)		/* TCP ECHO reflected by the sk_skb verdict */                    \
+	X(sk_pass)		/* TCP frame passed to the daemon */                              \
+	X(sk_not_authed)	/* TCP PING/ECHO on a connection not AUTHED: passed */          \
+	X(sk_daemon_dead)	/* TCP PING while the daemon's stamp is stale: passed */        \
+	X(sk_malformed)		/* bad frame: the rest of the stream goes to the daemon */      \
+	X(sk_redirect_err)	/* redirect to the socket's egress failed */                     \
+	X(sk_no_conn)		/* frame on a socket with no conns entry */                       \
+	X(sockops_insert)	/* connection added to sockhash and conns */                      \
+	X(sockops_insert_err)	/* sockhash or conns full/failed: the daemon path serves it */  \
+	X(sockops_close)	/* conns entry removed on close */
+
+#define HB_USTATS(X)                                                                            \
+	X(pings_user)		/* heartbeats the daemon answered itself */                       \
+	X(frames_hello) X(frames_ping) X(frames_echo) X(frames_data) X(frames_bye)              \
+	X(frames_other)		/* frames of a type the server does not accept */                \
+	X(frames_bad)		/* malformed frames */                                             \
+	X(auth_ok) X(auth_fail)                                                                 \
+	X(data_bytes)		/* DATA payload bytes written to the sink */                       \
+	X(data_acked)		/* DATA frames acknowledged after the sink write */                \
+	X(tcp_accepted) X(tcp_closed) X(tcp_active)                                             \
+	X(udp_sessions) X(udp_active)                                                           \
+	X(expired_tcp) X(expired_udp)                                                           \
+	X(unknown_session)	/* UDP frames with a token the daemon does not know: dropped */  \
+	X(errors)		/* I/O and internal errors */                                      \
+	X(full)			/* clients refused because a table or map was full */
+
+#define HB_STAT_FIELD(name) __u64 name;
+struct hb_kstats {
+	HB_KSTATS(HB_STAT_FIELD)
+};
+/* One slot a worker, each on its own cache lines: workers add without sharing a line. */
+struct hb_ustats {
+	HB_USTATS(HB_STAT_FIELD)
+} __attribute__((aligned(64)));
+
+#define HB_STAT_COUNT_ONE(name) +1
+#define HB_KSTATS_N (0 HB_KSTATS(HB_STAT_COUNT_ONE))
+#define HB_USTATS_N (0 HB_USTATS(HB_STAT_COUNT_ONE))
+
+#endif /* HBEAT_ABI_H */

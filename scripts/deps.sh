@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+# Install the Debian 12 packages hbeat builds, tests and demos with, if any are missing.
+set -euo pipefail
+
+pkgs=(
+	clang llvm make gcc pkg-config          # BPF and user builds
+	libbpf-dev bpftool libxdp-dev xdp-tools # BPF loading, skeletons, libxdp dispatcher
+	liburing-dev libssl-dev libelf-dev zlib1g-dev
+	libcmocka-dev                           # tests
+	libclang-rt-14-dev                      # ASan/UBSan/libFuzzer runtimes for clang
+	iproute2 ethtool jq valgrind            # netns tests and demo
+	gnuplot-nox                             # benchmark plot
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps: missing packages: ${missing[*]}; run as root or install them with apt-get" >&2
+	exit 1
+fi
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
