@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* HELLO MACs, derived device keys and the key store, on libcrypto's HMAC and CSPRNG. */
+#include "auth.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+struct ks_device {
+	uint64_t id;
+	uint8_t len;
+	uint8_t secret[HB_SECRET_MAX];
+};
+
+struct ks_range {
+	uint64_t first, last;
+	uint8_t len;
+	uint8_t master[HB_SECRET_MAX];
+};
+
+struct hb_keystore {
+	struct ks_device *dev; /* sorted by id for bsearch */
+	size_t ndev;
+	struct ks_range *range; /* few; scanned in order */
+	size_t nrange;
+};
+
+int hb_random(void *buf, size_t n)
+{
+	return RAND_bytes(buf, (int)n) == 1 ? 0 : -EIO;
+}
+
+static int hmac256(const uint8_t *key, size_t klen, const uint8_t *msg, size_t n,
+		   uint8_t out[HB_MAC_LEN])
+{
+	unsigned int olen = HB_MAC_LEN;
+
+	if (!HMAC(EVP_sha256(), key, (int)klen, msg, n, out, &olen) || olen != HB_MAC_LEN)
+		return -EIO;
+	return 0;
+}
+
+int hb_derive_secret(const uint8_t *master, size_t mlen, uint64_t device_id,
+		     uint8_t out[HB_MAC_LEN])
+{
+	uint8_t msg[sizeof(HB_DERIVE_LABEL) - 1 + 8];
+
+	memcpy(msg, HB_DERIVE_LABEL, sizeof(HB_DERIVE_LABEL) - 1);
+	hb_put_be64(msg + sizeof(HB_DERIVE_LABEL) - 1, device_id);
+	return hmac256(master, mlen, msg, sizeof(msg), out);
+}
+
+int hb_hello_mac(const uint8_t *secret, size_t slen, const struct hb_hello *h,
+		 uint8_t out[HB_MAC_LEN])
+{
+	const size_t label = sizeof(HB_HELLO_LABEL) - 1;
+	const size_t signed_len = offsetof(struct hb_hello, mac);
+	uint8_t msg[sizeof(HB_HELLO_LABEL) - 1 + offsetof(struct hb_hello, mac)];
+
+	memcpy(msg, HB_HELLO_LABEL, label);
+	memcpy(msg + label, h, signed_len);
+	return hmac256(secret, slen, msg, sizeof(msg), out);
+}
+
+int hb_hello_sign(struct hb_hello *h, uint64_t device_id, uint64_t ts_ms, const uint8_t *secret,
+		  size_t slen)
+{
+	hb_put_be64(&h->device_id, device_id);
+	hb_put_be64(&h->ts_ms, ts_ms);
+	if (hb_random(h->nonce, sizeof(h->nonce)))
+		return -EIO;
+	return hb_hello_mac(secret, slen, h, h->mac);
+}
+
+static const struct ks_device *find_device(const struct hb_keystore *ks, uint64_t id)
+{
+	size_t lo = 0, hi = ks->ndev;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ks->dev[mid].id == id)
+			return &ks->dev[mid];
+		if (ks->dev[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+int hb_keystore_secret(const struct hb_keystore *ks, uint64_t device_id,
+		       uint8_t out[HB_SECRET_MAX])
+{
+	const struct ks_device *d = find_device(ks, device_id);
+
+	if (d) {
+		memcpy(out, d->secret, d->len);
+		return d->len;
+	}
+	for (size_t i = 0; i < ks->nrange; i++) {
+		const struct ks_range *r = &ks->range[i];
+
+		if (device_id < r->first || device_id > r->last)
+			continue;
+		if (hb_derive_secret(r->master, r->len, device_id, out))
+			return -EIO;
+		return HB_MAC_LEN;
+	}
+	return -ENOENT;
+}
+
+int hb_hello_verify(const struct hb_keystore *ks, const struct hb_hello *h, uint64_t now_ms,
+		    uint64_t window_ms)
+{
+	uint8_t secret[HB_SECRET_MAX], mac[HB_MAC_LEN];
+	uint64_t ts = hb_get_be64(&h->ts_ms);
+	int slen, ok;
+
+	slen = hb_keystore_secret(ks, hb_get_be64(&h->device_id), secret);
+	if (slen < 0)
+		return HB_AUTH_UNKNOWN_DEVICE;
+	if (hb_hello_mac(secret, (size_t)slen, h, mac)) {
+		OPENSSL_cleanse(secret, sizeof(secret));
+		return HB_AUTH_BAD_MAC;
+	}
+	OPENSSL_cleanse(secret, sizeof(secret));
+	ok = CRYPTO_memcmp(mac, h->mac, HB_MAC_LEN) == 0;
+	if (!ok)
+		return HB_AUTH_BAD_MAC;
+	/* checked after the MAC so an unauthenticated sender learns nothing about our clock */
+	if (ts + window_ms < now_ms || ts > now_ms + window_ms)
+		return HB_AUTH_CLOCK;
+	return HB_AUTH_OK;
+}
+
+const char *hb_auth_str(int rc)
+{
+	switch (rc) {
+	case HB_AUTH_OK:
+		return "ok";
+	case HB_AUTH_UNKNOWN_DEVICE:
+		return "unknown device";
+	case HB_AUTH_BAD_MAC:
+		return "bad MAC";
+	case HB_AUTH_CLOCK:
+		return "timestamp outside clock window";
+	default:
+		return "?";
+	}
+}
+
+int hb_hex_decode(const char *hex, uint8_t *out, size_t cap)
+{
+	size_t n = strlen(hex);
+
+	if (n == 0 || n % 2 || n / 2 > cap)
+		return -EINVAL;
+	for (size_t i = 0; i < n / 2; i++) {
+		char byte[3] = { hex[2 * i], hex[2 * i + 1], 0 };
+		char *end;
+
+		if (!isxdigit((unsigned char)byte[0]) || !isxdigit((unsigned char)byte[1]))
+			return -EINVAL;
+		out[i] = (uint8_t)strtoul(byte, &end, 16);
+	}
+	return (int)(n / 2);
+}
+
+static int cmp_dev(const void *a, const void *b)
+{
+	const struct ks_device *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+
+	if (!*s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return (errno || *end) ? -EINVAL : 0;
+}
+
+/* Grows an array by one element; returns the new element or NULL. */
+static void *push(void **arr, size_t *n, size_t elem)
+{
+	void *p = realloc(*arr, (*n + 1) * elem);
+
+	if (!p)
+		return NULL;
+	*arr = p;
+	return (char *)p + (*n)++ * elem;
+}
+
+static int parse_line(struct hb_keystore *ks, char *line, char *err, size_t errlen)
+{
+	char *f[4] = { 0 };
+	int nf = 0, len;
+	char *save = NULL, *tok;
+
+	for (tok = strtok_r(line, " \t\r\n", &save); tok && nf < 4;
+	     tok = strtok_r(NULL, " \t\r\n", &save))
+		f[nf++] = tok;
+	if (nf == 0)
+		return 0;
+	if (nf == 2) {
+		struct ks_device d = { 0 };
+
+		if (parse_u64(f[0], &d.id) || d.id == 0) {
+			snprintf(err, errlen, "bad device id '%s' (a nonzero decimal number)", f[0]);
+			return -EINVAL;
+		}
+		len = hb_hex_decode(f[1], d.secret, sizeof(d.secret));
+		if (len < HB_SECRET_MIN) {
+			snprintf(err, errlen, "secret of device %" PRIu64 " must be %d..%d bytes of hex",
+				 d.id, HB_SECRET_MIN, HB_SECRET_MAX);
+			return -EINVAL;
+		}
+		d.len = (uint8_t)len;
+		struct ks_device *slot = push((void **)&ks->dev, &ks->ndev, sizeof(d));
+		if (!slot)
+			return -ENOMEM;
+		*slot = d;
+		OPENSSL_cleanse(&d, sizeof(d));
+		return 0;
+	}
+	if (nf == 3 && !strcmp(f[1], "derive")) {
+		struct ks_range r = { 0 };
+		char *dash = strchr(f[0], '-');
+
+		if (!dash || (*dash = 0, parse_u64(f[0], &r.first)) || parse_u64(dash + 1, &r.last) ||
+		    r.first == 0 || r.first > r.last) {
+			snprintf(err, errlen, "bad range (FIRST-LAST, nonzero, FIRST <= LAST)");
+			return -EINVAL;
+		}
+		len = hb_hex_decode(f[2], r.master, sizeof(r.master));
+		if (len < HB_SECRET_MIN) {
+			snprintf(err, errlen, "master key must be %d..%d bytes of hex", HB_SECRET_MIN,
+				 HB_SECRET_MAX);
+			return -EINVAL;
+		}
+		r.len = (uint8_t)len;
+		struct ks_range *slot = push((void **)&ks->range, &ks->nrange, sizeof(r));
+		if (!slot)
+			return -ENOMEM;
+		*slot = r;
+		OPENSSL_cleanse(&r, sizeof(r));
+		return 0;
+	}
+	snprintf(err, errlen, "expected '<id> <hex secret>' or '<first>-<last> derive <hex key>'");
+	return -EINVAL;
+}
+
+int hb_keystore_load(const char *path, struct hb_keystore **out, char *err, size_t errlen)
+{
+	struct hb_keystore *ks = calloc(1, sizeof(*ks));
+	char line[512], why[256];
+	unsigned lineno = 0;
+	FILE *f;
+	int rc = 0;
+
+	if (!ks)
+		return -ENOMEM;
+	f = fopen(path, "re");
+	if (!f) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		free(ks);
+		return rc;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *hash = strchr(line, '#');
+
+		lineno++;
+		if (hash)
+			*hash = 0;
+		why[0] = 0;
+		rc = parse_line(ks, line, why, sizeof(why));
+		if (rc) {
+			snprintf(err, errlen, "%s:%u: %s", path, lineno, why[0] ? why : strerror(-rc));
+			break;
+		}
+	}
+	fclose(f);
+	OPENSSL_cleanse(line, sizeof(line));
+	if (rc) {
+		hb_keystore_free(ks);
+		return rc;
+	}
+	qsort(ks->dev, ks->ndev, sizeof(*ks->dev), cmp_dev);
+	for (size_t i = 1; i < ks->ndev; i++) {
+		if (ks->dev[i].id == ks->dev[i - 1].id) {
+			snprintf(err, errlen, "%s: device %" PRIu64 " listed twice", path, ks->dev[i].id);
+			hb_keystore_free(ks);
+			return -EINVAL;
+		}
+	}
+	*out = ks;
+	return 0;
+}
+
+void hb_keystore_free(struct hb_keystore *ks)
+{
+	if (!ks)
+		return;
+	if (ks->dev)
+		OPENSSL_cleanse(ks->dev, ks->ndev * sizeof(*ks->dev));
+	if (ks->range)
+		OPENSSL_cleanse(ks->range, ks->nrange * sizeof(*ks->range));
+	free(ks->dev);
+	free(ks->range);
+	free(ks);
+}
+
+size_t hb_keystore_devices(const struct hb_keystore *ks)
+{
+	return ks->ndev;
+}
+
+size_t hb_keystore_ranges(const struct hb_keystore *ks)
+{
+	return ks->nrange;
+}

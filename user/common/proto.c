@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Frame codec: bounds-checked decode and encode of wire protocol v1 frames. */
+#include "proto.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <string.h>
+
+uint64_t hb_get_be64(const void *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return be64toh(v);
+}
+
+void hb_put_be64(void *p, uint64_t v)
+{
+	v = htobe64(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+/* Checks the fixed header; on success fills type, seq and len. */
+static int decode_hdr(const uint8_t *b, struct hb_frame *f)
+{
+	struct hb_hdr h;
+
+	memcpy(&h, b, sizeof(h));
+	if (ntohs(h.magic) != HB_MAGIC)
+		return HB_DECODE_BAD_MAGIC;
+	if (h.version != HB_VERSION)
+		return HB_DECODE_BAD_VERSION;
+	if (h.type == 0 || h.type > HB_TYPE_MAX)
+		return HB_DECODE_BAD_TYPE;
+	f->type = h.type;
+	f->seq = ntohs(h.seq);
+	f->len = ntohs(h.len);
+	if (f->len > HB_MAX_PAYLOAD)
+		return HB_DECODE_TOO_LARGE;
+	if (!hb_payload_len_ok(f->type, f->len))
+		return HB_DECODE_BAD_LEN;
+	return HB_DECODE_OK;
+}
+
+int hb_decode_stream(const void *buf, size_t n, struct hb_frame *f)
+{
+	const uint8_t *b = buf;
+	int rc;
+
+	if (n < sizeof(struct hb_hdr))
+		return HB_DECODE_MORE;
+	rc = decode_hdr(b, f);
+	if (rc)
+		return rc;
+	f->size = sizeof(struct hb_hdr) + f->len;
+	if (n < f->size)
+		return HB_DECODE_MORE;
+	f->token = 0;
+	f->payload = b + sizeof(struct hb_hdr);
+	return HB_DECODE_OK;
+}
+
+int hb_decode_dgram(const void *buf, size_t n, struct hb_frame *f)
+{
+	const uint8_t *b = buf;
+	int rc;
+
+	if (n < sizeof(struct hb_hdr) + HB_TOKEN_LEN) {
+		/* judge what is there first: garbage should say so, not "short" */
+		if (n >= sizeof(struct hb_hdr) && (rc = decode_hdr(b, f)))
+			return rc;
+		return HB_DECODE_BAD_LEN;
+	}
+	rc = decode_hdr(b, f);
+	if (rc)
+		return rc;
+	f->size = hb_frame_size(HB_UDP, f->len);
+	if (n != f->size)
+		return HB_DECODE_BAD_LEN;
+	f->token = hb_get_be64(b + sizeof(struct hb_hdr));
+	f->payload = b + sizeof(struct hb_hdr) + HB_TOKEN_LEN;
+	return HB_DECODE_OK;
+}
+
+size_t hb_encode(void *buf, size_t cap, enum hb_transport t, uint8_t type, uint16_t seq,
+		 uint64_t token, const void *payload, uint16_t len)
+{
+	size_t size = hb_frame_size(t, len);
+	struct hb_hdr h = {
+		.magic = htons(HB_MAGIC),
+		.version = HB_VERSION,
+		.type = type,
+		.len = htons(len),
+		.seq = htons(seq),
+	};
+	uint8_t *b = buf;
+
+	if (size > cap || !hb_payload_len_ok(type, len))
+		return 0;
+	memcpy(b, &h, sizeof(h));
+	b += sizeof(h);
+	if (t == HB_UDP) {
+		hb_put_be64(b, token);
+		b += HB_TOKEN_LEN;
+	}
+	if (len)
+		memmove(b, payload, len);
+	return size;
+}
+
+const char *hb_decode_str(int rc)
+{
+	switch (rc) {
+	case HB_DECODE_OK:
+		return "ok";
+	case HB_DECODE_MORE:
+		return "partial frame";
+	case HB_DECODE_BAD_MAGIC:
+		return "bad magic";
+	case HB_DECODE_BAD_VERSION:
+		return "unsupported version";
+	case HB_DECODE_BAD_TYPE:
+		return "unknown frame type";
+	case HB_DECODE_TOO_LARGE:
+		return "payload length above limit";
+	case HB_DECODE_BAD_LEN:
+		return "length invalid for frame type";
+	default:
+		return "unknown decode result";
+	}
+}
+
+const char *hb_type_str(uint8_t type)
+{
+	static const char *const names[] = {
+		[HB_HELLO] = "HELLO", [HB_WELCOME] = "WELCOME", [HB_PING] = "PING",
+		[HB_PONG] = "PONG",   [HB_ECHO] = "ECHO",	[HB_DATA] = "DATA",
+		[HB_ACK] = "ACK",     [HB_BYE] = "BYE",		[HB_ERROR] = "ERROR",
+	};
+
+	if (type > HB_TYPE_MAX || !names[type])
+		return "?";
+	return names[type];
+}
