@@ -40,13 +40,13 @@ done
 # not rebuilt (the sanitizers see nothing of kernel code).
 if [ "${SKIP_SAN:-0}" != 1 ]; then
 	echo "=== building with ASan/UBSan (make SAN=1)"
-	if make --no-print-directory SAN=1 -j"$(nproc)" tests >/dev/null; then
+	if make --no-print-directory SAN=1 BUILD="$BUILD/asan" -j"$(nproc)" tests >/dev/null; then
 		export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
-		for t in build/asan/tests/test_*; do
+		for t in "$BUILD"/asan/tests/test_*; do
 			case $(basename "$t") in
 			test_xdp* | test_sockmap* | test_e2e* | *.d) continue ;;
 			esac
-			BUILD=build/asan run "asan:$(basename "$t")" "$t"
+			BUILD=$BUILD/asan run "asan:$(basename "$t")" "$t"
 		done
 	else
 		failed+=("asan-build")
