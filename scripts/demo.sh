@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+# The end-to-end demo behind `make demo`: two namespaces on a veth pair, hbctl load on the
+# server's veth, hbd, then hbload with TCP and UDP devices. Ends by printing, each on its own
+# line: the TCP run's JSON summary, the UDP run's, and `hbctl stats --json`.
+# Everything it creates is removed on exit, also on failure or Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+CLIENTS=${CLIENTS:-1000}
+DURATION=${DURATION:-10}
+INTERVAL=${INTERVAL:-1}
+PORT=${PORT:-7600}
+NAME=hbdemo
+PIN=/sys/fs/bpf/hbeat
+OUT=$BUILD/demo
+
+eval "$(scripts/netns.sh env $NAME)"
+hbd_pid=
+cleanup() {
+	set +e
+	if [ -n "$hbd_pid" ] && kill -0 "$hbd_pid" 2>/dev/null; then
+		kill -TERM "$hbd_pid"
+		for _ in $(seq 50); do kill -0 "$hbd_pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$hbd_pid" 2>/dev/null
+	fi
+	[ -d "$PIN" ] && nsenter --net=/run/netns/$SRV_NS "$BUILD/hbctl" unload --dev "$SRV_IF" >/dev/null
+	scripts/netns.sh down $NAME
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+in_srv() { nsenter --net=/run/netns/$SRV_NS "$@"; }
+in_cli() { nsenter --net=/run/netns/$CLI_NS "$@"; }
+step() { printf '\n== %s\n' "$*" >&2; }
+
+if [ -e "$PIN" ]; then
+	echo "demo: $PIN already exists: hbeat is loaded on this machine (hbctl status); unload it first" >&2
+	exit 1
+fi
+mkdir -p "$OUT"
+rm -f "$OUT"/sink.jsonl
+
+step "network: namespaces $SRV_NS ($SRV_ADDR) and $CLI_NS ($CLI_ADDR) on a veth pair"
+scripts/netns.sh up $NAME 4
+
+# One derived-key range provisions every simulated device (docs/PROTOCOL.md).
+umask 077
+printf '1-%d derive %s\n' 1000000 "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" > "$OUT/keys"
+umask 022
+
+step "hbctl load --dev $SRV_IF (XDP native on the veth, sockmap, sock_ops)"
+in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --mode native --port "$PORT" >&2
+in_srv "$BUILD/hbctl" status >&2
+
+step "hbd on port $PORT, heartbeat interval ${INTERVAL}s"
+in_srv "$BUILD/hbd" --port "$PORT" --keys "$OUT/keys" --sink "$OUT/sink.jsonl" \
+	--interval "$INTERVAL" --max-clients $((4 * CLIENTS)) 2> "$OUT/hbd.log" &
+hbd_pid=$!
+for _ in $(seq 100); do
+	in_srv ss -Hltn "sport = :$PORT" | grep -q . && break
+	kill -0 "$hbd_pid" 2>/dev/null || { cat "$OUT/hbd.log" >&2; exit 1; }
+	sleep 0.1
+done
+
+run_load() { # proto
+	in_cli "$BUILD/hbload" --server "$SRV_ADDR" --port "$PORT" --clients "$CLIENTS" --proto "$1" \
+		--interval "$INTERVAL" --duration "$DURATION" --keys "$OUT/keys" --source "10.77.1.1-10.77.1.4" \
+		--data-every 5 --echo-every 7 --json
+}
+
+step "hbload: $CLIENTS TCP devices for ${DURATION}s"
+run_load tcp > "$OUT/tcp.json" &
+load_pid=$!
+sleep $((DURATION / 2))
+step "hbctl conns (first 12 lines) while they heartbeat"
+in_srv "$BUILD/hbctl" conns | head -n 12 >&2
+wait $load_pid
+
+step "hbload: $CLIENTS UDP devices for ${DURATION}s"
+run_load udp > "$OUT/udp.json"
+
+step "hbctl stats"
+in_srv "$BUILD/hbctl" stats >&2
+in_srv "$BUILD/hbctl" stats --json > "$OUT/stats.json"
+step "DATA frames in the sink: $(wc -l < "$OUT/sink.jsonl") lines ($OUT/sink.jsonl)"
+
+cleanup
+trap - EXIT
+printf '\n'
+cat "$OUT/tcp.json" "$OUT/udp.json" "$OUT/stats.json"
