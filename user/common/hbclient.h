@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Sans-IO device side of wire protocol v1: one small state machine per device.
+ *
+ * No sockets, no clocks, no threads, no allocation: the caller moves bytes and passes in the
+ * time. hbload drives 500,000 of these from io_uring; the device library (issue 5) drives one
+ * with blocking sockets. Every build function writes one complete frame for the device's
+ * transport (TCP: header + payload; UDP: header + session token + payload) into the caller's
+ * buffer and returns its size, or a negative errno.
+ *
+ * Outstanding requests are tracked in sliding windows over the device's own 16-bit sequence
+ * space (one seq per frame sent, as the ABI says): bit d of a window is the frame sent d frames
+ * before the newest. A reply whose seq is not set in the matching window is a stray (duplicate,
+ * very late or bogus) and changes nothing. Requests older than the window are forgotten; the
+ * caller's sent/answered counters still show them as lost.
+ */
+#ifndef HB_HBCLIENT_H
+#define HB_HBCLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+#define HBC_PING_WINDOW 64
+#define HBC_REQ_WINDOW 32 /* DATA and ECHO */
+
+enum hbc_state {
+	HBC_IDLE = 0, /* no transport, or transport up but HELLO not yet built */
+	HBC_HELLO_SENT = 1, /* waiting for WELCOME */
+	HBC_AUTHED = 2, /* session open: heartbeats, DATA and ECHO allowed */
+	HBC_CLOSED = 3, /* BYE or ERROR received, or hbc_reset called: reconnect from here */
+};
+
+/* One device. 48 bytes: 500k of them are 24 MB. Fields are read-only to callers. */
+struct hbc {
+	uint64_t device_id;
+	uint64_t token; /* session token from WELCOME (0 before) */
+	uint64_t ping_out; /* window of unanswered PINGs */
+	uint32_t data_out; /* window of DATA awaiting ACK */
+	uint32_t echo_out; /* window of ECHO awaiting reflection */
+	uint32_t interval_ms; /* what the server asked for in WELCOME */
+	uint32_t timeout_ms; /* silence after which the server expires us */
+	uint16_t seq; /* next sequence number to send */
+	uint8_t state; /* enum hbc_state */
+	uint8_t transport; /* enum hb_transport */
+	uint8_t attempt; /* consecutive failed session attempts: the backoff exponent */
+	uint8_t bye_reason; /* last BYE reason received (enum hb_bye_reason) */
+	uint16_t error_code; /* last ERROR code received (enum hb_error_code), 0 if none */
+};
+
+/* What one received frame meant. */
+enum hbc_event {
+	HBC_EV_NONE = 0,
+	HBC_EV_WELCOME, /* session open: token, interval_ms, timeout_ms set */
+	HBC_EV_PONG, /* answer to an outstanding PING: rtt_ns set */
+	HBC_EV_ACK, /* a DATA frame was acknowledged */
+	HBC_EV_ECHO, /* an ECHO came back: payload/len point into the caller's buffer */
+	HBC_EV_BYE, /* server ends the session: code = reason; state is CLOSED */
+	HBC_EV_ERROR, /* server refused something: code = error; state is CLOSED */
+	HBC_EV_AUTH_FAILED, /* ERROR(HB_ERR_AUTH) answering our HELLO; state is CLOSED */
+	HBC_EV_STRAY, /* reply to nothing outstanding, or another session's token: ignored */
+	HBC_EV_PROTO, /* a frame the server must not send, or not in this state: ignored */
+};
+
+struct hbc_ev {
+	uint16_t seq; /* the frame's seq */
+	uint16_t code; /* BYE reason or ERROR code */
+	uint64_t rtt_ns; /* PONG: now - the timestamp the PING carried */
+	uint64_t ts; /* PONG: the timestamp the PING carried */
+	const uint8_t *payload; /* ECHO */
+	uint16_t len;
+};
+
+/* Jittered exponential backoff: the cap doubles per failed attempt from base_ms up to max_ms;
+ * the delay is drawn uniformly from [cap * (1 - jitter), cap]. jitter_pct 100 is "full jitter"
+ * (any delay up to the cap), which spreads a fleet reconnecting after an outage best.
+ */
+struct hbc_backoff {
+	uint32_t base_ms;
+	uint32_t max_ms;
+	uint8_t jitter_pct; /* 0..100 */
+};
+
+void hbc_init(struct hbc *c, uint64_t device_id, enum hb_transport t);
+
+/* Forgets the session (after the transport dropped or before reconnecting). Keeps device_id,
+ * transport and attempt. Outstanding requests are dropped: the caller counts them as lost.
+ */
+void hbc_reset(struct hbc *c);
+
+/* Builds a HELLO signed with the device secret; unix_ms is the wall clock (Unix time in ms)
+ * the server checks against its clock window. State becomes HELLO_SENT. -EIO if libcrypto fails.
+ */
+int hbc_hello(struct hbc *c, void *buf, size_t cap, const uint8_t *secret, size_t slen,
+	      uint64_t unix_ms);
+
+/* Builds a PING carrying ts (any 64-bit clock value; the PONG returns it unchanged). Needs an
+ * open session (-ENOTCONN otherwise). *seq (if not NULL) receives the frame's seq.
+ */
+int hbc_ping(struct hbc *c, void *buf, size_t cap, uint64_t ts, uint16_t *seq);
+int hbc_data(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t len,
+	     uint16_t *seq);
+int hbc_echo(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t len,
+	     uint16_t *seq);
+/* BYE ends the session from our side; state becomes CLOSED. Valid in any state with a session
+ * or a pending HELLO (-ENOTCONN otherwise).
+ */
+int hbc_bye(struct hbc *c, void *buf, size_t cap, uint16_t reason);
+
+/* Decodes one frame from the front of buf the way this device's transport frames them
+ * (hb_decode_stream for TCP, hb_decode_dgram for UDP). Returns an enum hb_decode.
+ */
+int hbc_decode(const struct hbc *c, const void *buf, size_t n, struct hb_frame *f);
+
+/* Consumes one decoded frame from the server at time now (same clock as the PING timestamps). */
+enum hbc_event hbc_input(struct hbc *c, const struct hb_frame *f, uint64_t now,
+			 struct hbc_ev *ev);
+
+/* Delay before the next connection attempt; counts the attempt. rnd is a uniform random 32-bit
+ * value from the caller (so tests are deterministic). The first call after a WELCOME starts from
+ * base_ms again.
+ */
+uint32_t hbc_backoff_ms(struct hbc *c, const struct hbc_backoff *p, uint32_t rnd);
+
+/* Outstanding requests in the windows. */
+unsigned hbc_pings_outstanding(const struct hbc *c);
+unsigned hbc_data_outstanding(const struct hbc *c);
+unsigned hbc_echo_outstanding(const struct hbc *c);
+
+const char *hbc_event_str(enum hbc_event e);
+
+#endif
