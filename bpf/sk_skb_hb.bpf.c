@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hb_parser + hb_verdict: frame the TCP byte stream of every service socket in the sockhash and
+ * answer heartbeats of authenticated connections without waking the daemon.
+ *
+ * Both programs run on the strparser's skb, which is a clone of the whole TCP segment (or, for a
+ * frame split across segments, the first segment with the later ones chained on its frag_list).
+ * The frame does NOT start at offset 0: with two frames coalesced in one segment the second one
+ * starts mid-skb. Its real start is the strparser offset kept in the kernel skb's control block,
+ * struct sk_skb_cb → strp.strp.offset, read here through bpf_cast_to_kern_ctx(). All frame
+ * access goes through bpf_skb_load_bytes/bpf_skb_store_bytes at that offset, which also copes
+ * with non-linear data (a header split across frags or frag_list members).
+ *
+ * Verdict per frame (one strparser message):
+ *  - PING on an AUTHED connection, daemon alive: type byte rewritten to PONG, redirected to the
+ *    same socket's egress (bpf_sk_redirect_hash, flags 0), conn heartbeat fields updated (sk_pong);
+ *  - ECHO on an AUTHED connection, daemon alive: redirected back unchanged (sk_echo);
+ *  - everything else: SK_PASS to the daemon's receive queue (sk_pass, sk_not_authed,
+ *    sk_daemon_dead, sk_no_conn say why).
+ *
+ * Kernel features: sockhash + sk_skb stream parser/verdict (4.18), bpf_get_socket_cookie for
+ * sk_skb (4.12), bpf_cast_to_kern_ctx kfunc (6.2), kfunc calls from sk_skb programs (6.2 via the
+ * common kfunc set), BTF-typed access to skb->cb as scalar scratch space.
+ */
+#include "hb_vmlinux.bpf.h"
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "hbeat_abi.h"
+#include "hb_frame.bpf.h"
+#include "hb_maps.bpf.h"
+
+/* Returns the kernel's struct sk_buff behind the program's __sk_buff (a trusted BTF pointer). */
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+
+/* Start of the current message inside the skb.
+ *
+ * The direct read is accepted: the verifier walks struct sk_buff's BTF, finds the access inside
+ * the char cb[48] array and treats it as scalar scratch space (btf_struct_walk allows an access
+ * of any size inside an array of ints, "e.g. skb->cb[]"). The field offsets are CO-RE relocated
+ * against the running kernel's sk_skb_cb, so a layout change is caught at load, not misread.
+ * No bpf_probe_read_kernel fallback is needed on this kernel (see tests/test_sockmap.c for the
+ * coalesced/split frames that would break if this offset were wrong). */
+static __always_inline __u32 strp_msg_offset(struct __sk_buff *skb)
+{
+	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
+	struct sk_skb_cb *scb = (struct sk_skb_cb *)kskb->cb;
+
+	return scb->strp.strp.offset;
+}
+
+SEC("sk_skb/stream_parser")
+int hb_parser(struct __sk_buff *skb)
+{
+	__u32 off = strp_msg_offset(skb);
+	struct hb_hdr h;
+	__u32 avail;
+
+	/* skb->len counts from the start of the cloned segment; the message begins at off. */
+	if (off >= skb->len)
+		return 0;
+	avail = skb->len - off;
+	if (avail < sizeof(h))
+		return 0; /* header incomplete: the strparser calls again when more arrives */
+	if (bpf_skb_load_bytes(skb, off, &h, sizeof(h)) < 0 || !hb_hdr_valid(&h)) {
+		/* Not a frame we can delimit. Hand everything we have to the daemon as one message:
+		 * it reports HB_ERR_MALFORMED and closes. avail > 0 also satisfies the strparser's
+		 * rule that a message must reach into the newest skb. */
+		HB_COUNT(sk_malformed);
+		return avail;
+	}
+	return sizeof(h) + bpf_ntohs(h.len);
+}
+
+SEC("sk_skb/stream_verdict")
+int hb_verdict(struct __sk_buff *skb)
+{
+	__u32 off = strp_msg_offset(skb);
+	struct hb_conn_key key = { .cookie = bpf_get_socket_cookie(skb) };
+	__u8 pong = HB_PONG, ping = HB_PING;
+	struct hb_conn *conn;
+	struct hb_hdr h;
+	__u64 now;
+
+	/* A malformed blob from the parser (already counted there) goes to the daemon as is. */
+	if (bpf_skb_load_bytes(skb, off, &h, sizeof(h)) < 0 || !hb_hdr_valid(&h))
+		return SK_PASS;
+
+	conn = bpf_map_lookup_elem(&conns, &key);
+	if (!conn) {
+		HB_COUNT(sk_no_conn);
+		return SK_PASS;
+	}
+	if (h.type != HB_PING && h.type != HB_ECHO) {
+		HB_COUNT(sk_pass);
+		return SK_PASS;
+	}
+	if (conn->state != HB_STATE_AUTHED) {
+		HB_COUNT(sk_not_authed);
+		return SK_PASS;
+	}
+	now = bpf_ktime_get_ns();
+	if (!hb_daemon_alive(now)) {
+		HB_COUNT(sk_daemon_dead);
+		return SK_PASS;
+	}
+
+	if (h.type == HB_PING) {
+		/* Rewrite first, then redirect: if the redirect fails the type is put back, so the
+		 * daemon receives the PING it can answer, never a half-made PONG. */
+		if (bpf_skb_store_bytes(skb, off + offsetof(struct hb_hdr, type), &pong, 1, 0) < 0) {
+			HB_COUNT(sk_redirect_err);
+			return SK_PASS;
+		}
+		if (bpf_sk_redirect_hash(skb, &sockhash, &key, 0) != SK_PASS) {
+			bpf_skb_store_bytes(skb, off + offsetof(struct hb_hdr, type), &ping, 1, 0);
+			HB_COUNT(sk_redirect_err);
+			return SK_PASS;
+		}
+		conn->last_seen_ns = now;
+		conn->last_seq = bpf_ntohs(h.seq);
+		__sync_fetch_and_add(&conn->pings, 1);
+		HB_COUNT(sk_pong);
+		return SK_PASS;
+	}
+
+	/* ECHO: back out verbatim. It proves the device alive as much as a PING does. */
+	if (bpf_sk_redirect_hash(skb, &sockhash, &key, 0) != SK_PASS) {
+		HB_COUNT(sk_redirect_err);
+		return SK_PASS;
+	}
+	conn->last_seen_ns = now;
+	__sync_fetch_and_add(&conn->echoes, 1);
+	HB_COUNT(sk_echo);
+	return SK_PASS;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hb_sockops: puts every passively established TCP connection on the service port into the
+ * sockhash (where hb_parser/hb_verdict take over its receive path) and keeps a conns entry for
+ * it from establishment to close.
+ *
+ * Established (BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, local port == hb_port, and the loader's netns
+ * if hb_netns_cookie is set): enable the state callback, create conns[cookie] (state NEW, peer
+ * text, last_seen_ns = now), insert the socket into sockhash under the same cookie. If either map
+ * is full the connection simply stays on the daemon's normal path (sockops_insert_err) and no
+ * half-made entry is left behind.
+ * Closed (BPF_SOCK_OPS_STATE_CB → TCP_CLOSE): delete conns[cookie] (the sockhash drops the socket
+ * on its own).
+ *
+ * Kernel features: cgroup sock_ops (4.13), bpf_sock_hash_update (4.18), STATE_CB (4.16),
+ * bpf_get_socket_cookie for sock_ops (5.3), bpf_get_netns_cookie for sock_ops (5.15 era),
+ * bpf_snprintf with %pI4/%pI6 (5.13), cgroup bpf_link (5.7).
+ */
+#include "hb_vmlinux.bpf.h"
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "hbeat_abi.h"
+#include "hb_maps.bpf.h"
+
+/* Service port (host order) and, if nonzero, the only network namespace served; both set by
+ * the loader before load. The netns filter keeps a same-port service in another namespace (a
+ * container, a test) off our maps even though the cgroup hook sees it. */
+const volatile __u16 hb_port = HB_DEFAULT_PORT;
+const volatile __u64 hb_netns_cookie = 0;
+
+/* remote_port in the sock_ops context holds the network-order port in the upper 16 bits on the
+ * kernels that matter (the field notes' trap); older ones had it in the lower 16. Either way one
+ * half is zero: pick the other and return a host-order port. */
+static __always_inline __u16 remote_port_host(__u32 rp)
+{
+	if (rp & 0xffff)
+		return bpf_ntohs((__u16)rp);
+	return (__u16)bpf_ntohl(rp);
+}
+
+/* "a.b.c.d:port" or "[v6]:port" (%pI6 prints the full 8 groups; bpf_snprintf has no compressed
+ * form). A v4-mapped address (a dual-stack socket accepting IPv4) prints as plain IPv4. */
+static __always_inline void format_peer(struct bpf_sock_ops *skops, char *out)
+{
+	__u16 port = remote_port_host(skops->remote_port);
+
+	if (skops->family == AF_INET) {
+		__u32 a4 = skops->remote_ip4;
+
+		BPF_SNPRINTF(out, HB_PEER_STR, "%pI4:%u", &a4, port);
+		return;
+	}
+	if (skops->family == AF_INET6) {
+		__u32 a6[4];
+
+		a6[0] = skops->remote_ip6[0];
+		a6[1] = skops->remote_ip6[1];
+		a6[2] = skops->remote_ip6[2];
+		a6[3] = skops->remote_ip6[3];
+		if (a6[0] == 0 && a6[1] == 0 && a6[2] == bpf_htonl(0xffff)) {
+			BPF_SNPRINTF(out, HB_PEER_STR, "%pI4:%u", &a6[3], port);
+			return;
+		}
+		BPF_SNPRINTF(out, HB_PEER_STR, "[%pI6]:%u", a6, port);
+	}
+}
+
+static __always_inline void track(struct bpf_sock_ops *skops)
+{
+	struct hb_conn_key key = { .cookie = bpf_get_socket_cookie(skops) };
+	struct hb_conn conn = {};
+
+	/* Ask for the close notification first: once it is on, a failure below can leave nothing
+	 * behind that the close callback would not also try to remove. */
+	if (bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG)) {
+		HB_COUNT(sockops_insert_err);
+		return;
+	}
+	conn.state = HB_STATE_NEW;
+	conn.last_seen_ns = bpf_ktime_get_ns();
+	format_peer(skops, conn.peer);
+	if (bpf_map_update_elem(&conns, &key, &conn, BPF_ANY)) {
+		HB_COUNT(sockops_insert_err);
+		return;
+	}
+	if (bpf_sock_hash_update(skops, &sockhash, &key, BPF_NOEXIST)) {
+		bpf_map_delete_elem(&conns, &key);
+		HB_COUNT(sockops_insert_err);
+		return;
+	}
+	HB_COUNT(sockops_insert);
+}
+
+SEC("sockops")
+int hb_sockops(struct bpf_sock_ops *skops)
+{
+	struct hb_conn_key key;
+
+	switch (skops->op) {
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+		if (skops->local_port != hb_port)
+			break;
+		if (hb_netns_cookie && bpf_get_netns_cookie(skops) != hb_netns_cookie)
+			break;
+		track(skops);
+		break;
+	case BPF_SOCK_OPS_STATE_CB:
+		/* Only sockets track() enabled the callback on get here. */
+		if (skops->args[1] != TCP_CLOSE)
+			break;
+		key.cookie = bpf_get_socket_cookie(skops);
+		if (bpf_map_delete_elem(&conns, &key) == 0)
+			HB_COUNT(sockops_close);
+		break;
+	default:
+		break;
+	}
+	return 1;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hb_xdp: answers UDP heartbeats of admitted sessions in the driver (PING → PONG, XDP_TX).
+ *
+ * Frame on the wire: Ethernet [VLAN [VLAN]] IPv4|IPv6 UDP(dport = hb_port)
+ *                    hb_hdr (8 B) | token (8 B) | payload (hb_hdr.len B)
+ *
+ * Verdicts:
+ *  - valid PING, token in sessions, state AUTHED, source address and port the session's, daemon
+ *    alive: rewritten in place into the PONG and sent back with XDP_TX (xdp_pong);
+ *  - any other valid frame, or a PING that fails one of those checks: XDP_PASS to hbd, with the
+ *    counter naming why; an unknown or spoofed source never gets a reply from here;
+ *  - a datagram to the service port that is not a well-formed frame: XDP_DROP (xdp_drop_malformed);
+ *  - everything else: XDP_PASS untouched (xdp_other).
+ *
+ * Kernel features: XDP (4.8), bpf_ktime_get_ns, BTF-defined maps with pinning (libbpf), global
+ * const volatile data (5.2, frozen .rodata map), bounded loops are unrolled. Attached through
+ * libxdp's dispatcher (freplace, 5.10) or a plain XDP bpf_link (5.9) as a fallback.
+ */
+#include "hb_vmlinux.bpf.h"
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+#include <xdp/xdp_helpers.h>
+
+#include "hbeat_abi.h"
+#include "hb_csum.bpf.h"
+#include "hb_frame.bpf.h"
+#include "hb_maps.bpf.h"
+#include "hb_parse.bpf.h"
+
+/* Service port, host order; set by the loader before load. */
+const volatile __u16 hb_port = HB_DEFAULT_PORT;
+
+/* libxdp dispatcher settings: run early (the heartbeat path is the hot one) and hand every
+ * XDP_PASS on to the next program, so hbeat coexists with others on the same NIC. */
+struct {
+	__uint(priority, 10);
+	__uint(XDP_PASS, 1);
+} XDP_RUN_CONFIG(hb_xdp);
+
+/* The UDP part of a PING, as it follows the UDP header. */
+struct hb_udp_ping {
+	struct hb_hdr hdr;
+	__be64 token;
+	struct hb_ping ping;
+};
+
+/* Source check for an IPv4 packet against the session's v4-mapped address. */
+static __always_inline int v4_matches(const struct hb_session *s, __be32 saddr)
+{
+	const __u32 *a = (const __u32 *)s->addr;
+
+	return a[0] == 0 && a[1] == 0 && a[2] == bpf_htonl(0xffff) && a[3] == saddr;
+}
+
+static __always_inline int v6_matches(const struct hb_session *s, const struct in6_addr *saddr)
+{
+	const __u32 *a = (const __u32 *)s->addr;
+
+	return a[0] == saddr->in6_u.u6_addr32[0] && a[1] == saddr->in6_u.u6_addr32[1] &&
+	       a[2] == saddr->in6_u.u6_addr32[2] && a[3] == saddr->in6_u.u6_addr32[3];
+}
+
+static __always_inline void swap_macs(struct ethhdr *eth)
+{
+	__u8 tmp[ETH_ALEN];
+
+	__builtin_memcpy(tmp, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, tmp, ETH_ALEN);
+}
+
+/* Everything after the IP header. Inlined twice with a constant v6, so each copy knows which
+ * L3 header it has: a single copy testing "iph != NULL" makes the verifier walk the impossible
+ * path where neither header pointer is set (it cannot prove a packet pointer non-NULL). */
+static __always_inline int hb_udp(struct hdr_cursor *nh, void *data_end, struct ethhdr *eth,
+				  void *l3, const int v6)
+{
+	struct iphdr *iph = l3;
+	struct ipv6hdr *ip6h = l3;
+	struct hb_session_key key;
+	struct hb_session *sess;
+	struct hb_udp_ping *f;
+	struct udphdr *udp;
+	__u16 udp_len, old_word, new_word;
+	__be16 tmp_port;
+	__u64 now;
+
+	if (parse_udphdr(nh, data_end, &udp) < 0 || udp->dest != bpf_htons(hb_port))
+		goto other;
+
+	/* From here on the datagram is addressed to the service: it is a valid frame or dropped.
+	 * The UDP length is authoritative (Ethernet padding may follow); it must fit the packet. */
+	udp_len = bpf_ntohs(udp->len);
+	if (udp_len < sizeof(*udp) + sizeof(struct hb_hdr) + HB_TOKEN_LEN ||
+	    (void *)udp + udp_len > data_end)
+		goto malformed;
+	/* IPv6 forbids a zero UDP checksum; the stack would drop it, so do we. */
+	if (v6 && udp->check == 0)
+		goto malformed;
+	f = nh->pos;
+	if ((void *)&f->token + sizeof(f->token) > data_end)
+		goto malformed;
+	if (!hb_hdr_valid(&f->hdr) ||
+	    udp_len != sizeof(*udp) + sizeof(struct hb_hdr) + HB_TOKEN_LEN + bpf_ntohs(f->hdr.len))
+		goto malformed;
+
+	if (f->hdr.type != HB_PING) {
+		HB_COUNT(xdp_pass);
+		return XDP_PASS;
+	}
+	/* A valid PING has an 8-byte payload (hb_payload_len_ok) inside udp_len, which is inside
+	 * the packet; the verifier still wants to see the bound against data_end. */
+	if ((void *)(f + 1) > data_end)
+		goto malformed;
+
+	key.token = bpf_be64_to_cpu(f->token);
+	sess = bpf_map_lookup_elem(&sessions, &key);
+	if (!sess) {
+		HB_COUNT(xdp_unknown_session);
+		return XDP_PASS;
+	}
+	if (sess->port != udp->source ||
+	    (v6 ? !v6_matches(sess, &ip6h->saddr) : !v4_matches(sess, iph->saddr))) {
+		HB_COUNT(xdp_addr_mismatch);
+		return XDP_PASS;
+	}
+	if (sess->state != HB_STATE_AUTHED) {
+		HB_COUNT(xdp_not_authed);
+		return XDP_PASS;
+	}
+	now = bpf_ktime_get_ns();
+	if (!hb_daemon_alive(now)) {
+		HB_COUNT(xdp_daemon_dead);
+		return XDP_PASS;
+	}
+
+	/* PING → PONG in place. Swapping addresses and ports leaves every checksum's sum unchanged
+	 * (one's complement addition commutes), so only the type byte needs the UDP checksum fixed;
+	 * the IPv4 header checksum covers no changed byte. The type shares a 16-bit word with the
+	 * version at an even offset of the UDP payload, so that word is what changes in the sum. */
+	swap_macs(eth);
+	if (v6) {
+		struct in6_addr a = ip6h->saddr;
+
+		ip6h->saddr = ip6h->daddr;
+		ip6h->daddr = a;
+	} else {
+		__be32 a = iph->saddr;
+
+		iph->saddr = iph->daddr;
+		iph->daddr = a;
+	}
+	tmp_port = udp->source;
+	udp->source = udp->dest;
+	udp->dest = tmp_port;
+
+	old_word = bpf_htons((HB_VERSION << 8) | HB_PING);
+	new_word = bpf_htons((HB_VERSION << 8) | HB_PONG);
+	f->hdr.type = HB_PONG;
+	/* An IPv4 sender that sent no checksum (0) gets none back. */
+	if (udp->check)
+		udp->check = udp_csum_replace(udp->check, old_word, new_word);
+
+	sess->last_seen_ns = now;
+	sess->last_seq = bpf_ntohs(f->hdr.seq);
+	__sync_fetch_and_add(&sess->pings, 1);
+	HB_COUNT(xdp_pong);
+	return XDP_TX;
+
+malformed:
+	HB_COUNT(xdp_drop_malformed);
+	return XDP_DROP;
+other:
+	HB_COUNT(xdp_other);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int hb_xdp(struct xdp_md *ctx)
+{
+	void *data_end = (void *)(long)ctx->data_end;
+	void *data = (void *)(long)ctx->data;
+	struct hdr_cursor nh = { .pos = data };
+	struct ipv6hdr *ip6h;
+	struct iphdr *iph;
+	struct ethhdr *eth;
+	int eth_type, frag;
+
+	eth_type = parse_ethhdr(&nh, data_end, &eth);
+	if (eth_type == bpf_htons(ETH_P_IP)) {
+		/* Fragments go to the stack whole: only the reassembled datagram can be judged. */
+		if (parse_iphdr(&nh, data_end, &iph, &frag) == IPPROTO_UDP && !frag)
+			return hb_udp(&nh, data_end, eth, iph, 0);
+	} else if (eth_type == bpf_htons(ETH_P_IPV6)) {
+		if (parse_ip6hdr(&nh, data_end, &ip6h) == IPPROTO_UDP)
+			return hb_udp(&nh, data_end, eth, ip6h, 1);
+	}
+	HB_COUNT(xdp_other);
+	return XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* hbeat loader library: loads the three BPF objects over one set of shared maps, attaches them
+ * (XDP through libxdp, parser+verdict on the sockhash, sock_ops on a cgroup), pins what must
+ * outlive the loader, and undoes all of it. Used by hbctl and by the tests.
+ *
+ * Lifecycle of a handle (every function returns 0 or a negative errno):
+ *
+ *   hbl_open()            load sk_skb_hb (creates the maps), sockops_hb and xdp_hb (reuse them)
+ *   hbl_attach_sockmap()  hb_parser + hb_verdict on the sockhash — before sock_ops, because a
+ *                         socket picks up the map's programs when it is inserted
+ *   hbl_attach_sockops()  hb_sockops on a cgroup v2 directory (bpf_link)
+ *   hbl_attach_xdp()      hb_xdp on a NIC through libxdp (dispatcher), plain link as fallback
+ *   hbl_write_config()    the config map's load-time fields
+ *   hbl_pin()             maps and links under a directory: from here on they outlive the process
+ *   hbl_close()           frees the handle; a handle that was never pinned first undoes every
+ *                         attachment it made, so a failed load leaves nothing behind
+ *
+ * hbl_unload() is the inverse of a pinned load, working only from the pins (another process).
+ * No function here touches HB_PIN_DEFAULT unless the caller passes it.
+ */
+#ifndef HB_BPF_H
+#define HB_BPF_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hbeat_abi.h"
+
+struct sk_skb_hb;
+struct sockops_hb;
+struct xdp_hb;
+struct bpf_link;
+struct xdp_program;
+
+/* Pin names for the links, next to the maps (HB_MAP_*). */
+#define HBL_PIN_LINK_SOCKOPS "link_sockops"
+#define HBL_PIN_LINK_XDP "link_xdp" /* only when libxdp could not be used */
+#define HBL_PROG_XDP "hb_xdp"
+
+#define HBL_DEFAULT_CGROUP "/sys/fs/cgroup/unified"
+
+struct hbl_opts {
+	__u16 port; /* service port, host order; 0 = HB_DEFAULT_PORT */
+	__u64 netns_cookie; /* sock_ops serves only this netns; 0 = every netns */
+	__u32 max_conns; /* conns/sockhash capacity; 0 = HB_MAX_CONNS */
+	__u32 max_sessions; /* sessions capacity; 0 = HB_MAX_SESSIONS */
+	/* true: leave hb_xdp unloaded so hbl_attach_xdp() can hand it to libxdp, which loads it as
+	 * a dispatcher component (freplace). false: load it as a plain XDP program now (tests run
+	 * it with bpf_prog_test_run_opts). */
+	bool xdp_defer_load;
+};
+
+enum hbl_xdp_how {
+	HBL_XDP_NONE = 0,
+	HBL_XDP_DISPATCHER, /* libxdp multi-prog dispatcher */
+	HBL_XDP_LIBXDP_LEGACY, /* libxdp attached it alone (kernel or NIC refused the dispatcher) */
+	HBL_XDP_LINK, /* plain XDP bpf_link, libxdp failed */
+};
+
+struct hbl {
+	struct sk_skb_hb *skskb; /* owns the maps */
+	struct sockops_hb *sockops;
+	struct xdp_hb *xdp;
+	bool xdp_loaded; /* hb_xdp has a program fd */
+	struct hbl_opts opts;
+
+	/* What this handle attached (undone by hbl_close unless pinned). */
+	bool sockmap_attached;
+	struct bpf_link *sockops_link;
+	struct xdp_program *xdp_prog; /* libxdp's handle (dispatcher or legacy) */
+	int xdp_link_fd; /* fallback plain XDP link, -1 if none */
+	int xdp_ifindex;
+	enum hb_xdp_mode xdp_mode;
+	enum hbl_xdp_how xdp_how;
+	bool pinned;
+	char pin_dir[PATH_MAX];
+};
+
+int hbl_open(struct hbl **out, const struct hbl_opts *opts);
+void hbl_close(struct hbl *h);
+
+/* fd of one shared map by ABI name (HB_MAP_*), or -ENOENT. Owned by the handle. */
+int hbl_map_fd(const struct hbl *h, const char *name);
+/* Program fds (hb_xdp only once loaded). */
+int hbl_prog_fd(const struct hbl *h, const char *prog_name);
+
+int hbl_attach_sockmap(struct hbl *h);
+int hbl_detach_sockmap(struct hbl *h);
+int hbl_attach_sockops(struct hbl *h, const char *cgroup_path);
+/* mode: HB_XDP_NATIVE or HB_XDP_SKB. -EOPNOTSUPP from a native attach means the driver lacks
+ * native XDP (try HB_XDP_SKB); -EEXIST means the NIC already runs a program that cannot share. */
+int hbl_attach_xdp(struct hbl *h, int ifindex, enum hb_xdp_mode mode);
+int hbl_detach_xdp(struct hbl *h);
+int hbl_write_config(struct hbl *h, int ifindex, const char *ifname, enum hb_xdp_mode mode);
+
+/* Pins every shared map and every link of the handle under dir, created with mode 0700. dir must
+ * not exist yet (or be empty). On failure everything pinned so far is removed again. */
+int hbl_pin(struct hbl *h, const char *dir);
+
+/* Names of the shared maps, in pin order; NULL-terminated. */
+extern const char *const hbl_map_names[];
+
+/* What hbl_unload() found and removed; each message is one line for people. */
+struct hbl_unload_report {
+	bool xdp_detached;
+	bool sockops_detached;
+	bool sockmap_detached;
+	int pins_removed;
+	char xdp_note[160]; /* why XDP was not detached, if it was not */
+};
+
+/* Removes everything a pinned load made: XDP program (libxdp or link) on ifname (NULL: the one
+ * recorded in config), the sock_ops link, parser/verdict, every pin and the directory.
+ * -ENOENT if dir holds no hbeat pins. Goes on past individual failures and returns the first. */
+int hbl_unload(const char *dir, const char *ifname, struct hbl_unload_report *rep);
+
+/* Serialises load/unload of one pin directory across processes (flock on its parent directory,
+ * as libxdp does for its own). Returns an fd to pass to hbl_unlock(), or a negative errno. */
+int hbl_lock(const char *pin_dir);
+void hbl_unlock(int fd);
+
+/* Sums of the per-CPU kernel counters and of the per-worker daemon counters. */
+int hbl_read_kstats(int kstats_fd, struct hb_kstats *sum);
+int hbl_read_ustats(int ustats_fd, struct hb_ustats *sum);
+/* Counter names in struct order (from the X-macros), and count. */
+extern const char *const hbl_kstat_names[];
+extern const char *const hbl_ustat_names[];
+#define HBL_KSTAT(s, i) (((const __u64 *)(s))[i])
+#define HBL_USTAT(s, i) (((const __u64 *)(s))[i])
+
+/* The current network namespace's cookie (SO_NETNS_COOKIE, 5.14), for hbl_opts.netns_cookie. */
+int hbl_netns_cookie(__u64 *cookie);
+
+/* Routes libbpf and libxdp messages through hb_log. */
+void hbl_route_logs(void);
+
+#endif /* HB_BPF_H */
