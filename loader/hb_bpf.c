@@ -392,8 +392,12 @@ int hbl_attach_xdp(struct hbl *h, int ifindex, enum hb_xdp_mode mode)
 		goto done;
 	}
 
+	/* Loaded as a plain XDP program already (the caller chose it): a link is the way. */
+	hb_dbg("attaching hb_xdp with a plain XDP bpf_link");
+	goto link;
 fallback:
 	hb_warn("falling back to a plain XDP bpf_link (no coexistence with other XDP programs)");
+link:
 	err = attach_xdp_link(h, ifindex, mode);
 	if (err) {
 		hb_err("attaching hb_xdp to ifindex %d: %s", ifindex, strerror(-err));
