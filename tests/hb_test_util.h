@@ -7,7 +7,9 @@
 #define HB_TEST_UTIL_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +101,41 @@ static inline int hbt_kstat_idx(const char *name)
 	return -1;
 }
 
+/* Checks a whole counter snapshot difference against expected moves given as name, (int) delta
+ * pairs ending with NULL; every counter not named must not have moved. Returns NULL or a
+ * message naming the first offender (static buffer). */
+static inline const char *hbt_kstats_expect(const struct hb_kstats *a, const struct hb_kstats *b, ...)
+{
+	static char msg[160];
+	__u64 want[HB_KSTATS_N] = { 0 };
+	const char *name;
+	va_list ap;
+
+	va_start(ap, b);
+	while ((name = va_arg(ap, const char *))) {
+		int i = hbt_kstat_idx(name);
+		__u64 d = (__u64)va_arg(ap, int); /* deltas are passed as int */
+
+		if (i < 0) {
+			snprintf(msg, sizeof(msg), "no counter named %s", name);
+			va_end(ap);
+			return msg;
+		}
+		want[i] = d;
+	}
+	va_end(ap);
+	for (int i = 0; i < HB_KSTATS_N; i++) {
+		__u64 d = HBL_KSTAT(b, i) - HBL_KSTAT(a, i);
+
+		if (d != want[i]) {
+			snprintf(msg, sizeof(msg), "counter %s moved by %llu, expected %llu",
+				 hbl_kstat_names[i], (unsigned long long)d, (unsigned long long)want[i]);
+			return msg;
+		}
+	}
+	return NULL;
+}
+
 /* A fresh scratch directory on bpffs for pins, so tests never touch /sys/fs/bpf/hbeat. */
 static inline int hbt_pin_dir(char *out, size_t len)
 {
@@ -117,6 +154,36 @@ static inline void hbt_rm_pin_dir(const char *dir)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* Scratch pin directories and cgroups of earlier test runs that were killed before their
+ * teardown (the pid in the name is gone). Our own names only. */
+static inline void hbt_reap_stale(void)
+{
+	static const char *const roots[] = { "/sys/fs/bpf", "/sys/fs/cgroup/unified" };
+	char path[PATH_MAX], proc[64];
+	struct dirent *e;
+	DIR *d;
+	int pid;
+
+	for (size_t r = 0; r < sizeof(roots) / sizeof(roots[0]); r++) {
+		d = opendir(roots[r]);
+		if (!d)
+			continue;
+		while ((e = readdir(d))) {
+			if (sscanf(e->d_name, "hbeat-test-%d", &pid) != 1 || pid == getpid())
+				continue;
+			snprintf(proc, sizeof(proc), "/proc/%d", pid);
+			if (!access(proc, F_OK))
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", roots[r], e->d_name);
+			if (r == 0)
+				hbt_rm_pin_dir(path);
+			else
+				rmdir(path); /* fails harmlessly while it still holds processes */
+		}
+		closedir(d);
+	}
 }
 
 #endif /* HB_TEST_UTIL_H */
