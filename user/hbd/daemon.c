@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbd's control thread: set-up, workers, the liveness stamp, signals, drain, final counters. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sockets.h"
+#include "worker.h"
+
+#define CONTROL_TICK_MS 250
+#define SWEEP_BUDGET 4096 /* device-table slots looked at per control tick */
+
+int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu,
+		     uint64_t nofile, struct hbd_plan *p)
+{
+	uint64_t cap, need, per, rings;
+	unsigned workers = want_workers ? want_workers : (ncpu ? ncpu : 1);
+
+	if (!max_clients)
+		return -EINVAL;
+	if (nofile > (1u << 24))
+		nofile = 1u << 24; /* unlimited: 16M slots a ring is plenty */
+	if (nofile < HBD_SLOT_RESERVE + 64)
+		return -EMFILE;
+	cap = nofile - HBD_SLOT_RESERVE;
+	need = ((uint64_t)max_clients * 108 + 99) / 100;
+	rings = (need + cap - 1) / cap;
+	if (workers < rings)
+		workers = (unsigned)rings;
+	if (workers > HBD_MAX_RINGS)
+		return -E2BIG;
+	per = (need + workers - 1) / workers + 16;
+	if (per < 64)
+		per = 64;
+	if (per > cap)
+		per = cap;
+	p->workers = workers;
+	p->slots = (uint32_t)per;
+	return 0;
+}
+
+static int open_sink(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+
+	if (fd < 0) {
+		int rc = -errno;
+
+		hb_err("sink %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	return fd;
+}
+
+static void setup_maps(struct hbd_daemon *d)
+{
+	const struct hbd_config *cfg = d->cfg;
+	char why[512];
+
+	if (cfg->no_offload) {
+		hb_info("--no-offload: answering every heartbeat in userspace");
+	} else if (hbd_maps_open_offload(&d->maps, cfg->pin_path, why, sizeof(why))) {
+		hb_warn("BPF fast path not loaded at %s (%s): answering heartbeats in userspace; "
+			"run `hbctl load --dev IFACE`",
+			cfg->pin_path, why);
+	} else {
+		d->offload = true;
+	}
+	/* counters are published whenever the map is there, whatever the mode */
+	if (!hbd_maps_open_ustats(&d->maps, cfg->pin_path, why, sizeof(why))) {
+		d->stats = d->maps.ustats_mem;
+		hb_info("publishing counters in %s/%s", cfg->pin_path, HB_MAP_USTATS);
+	} else {
+		hb_dbg("counters kept private: %s", why);
+	}
+	if (!d->stats) {
+		d->stats_own = aligned_alloc(64, HB_MAX_WORKERS * sizeof(struct hb_ustats));
+		d->stats = d->stats_own;
+	}
+	/* counters count this daemon's life: a restarted daemon starts from zero */
+	if (d->stats)
+		memset(d->stats, 0, HB_MAX_WORKERS * sizeof(struct hb_ustats));
+}
+
+static int start_workers(struct hbd_daemon *d)
+{
+	const struct hbd_config *cfg = d->cfg;
+	unsigned n = d->plan.workers, started = 0;
+	int rc = 0;
+
+	d->workers = calloc(n, sizeof(*d->workers));
+	if (!d->workers)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		struct hbd_worker *w = calloc(1, sizeof(*w));
+
+		if (!w) {
+			rc = -ENOMEM;
+			break;
+		}
+		d->workers[i] = w;
+		w->d = d;
+		w->id = i;
+		w->st = &d->stats[i % HB_MAX_WORKERS];
+		w->lfd = d->tcp_fds[i];
+		w->ufd = d->udp_fds[i];
+		w->nslots = d->plan.slots;
+		w->rx_count = cfg->rx_buffers;
+		w->rx_size = cfg->rx_buf_size;
+		w->ux_count = HBD_UDP_BUFS;
+		rc = -pthread_create(&w->thread, NULL, hbd_worker_main, w);
+		if (rc) {
+			hb_err("worker thread: %s", strerror(-rc));
+			break;
+		}
+		started++;
+	}
+	pthread_mutex_lock(&d->lock);
+	if (rc && !d->start_err)
+		d->start_err = rc;
+	while (d->nready < started)
+		pthread_cond_wait(&d->cond, &d->lock);
+	rc = d->start_err;
+	d->go = !rc;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	/* threads not started are joined as if they had exited */
+	for (unsigned i = started; i < n; i++) {
+		free(d->workers[i]);
+		d->workers[i] = NULL;
+	}
+	return rc;
+}
+
+static void stop_workers(struct hbd_daemon *d)
+{
+	struct io_uring ctl;
+	bool have_ctl;
+
+	__atomic_store_n(&d->stop, 1, __ATOMIC_RELEASE);
+	/* wake every loop now rather than at its next tick: MSG_RING from a small ring of ours */
+	have_ctl = io_uring_queue_init(8, &ctl, 0) == 0;
+	for (unsigned i = 0; have_ctl && i < d->plan.workers; i++) {
+		struct io_uring_sqe *sqe;
+		struct io_uring_cqe *cqe;
+
+		if (!d->workers[i] || d->ring_fds[i] < 0 || !(sqe = io_uring_get_sqe(&ctl)))
+			continue;
+		io_uring_prep_msg_ring(sqe, d->ring_fds[i], 0, hbd_ud(HBD_OP_MSG_WAKE, 0, 0, 0), 0);
+		if (io_uring_submit_and_wait(&ctl, 1) == 1 && !io_uring_peek_cqe(&ctl, &cqe))
+			io_uring_cqe_seen(&ctl, cqe);
+	}
+	if (have_ctl)
+		io_uring_queue_exit(&ctl);
+	for (unsigned i = 0; i < d->plan.workers; i++) {
+		if (d->workers[i])
+			pthread_join(d->workers[i]->thread, NULL);
+	}
+}
+
+static void print_stats(struct hbd_daemon *d)
+{
+	struct hb_ustats sum;
+	char buf[4096];
+
+	if (!d->stats)
+		return;
+	hbd_stats_sum(d->stats, HB_MAX_WORKERS, &sum);
+	if (hbd_stats_json(&sum, buf, sizeof(buf)) > 0) {
+		printf("%s\n", buf);
+		fflush(stdout);
+	}
+}
+
+/* Control loop: the liveness stamp every tick (one map write), an incremental device-table
+ * sweep, and the signals that start the drain.
+ */
+static int control_loop(struct hbd_daemon *d, const sigset_t *sigs)
+{
+	const uint64_t grace_ns = (uint64_t)(d->cfg->grace_s * 1e9);
+	const struct timespec tick = { 0, CONTROL_TICK_MS * 1000000L };
+
+	for (;;) {
+		int sig;
+
+		if (d->offload) {
+			int rc = hbd_maps_stamp(&d->maps, hbd_mono_ns(), grace_ns);
+
+			if (rc)
+				hb_warn("config stamp: %s", strerror(-rc));
+		}
+		hbd_devices_sweep(d->devices, hbd_realtime_ms(), d->window_ms, SWEEP_BUDGET);
+		sig = sigtimedwait(sigs, NULL, &tick);
+		if (sig > 0) {
+			hb_info("%s: draining", strsignal(sig));
+			return HBD_EXIT_OK;
+		}
+		if (__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
+			hb_err("a worker failed: stopping");
+			return HBD_EXIT_FAIL;
+		}
+	}
+}
+
+static const char *mode_str(const struct hbd_daemon *d)
+{
+	if (d->offload)
+		return "offload";
+	return d->cfg->no_offload ? "userspace(--no-offload)" : "userspace(bpf-not-loaded)";
+}
+
+int hbd_run(const struct hbd_config *cfg)
+{
+	struct hbd_daemon *d = calloc(1, sizeof(*d));
+	int rc, exit_code = HBD_EXIT_SETUP;
+	struct rlimit rl = { 0 };
+	char why[512];
+	sigset_t sigs;
+	long ncpu;
+
+	if (!d)
+		return HBD_EXIT_FAIL;
+	hb_log_init("hbd", (enum hb_log_level)cfg->log_level);
+	hb_log_route_libbpf();
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->cond, NULL);
+	hbd_maps_init(&d->maps);
+	d->cfg = cfg;
+	d->sink_fd = -1;
+	d->mono0_ns = hbd_mono_ns();
+	d->interval_ms = (uint64_t)(cfg->interval_s * 1000);
+	d->timeout_ms = (uint64_t)(cfg->interval_s * cfg->expiry_mult * 1000);
+	d->window_ms = (uint64_t)(cfg->clock_window_s * 1000);
+	/* 8 ticks a timeout keeps expiry within ~12% late; 250 ms is plenty at 30 s intervals */
+	d->tick_ms = d->timeout_ms / 8;
+	if (d->tick_ms < 5)
+		d->tick_ms = 5;
+	if (d->tick_ms > CONTROL_TICK_MS)
+		d->tick_ms = CONTROL_TICK_MS;
+
+	rc = hb_keystore_load(cfg->keys, &d->keys, why, sizeof(why));
+	if (rc) {
+		hb_err("key store: %s", why);
+		goto out;
+	}
+	getrlimit(RLIMIT_NOFILE, &rl);
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	rc = hbd_plan_workers(cfg->max_clients, cfg->workers, ncpu > 0 ? (unsigned)ncpu : 1,
+			      rl.rlim_cur, &d->plan);
+	if (rc) {
+		hb_err("cannot plan %u clients with RLIMIT_NOFILE %llu: %s", cfg->max_clients,
+		       (unsigned long long)rl.rlim_cur, strerror(-rc));
+		goto out;
+	}
+	if (hbd_devices_init(&d->devices) || hbd_sessions_init(&d->sessions, cfg->max_clients)) {
+		hb_err("out of memory for %u clients", cfg->max_clients);
+		goto out;
+	}
+	setup_maps(d);
+	if (!d->stats) {
+		hb_err("out of memory for counters");
+		goto out;
+	}
+	d->sink_fd = open_sink(cfg->sink);
+	if (d->sink_fd < 0)
+		goto out;
+	d->tcp_fds = calloc(d->plan.workers, sizeof(int));
+	d->udp_fds = calloc(d->plan.workers, sizeof(int));
+	d->ring_fds = malloc(d->plan.workers * sizeof(int));
+	if (!d->tcp_fds || !d->udp_fds || !d->ring_fds)
+		goto out;
+	for (unsigned i = 0; i < d->plan.workers; i++)
+		d->tcp_fds[i] = d->udp_fds[i] = d->ring_fds[i] = -1;
+	rc = hbd_sockets_open(cfg->bind, cfg->port, d->plan.workers, d->tcp_fds, d->udp_fds,
+			      &d->port, &d->family, why, sizeof(why));
+	if (rc) {
+		hb_err("listen on %s port %u: %s", cfg->bind ? cfg->bind : "::", cfg->port, why);
+		goto out;
+	}
+
+	/* every thread inherits the mask: only sigtimedwait below takes these signals */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = start_workers(d);
+	if (rc) {
+		hb_err("workers did not start: %s", strerror(-rc));
+		stop_workers(d);
+		goto out;
+	}
+	hb_info("ready: listening on %s port=%u tcp+udp workers=%u slots=%u max_clients=%u "
+		"interval_ms=%llu timeout_ms=%llu mode=%s sink=%s",
+		cfg->bind ? cfg->bind : "::", d->port, d->plan.workers, d->plan.slots,
+		cfg->max_clients, (unsigned long long)d->interval_ms,
+		(unsigned long long)d->timeout_ms, mode_str(d), cfg->sink);
+	exit_code = control_loop(d, &sigs);
+	stop_workers(d);
+	if (d->offload) {
+		/* the fast paths must stop answering for a daemon that is gone: a zero stamp is
+		 * stale at once (unless the grace check is disabled)
+		 */
+		hbd_maps_stamp(&d->maps, 0, (uint64_t)(cfg->grace_s * 1e9));
+	}
+	print_stats(d);
+	hb_info("stopped");
+out:
+	if (d->workers) {
+		for (unsigned i = 0; i < d->plan.workers; i++) {
+			if (d->workers[i])
+				hbd_worker_free(d->workers[i]);
+			free(d->workers[i]);
+		}
+	}
+	if (d->tcp_fds)
+		hbd_sockets_close(d->plan.workers, d->tcp_fds, d->udp_fds);
+	if (d->sink_fd >= 0)
+		close(d->sink_fd);
+	hbd_maps_close(&d->maps);
+	free(d->stats_own);
+	hbd_sessions_free(&d->sessions);
+	hbd_devices_free(d->devices);
+	hb_keystore_free(d->keys);
+	free(d->workers);
+	free(d->tcp_fds);
+	free(d->udp_fds);
+	free(d->ring_fds);
+	pthread_mutex_destroy(&d->lock);
+	pthread_cond_destroy(&d->cond);
+	free(d);
+	return exit_code;
+}

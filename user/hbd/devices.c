@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Device table: 64 shards, each an open-addressing hash (linear probing) under its own lock.
+ *
+ * Memory: 24 bytes an entry at a load factor between 3/8 and 3/4, so 32..64 bytes a device.
+ * Hand-written rather than a library hash: it must be compact at 500k devices and needs
+ * deletion without tombstones (backward shift), which glibc's hsearch does not offer.
+ */
+#include "devices.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHARD_BITS 6
+#define NSHARDS (1u << SHARD_BITS)
+#define SHARD_MIN 64
+
+struct dev {
+	uint64_t id; /* 0 = empty slot (device ids are nonzero) */
+	uint64_t last_ts_ms;
+	uint64_t loc;
+};
+
+struct shard {
+	pthread_mutex_t lock;
+	struct dev *slot;
+	uint32_t mask, used, sweep;
+} __attribute__((aligned(64)));
+
+struct hbd_devices {
+	struct shard shard[NSHARDS];
+	unsigned sweep_shard;
+};
+
+static inline uint64_t mix(uint64_t x)
+{
+	/* splitmix64 finalizer: device ids are often sequential */
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+int hbd_devices_init(struct hbd_devices **out)
+{
+	struct hbd_devices *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (unsigned i = 0; i < NSHARDS; i++) {
+		struct shard *s = &t->shard[i];
+
+		pthread_mutex_init(&s->lock, NULL);
+		s->slot = calloc(SHARD_MIN, sizeof(*s->slot));
+		s->mask = SHARD_MIN - 1;
+		if (!s->slot) {
+			hbd_devices_free(t);
+			return -ENOMEM;
+		}
+	}
+	*out = t;
+	return 0;
+}
+
+void hbd_devices_free(struct hbd_devices *t)
+{
+	if (!t)
+		return;
+	for (unsigned i = 0; i < NSHARDS; i++) {
+		free(t->shard[i].slot);
+		pthread_mutex_destroy(&t->shard[i].lock);
+	}
+	free(t);
+}
+
+static inline struct shard *shard_of(struct hbd_devices *t, uint64_t h)
+{
+	return &t->shard[h >> (64 - SHARD_BITS)];
+}
+
+/* Slot holding id, or the empty slot where it would go. */
+static uint32_t probe(const struct shard *s, uint64_t id, uint64_t h)
+{
+	uint32_t i = (uint32_t)h & s->mask;
+
+	while (s->slot[i].id && s->slot[i].id != id)
+		i = (i + 1) & s->mask;
+	return i;
+}
+
+static int grow(struct shard *s)
+{
+	uint32_t n = (s->mask + 1) * 2;
+	struct dev *old = s->slot, *nw = calloc(n, sizeof(*nw));
+	uint32_t oldn = s->mask + 1;
+
+	if (!nw)
+		return -ENOMEM;
+	s->slot = nw;
+	s->mask = n - 1;
+	for (uint32_t i = 0; i < oldn; i++) {
+		if (old[i].id)
+			nw[probe(s, old[i].id, mix(old[i].id))] = old[i];
+	}
+	free(old);
+	s->sweep = 0;
+	return 0;
+}
+
+/* Backward-shift deletion: later entries of the probe run move up so lookups never stop at a
+ * hole that was not there when they were inserted.
+ */
+static void remove_at(struct shard *s, uint32_t i)
+{
+	uint32_t j = i;
+
+	for (;;) {
+		uint32_t home;
+
+		j = (j + 1) & s->mask;
+		if (!s->slot[j].id)
+			break;
+		home = (uint32_t)mix(s->slot[j].id) & s->mask;
+		/* move j into the hole at i unless its home lies cyclically in (i, j] */
+		if (((j - home) & s->mask) >= ((j - i) & s->mask)) {
+			s->slot[i] = s->slot[j];
+			i = j;
+		}
+	}
+	memset(&s->slot[i], 0, sizeof(s->slot[i]));
+	s->used--;
+}
+
+int hbd_devices_hello(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64_t new_loc,
+		      uint64_t *old_loc)
+{
+	uint64_t h = mix(id);
+	struct shard *s = shard_of(t, h);
+	struct dev *d;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	d = &s->slot[probe(s, id, h)];
+	if (!d->id) {
+		if ((s->used + 1) * 4 > (s->mask + 1) * 3) {
+			rc = grow(s);
+			if (rc)
+				goto out;
+			d = &s->slot[probe(s, id, h)];
+		}
+		d->id = id;
+		d->last_ts_ms = 0;
+		d->loc = 0;
+		s->used++;
+	} else if (ts_ms <= d->last_ts_ms) {
+		rc = -EALREADY;
+		goto out;
+	}
+	d->last_ts_ms = ts_ms;
+	*old_loc = d->loc;
+	d->loc = new_loc;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void hbd_devices_release(struct hbd_devices *t, uint64_t id, uint64_t loc)
+{
+	uint64_t h = mix(id);
+	struct shard *s = shard_of(t, h);
+	struct dev *d;
+
+	pthread_mutex_lock(&s->lock);
+	d = &s->slot[probe(s, id, h)];
+	if (d->id == id && d->loc == loc)
+		d->loc = 0;
+	pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t hbd_devices_loc(struct hbd_devices *t, uint64_t id)
+{
+	uint64_t h = mix(id), loc = 0;
+	struct shard *s = shard_of(t, h);
+	struct dev *d;
+
+	pthread_mutex_lock(&s->lock);
+	d = &s->slot[probe(s, id, h)];
+	if (d->id == id)
+		loc = d->loc;
+	pthread_mutex_unlock(&s->lock);
+	return loc;
+}
+
+unsigned hbd_devices_sweep(struct hbd_devices *t, uint64_t now_ms, uint64_t window_ms,
+			   unsigned budget)
+{
+	unsigned dropped = 0;
+
+	while (budget) {
+		struct shard *s = &t->shard[t->sweep_shard];
+
+		pthread_mutex_lock(&s->lock);
+		while (budget && s->sweep <= s->mask) {
+			struct dev *d = &s->slot[s->sweep];
+
+			budget--;
+			if (d->id && !d->loc && d->last_ts_ms + window_ms < now_ms) {
+				remove_at(s, s->sweep);
+				dropped++;
+				continue; /* an entry may have shifted into this slot */
+			}
+			s->sweep++;
+		}
+		if (s->sweep > s->mask) {
+			s->sweep = 0;
+			t->sweep_shard = (t->sweep_shard + 1) % NSHARDS;
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	return dropped;
+}
+
+size_t hbd_devices_count(struct hbd_devices *t)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i < NSHARDS; i++) {
+		pthread_mutex_lock(&t->shard[i].lock);
+		n += t->shard[i].used;
+		pthread_mutex_unlock(&t->shard[i].lock);
+	}
+	return n;
+}

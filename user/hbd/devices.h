@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Device table shared by all workers: last accepted HELLO time (replay) and current session. */
+#ifndef HBD_DEVICES_H
+#define HBD_DEVICES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where a device's current session lives, packed in 64 bits (0 = none):
+ *   bit 63 valid, bit 62 UDP, bits 48..61 worker, bits 32..47 gen, bits 0..31 slot/index.
+ */
+#define HBD_LOC_VALID (1ull << 63)
+#define HBD_LOC_UDP (1ull << 62)
+static inline uint64_t hbd_loc(int udp, unsigned worker, uint16_t gen, uint32_t index)
+{
+	return HBD_LOC_VALID | (udp ? HBD_LOC_UDP : 0) | ((uint64_t)(worker & 0x3fff) << 48) |
+	       ((uint64_t)gen << 32) | index;
+}
+static inline unsigned hbd_loc_worker(uint64_t loc)
+{
+	return (unsigned)(loc >> 48) & 0x3fff;
+}
+static inline uint16_t hbd_loc_gen(uint64_t loc)
+{
+	return (uint16_t)(loc >> 32);
+}
+static inline uint32_t hbd_loc_index(uint64_t loc)
+{
+	return (uint32_t)loc;
+}
+
+struct hbd_devices;
+
+int hbd_devices_init(struct hbd_devices **out);
+void hbd_devices_free(struct hbd_devices *t);
+
+/* Called for a HELLO whose MAC and clock window already checked out. Refuses a replay: ts_ms
+ * must be newer than the device's last accepted HELLO (-EALREADY). Otherwise records ts_ms and
+ * new_loc as the device's current session and returns the one it supersedes in *old_loc (0 if
+ * none). -ENOMEM if the table cannot grow.
+ */
+int hbd_devices_hello(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64_t new_loc,
+		      uint64_t *old_loc);
+/* A session ended: it stops being the device's current one, if it still is. */
+void hbd_devices_release(struct hbd_devices *t, uint64_t id, uint64_t loc);
+/* Current session of a device (0 if none or unknown). */
+uint64_t hbd_devices_loc(struct hbd_devices *t, uint64_t id);
+/* Incremental clean-up, called every tick: looks at up to budget table slots and drops devices
+ * with no session whose last HELLO is older than the clock window (the window check alone
+ * refuses their replays now). Returns the number dropped.
+ */
+unsigned hbd_devices_sweep(struct hbd_devices *t, uint64_t now_ms, uint64_t window_ms,
+			   unsigned budget);
+size_t hbd_devices_count(struct hbd_devices *t);
+
+#endif

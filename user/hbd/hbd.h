@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* hbd: configuration, the state shared by all workers, and the entry points main.c uses. */
+#ifndef HBD_H
+#define HBD_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "devices.h"
+#include "hbeat_abi.h"
+#include "maps.h"
+#include "sessions.h"
+
+/* Exit codes of hbd. */
+enum hbd_exit {
+	HBD_EXIT_OK = 0, /* clean shutdown (SIGTERM/SIGINT drained) */
+	HBD_EXIT_FAIL = 1, /* runtime failure */
+	HBD_EXIT_USAGE = 2, /* bad command line */
+	HBD_EXIT_SETUP = 3, /* could not start: keys, sink, sockets, io_uring */
+};
+
+struct hbd_config {
+	const char *bind; /* NULL: "::" dual-stack */
+	uint16_t port;
+	unsigned workers; /* 0: one per CPU */
+	unsigned max_clients; /* TCP connections, and separately UDP sessions */
+	const char *keys;
+	double clock_window_s;
+	double interval_s;
+	double expiry_mult;
+	double grace_s;
+	double drain_s; /* longest a SIGTERM drain may take */
+	const char *sink;
+	bool sink_fsync;
+	const char *pin_path;
+	bool no_offload;
+	int log_level;
+	unsigned rx_buffers; /* per worker, TCP provided buffers */
+	unsigned rx_buf_size;
+};
+
+void hbd_config_defaults(struct hbd_config *c);
+/* Parses argv into c. Returns 0, 1 if --help was printed, or -EINVAL (message printed). */
+int hbd_parse_args(int argc, char **argv, struct hbd_config *c);
+
+/* How many rings and how many direct-descriptor slots each: every ring's table is capped at
+ * RLIMIT_NOFILE, so max_clients beyond that needs more rings. 8% spare because SO_REUSEPORT
+ * spreads connections unevenly.
+ */
+struct hbd_plan {
+	unsigned workers;
+	uint32_t slots; /* per ring */
+};
+int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu,
+		     uint64_t nofile, struct hbd_plan *p);
+#define HBD_SLOT_RESERVE 256 /* below RLIMIT_NOFILE: regular fds the process still needs */
+#define HBD_MAX_RINGS 1024
+
+struct hbd_worker;
+
+struct hbd_daemon {
+	const struct hbd_config *cfg;
+	struct hb_keystore *keys;
+	struct hbd_maps maps;
+	bool offload; /* kernel fast paths loaded and in use */
+	struct hbd_devices *devices;
+	struct hbd_sessions sessions;
+	struct hb_ustats *stats; /* HB_MAX_WORKERS slots: the ustats map, or stats_own */
+	struct hb_ustats *stats_own;
+	int sink_fd;
+	int family; /* AF_INET6 (dual-stack) or AF_INET */
+	uint16_t port;
+	struct hbd_plan plan;
+	int *tcp_fds, *udp_fds; /* one listener and one UDP socket per worker */
+	struct hbd_worker **workers;
+	int *ring_fds; /* for MSG_RING between workers */
+	uint64_t mono0_ns; /* CLOCK_MONOTONIC at start: worker clocks count ms from here */
+	uint64_t interval_ms, timeout_ms, window_ms, tick_ms;
+	int stop; /* atomic: 1 = drain */
+	unsigned tcp_clients; /* atomic: live TCP connections, against max_clients */
+	/* start-up handshake between the control thread and the workers */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned nready;
+	int start_err;
+	bool go;
+};
+
+/* Runs the daemon until SIGTERM/SIGINT (blocked in every thread and taken by sigtimedwait in
+ * the control thread). Returns an enum hbd_exit.
+ */
+int hbd_run(const struct hbd_config *cfg);
+
+uint64_t hbd_mono_ns(void);
+
+#endif

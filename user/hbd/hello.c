@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* HELLO handling shared by TCP and UDP: MAC and clock window (auth.h), replay, superseding. */
+#include <errno.h>
+#include <time.h>
+
+#include "worker.h"
+
+uint64_t hbd_realtime_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc,
+		    struct hbd_hello_result *r)
+{
+	struct hbd_daemon *d = w->d;
+	int rc;
+
+	r->device_id = hb_get_be64(&h->device_id);
+	r->old_loc = 0;
+	r->token = 0;
+	rc = hb_hello_verify(d->keys, h, hbd_realtime_ms(), d->window_ms);
+	if (rc != HB_AUTH_OK)
+		return rc;
+	/* Replay: the device table keeps the newest accepted timestamp per device, so a HELLO
+	 * captured and resent within the clock window is refused (it is not newer).
+	 */
+	rc = hbd_devices_hello(d->devices, r->device_id, hb_get_be64(&h->ts_ms), loc, &r->old_loc);
+	if (rc == -EALREADY)
+		return HBD_AUTH_REPLAY;
+	if (rc)
+		return rc;
+	/* a zero token means "no session" on the wire */
+	do {
+		if (hb_random(&r->token, sizeof(r->token))) {
+			hbd_devices_release(d->devices, r->device_id, loc);
+			return -EIO;
+		}
+	} while (!r->token);
+	return 0;
+}
+
+const char *hbd_auth_str(int rc)
+{
+	if (rc == HBD_AUTH_REPLAY)
+		return "replayed HELLO (timestamp not newer than the last accepted)";
+	if (rc < 0)
+		return "internal error";
+	return hb_auth_str(rc);
+}
+
+void hbd_supersede(struct hbd_worker *w, uint64_t old_loc)
+{
+	if (!old_loc)
+		return;
+	hbd_worker_msg(w, hbd_loc_worker(old_loc),
+		       (old_loc & HBD_LOC_UDP) ? HBD_OP_MSG_KILL_UDP : HBD_OP_MSG_KILL_TCP,
+		       hbd_loc_index(old_loc), hbd_loc_gen(old_loc), HB_BYE_SUPERSEDED);
+}
+
+void hbd_welcome(struct hbd_worker *w, uint64_t token, struct hb_welcome *out)
+{
+	hb_put_be64(&out->token, token);
+	out->interval_ms = htobe32((uint32_t)w->d->interval_ms);
+	out->timeout_ms = htobe32((uint32_t)w->d->timeout_ms);
+}

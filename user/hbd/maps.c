@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Pinned map access for hbd: open and check against the ABI, typed updates, liveness stamp. */
+#include "maps.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+void hbd_maps_init(struct hbd_maps *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->conns = m->sessions = m->config = m->ustats = -1;
+}
+
+static int open_map(const char *dir, const char *name, __u32 type, __u32 key, __u32 value,
+		    struct bpf_map_info *info, char *why, size_t whylen)
+{
+	char path[512];
+	__u32 len = sizeof(*info);
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = bpf_obj_get(path);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	memset(info, 0, sizeof(*info));
+	if (bpf_obj_get_info_by_fd(fd, info, &len)) {
+		rc = -errno;
+		snprintf(why, whylen, "%s: map info: %s", path, strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	/* a HASH map may equally be an LRU_HASH: the daemon's use is the same */
+	if ((info->type != type &&
+	     !(type == BPF_MAP_TYPE_HASH && info->type == BPF_MAP_TYPE_LRU_HASH)) ||
+	    info->key_size != key || info->value_size != value) {
+		snprintf(why, whylen,
+			 "%s: type %u key %u value %u, expected type %u key %u value %u "
+			 "(built from another hbeat_abi.h?)",
+			 path, info->type, info->key_size, info->value_size, type, key, value);
+		close(fd);
+		return -EPROTO;
+	}
+	return fd;
+}
+
+int hbd_maps_open_offload(struct hbd_maps *m, const char *dir, char *why, size_t whylen)
+{
+	struct bpf_map_info info;
+	int rc;
+
+	rc = open_map(dir, HB_MAP_CONNS, BPF_MAP_TYPE_HASH, sizeof(struct hb_conn_key),
+		      sizeof(struct hb_conn), &info, why, whylen);
+	if (rc < 0)
+		goto fail;
+	m->conns = rc;
+	rc = open_map(dir, HB_MAP_SESSIONS, BPF_MAP_TYPE_HASH, sizeof(struct hb_session_key),
+		      sizeof(struct hb_session), &info, why, whylen);
+	if (rc < 0)
+		goto fail;
+	m->sessions = rc;
+	rc = open_map(dir, HB_MAP_CONFIG, BPF_MAP_TYPE_ARRAY, sizeof(__u32),
+		      sizeof(struct hb_config), &info, why, whylen);
+	if (rc < 0)
+		goto fail;
+	m->config = rc;
+	if (info.map_flags & BPF_F_MMAPABLE) {
+		long pg = sysconf(_SC_PAGESIZE);
+		void *p;
+
+		m->config_len = (sizeof(struct hb_config) + pg - 1) / pg * pg;
+		p = mmap(NULL, m->config_len, PROT_READ | PROT_WRITE, MAP_SHARED, m->config, 0);
+		m->config_mem = p == MAP_FAILED ? NULL : p;
+	}
+	if (!m->config_mem) {
+		__u32 k = 0;
+
+		if (bpf_map_lookup_elem(m->config, &k, &m->config_cache)) {
+			rc = -errno;
+			snprintf(why, whylen, "%s/%s: lookup: %s", dir, HB_MAP_CONFIG, strerror(-rc));
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	if (m->config_mem)
+		munmap(m->config_mem, m->config_len);
+	m->config_mem = NULL;
+	for (int *fd = &m->conns; fd <= &m->config; fd++) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+	}
+	return rc;
+}
+
+int hbd_maps_open_ustats(struct hbd_maps *m, const char *dir, char *why, size_t whylen)
+{
+	struct bpf_map_info info;
+	long pg = sysconf(_SC_PAGESIZE);
+	void *p;
+	int fd;
+
+	fd = open_map(dir, HB_MAP_USTATS, BPF_MAP_TYPE_ARRAY, sizeof(__u32),
+		      sizeof(struct hb_ustats), &info, why, whylen);
+	if (fd < 0)
+		return fd;
+	if (!(info.map_flags & BPF_F_MMAPABLE) || info.max_entries < HB_MAX_WORKERS) {
+		snprintf(why, whylen, "%s/%s: needs BPF_F_MMAPABLE and %d entries", dir,
+			 HB_MAP_USTATS, HB_MAX_WORKERS);
+		close(fd);
+		return -EPROTO;
+	}
+	/* an mmapable array lays values out back to back (value_size is a multiple of 8) */
+	m->ustats_len = ((size_t)info.max_entries * sizeof(struct hb_ustats) + pg - 1) / pg * pg;
+	p = mmap(NULL, m->ustats_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		int rc = -errno;
+
+		snprintf(why, whylen, "%s/%s: mmap: %s", dir, HB_MAP_USTATS, strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	m->ustats = fd;
+	m->ustats_mem = p;
+	return 0;
+}
+
+void hbd_maps_close(struct hbd_maps *m)
+{
+	if (m->ustats_mem)
+		munmap(m->ustats_mem, m->ustats_len);
+	if (m->config_mem)
+		munmap(m->config_mem, m->config_len);
+	for (int *fd = &m->conns; fd <= &m->ustats; fd++) {
+		if (*fd >= 0)
+			close(*fd);
+	}
+	hbd_maps_init(m);
+}
+
+int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, uint64_t now_ns)
+{
+	struct hb_conn_key k = { .cookie = cookie };
+	struct hb_conn v;
+
+	if (bpf_map_lookup_elem(m->conns, &k, &v)) {
+		if (errno != ENOENT)
+			return -errno;
+		memset(&v, 0, sizeof(v));
+	}
+	/* The verdict answers nothing while the entry is NEW, so no kernel counter can change
+	 * between the lookup and this update.
+	 */
+	v.device_id = device_id;
+	v.state = HB_STATE_AUTHED;
+	v.last_seen_ns = now_ns;
+	return bpf_map_update_elem(m->conns, &k, &v, BPF_ANY) ? -errno : 0;
+}
+
+int hbd_maps_conn_last_seen(struct hbd_maps *m, uint64_t cookie, uint64_t *ns)
+{
+	struct hb_conn_key k = { .cookie = cookie };
+	struct hb_conn v;
+
+	if (bpf_map_lookup_elem(m->conns, &k, &v))
+		return -errno;
+	*ns = v.last_seen_ns;
+	return 0;
+}
+
+int hbd_maps_conn_delete(struct hbd_maps *m, uint64_t cookie)
+{
+	struct hb_conn_key k = { .cookie = cookie };
+
+	if (bpf_map_delete_elem(m->conns, &k) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int hbd_maps_sess_put(struct hbd_maps *m, uint64_t token, const struct hb_session *v)
+{
+	struct hb_session_key k = { .token = token };
+
+	return bpf_map_update_elem(m->sessions, &k, v, BPF_ANY) ? -errno : 0;
+}
+
+int hbd_maps_sess_get(struct hbd_maps *m, uint64_t token, struct hb_session *v)
+{
+	struct hb_session_key k = { .token = token };
+
+	return bpf_map_lookup_elem(m->sessions, &k, v) ? -errno : 0;
+}
+
+int hbd_maps_sess_last_seen(struct hbd_maps *m, uint64_t token, uint64_t *ns)
+{
+	struct hb_session v;
+	int rc = hbd_maps_sess_get(m, token, &v);
+
+	if (!rc)
+		*ns = v.last_seen_ns;
+	return rc;
+}
+
+int hbd_maps_sess_delete(struct hbd_maps *m, uint64_t token)
+{
+	struct hb_session_key k = { .token = token };
+
+	if (bpf_map_delete_elem(m->sessions, &k) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int hbd_maps_stamp(struct hbd_maps *m, uint64_t now_ns, uint64_t grace_ns)
+{
+	__u32 k = 0;
+
+	if (m->config < 0)
+		return -EBADF;
+	if (m->config_mem) {
+		__atomic_store_n(&m->config_mem->grace_ns, grace_ns, __ATOMIC_RELAXED);
+		__atomic_store_n(&m->config_mem->alive_ns, now_ns, __ATOMIC_RELEASE);
+		return 0;
+	}
+	if (++m->stamps % 40 == 0)
+		bpf_map_lookup_elem(m->config, &k, &m->config_cache); /* keep the cache on error */
+	m->config_cache.alive_ns = now_ns;
+	m->config_cache.grace_ns = grace_ns;
+	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
+}
+
+void hbd_peer_str(const uint8_t addr[16], uint16_t port_be, char out[HB_PEER_STR])
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	char a[INET6_ADDRSTRLEN], s[INET6_ADDRSTRLEN + 8];
+
+	if (!memcmp(addr, mapped, sizeof(mapped))) {
+		inet_ntop(AF_INET, addr + 12, a, sizeof(a));
+		snprintf(s, sizeof(s), "%s:%u", a, ntohs(port_be));
+	} else {
+		inet_ntop(AF_INET6, addr, a, sizeof(a));
+		snprintf(s, sizeof(s), "[%s]:%u", a, ntohs(port_be));
+	}
+	/* the longest real form, "[8 groups of 4]:65535", is 47 characters */
+	snprintf(out, HB_PEER_STR, "%.*s", HB_PEER_STR - 1, s);
+}

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbd's command line: defaults, parsing, --help. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hbd.h"
+#include "log.h"
+
+void hbd_config_defaults(struct hbd_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->port = HB_DEFAULT_PORT;
+	c->max_clients = 10000;
+	c->clock_window_s = 30;
+	c->interval_s = 30;
+	c->expiry_mult = 1.5;
+	c->grace_s = 5;
+	c->drain_s = 10;
+	c->sink = "hbeat-data.jsonl";
+	c->pin_path = HB_PIN_DEFAULT;
+	c->log_level = HB_LOG_INFO;
+	c->rx_buffers = 512;
+	c->rx_buf_size = 512;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: hbd --keys FILE [options]\n"
+		"The hbeat daemon: authenticates devices over TCP and UDP, answers what the kernel\n"
+		"fast paths do not, stores DATA frames, expires silent devices.\n"
+		"\n"
+		"  --keys FILE           device key store (required; see user/common/auth.h)\n"
+		"  --bind ADDR           listen address (default :: dual-stack; IPv4 or IPv6 literal)\n"
+		"  --port N              TCP and UDP port (default %d; 0 = any free port)\n"
+		"  --workers N           worker threads/rings (default: one per CPU, more if\n"
+		"                        --max-clients needs more direct-descriptor tables)\n"
+		"  --max-clients N       TCP connections, and UDP sessions, at most (default 10000)\n"
+		"  --interval SEC        heartbeat interval told to devices (default 30)\n"
+		"  --expiry-mult X       expire after X intervals of silence (default 1.5)\n"
+		"  --clock-window SEC    accepted HELLO clock skew (default 30)\n"
+		"  --grace SEC           fast paths keep answering this long after hbd stops\n"
+		"                        refreshing its liveness stamp (default 5)\n"
+		"  --sink FILE           JSON-lines file for DATA frames (default hbeat-data.jsonl)\n"
+		"  --sink-fsync          fdatasync each batch before ACKing it (survives power loss)\n"
+		"  --pin-path DIR        pinned BPF maps (default %s)\n"
+		"  --no-offload          answer every heartbeat in userspace; never mark sessions\n"
+		"                        AUTHED in the kernel maps\n"
+		"  --drain-timeout SEC   longest a SIGTERM drain may take (default 10)\n"
+		"  --rx-buffers N        TCP receive buffers per worker, power of 2 (default 512)\n"
+		"  --rx-buf-size B       their size (default 512)\n"
+		"  --log-level L         error|warn|info|debug (default info)\n"
+		"  -h, --help            this text\n"
+		"\n"
+		"Exit codes: 0 clean shutdown, 1 runtime failure, 2 usage, 3 could not start.\n"
+		"At exit, one JSON line with every counter goes to stdout.\n",
+		HB_DEFAULT_PORT, HB_PIN_DEFAULT);
+}
+
+static int num(const char *opt, const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+		fprintf(stderr, "hbd: %s %s: expected a number in [%g, %g]\n", opt, s, lo, hi);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
+{
+	enum {
+		O_BIND = 256, O_PORT, O_WORKERS, O_MAX, O_KEYS, O_WINDOW, O_INTERVAL, O_MULT,
+		O_GRACE, O_SINK, O_FSYNC, O_PIN, O_NOOFF, O_LOG, O_DRAIN, O_RXN, O_RXS,
+	};
+	static const struct option opts[] = {
+		{ "bind", required_argument, NULL, O_BIND },
+		{ "port", required_argument, NULL, O_PORT },
+		{ "workers", required_argument, NULL, O_WORKERS },
+		{ "max-clients", required_argument, NULL, O_MAX },
+		{ "keys", required_argument, NULL, O_KEYS },
+		{ "clock-window", required_argument, NULL, O_WINDOW },
+		{ "interval", required_argument, NULL, O_INTERVAL },
+		{ "expiry-mult", required_argument, NULL, O_MULT },
+		{ "grace", required_argument, NULL, O_GRACE },
+		{ "sink", required_argument, NULL, O_SINK },
+		{ "sink-fsync", no_argument, NULL, O_FSYNC },
+		{ "pin-path", required_argument, NULL, O_PIN },
+		{ "no-offload", no_argument, NULL, O_NOOFF },
+		{ "log-level", required_argument, NULL, O_LOG },
+		{ "drain-timeout", required_argument, NULL, O_DRAIN },
+		{ "rx-buffers", required_argument, NULL, O_RXN },
+		{ "rx-buf-size", required_argument, NULL, O_RXS },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	double v;
+	int o;
+
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (o) {
+		case O_BIND:
+			c->bind = optarg;
+			break;
+		case O_PORT:
+			if (num("--port", optarg, 0, 65535, &v))
+				return -EINVAL;
+			c->port = (uint16_t)v;
+			break;
+		case O_WORKERS:
+			if (num("--workers", optarg, 1, HBD_MAX_RINGS, &v))
+				return -EINVAL;
+			c->workers = (unsigned)v;
+			break;
+		case O_MAX:
+			if (num("--max-clients", optarg, 1, 1 << 24, &v))
+				return -EINVAL;
+			c->max_clients = (unsigned)v;
+			break;
+		case O_KEYS:
+			c->keys = optarg;
+			break;
+		case O_WINDOW:
+			if (num("--clock-window", optarg, 0.001, 86400, &c->clock_window_s))
+				return -EINVAL;
+			break;
+		case O_INTERVAL:
+			if (num("--interval", optarg, 0.01, 86400, &c->interval_s))
+				return -EINVAL;
+			break;
+		case O_MULT:
+			if (num("--expiry-mult", optarg, 1, 100, &c->expiry_mult))
+				return -EINVAL;
+			break;
+		case O_GRACE:
+			if (num("--grace", optarg, 0, 86400, &c->grace_s))
+				return -EINVAL;
+			break;
+		case O_SINK:
+			c->sink = optarg;
+			break;
+		case O_FSYNC:
+			c->sink_fsync = true;
+			break;
+		case O_PIN:
+			c->pin_path = optarg;
+			break;
+		case O_NOOFF:
+			c->no_offload = true;
+			break;
+		case O_LOG:
+			c->log_level = hb_log_parse_level(optarg);
+			if (c->log_level < 0) {
+				fprintf(stderr, "hbd: --log-level %s: expected error|warn|info|debug\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case O_DRAIN:
+			if (num("--drain-timeout", optarg, 0.1, 3600, &c->drain_s))
+				return -EINVAL;
+			break;
+		case O_RXN:
+			if (num("--rx-buffers", optarg, 16, 32768, &v))
+				return -EINVAL;
+			c->rx_buffers = (unsigned)v;
+			if (c->rx_buffers & (c->rx_buffers - 1)) {
+				fprintf(stderr, "hbd: --rx-buffers must be a power of 2\n");
+				return -EINVAL;
+			}
+			break;
+		case O_RXS:
+			if (num("--rx-buf-size", optarg, 64, 65536, &v))
+				return -EINVAL;
+			c->rx_buf_size = (unsigned)v;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "hbd: unexpected argument '%s' (try --help)\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (!c->keys) {
+		fprintf(stderr, "hbd: --keys FILE is required (try --help)\n");
+		return -EINVAL;
+	}
+	if (c->interval_s * c->expiry_mult * 1000 > UINT32_MAX / 2) {
+		fprintf(stderr, "hbd: --interval x --expiry-mult is too long\n");
+		return -EINVAL;
+	}
+	return 0;
+}

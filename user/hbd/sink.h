@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* DATA sink: JSON lines batched per event-loop iteration, ACKs released after the write. */
+#ifndef HBD_SINK_H
+#define HBD_SINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/* Whom to ACK once a line is durable enough: a TCP connection (slot, gen) or a UDP session
+ * (token, looked up again at ACK time since it may have moved or ended).
+ */
+struct hbd_ack {
+	uint64_t token; /* UDP */
+	uint32_t slot; /* TCP */
+	uint16_t gen; /* TCP */
+	uint16_t seq;
+	uint8_t udp;
+};
+
+struct hbd_sink_batch {
+	char *buf;
+	size_t len, cap, done; /* done: bytes the kernel has written */
+	struct hbd_ack *acks;
+	uint32_t nacks, acap;
+	uint64_t bytes; /* DATA payload bytes in this batch */
+};
+
+/* Two batches: one fills while the other is written (and fdatasync'ed). */
+struct hbd_sink {
+	int fd;
+	bool fsync;
+	unsigned fill;
+	bool busy;
+	struct hbd_sink_batch b[2];
+};
+
+#define HBD_SINK_LINE_MAX 1600 /* a line for a payload of HB_MAX_PAYLOAD bytes fits */
+
+void hbd_sink_init(struct hbd_sink *s, int fd, bool fsync);
+void hbd_sink_free(struct hbd_sink *s);
+/* Appends one frame's line to the filling batch; -ENOMEM leaves the batch as it was. */
+int hbd_sink_add(struct hbd_sink *s, uint64_t device, bool udp, uint16_t seq,
+		 const struct timespec *now, const void *payload, size_t len,
+		 const struct hbd_ack *ack);
+/* The batch being written, or NULL if none. */
+static inline struct hbd_sink_batch *hbd_sink_inflight(struct hbd_sink *s)
+{
+	return s->busy ? &s->b[s->fill ^ 1] : NULL;
+}
+/* Starts writing the filling batch if nothing is in flight and it has lines; returns it. */
+struct hbd_sink_batch *hbd_sink_start(struct hbd_sink *s);
+/* The in-flight batch was fully handled (ACKs delivered or dropped): reuse it. */
+void hbd_sink_done(struct hbd_sink *s);
+
+/* {"device":ID,"transport":"tcp","seq":N,"time":"2026-01-02T03:04:05.678Z","payload":"..."}\n
+ * Returns the length, or 0 if it does not fit in cap.
+ */
+size_t hbd_sink_format(char *out, size_t cap, uint64_t device, bool udp, uint16_t seq,
+		       const struct timespec *ts, const void *payload, size_t len);
+
+#endif

@@ -1,0 +1,742 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* TCP connections on direct descriptors: accept, frame reassembly, replies, expiry, close.
+ *
+ * Connection lifecycle, all of it managed in this file:
+ *
+ *   multishot accept into a direct descriptor (the kernel picks the slot)
+ *     -> NEW: SO_COOKIE requested (offload mode), multishot recv armed, on the expiry wheel
+ *        (a connection that never authenticates is closed after the timeout too)
+ *     -> HELLO verified (MAC, clock window, replay): conns[cookie] = {device_id, AUTHED} in
+ *        offload mode BEFORE the WELCOME is queued, so the kernel answers the first PING; the
+ *        device table now names (worker, slot, gen) as the device's session and an older
+ *        session of the device is told to go (BYE SUPERSEDED)
+ *     -> AUTHED: PING -> PONG, ECHO -> ECHO, DATA -> sink then ACK; every frame is proof of
+ *        life (last_seen); in offload mode the kernel's last_seen_ns counts too
+ *     -> CLOSING (client BYE or EOF, error, malformed frame, expiry, superseded, drain):
+ *        conns entry deleted so the kernel stops answering, input ignored, the device released;
+ *        waits for pending sink ACKs, then queues the final BYE/ERROR, then drains output
+ *     -> SHUTDOWN: recv cancelled; waits for the recv and cookie ops' last CQEs
+ *     -> CLOSED: io_uring close of the direct descriptor submitted
+ *     -> FREE at its CQE: gen + 1. Only then can the kernel hand the slot to a new connection,
+ *        so nothing of the old connection is in flight when a new one takes the slot; the gen
+ *        in user_data and in device-table/sink references catches anything addressed to it.
+ * A connection stuck in CLOSING..CLOSED for a whole timeout (a peer that never reads) has its
+ * operations cancelled by the wheel and is closed anyway.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "log.h"
+#include "uring_ext.h"
+#include "worker.h"
+
+#define CF_BROKEN (1 << 7) /* output failed: drop whatever is queued */
+
+static inline uint32_t clock32(const struct hbd_worker *w)
+{
+	return (uint32_t)w->now_ms;
+}
+
+static inline bool conn_live(const struct hbd_conn *c)
+{
+	return c->state == CONN_NEW || c->state == CONN_AUTHED;
+}
+
+static struct hbd_conn *conn_of(struct hbd_worker *w, uint32_t slot, uint16_t gen)
+{
+	if (slot >= w->nslots || w->conns[slot].gen != gen || w->conns[slot].state == CONN_FREE)
+		return NULL;
+	return &w->conns[slot];
+}
+
+int hbd_tcp_arm_accept(struct hbd_worker *w)
+{
+	struct io_uring_sqe *sqe = hbd_sqe(w);
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_multishot_accept_direct(sqe, w->lfd, NULL, NULL, 0);
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_ACCEPT, 0, 0, 0));
+	w->accept_armed = true;
+	return 0;
+}
+
+static int arm_recv(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct io_uring_sqe *sqe = hbd_sqe(w);
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_recv_multishot(sqe, (int)slot, NULL, 0, 0);
+	sqe->flags |= IOSQE_FIXED_FILE | IOSQE_BUFFER_SELECT;
+	sqe->buf_group = HBD_BGID_TCP;
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_RECV, slot, c->gen, 0));
+	c->flags |= CF_RECV;
+	return 0;
+}
+
+static void mark_dirty(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+
+	if (!(c->flags & CF_DIRTY)) {
+		c->flags |= CF_DIRTY;
+		w->dirty[w->ndirty++] = slot;
+	}
+}
+
+static void drop_output(struct hbd_worker *w, struct hbd_conn *c)
+{
+	while (c->out != HBD_NONE) {
+		uint32_t next = hbd_chunk(&w->chunks, c->out)->next;
+
+		hbd_chunk_put(&w->chunks, c->out);
+		c->out = next;
+	}
+}
+
+/* Queues one frame on the connection's output. Frames never straddle chunks, and appending
+ * to the chunk a send is reading from is safe: the kernel only reads the range it was given.
+ */
+static void send_frame(struct hbd_worker *w, uint32_t slot, uint8_t type, uint16_t seq,
+		       const void *payload, uint16_t len)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	size_t need = hb_frame_size(HB_TCP, len);
+	struct hbd_chunk *k = NULL;
+	uint32_t tail = c->out, idx;
+
+	if (c->flags & CF_BROKEN)
+		return;
+	if (tail != HBD_NONE) {
+		while (hbd_chunk(&w->chunks, tail)->next != HBD_NONE)
+			tail = hbd_chunk(&w->chunks, tail)->next;
+		k = hbd_chunk(&w->chunks, tail);
+	}
+	if (!k || (size_t)(HBD_CHUNK_DATA - k->len) < need) {
+		idx = hbd_chunk_alloc(&w->chunks);
+		if (idx == HBD_NONE) {
+			/* out of output memory: this connection cannot be served correctly */
+			hb_warn("worker %u: output buffers exhausted, dropping connection", w->id);
+			HBD_STAT_ADD(w->st, errors, 1);
+			c->flags |= CF_BROKEN;
+			return;
+		}
+		if (k)
+			k->next = idx;
+		else
+			c->out = idx;
+		k = hbd_chunk(&w->chunks, idx);
+	}
+	k->len += (uint16_t)hb_encode(k->data + k->len, HBD_CHUNK_DATA - k->len, HB_TCP, type, seq,
+				      0, payload, len);
+	mark_dirty(w, slot);
+}
+
+static void send_error(struct hbd_worker *w, uint32_t slot, uint16_t code)
+{
+	struct hb_error e = { .code = htobe16(code) };
+
+	send_frame(w, slot, HB_ERROR, 0, &e, sizeof(e));
+}
+
+static void submit_send(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct hbd_chunk *k = hbd_chunk(&w->chunks, c->out);
+	struct io_uring_sqe *sqe = hbd_sqe(w);
+
+	if (!sqe) {
+		mark_dirty(w, slot); /* try again next iteration */
+		return;
+	}
+	io_uring_prep_send(sqe, (int)slot, k->data + k->off, k->len - k->off, MSG_NOSIGNAL);
+	sqe->flags |= IOSQE_FIXED_FILE;
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_SEND, slot, c->gen, 0));
+	c->flags |= CF_SEND;
+}
+
+/* Moves a closing connection along its lifecycle as far as its in-flight operations allow. */
+static void advance(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct io_uring_sqe *sqe;
+
+	if (c->state == CONN_CLOSING) {
+		if (c->sink_pending)
+			return;
+		if (c->final_type == HB_BYE) {
+			struct hb_bye b = { .reason = htobe16(c->final_code) };
+
+			send_frame(w, slot, HB_BYE, 0, &b, sizeof(b));
+		} else if (c->final_type == HB_ERROR) {
+			send_error(w, slot, c->final_code);
+		}
+		c->final_type = 0;
+		if (c->flags & CF_BROKEN) {
+			if (!(c->flags & CF_SEND))
+				drop_output(w, c);
+		} else if (c->out != HBD_NONE) {
+			if (!(c->flags & CF_SEND))
+				mark_dirty(w, slot);
+			return;
+		}
+		if (c->flags & CF_SEND)
+			return;
+		c->state = CONN_SHUTDOWN;
+		if ((c->flags & CF_RECV) && !(c->flags & CF_CANCEL)) {
+			sqe = hbd_sqe(w);
+			if (sqe) {
+				io_uring_prep_cancel64(sqe, hbd_ud(HBD_OP_RECV, slot, c->gen, 0), 0);
+				sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+				io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_CANCEL, slot, c->gen, 0));
+				c->flags |= CF_CANCEL;
+			}
+		}
+	}
+	if (c->state == CONN_SHUTDOWN && !(c->flags & (CF_RECV | CF_SEND | CF_COOKIE))) {
+		sqe = hbd_sqe(w);
+		if (!sqe)
+			return; /* the wheel's close deadline retries */
+		io_uring_prep_close_direct(sqe, slot);
+		io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_CLOSE, slot, c->gen, 0));
+		c->state = CONN_CLOSED;
+	}
+}
+
+/* Starts closing a live connection; final_type HB_BYE/HB_ERROR (with its code) or 0. */
+static void conn_close(struct hbd_worker *w, uint32_t slot, uint8_t final_type, uint16_t code)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct hbd_daemon *d = w->d;
+
+	if (!conn_live(c))
+		return;
+	c->state = CONN_CLOSING;
+	c->final_type = final_type;
+	c->final_code = (uint8_t)code;
+	if (c->partial != HBD_NONE) {
+		hbd_chunk_put(&w->chunks, c->partial);
+		c->partial = HBD_NONE;
+	}
+	if (d->offload && c->cookie) {
+		int rc = hbd_maps_conn_delete(&d->maps, c->cookie);
+
+		if (rc)
+			hb_dbg("conns delete %" PRIu64 ": %s", c->cookie, strerror(-rc));
+	}
+	if (c->device_id)
+		hbd_devices_release(d->devices, c->device_id, hbd_loc(0, w->id, c->gen, slot));
+	/* close deadline: a peer that never reads must not pin the slot forever */
+	hb_wheel_del(&w->tcp_wheel, slot);
+	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->timeout_ms);
+	advance(w, slot);
+}
+
+void hbd_tcp_on_accept(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	struct hbd_daemon *d = w->d;
+	struct hbd_conn *c;
+	uint32_t slot;
+	unsigned n;
+
+	if (!(cqe->flags & IORING_CQE_F_MORE))
+		w->accept_armed = false;
+	if (cqe->res < 0) {
+		if (cqe->res == -ENFILE) {
+			/* the ring's table is full: the kernel closed the connection */
+			HBD_STAT_ADD(w->st, full, 1);
+			hb_dbg("worker %u: direct descriptor table full, connection refused", w->id);
+		} else if (cqe->res != -ECANCELED) {
+			hb_warn("worker %u: accept: %s", w->id, strerror(-cqe->res));
+			HBD_STAT_ADD(w->st, errors, 1);
+			w->accept_retry = !w->accept_armed; /* at the next tick, not in a tight loop */
+			return;
+		}
+		if (!w->accept_armed && !w->draining && cqe->res == -ENFILE)
+			hbd_tcp_arm_accept(w);
+		return;
+	}
+	slot = (uint32_t)cqe->res;
+	if (slot >= w->nslots || w->conns[slot].state != CONN_FREE) {
+		hb_err("worker %u: accept into slot %u that is not free", w->id, slot);
+		HBD_STAT_ADD(w->st, errors, 1);
+		goto rearm;
+	}
+	c = &w->conns[slot];
+	c->cookie = 0;
+	c->device_id = 0;
+	c->last_seen = clock32(w);
+	c->partial = c->out = HBD_NONE;
+	c->sink_pending = 0;
+	c->state = CONN_NEW;
+	c->flags = CF_COUNTED;
+	c->final_type = 0;
+	w->nconns++;
+	HBD_STAT_ADD(w->st, tcp_accepted, 1);
+	HBD_STAT_ADD(w->st, tcp_active, 1);
+	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->timeout_ms);
+	n = __atomic_fetch_add(&d->tcp_clients, 1, __ATOMIC_RELAXED);
+	if (n >= d->cfg->max_clients || w->draining) {
+		if (!w->draining)
+			HBD_STAT_ADD(w->st, full, 1);
+		conn_close(w, slot, w->draining ? HB_BYE : HB_ERROR,
+			   w->draining ? HB_BYE_SHUTDOWN : HB_ERR_FULL);
+		goto rearm;
+	}
+	if (d->offload) {
+		struct io_uring_sqe *sqe = hbd_sqe(w);
+
+		if (sqe) {
+			hbd_prep_getsockopt(sqe, (int)slot, SOL_SOCKET, SO_COOKIE, &c->cookie,
+					    sizeof(c->cookie));
+			/* hard link: the cookie is known before the first frame is handled */
+			sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
+			io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_COOKIE, slot, c->gen, 0));
+			c->flags |= CF_COOKIE;
+		}
+	}
+	if (arm_recv(w, slot))
+		conn_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
+rearm:
+	if (!w->accept_armed && !w->draining)
+		hbd_tcp_arm_accept(w);
+}
+
+void hbd_tcp_on_cookie(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	struct hbd_conn *c = conn_of(w, hbd_ud_index(cqe->user_data), hbd_ud_gen(cqe->user_data));
+
+	if (!c)
+		return;
+	c->flags &= ~CF_COOKIE;
+	if (cqe->res < 0) {
+		hb_warn("worker %u: SO_COOKIE: %s: the kernel fast path will not serve this "
+			"connection",
+			w->id, strerror(-cqe->res));
+		c->cookie = 0;
+	}
+	advance(w, hbd_ud_index(cqe->user_data));
+}
+
+static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame *f)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct hbd_daemon *d = w->d;
+	struct hbd_hello_result r;
+	struct hb_welcome wel;
+	struct hb_hello h;
+	int rc;
+
+	if (c->state != CONN_NEW) {
+		/* one HELLO per connection: re-authenticating means a new connection */
+		HBD_STAT_ADD(w->st, frames_bad, 1);
+		conn_close(w, slot, HB_ERROR, HB_ERR_MALFORMED);
+		return;
+	}
+	memcpy(&h, f->payload, sizeof(h)); /* the payload may sit at any alignment */
+	rc = hbd_hello_check(w, &h, hbd_loc(0, w->id, c->gen, slot), &r);
+	if (rc) {
+		HBD_STAT_ADD(w->st, auth_fail, 1);
+		hb_info("tcp: HELLO from device %" PRIu64 " refused: %s", r.device_id,
+			hbd_auth_str(rc));
+		conn_close(w, slot, HB_ERROR, rc < 0 ? HB_ERR_INTERNAL : HB_ERR_AUTH);
+		return;
+	}
+	c->device_id = r.device_id;
+	c->state = CONN_AUTHED;
+	c->last_seen = clock32(w);
+	if (d->offload && c->cookie) {
+		rc = hbd_maps_conn_auth(&d->maps, c->cookie, r.device_id, hbd_mono_ns());
+		if (rc)
+			hb_warn("conns[%" PRIu64 "] update: %s: heartbeats of device %" PRIu64
+				" will be answered in userspace",
+				c->cookie, strerror(-rc), r.device_id);
+	}
+	hbd_welcome(w, r.token, &wel);
+	send_frame(w, slot, HB_WELCOME, f->seq, &wel, sizeof(wel));
+	HBD_STAT_ADD(w->st, auth_ok, 1);
+	hb_dbg("tcp: device %" PRIu64 " authenticated (worker %u slot %u)", r.device_id, w->id,
+	       slot);
+	hbd_supersede(w, r.old_loc);
+}
+
+static void tcp_data(struct hbd_worker *w, uint32_t slot, const struct hb_frame *f)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct hbd_ack a = { .slot = slot, .gen = c->gen, .seq = f->seq };
+	struct timespec now;
+
+	if (c->sink_pending == UINT16_MAX) {
+		conn_close(w, slot, HB_ERROR, HB_ERR_RATE);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (hbd_sink_add(&w->sink, c->device_id, false, f->seq, &now, f->payload, f->len, &a)) {
+		HBD_STAT_ADD(w->st, errors, 1);
+		send_error(w, slot, HB_ERR_INTERNAL);
+		return;
+	}
+	c->sink_pending++;
+}
+
+static void handle_frame(struct hbd_worker *w, uint32_t slot, const struct hb_frame *f)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	bool authed = c->state == CONN_AUTHED;
+
+	if (authed)
+		c->last_seen = clock32(w);
+	switch (f->type) {
+	case HB_HELLO:
+		HBD_STAT_ADD(w->st, frames_hello, 1);
+		tcp_hello(w, slot, f);
+		return;
+	case HB_PING:
+		HBD_STAT_ADD(w->st, frames_ping, 1);
+		if (!authed)
+			break;
+		/* offload mode: the kernel did not answer this one (not in the sockhash yet, or
+		 * the verdict passed it); the daemon is the fallback on every path
+		 */
+		HBD_STAT_ADD(w->st, pings_user, 1);
+		send_frame(w, slot, HB_PONG, f->seq, f->payload, f->len);
+		return;
+	case HB_ECHO:
+		HBD_STAT_ADD(w->st, frames_echo, 1);
+		if (!authed)
+			break;
+		send_frame(w, slot, HB_ECHO, f->seq, f->payload, f->len);
+		return;
+	case HB_DATA:
+		HBD_STAT_ADD(w->st, frames_data, 1);
+		if (!authed)
+			break;
+		tcp_data(w, slot, f);
+		return;
+	case HB_BYE:
+		HBD_STAT_ADD(w->st, frames_bye, 1);
+		conn_close(w, slot, 0, 0);
+		return;
+	default:
+		/* WELCOME, PONG, ACK, ERROR are server frames: a client sending them is broken */
+		HBD_STAT_ADD(w->st, frames_other, 1);
+		conn_close(w, slot, HB_ERROR, HB_ERR_MALFORMED);
+		return;
+	}
+	send_error(w, slot, HB_ERR_NOT_AUTHED);
+}
+
+static void bad_frame(struct hbd_worker *w, uint32_t slot, int rc)
+{
+	HBD_STAT_ADD(w->st, frames_bad, 1);
+	hb_dbg("tcp: worker %u slot %u: %s: closing", w->id, slot, hb_decode_str(rc));
+	conn_close(w, slot, HB_ERROR,
+		   rc == HB_DECODE_TOO_LARGE ? HB_ERR_TOO_LARGE : HB_ERR_MALFORMED);
+}
+
+/* Feeds received bytes to the frame decoder. A frame split across receives is gathered in a
+ * chunk that exists only while the frame is incomplete; complete frames are handled straight
+ * from the provided buffer.
+ */
+static void tcp_input(struct hbd_worker *w, uint32_t slot, const uint8_t *p, size_t n)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct hb_frame f;
+	int rc;
+
+	if (c->partial != HBD_NONE) {
+		struct hbd_chunk *k = hbd_chunk(&w->chunks, c->partial);
+
+		/* complete the header first; once it is judged, the frame's size is known. At most
+		 * three rounds: header bytes, payload bytes, the complete frame.
+		 */
+		for (;;) {
+			size_t want = sizeof(struct hb_hdr), take;
+
+			if (k->len >= want) {
+				rc = hb_decode_stream(k->data, k->len, &f);
+				if (rc < 0) {
+					bad_frame(w, slot, rc);
+					return;
+				}
+				if (rc == HB_DECODE_OK)
+					break;
+				want = f.size;
+			}
+			if (!n)
+				return;
+			take = want - k->len < n ? want - k->len : n;
+			memcpy(k->data + k->len, p, take);
+			k->len += (uint16_t)take;
+			p += take;
+			n -= take;
+		}
+		handle_frame(w, slot, &f);
+		/* the frame is fully handled (replies encoded, sink line formatted): drop it */
+		if (c->partial != HBD_NONE) {
+			hbd_chunk_put(&w->chunks, c->partial);
+			c->partial = HBD_NONE;
+		}
+		if (!conn_live(c))
+			return;
+	}
+	while (n) {
+		rc = hb_decode_stream(p, n, &f);
+		if (rc == HB_DECODE_OK) {
+			handle_frame(w, slot, &f);
+			if (!conn_live(c))
+				return;
+			p += f.size;
+			n -= f.size;
+			continue;
+		}
+		if (rc == HB_DECODE_MORE) {
+			uint32_t idx = hbd_chunk_alloc(&w->chunks);
+
+			if (idx == HBD_NONE) {
+				HBD_STAT_ADD(w->st, errors, 1);
+				conn_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
+				return;
+			}
+			memcpy(hbd_chunk(&w->chunks, idx)->data, p, n); /* n < one frame */
+			hbd_chunk(&w->chunks, idx)->len = (uint16_t)n;
+			c->partial = idx;
+			return;
+		}
+		bad_frame(w, slot, rc);
+		return;
+	}
+}
+
+static void give_back_rx(struct hbd_worker *w, uint16_t bid)
+{
+	io_uring_buf_ring_add(w->rx_br, w->rx_mem + (size_t)bid * w->rx_size, w->rx_size, bid,
+			      io_uring_buf_ring_mask(w->rx_count), (int)w->rx_ret++);
+}
+
+void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	uint32_t slot = hbd_ud_index(cqe->user_data);
+	struct hbd_conn *c = conn_of(w, slot, hbd_ud_gen(cqe->user_data));
+	bool more = cqe->flags & IORING_CQE_F_MORE;
+	bool buf = cqe->flags & IORING_CQE_F_BUFFER;
+	uint16_t bid = (uint16_t)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+
+	if (!c) {
+		if (buf)
+			give_back_rx(w, bid);
+		return;
+	}
+	if (!more)
+		c->flags &= ~CF_RECV;
+	if (cqe->res > 0 && buf && conn_live(c))
+		tcp_input(w, slot, w->rx_mem + (size_t)bid * w->rx_size, (size_t)cqe->res);
+	if (buf)
+		give_back_rx(w, bid);
+	if (more)
+		return;
+	if (conn_live(c)) {
+		if (cqe->res == -ENOBUFS || cqe->res > 0) {
+			/* out of provided buffers (or the multishot simply ended): re-arm once
+			 * the buffers of this batch are back in the ring
+			 */
+			if (!(c->flags & CF_REARM)) {
+				c->flags |= CF_REARM;
+				w->rearm[w->nrearm++] = slot;
+			}
+			return;
+		}
+		if (cqe->res < 0 && cqe->res != -ECONNRESET)
+			hb_dbg("tcp: worker %u slot %u: recv: %s", w->id, slot,
+			       strerror(-cqe->res));
+		conn_close(w, slot, 0, 0); /* EOF or error: the peer is gone */
+		return;
+	}
+	advance(w, slot);
+}
+
+void hbd_tcp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	uint32_t slot = hbd_ud_index(cqe->user_data);
+	struct hbd_conn *c = conn_of(w, slot, hbd_ud_gen(cqe->user_data));
+	struct hbd_chunk *k;
+
+	if (!c)
+		return;
+	c->flags &= ~CF_SEND;
+	if (cqe->res < 0) {
+		hb_dbg("tcp: worker %u slot %u: send: %s", w->id, slot, strerror(-cqe->res));
+		c->flags |= CF_BROKEN;
+		drop_output(w, c);
+		conn_close(w, slot, 0, 0);
+		advance(w, slot);
+		return;
+	}
+	k = hbd_chunk(&w->chunks, c->out);
+	k->off += (uint16_t)cqe->res;
+	if (k->off == k->len) {
+		uint32_t next = k->next;
+
+		hbd_chunk_put(&w->chunks, c->out);
+		c->out = next;
+	}
+	if (c->flags & CF_BROKEN)
+		drop_output(w, c);
+	if (c->out != HBD_NONE)
+		submit_send(w, slot);
+	else
+		advance(w, slot);
+}
+
+void hbd_tcp_on_close(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	uint32_t slot = hbd_ud_index(cqe->user_data);
+	struct hbd_conn *c = conn_of(w, slot, hbd_ud_gen(cqe->user_data));
+
+	if (!c || c->state != CONN_CLOSED)
+		return;
+	if (cqe->res < 0) {
+		/* the slot stays taken in the kernel's table; nothing better to do than say so */
+		hb_err("worker %u: close of slot %u: %s", w->id, slot, strerror(-cqe->res));
+		HBD_STAT_ADD(w->st, errors, 1);
+	}
+	hb_wheel_del(&w->tcp_wheel, slot);
+	drop_output(w, c);
+	if (c->flags & CF_COUNTED)
+		__atomic_fetch_sub(&w->d->tcp_clients, 1, __ATOMIC_RELAXED);
+	HBD_STAT_SUB(w->st, tcp_active, 1);
+	HBD_STAT_ADD(w->st, tcp_closed, 1);
+	c->gen++;
+	c->state = CONN_FREE;
+	c->flags = 0;
+	w->nconns--;
+}
+
+void hbd_tcp_kill(struct hbd_worker *w, uint32_t slot, uint16_t gen, uint8_t reason)
+{
+	struct hbd_conn *c = conn_of(w, slot, gen);
+
+	if (c && conn_live(c)) {
+		hb_dbg("tcp: device %" PRIu64 " slot %u: ending (BYE %u)", c->device_id, slot, reason);
+		conn_close(w, slot, reason == HBD_NO_BYE ? 0 : HB_BYE, reason);
+	}
+}
+
+void hbd_tcp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok)
+{
+	struct hbd_conn *c = conn_of(w, a->slot, a->gen);
+
+	if (!c || !c->sink_pending)
+		return;
+	c->sink_pending--;
+	if (ok) {
+		send_frame(w, a->slot, HB_ACK, a->seq, NULL, 0);
+		HBD_STAT_ADD(w->st, data_acked, 1);
+	} else {
+		conn_close(w, a->slot, HB_ERROR, HB_ERR_INTERNAL);
+	}
+	advance(w, a->slot);
+}
+
+void hbd_tcp_flush(struct hbd_worker *w)
+{
+	for (uint32_t i = 0; i < w->nrearm; i++) {
+		uint32_t slot = w->rearm[i];
+		struct hbd_conn *c = &w->conns[slot];
+
+		c->flags &= ~CF_REARM;
+		if (conn_live(c) && !(c->flags & CF_RECV) && arm_recv(w, slot))
+			conn_close(w, slot, 0, 0);
+	}
+	w->nrearm = 0;
+	/* submit_send may re-mark a slot dirty (SQ full): walk a snapshot of the count */
+	for (uint32_t i = 0, n = w->ndirty; i < n; i++) {
+		uint32_t slot = w->dirty[i];
+		struct hbd_conn *c = &w->conns[slot];
+
+		c->flags &= ~CF_DIRTY;
+		if (c->state != CONN_FREE && !(c->flags & CF_SEND) && c->out != HBD_NONE)
+			submit_send(w, slot);
+	}
+	/* entries re-added during the walk were appended after n */
+	if (w->ndirty) {
+		uint32_t n = 0;
+
+		for (uint32_t i = 0; i < w->ndirty; i++) {
+			if (w->conns[w->dirty[i]].flags & CF_DIRTY)
+				w->dirty[n++] = w->dirty[i];
+		}
+		w->ndirty = n;
+	}
+}
+
+/* Looks at the connections whose deadline came due: expires the silent ones and puts the
+ * others back at last_seen + timeout. In offload mode the kernel answers heartbeats, so
+ * last_seen comes from conns[cookie].last_seen_ns when that is newer (one lookup per
+ * connection due, none for the rest).
+ */
+void hbd_tcp_expire(struct hbd_worker *w)
+{
+	struct hbd_daemon *d = w->d;
+	uint32_t n;
+
+	do {
+		n = hb_wheel_due(&w->tcp_wheel, w->now_ms, w->due, HBD_DUE_BATCH);
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t slot = w->due[i], silent;
+			struct hbd_conn *c = &w->conns[slot];
+			uint64_t ns;
+
+			if (!conn_live(c)) {
+				if (c->state == CONN_FREE)
+					continue;
+				/* stuck closing: cancel whatever the socket still has in flight */
+				struct io_uring_sqe *sqe = hbd_sqe(w);
+
+				hb_dbg("tcp: worker %u slot %u: close timed out, cancelling", w->id,
+				       slot);
+				c->flags |= CF_BROKEN;
+				if (sqe) {
+					io_uring_prep_cancel_fd(sqe, (int)slot,
+								IORING_ASYNC_CANCEL_ALL |
+									IORING_ASYNC_CANCEL_FD_FIXED);
+					sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+					io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_CANCEL, slot, c->gen, 0));
+				}
+				hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->timeout_ms);
+				advance(w, slot);
+				continue;
+			}
+			if (c->state == CONN_AUTHED && d->offload && c->cookie &&
+			    !hbd_maps_conn_last_seen(&d->maps, c->cookie, &ns) && ns > d->mono0_ns) {
+				uint32_t k = (uint32_t)((ns - d->mono0_ns) / 1000000);
+
+				/* newer in wrap-around terms: the kernel saw a heartbeat after us */
+				if ((int32_t)(k - c->last_seen) > 0)
+					c->last_seen = k;
+			}
+			silent = clock32(w) - c->last_seen;
+			if (silent >= d->timeout_ms) {
+				HBD_STAT_ADD(w->st, expired_tcp, 1);
+				hb_dbg("tcp: device %" PRIu64 " silent for %u ms: expired",
+				       c->device_id, silent);
+				conn_close(w, slot, HB_BYE, HB_BYE_EXPIRED);
+			} else {
+				hb_wheel_add(&w->tcp_wheel, slot,
+					     w->now_ms - silent + d->timeout_ms);
+			}
+		}
+	} while (n == HBD_DUE_BATCH);
+}
+
+void hbd_tcp_drain(struct hbd_worker *w)
+{
+	for (uint32_t slot = 0; slot < w->nslots; slot++) {
+		if (conn_live(&w->conns[slot]))
+			conn_close(w, slot, HB_BYE, HB_BYE_SHUTDOWN);
+	}
+}

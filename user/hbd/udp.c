@@ -1,0 +1,408 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* UDP: one multishot recvmsg per worker, sessions by token, replies by io_uring sendmsg.
+ *
+ * Rules that keep the service from being a reflector: a datagram that does not decode, or
+ * whose token is not a live session, gets no answer at all (counted as frames_bad or
+ * unknown_session). The only answers to an unauthenticated source are to a well-formed HELLO:
+ * WELCOME or ERROR, both smaller than the HELLO itself, so there is no amplification.
+ *
+ * NAT rebinding: a frame with a live session's token from a new address or port is accepted
+ * and the session moves there (table and sessions map), because devices behind NAT change
+ * ports. The token is a 64-bit CSPRNG secret shared only with the device, so moving a session
+ * takes knowing the token; an on-path attacker who sees it could redirect the session's
+ * answers, which is the price of rebinding without re-authentication.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <string.h>
+
+#include "log.h"
+#include "worker.h"
+
+/* What a datagram send keeps alive until its CQE: the msghdr, iovec, address and frame. */
+struct udp_tx {
+	struct msghdr msg;
+	struct iovec iov;
+	struct sockaddr_in6 to;
+};
+
+_Static_assert(sizeof(struct udp_tx) + HB_MAX_FRAME <= HBD_CHUNK_DATA, "datagram fits a chunk");
+
+int hbd_udp_arm(struct hbd_worker *w)
+{
+	struct io_uring_sqe *sqe = hbd_sqe(w);
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_recvmsg_multishot(sqe, w->ufd, &w->udp_msg, 0);
+	sqe->flags |= IOSQE_BUFFER_SELECT;
+	sqe->buf_group = HBD_BGID_UDP;
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_UDP_RECV, 0, 0, 0));
+	w->udp_armed = true;
+	return 0;
+}
+
+/* The socket's own address form for a session address (v4-mapped when the socket is IPv4). */
+static socklen_t to_sockaddr(const struct hbd_worker *w, const uint8_t addr[16], uint16_t port,
+			     struct sockaddr_in6 *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (w->d->family == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = port;
+		memcpy(&s4->sin_addr, addr + 12, 4);
+		return sizeof(*s4);
+	}
+	out->sin6_family = AF_INET6;
+	out->sin6_port = port;
+	memcpy(&out->sin6_addr, addr, 16);
+	return sizeof(*out);
+}
+
+static int from_sockaddr(const struct sockaddr *sa, socklen_t len, uint8_t addr[16],
+			 uint16_t *port)
+{
+	if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+		memcpy(addr, &s6->sin6_addr, 16);
+		*port = s6->sin6_port;
+		return 0;
+	}
+	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+
+		memset(addr, 0, 10);
+		addr[10] = addr[11] = 0xff;
+		memcpy(addr + 12, &s4->sin_addr, 4);
+		*port = s4->sin_port;
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+static void udp_send(struct hbd_worker *w, const uint8_t addr[16], uint16_t port, uint8_t type,
+		     uint16_t seq, uint64_t token, const void *payload, uint16_t len)
+{
+	uint32_t idx = hbd_chunk_alloc(&w->chunks);
+	struct io_uring_sqe *sqe;
+	struct udp_tx *tx;
+	struct hbd_chunk *k;
+	uint8_t *frame;
+	size_t n;
+
+	if (idx == HBD_NONE) {
+		HBD_STAT_ADD(w->st, errors, 1);
+		return;
+	}
+	k = hbd_chunk(&w->chunks, idx);
+	tx = (struct udp_tx *)k->data;
+	frame = k->data + sizeof(*tx);
+	n = hb_encode(frame, HBD_CHUNK_DATA - sizeof(*tx), HB_UDP, type, seq, token, payload, len);
+	sqe = hbd_sqe(w);
+	if (!n || !sqe) {
+		hbd_chunk_put(&w->chunks, idx);
+		HBD_STAT_ADD(w->st, errors, 1);
+		return;
+	}
+	tx->iov.iov_base = frame;
+	tx->iov.iov_len = n;
+	memset(&tx->msg, 0, sizeof(tx->msg));
+	tx->msg.msg_name = &tx->to;
+	tx->msg.msg_namelen = to_sockaddr(w, addr, port, &tx->to);
+	tx->msg.msg_iov = &tx->iov;
+	tx->msg.msg_iovlen = 1;
+	io_uring_prep_sendmsg(sqe, w->ufd, &tx->msg, 0);
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_UDP_SEND, idx, 0, 0));
+	w->udp_inflight++;
+}
+
+void hbd_udp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	hbd_chunk_put(&w->chunks, hbd_ud_index(cqe->user_data));
+	w->udp_inflight--;
+	if (cqe->res < 0) {
+		HBD_STAT_ADD(w->st, errors, 1);
+		hb_dbg("udp: worker %u: sendmsg: %s", w->id, strerror(-cqe->res));
+	}
+}
+
+static void put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint64_t token)
+{
+	struct hb_session v = {
+		.port = s->port,
+		.state = HB_STATE_AUTHED,
+		.device_id = s->device_id,
+		.last_seen_ns = hbd_mono_ns(),
+	};
+	int rc;
+
+	memcpy(v.addr, s->addr, sizeof(v.addr));
+	hbd_peer_str(s->addr, s->port, v.peer);
+	rc = hbd_maps_sess_put(&w->d->maps, token, &v);
+	if (rc)
+		hb_warn("sessions[%016" PRIx64 "] update: %s: heartbeats of device %" PRIu64
+			" will be answered in userspace",
+			token, strerror(-rc), s->device_id);
+}
+
+static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t port,
+		      const struct hb_frame *f)
+{
+	struct hbd_daemon *d = w->d;
+	struct hbd_sessions *t = &d->sessions;
+	struct hb_error err = { .code = htobe16(HB_ERR_AUTH) };
+	struct hbd_hello_result r;
+	struct hb_welcome wel;
+	struct hb_hello h;
+	struct hbd_sess *s;
+	uint32_t idx;
+	uint64_t loc;
+	int rc, tries;
+
+	if (hbd_sess_alloc(t, w->id, &idx)) {
+		HBD_STAT_ADD(w->st, full, 1);
+		err.code = htobe16(HB_ERR_FULL);
+		udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err));
+		return;
+	}
+	s = &t->s[idx];
+	loc = hbd_loc(1, w->id, s->gen, idx);
+	memcpy(&h, f->payload, sizeof(h));
+	rc = hbd_hello_check(w, &h, loc, &r);
+	if (rc) {
+		hbd_sess_release(t, idx);
+		HBD_STAT_ADD(w->st, auth_fail, 1);
+		hb_info("udp: HELLO from device %" PRIu64 " refused: %s", r.device_id,
+			hbd_auth_str(rc));
+		if (rc < 0)
+			err.code = htobe16(HB_ERR_INTERNAL);
+		udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err));
+		return;
+	}
+	s->device_id = r.device_id;
+	memcpy(s->addr, addr, 16);
+	s->port = port;
+	__atomic_store_n(&s->last_seen, (uint32_t)w->now_ms, __ATOMIC_RELAXED);
+	/* 2^64 tokens: a collision is astronomically rare, but never hand out a live one */
+	for (tries = 0; (rc = hbd_sess_publish(t, idx, r.token)) == -EEXIST && tries < 8; tries++)
+		hb_random(&r.token, sizeof(r.token));
+	if (rc) {
+		hbd_devices_release(d->devices, r.device_id, loc);
+		hbd_sess_release(t, idx);
+		HBD_STAT_ADD(w->st, errors, 1);
+		return;
+	}
+	/* the kernel must know the session before the device learns its token */
+	if (d->offload)
+		put_map_entry(w, s, r.token);
+	hb_wheel_add(&w->udp_wheel, idx, w->now_ms + d->timeout_ms);
+	HBD_STAT_ADD(w->st, udp_sessions, 1);
+	HBD_STAT_ADD(w->st, udp_active, 1);
+	HBD_STAT_ADD(w->st, auth_ok, 1);
+	hbd_welcome(w, r.token, &wel);
+	udp_send(w, addr, port, HB_WELCOME, f->seq, r.token, &wel, sizeof(wel));
+	hb_dbg("udp: device %" PRIu64 " authenticated (session %u)", r.device_id, idx);
+	hbd_supersede(w, r.old_loc);
+}
+
+static void rebind(struct hbd_worker *w, uint64_t token)
+{
+	struct hbd_sess s;
+
+	if (!w->d->offload || hbd_sess_lookup(&w->d->sessions, token, &s))
+		return;
+	put_map_entry(w, &s, token);
+}
+
+static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, socklen_t salen,
+			 const uint8_t *p, size_t n)
+{
+	struct hbd_sess_view v;
+	struct hb_frame f;
+	uint8_t addr[16];
+	uint16_t port;
+	int rc;
+
+	if (from_sockaddr(sa, salen, addr, &port) || (rc = hb_decode_dgram(p, n, &f))) {
+		HBD_STAT_ADD(w->st, frames_bad, 1);
+		return; /* never answered */
+	}
+	switch (f.type) {
+	case HB_HELLO:
+		HBD_STAT_ADD(w->st, frames_hello, 1);
+		udp_hello(w, addr, port, &f);
+		return;
+	case HB_PING:
+		HBD_STAT_ADD(w->st, frames_ping, 1);
+		break;
+	case HB_ECHO:
+		HBD_STAT_ADD(w->st, frames_echo, 1);
+		break;
+	case HB_DATA:
+		HBD_STAT_ADD(w->st, frames_data, 1);
+		break;
+	case HB_BYE:
+		HBD_STAT_ADD(w->st, frames_bye, 1);
+		break;
+	default:
+		HBD_STAT_ADD(w->st, frames_other, 1);
+		return;
+	}
+	if (hbd_sess_touch(&w->d->sessions, f.token, addr, port, (uint32_t)w->now_ms, &v)) {
+		HBD_STAT_ADD(w->st, unknown_session, 1);
+		return; /* never answered */
+	}
+	if (v.rebound) {
+		hb_dbg("udp: session of device %" PRIu64 " moved to a new address", v.device_id);
+		rebind(w, f.token);
+	}
+	switch (f.type) {
+	case HB_PING:
+		HBD_STAT_ADD(w->st, pings_user, 1);
+		udp_send(w, addr, port, HB_PONG, f.seq, f.token, f.payload, f.len);
+		break;
+	case HB_ECHO:
+		udp_send(w, addr, port, HB_ECHO, f.seq, f.token, f.payload, f.len);
+		break;
+	case HB_DATA: {
+		struct hbd_ack a = { .token = f.token, .seq = f.seq, .udp = 1 };
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (hbd_sink_add(&w->sink, v.device_id, true, f.seq, &now, f.payload, f.len, &a))
+			HBD_STAT_ADD(w->st, errors, 1);
+		break;
+	}
+	case HB_BYE:
+		hbd_worker_msg(w, v.owner, HBD_OP_MSG_KILL_UDP, v.idx, v.gen, HBD_NO_BYE);
+		break;
+	}
+}
+
+static void give_back_ux(struct hbd_worker *w, uint16_t bid)
+{
+	io_uring_buf_ring_add(w->ux_br, w->ux_mem + (size_t)bid * HBD_UDP_BUF_SIZE,
+			      HBD_UDP_BUF_SIZE, bid, io_uring_buf_ring_mask(w->ux_count),
+			      (int)w->ux_ret++);
+}
+
+void hbd_udp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	bool more = cqe->flags & IORING_CQE_F_MORE;
+
+	if (!more)
+		w->udp_armed = false;
+	if (cqe->flags & IORING_CQE_F_BUFFER) {
+		uint16_t bid = (uint16_t)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+		uint8_t *buf = w->ux_mem + (size_t)bid * HBD_UDP_BUF_SIZE;
+
+		if (cqe->res > 0 && !w->draining) {
+			struct io_uring_recvmsg_out *o =
+				io_uring_recvmsg_validate(buf, cqe->res, &w->udp_msg);
+
+			if (!o || (o->flags & MSG_TRUNC) || o->namelen > w->udp_msg.msg_namelen) {
+				HBD_STAT_ADD(w->st, frames_bad, 1);
+			} else {
+				udp_datagram(w, io_uring_recvmsg_name(o), o->namelen,
+					     io_uring_recvmsg_payload(o, &w->udp_msg),
+					     io_uring_recvmsg_payload_length(o, cqe->res,
+									     &w->udp_msg));
+			}
+		}
+		give_back_ux(w, bid);
+	}
+	if (cqe->res < 0 && cqe->res != -ENOBUFS && cqe->res != -ECANCELED) {
+		hb_warn("udp: worker %u: recvmsg: %s", w->id, strerror(-cqe->res));
+		HBD_STAT_ADD(w->st, errors, 1);
+		if (!more)
+			w->udp_retry = true; /* at the next tick */
+	}
+}
+
+/* Ends a session this worker owns: BYE (unless reason is HBD_NO_BYE), map entry and table
+ * entry removed, device released.
+ */
+void hbd_udp_kill(struct hbd_worker *w, uint32_t idx, uint16_t gen, uint8_t reason)
+{
+	struct hbd_daemon *d = w->d;
+	struct hbd_sess s;
+
+	if (hbd_sess_get(&d->sessions, idx, gen, true, &s) || s.owner != w->id)
+		return;
+	if (reason != HBD_NO_BYE) {
+		struct hb_bye b = { .reason = htobe16(reason) };
+
+		udp_send(w, s.addr, s.port, HB_BYE, 0, s.token, &b, sizeof(b));
+	}
+	if (d->offload) {
+		int rc = hbd_maps_sess_delete(&d->maps, s.token);
+
+		if (rc)
+			hb_warn("sessions delete: %s", strerror(-rc));
+	}
+	hbd_devices_release(d->devices, s.device_id, hbd_loc(1, w->id, gen, idx));
+	hb_wheel_del(&w->udp_wheel, idx);
+	hbd_sess_release(&d->sessions, idx);
+	HBD_STAT_SUB(w->st, udp_active, 1);
+	hb_dbg("udp: session %u of device %" PRIu64 " ended (reason %u)", idx, s.device_id, reason);
+}
+
+void hbd_udp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok)
+{
+	struct hbd_sess s;
+
+	if (!ok || hbd_sess_lookup(&w->d->sessions, a->token, &s))
+		return; /* not ACKed: the device sends the DATA again */
+	udp_send(w, s.addr, s.port, HB_ACK, a->seq, a->token, NULL, 0);
+	HBD_STAT_ADD(w->st, data_acked, 1);
+}
+
+/* Same scheme as TCP: only sessions whose deadline came due are looked at. */
+void hbd_udp_expire(struct hbd_worker *w)
+{
+	struct hbd_daemon *d = w->d;
+	struct hbd_sessions *t = &d->sessions;
+	uint32_t n;
+
+	do {
+		n = hb_wheel_due(&w->udp_wheel, w->now_ms, w->due, HBD_DUE_BATCH);
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t idx = w->due[i], last = hbd_sess_last_seen(t, idx), silent;
+			struct hbd_sess *s = &t->s[idx];
+			uint64_t ns;
+
+			if (d->offload && !hbd_maps_sess_last_seen(&d->maps, s->token, &ns) &&
+			    ns > d->mono0_ns) {
+				uint32_t k = (uint32_t)((ns - d->mono0_ns) / 1000000);
+
+				if ((int32_t)(k - last) > 0)
+					last = k;
+			}
+			silent = (uint32_t)w->now_ms - last;
+			if (silent >= d->timeout_ms) {
+				HBD_STAT_ADD(w->st, expired_udp, 1);
+				hbd_udp_kill(w, idx, s->gen, HB_BYE_EXPIRED);
+			} else {
+				hb_wheel_add(&w->udp_wheel, idx, w->now_ms - silent + d->timeout_ms);
+			}
+		}
+	} while (n == HBD_DUE_BATCH);
+}
+
+/* BYE(SHUTDOWN) to every session this worker owns: they are all on its wheel. */
+void hbd_udp_drain(struct hbd_worker *w)
+{
+	struct hbd_sessions *t = &w->d->sessions;
+	uint32_t n;
+
+	do {
+		n = hb_wheel_due(&w->udp_wheel, UINT64_MAX / 2, w->due, HBD_DUE_BATCH);
+		for (uint32_t i = 0; i < n; i++)
+			hbd_udp_kill(w, w->due[i], t->s[w->due[i]].gen, HB_BYE_SHUTDOWN);
+	} while (n == HBD_DUE_BATCH);
+}

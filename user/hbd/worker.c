@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Worker thread: ring set-up, the event loop, one handle_cqe switch, ticks and the drain. */
+#include "worker.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+#define SQ_ENTRIES 1024
+#define CQ_ENTRIES 16384 /* multishot CQEs arrive in bursts; overflow is kept, not dropped */
+#define CQE_BATCH_MAX 4096 /* CQEs handled before the loop looks at the clock again */
+
+uint64_t hbd_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t hbd_worker_clock(struct hbd_worker *w)
+{
+	w->now_ms = (hbd_mono_ns() - w->d->mono0_ns) / 1000000;
+	return w->now_ms;
+}
+
+/* An SQE, submitting what is queued if the SQ is full. NULL only if the kernel refuses the
+ * submission (the caller then gives up on that operation and says so).
+ */
+struct io_uring_sqe *hbd_sqe(struct hbd_worker *w)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
+
+	if (!sqe) {
+		int rc = io_uring_submit(&w->ring);
+
+		if (rc < 0)
+			hb_warn("worker %u: submit: %s", w->id, strerror(-rc));
+		sqe = io_uring_get_sqe(&w->ring);
+	}
+	return sqe;
+}
+
+void hbd_worker_msg(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
+		    uint16_t gen, uint8_t aux)
+{
+	struct io_uring_sqe *sqe;
+
+	if (target == w->id) {
+		if (op == HBD_OP_MSG_KILL_TCP)
+			hbd_tcp_kill(w, index, gen, aux);
+		else if (op == HBD_OP_MSG_KILL_UDP)
+			hbd_udp_kill(w, index, gen, aux);
+		return;
+	}
+	if (target >= w->d->plan.workers || !(sqe = hbd_sqe(w))) {
+		HBD_STAT_ADD(w->st, errors, 1);
+		return;
+	}
+	/* the target ring gets a CQE with res 0 and this user_data; ours only on failure */
+	io_uring_prep_msg_ring(sqe, w->d->ring_fds[target], 0, hbd_ud(op, index, gen, aux), 0);
+	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_MSG_SENT, target, 0, 0));
+}
+
+/* Buffer life (provided buffer rings): the kernel picks a buffer for each receive and names it
+ * in the CQE; handle_cqe consumes it on the spot (a partial TCP frame is copied to a chunk) and
+ * gives it back with io_uring_buf_ring_add; the ring tail is advanced once per loop iteration,
+ * before any recv that ran out of buffers is re-armed.
+ */
+static int setup_buf_ring(struct hbd_worker *w, int bgid, uint32_t count, uint32_t size,
+			  struct io_uring_buf_ring **br, uint8_t **mem)
+{
+	struct io_uring_buf_reg reg = { 0 };
+	void *ring_mem;
+	int rc;
+
+	if (posix_memalign(&ring_mem, 4096, count * sizeof(struct io_uring_buf)))
+		return -ENOMEM;
+	*br = ring_mem;
+	*mem = malloc((size_t)count * size);
+	if (!*mem)
+		return -ENOMEM;
+	/* liburing 2.3 has no io_uring_setup_buf_ring: register memory we allocated */
+	reg.ring_addr = (uint64_t)(uintptr_t)ring_mem;
+	reg.ring_entries = count;
+	reg.bgid = (uint16_t)bgid;
+	rc = io_uring_register_buf_ring(&w->ring, &reg, 0);
+	if (rc)
+		return rc;
+	io_uring_buf_ring_init(*br);
+	for (uint32_t i = 0; i < count; i++)
+		io_uring_buf_ring_add(*br, *mem + (size_t)i * size, size, (uint16_t)i,
+				      io_uring_buf_ring_mask(count), (int)i);
+	io_uring_buf_ring_advance(*br, (int)count);
+	return 0;
+}
+
+static int setup(struct hbd_worker *w)
+{
+	struct hbd_daemon *d = w->d;
+	struct io_uring_params p = { 0 };
+	int rc;
+
+	/* one thread submits, and task work runs only when it waits: completions are batched
+	 * into its loop instead of interrupting it
+	 */
+	p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_CQSIZE |
+		  IORING_SETUP_SUBMIT_ALL;
+	p.cq_entries = CQ_ENTRIES;
+	rc = io_uring_queue_init_params(SQ_ENTRIES, &w->ring, &p);
+	if (rc == -EINVAL) {
+		memset(&p, 0, sizeof(p));
+		p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+		p.cq_entries = CQ_ENTRIES;
+		rc = io_uring_queue_init_params(SQ_ENTRIES, &w->ring, &p);
+	}
+	if (rc) {
+		hb_err("worker %u: io_uring setup: %s", w->id, strerror(-rc));
+		return rc;
+	}
+	w->ring_ok = true;
+	rc = io_uring_register_files_sparse(&w->ring, w->nslots);
+	if (rc) {
+		hb_err("worker %u: direct descriptor table of %u slots: %s%s", w->id, w->nslots,
+		       strerror(-rc),
+		       rc == -EMFILE ? " (a ring's table is capped at RLIMIT_NOFILE)" : "");
+		return rc;
+	}
+	rc = setup_buf_ring(w, HBD_BGID_TCP, w->rx_count, w->rx_size, &w->rx_br, &w->rx_mem);
+	if (!rc)
+		rc = setup_buf_ring(w, HBD_BGID_UDP, w->ux_count, HBD_UDP_BUF_SIZE, &w->ux_br,
+				    &w->ux_mem);
+	if (rc) {
+		hb_err("worker %u: provided buffer ring: %s", w->id, strerror(-rc));
+		return rc;
+	}
+	io_uring_register_ring_fd(&w->ring); /* saves an fd lookup per enter; optional */
+	d->ring_fds[w->id] = w->ring.ring_fd;
+
+	w->conns = calloc(w->nslots, sizeof(*w->conns));
+	w->links = malloc(w->nslots * sizeof(*w->links));
+	w->dirty = malloc(w->nslots * sizeof(*w->dirty));
+	w->rearm = malloc(w->nslots * sizeof(*w->rearm));
+	if (!w->conns || !w->links || !w->dirty || !w->rearm)
+		return -ENOMEM;
+	hb_wheel_links_init(w->links, w->nslots);
+	hbd_worker_clock(w);
+	rc = hb_wheel_init(&w->tcp_wheel, w->links, w->nslots, d->tick_ms, d->timeout_ms,
+			   w->now_ms);
+	if (!rc)
+		rc = hb_wheel_init(&w->udp_wheel, d->sessions.links, d->sessions.cap, d->tick_ms,
+				   d->timeout_ms, w->now_ms);
+	if (!rc)
+		rc = hbd_chunks_init(&w->chunks, 64 * 1024); /* up to 128 MiB in flight */
+	if (rc)
+		return rc;
+	hbd_sink_init(&w->sink, d->sink_fd, d->cfg->sink_fsync);
+	w->udp_msg.msg_namelen = sizeof(struct sockaddr_in6);
+	w->next_tick = w->now_ms + d->tick_ms;
+	return 0;
+}
+
+/* Called from hbd_daemon teardown after every worker thread has returned (a ring must not be
+ * closed while another worker might still message it).
+ */
+void hbd_worker_free(struct hbd_worker *w)
+{
+	if (w->ring_ok)
+		io_uring_queue_exit(&w->ring);
+	w->ring_ok = false;
+	hb_wheel_free(&w->tcp_wheel);
+	hb_wheel_free(&w->udp_wheel);
+	hbd_chunks_free(&w->chunks);
+	hbd_sink_free(&w->sink);
+	free(w->rx_br);
+	free(w->ux_br);
+	free(w->rx_mem);
+	free(w->ux_mem);
+	free(w->conns);
+	free(w->links);
+	free(w->dirty);
+	free(w->rearm);
+}
+
+static void sink_flush(struct hbd_worker *w)
+{
+	struct hbd_sink_batch *b = hbd_sink_start(&w->sink);
+	struct io_uring_sqe *sqe;
+
+	if (!b)
+		return;
+	sqe = hbd_sqe(w);
+	if (!sqe) {
+		/* cannot write now: drop nothing, retry next iteration (undo the start) */
+		w->sink.fill ^= 1;
+		w->sink.busy = false;
+		return;
+	}
+	/* offset -1: the file position, which O_APPEND keeps at the end */
+	io_uring_prep_write(sqe, w->sink.fd, b->buf + b->done, (unsigned)(b->len - b->done),
+			    (uint64_t)-1);
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_SINK_WRITE, 0, 0, 0));
+}
+
+static void sink_complete(struct hbd_worker *w, bool ok)
+{
+	struct hbd_sink_batch *b = hbd_sink_inflight(&w->sink);
+
+	if (ok)
+		HBD_STAT_ADD(w->st, data_bytes, b->bytes);
+	for (uint32_t i = 0; i < b->nacks; i++) {
+		if (b->acks[i].udp)
+			hbd_udp_ack(w, &b->acks[i], ok);
+		else
+			hbd_tcp_ack(w, &b->acks[i], ok);
+	}
+	hbd_sink_done(&w->sink);
+}
+
+static void on_sink_write(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	struct hbd_sink_batch *b = hbd_sink_inflight(&w->sink);
+	struct io_uring_sqe *sqe;
+
+	if (cqe->res <= 0) {
+		hb_err("sink: write: %s: %u DATA frames not acknowledged",
+		       cqe->res ? strerror(-cqe->res) : "wrote nothing", b->nacks);
+		HBD_STAT_ADD(w->st, errors, 1);
+		sink_complete(w, false);
+		return;
+	}
+	b->done += (size_t)cqe->res;
+	sqe = b->done < b->len || w->sink.fsync ? hbd_sqe(w) : NULL;
+	if (b->done < b->len) {
+		if (!sqe) {
+			sink_complete(w, false);
+			return;
+		}
+		io_uring_prep_write(sqe, w->sink.fd, b->buf + b->done, (unsigned)(b->len - b->done),
+				    (uint64_t)-1);
+		io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_SINK_WRITE, 0, 0, 0));
+		return;
+	}
+	if (w->sink.fsync) {
+		if (!sqe) {
+			sink_complete(w, false);
+			return;
+		}
+		io_uring_prep_fsync(sqe, w->sink.fd, IORING_FSYNC_DATASYNC);
+		io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_SINK_SYNC, 0, 0, 0));
+		return;
+	}
+	sink_complete(w, true);
+}
+
+static void on_sink_sync(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	if (cqe->res < 0) {
+		hb_err("sink: fdatasync: %s", strerror(-cqe->res));
+		HBD_STAT_ADD(w->st, errors, 1);
+	}
+	sink_complete(w, cqe->res >= 0);
+}
+
+static void handle_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	uint64_t ud = io_uring_cqe_get_data64(cqe);
+
+	switch (hbd_ud_op(ud)) {
+	case HBD_OP_ACCEPT:
+		hbd_tcp_on_accept(w, cqe);
+		break;
+	case HBD_OP_COOKIE:
+		hbd_tcp_on_cookie(w, cqe);
+		break;
+	case HBD_OP_RECV:
+		hbd_tcp_on_recv(w, cqe);
+		break;
+	case HBD_OP_SEND:
+		hbd_tcp_on_send(w, cqe);
+		break;
+	case HBD_OP_CLOSE:
+		hbd_tcp_on_close(w, cqe);
+		break;
+	case HBD_OP_CANCEL:
+		/* only failures get here: the op already ended, its own CQE does the rest */
+		break;
+	case HBD_OP_UDP_RECV:
+		hbd_udp_on_recv(w, cqe);
+		break;
+	case HBD_OP_UDP_SEND:
+		hbd_udp_on_send(w, cqe);
+		break;
+	case HBD_OP_SINK_WRITE:
+		on_sink_write(w, cqe);
+		break;
+	case HBD_OP_SINK_SYNC:
+		on_sink_sync(w, cqe);
+		break;
+	case HBD_OP_MSG_SENT:
+		hb_warn("worker %u: message to worker %u failed: %s", w->id, hbd_ud_index(ud),
+			strerror(-cqe->res));
+		HBD_STAT_ADD(w->st, errors, 1);
+		break;
+	case HBD_OP_MSG_WAKE:
+		break; /* the loop checks the stop flag */
+	case HBD_OP_MSG_KILL_TCP:
+		hbd_tcp_kill(w, hbd_ud_index(ud), hbd_ud_gen(ud), hbd_ud_aux(ud));
+		break;
+	case HBD_OP_MSG_KILL_UDP:
+		hbd_udp_kill(w, hbd_ud_index(ud), hbd_ud_gen(ud), hbd_ud_aux(ud));
+		break;
+	default:
+		hb_err("worker %u: CQE with unknown user_data %#llx", w->id,
+		       (unsigned long long)ud);
+		break;
+	}
+}
+
+/* Everything batched during the iteration goes to the kernel here, once. */
+static void flush(struct hbd_worker *w)
+{
+	if (w->rx_ret) {
+		io_uring_buf_ring_advance(w->rx_br, (int)w->rx_ret);
+		w->rx_ret = 0;
+	}
+	if (w->ux_ret) {
+		io_uring_buf_ring_advance(w->ux_br, (int)w->ux_ret);
+		w->ux_ret = 0;
+	}
+	hbd_tcp_flush(w);
+	sink_flush(w);
+	if (!w->udp_armed && !w->udp_retry && !w->draining)
+		hbd_udp_arm(w);
+}
+
+static void tick(struct hbd_worker *w)
+{
+	hbd_tcp_expire(w);
+	hbd_udp_expire(w);
+	if (!w->draining) {
+		if (w->accept_retry && !w->accept_armed && !hbd_tcp_arm_accept(w))
+			w->accept_retry = false;
+		if (w->udp_retry && !w->udp_armed && !hbd_udp_arm(w))
+			w->udp_retry = false;
+	}
+}
+
+static void cancel(struct hbd_worker *w, uint64_t ud)
+{
+	struct io_uring_sqe *sqe = hbd_sqe(w);
+
+	if (!sqe)
+		return;
+	io_uring_prep_cancel64(sqe, ud, 0);
+	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_CANCEL, 0, 0, 0));
+}
+
+/* Drain: no new clients, BYE(SHUTDOWN) to every connection once its sink ACKs are out, and to
+ * every UDP session once the sink is idle (so their ACKs go out first), then wait for the last
+ * sends and closes.
+ */
+static void drain_start(struct hbd_worker *w)
+{
+	w->draining = true;
+	w->drain_deadline = w->now_ms + (uint64_t)(w->d->cfg->drain_s * 1000);
+	if (w->accept_armed)
+		cancel(w, hbd_ud(HBD_OP_ACCEPT, 0, 0, 0));
+	if (w->udp_armed)
+		cancel(w, hbd_ud(HBD_OP_UDP_RECV, 0, 0, 0));
+	hbd_tcp_drain(w);
+}
+
+static bool drain_done(struct hbd_worker *w)
+{
+	bool sink_idle = !w->sink.busy && !w->sink.b[w->sink.fill].nacks;
+
+	if (sink_idle && w->udp_wheel.count)
+		hbd_udp_drain(w);
+	return sink_idle && !w->nconns && !w->accept_armed && !w->udp_armed && !w->udp_inflight &&
+	       !w->udp_wheel.count;
+}
+
+static void run(struct hbd_worker *w)
+{
+	struct hbd_daemon *d = w->d;
+
+	for (;;) {
+		struct __kernel_timespec ts;
+		struct io_uring_cqe *cqe;
+		unsigned head, n = 0;
+		uint64_t wait_ms;
+		int rc;
+
+		hbd_worker_clock(w);
+		if (!w->draining && __atomic_load_n(&d->stop, __ATOMIC_ACQUIRE))
+			drain_start(w);
+		if (w->draining && drain_done(w))
+			break;
+		if (w->draining && w->now_ms >= w->drain_deadline) {
+			hb_warn("worker %u: drain timed out with %u connections", w->id, w->nconns);
+			break;
+		}
+		if (w->now_ms >= w->next_tick) {
+			tick(w);
+			w->next_tick = w->now_ms + d->tick_ms;
+		}
+		flush(w);
+		wait_ms = w->next_tick > w->now_ms ? w->next_tick - w->now_ms : 0;
+		ts.tv_sec = (long long)(wait_ms / 1000);
+		ts.tv_nsec = (long long)(wait_ms % 1000) * 1000000;
+		rc = io_uring_submit_and_wait_timeout(&w->ring, &cqe, 1, &ts, NULL);
+		if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY) {
+			hb_err("worker %u: io_uring wait: %s", w->id, strerror(-rc));
+			HBD_STAT_ADD(w->st, errors, 1);
+		}
+		hbd_worker_clock(w);
+		io_uring_for_each_cqe(&w->ring, head, cqe)
+		{
+			handle_cqe(w, cqe);
+			if (++n == CQE_BATCH_MAX)
+				break;
+		}
+		io_uring_cq_advance(&w->ring, n);
+	}
+}
+
+void *hbd_worker_main(void *arg)
+{
+	struct hbd_worker *w = arg;
+	struct hbd_daemon *d = w->d;
+	int rc = setup(w);
+
+	pthread_mutex_lock(&d->lock);
+	if (rc && !d->start_err)
+		d->start_err = rc;
+	d->nready++;
+	pthread_cond_broadcast(&d->cond);
+	while (!d->go && !d->start_err)
+		pthread_cond_wait(&d->cond, &d->lock);
+	rc = d->start_err;
+	pthread_mutex_unlock(&d->lock);
+	if (rc)
+		return NULL;
+	if (hbd_tcp_arm_accept(w) || hbd_udp_arm(w)) {
+		hb_err("worker %u: cannot arm accept/recvmsg", w->id);
+		__atomic_store_n(&d->stop, 1, __ATOMIC_RELEASE);
+	}
+	run(w);
+	return NULL;
+}

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* One worker: its io_uring, listener, UDP socket, connection slots and wheels. */
+#ifndef HBD_WORKER_H
+#define HBD_WORKER_H
+
+#include <liburing.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "chunk.h"
+#include "hbd.h"
+#include "proto.h"
+#include "sink.h"
+#include "stats.h"
+#include "ud.h"
+#include "wheel.h"
+
+/* TCP connection state; the lifecycle is written down in tcp.c. */
+enum hbd_conn_state {
+	CONN_FREE = 0,
+	CONN_NEW, /* accepted, HELLO not verified yet */
+	CONN_AUTHED,
+	CONN_CLOSING, /* finishing: sink ACKs, final frame, output */
+	CONN_SHUTDOWN, /* output done: waiting for the recv and cookie ops to end */
+	CONN_CLOSED, /* close of the direct descriptor submitted */
+};
+
+enum {
+	CF_RECV = 1 << 0, /* multishot recv armed */
+	CF_SEND = 1 << 1, /* a send is in flight */
+	CF_DIRTY = 1 << 2, /* on the dirty list: has output to submit */
+	CF_COOKIE = 1 << 3, /* SO_COOKIE getsockopt in flight */
+	CF_REARM = 1 << 4, /* on the re-arm list (recv ended with ENOBUFS) */
+	CF_CANCEL = 1 << 5, /* recv cancel submitted */
+	CF_COUNTED = 1 << 6, /* counted in hbd_daemon.tcp_clients */
+};
+
+/* Per-slot connection state: 40 bytes, plus 8 bytes of wheel links in a parallel array, for
+ * every slot of the ring's direct-descriptor table (so ~52 bytes a client at 8% spare slots).
+ * Output, partial frames and device state live elsewhere and only while needed.
+ */
+struct hbd_conn {
+	uint64_t cookie; /* SO_COOKIE: the conns map key (offload mode) */
+	uint64_t device_id; /* 0 until authenticated */
+	uint32_t last_seen; /* worker clock ms of the last frame (wraps; compared by difference) */
+	uint32_t partial; /* chunk with an incomplete frame, or HBD_NONE */
+	uint32_t out; /* head of the output chunk queue, or HBD_NONE */
+	uint16_t gen; /* bumped when the slot is freed; in user_data */
+	uint16_t sink_pending; /* DATA frames awaiting their sink write and ACK */
+	uint8_t state; /* enum hbd_conn_state */
+	uint8_t flags; /* CF_* */
+	uint8_t final_type; /* frame to send once the sink ACKs are out: HB_BYE, HB_ERROR or 0 */
+	uint8_t final_code; /* its reason or error code */
+};
+
+#define HBD_DUE_BATCH 256
+#define HBD_UDP_BUF_SIZE 1152 /* recvmsg header + sockaddr_in6 + the largest valid datagram */
+#define HBD_UDP_BUFS 256
+#define HBD_BGID_TCP 0
+#define HBD_BGID_UDP 1
+
+struct hbd_worker {
+	struct hbd_daemon *d;
+	unsigned id;
+	pthread_t thread;
+	struct hb_ustats *st; /* this worker's counter slot */
+	struct io_uring ring;
+	bool ring_ok;
+	int lfd, ufd; /* listener and UDP socket (regular fds, owned by the daemon) */
+
+	/* TCP: one entry per direct-descriptor slot */
+	struct hbd_conn *conns;
+	struct hb_wlink *links;
+	uint32_t nslots;
+	uint32_t nconns; /* slots not FREE */
+	struct hb_wheel tcp_wheel;
+	uint32_t *dirty, ndirty; /* connections with output to submit */
+	uint32_t *rearm, nrearm; /* connections whose recv must be re-armed */
+
+	/* UDP: sessions this worker owns are on its wheel */
+	struct hb_wheel udp_wheel;
+	struct msghdr udp_msg; /* recvmsg template: name length only */
+	uint32_t udp_inflight; /* datagram sends in flight */
+
+	/* provided buffer rings: TCP recv and UDP recvmsg */
+	struct io_uring_buf_ring *rx_br, *ux_br;
+	uint8_t *rx_mem, *ux_mem;
+	uint32_t rx_count, rx_size, ux_count;
+	unsigned rx_ret, ux_ret; /* buffers given back since the last advance */
+
+	struct hbd_chunks chunks;
+	struct hbd_sink sink;
+
+	bool accept_armed, udp_armed;
+	bool accept_retry, udp_retry; /* re-arm at the next tick (after an unexpected error) */
+	bool draining;
+	uint64_t drain_deadline;
+	uint64_t now_ms; /* worker clock, ms since the daemon started */
+	uint64_t next_tick;
+	uint32_t due[HBD_DUE_BATCH];
+};
+
+/* worker.c */
+void *hbd_worker_main(void *arg);
+void hbd_worker_free(struct hbd_worker *w);
+struct io_uring_sqe *hbd_sqe(struct hbd_worker *w);
+uint64_t hbd_worker_clock(struct hbd_worker *w);
+/* Asks another worker's ring (or this one) to run op on (index, gen). */
+void hbd_worker_msg(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
+		    uint16_t gen, uint8_t aux);
+uint64_t hbd_realtime_ms(void);
+
+/* tcp.c */
+int hbd_tcp_arm_accept(struct hbd_worker *w);
+void hbd_tcp_on_accept(struct hbd_worker *w, struct io_uring_cqe *cqe);
+void hbd_tcp_on_cookie(struct hbd_worker *w, struct io_uring_cqe *cqe);
+void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe);
+void hbd_tcp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe);
+void hbd_tcp_on_close(struct hbd_worker *w, struct io_uring_cqe *cqe);
+void hbd_tcp_kill(struct hbd_worker *w, uint32_t slot, uint16_t gen, uint8_t reason);
+void hbd_tcp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok);
+void hbd_tcp_flush(struct hbd_worker *w);
+void hbd_tcp_expire(struct hbd_worker *w);
+void hbd_tcp_drain(struct hbd_worker *w);
+
+/* udp.c */
+int hbd_udp_arm(struct hbd_worker *w);
+void hbd_udp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe);
+void hbd_udp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe);
+void hbd_udp_kill(struct hbd_worker *w, uint32_t idx, uint16_t gen, uint8_t reason);
+void hbd_udp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok);
+void hbd_udp_expire(struct hbd_worker *w);
+void hbd_udp_drain(struct hbd_worker *w);
+
+/* hello.c: HELLO checks shared by both transports */
+struct hbd_hello_result {
+	uint64_t device_id;
+	uint64_t old_loc; /* session superseded by this one, 0 if none */
+	uint64_t token;
+};
+#define HBD_AUTH_REPLAY 100
+#define HBD_NO_BYE 0xff /* aux of a kill message: end the session without a BYE */
+/* Verifies MAC, clock window and replay, and makes loc the device's current session. Returns
+ * 0, an enum hb_auth value or HBD_AUTH_REPLAY (> 0: refuse with ERROR(AUTH)), or -errno.
+ */
+int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc,
+		    struct hbd_hello_result *r);
+const char *hbd_auth_str(int rc);
+/* Ends the session a HELLO superseded, wherever it lives. */
+void hbd_supersede(struct hbd_worker *w, uint64_t old_loc);
+/* WELCOME payload for a token. */
+void hbd_welcome(struct hbd_worker *w, uint64_t token, struct hb_welcome *out);
+
+#endif
