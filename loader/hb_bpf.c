@@ -636,6 +636,78 @@ static int unload_xdp(const char *dir, int ifindex, struct hbl_unload_report *re
 	return err;
 }
 
+int hbl_detach_xdp_ifindex(int ifindex)
+{
+	struct xdp_multiprog *mp = get_multiprog(ifindex);
+	struct xdp_program *p = find_hb_prog(mp);
+	int err = -ENOENT;
+
+	if (p)
+		err = xdp_program__detach(p, ifindex, xdp_multiprog__attach_mode(mp), 0);
+	xdp_multiprog__close(mp);
+	return err;
+}
+
+int hbl_xdp_query(const char *pin_dir, int ifindex, struct hbl_xdp_info *out)
+{
+	struct xdp_multiprog *mp;
+	struct xdp_program *p;
+	char path[PATH_MAX];
+	int fd, err;
+
+	memset(out, 0, sizeof(*out));
+	if ((err = join(path, sizeof(path), pin_dir, HBL_PIN_LINK_XDP)))
+		return err;
+	fd = bpf_obj_get(path);
+	if (fd >= 0) {
+		struct bpf_link_info li = { 0 };
+		__u32 len = sizeof(li);
+
+		err = bpf_obj_get_info_by_fd(fd, &li, &len);
+		close(fd);
+		if (err)
+			return err;
+		out->how = HBL_XDP_LINK;
+		out->prog_id = li.prog_id;
+		return 0;
+	}
+	if (ifindex <= 0)
+		return 0;
+	mp = get_multiprog(ifindex);
+	p = find_hb_prog(mp);
+	if (p) {
+		out->how = xdp_multiprog__is_legacy(mp) ? HBL_XDP_LIBXDP_LEGACY : HBL_XDP_DISPATCHER;
+		out->prog_id = xdp_program__id(p);
+		out->mode = xdp_multiprog__attach_mode(mp) == XDP_MODE_SKB ? HB_XDP_SKB : HB_XDP_NATIVE;
+	}
+	xdp_multiprog__close(mp);
+	return 0;
+}
+
+int hbl_map_fill(int fd, __u32 *entries, __u32 *max_entries)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info), n = 0;
+	__u8 key[64], next[64];
+	void *prev = NULL;
+	int err;
+
+	err = bpf_obj_get_info_by_fd(fd, &info, &len);
+	if (err)
+		return err;
+	if (info.key_size > sizeof(key))
+		return -E2BIG;
+	*max_entries = info.max_entries;
+	/* Bounded by max_entries: a map being refilled while we walk cannot keep us forever. */
+	while (n <= info.max_entries && !bpf_map_get_next_key(fd, prev, next)) {
+		memcpy(key, next, info.key_size);
+		prev = key;
+		n++;
+	}
+	*entries = n;
+	return 0;
+}
+
 int hbl_unload(const char *dir, const char *ifname, struct hbl_unload_report *rep)
 {
 	struct hb_config cfg = { 0 };

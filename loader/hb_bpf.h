@@ -115,6 +115,21 @@ struct hbl_unload_report {
  * -ENOENT if dir holds no hbeat pins. Goes on past individual failures and returns the first. */
 int hbl_unload(const char *dir, const char *ifname, struct hbl_unload_report *rep);
 
+/* Detaches an hb_xdp that libxdp finds on ifindex (left by a crashed load): 0 if one was
+ * detached, -ENOENT if there is none. */
+int hbl_detach_xdp_ifindex(int ifindex);
+
+/* How hb_xdp is attached as seen from the pins and the NIC (another process than the loader). */
+struct hbl_xdp_info {
+	enum hbl_xdp_how how; /* HBL_XDP_NONE: not attached */
+	__u32 prog_id;
+	enum hb_xdp_mode mode;
+};
+int hbl_xdp_query(const char *pin_dir, int ifindex, struct hbl_xdp_info *out);
+
+/* Number of entries in a map (walks the keys) and its capacity. */
+int hbl_map_fill(int map_fd, __u32 *entries, __u32 *max_entries);
+
 /* Serialises load/unload of one pin directory across processes (flock on its parent directory,
  * as libxdp does for its own). Returns an fd to pass to hbl_unlock(), or a negative errno. */
 int hbl_lock(const char *pin_dir);

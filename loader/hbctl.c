@@ -1,0 +1,412 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbctl: command dispatch, option tables, and the load/unload commands. */
+#include "hbctl.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hb_bpf.h"
+#include "hb_env.h"
+#include "log.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Options                                                                                    */
+
+#define OPT_PIN { "pin-path", 0, "DIR", "pin directory of maps and links", HB_PIN_DEFAULT }
+#define OPT_JSON { "json", 'j', NULL, "print one line of JSON instead of a table", NULL }
+#define OPT_HELP { "help", 'h', NULL, "show this help", NULL }
+
+static const struct hbctl_opt load_opts[] = {
+	{ "dev", 'd', "IFACE", "NIC to attach the XDP program to (required)", NULL },
+	{ "mode", 'm', "native|skb", "XDP mode; skb for drivers without native XDP", "native" },
+	{ "port", 'p', "N", "service port (TCP and UDP)", "7600" },
+	OPT_PIN,
+	{ "cgroup", 'c', "PATH", "cgroup v2 directory for the sock_ops program", HBL_DEFAULT_CGROUP },
+	OPT_HELP,
+	{ 0 },
+};
+
+static const struct hbctl_opt unload_opts[] = {
+	{ "dev", 'd', "IFACE", "NIC the XDP program was attached to (required)", NULL },
+	OPT_PIN,
+	OPT_HELP,
+	{ 0 },
+};
+
+static const struct hbctl_opt show_opts[] = {
+	OPT_JSON,
+	OPT_PIN,
+	OPT_HELP,
+	{ 0 },
+};
+
+static const struct hbctl_opt conns_opts[] = {
+	OPT_JSON,
+	OPT_PIN,
+	{ "limit", 'n', "N", "print at most N rows of each kind (0: all)", "0" },
+	OPT_HELP,
+	{ 0 },
+};
+
+struct hbctl_cmd {
+	const char *name;
+	const char *summary;
+	const struct hbctl_opt *opts;
+	int (*run)(const struct hbctl_args *a);
+	bool mutates; /* load/unload: needs the full environment */
+};
+
+static const struct hbctl_cmd cmds[] = {
+	{ "load", "attach hbeat's BPF programs and pin its maps", load_opts, hbctl_do_load, true },
+	{ "unload", "remove everything load made", unload_opts, hbctl_do_unload, true },
+	{ "status", "what is loaded where, map fill levels, daemon liveness", show_opts,
+	  hbctl_do_status, false },
+	{ "conns", "TCP connections and UDP sessions the kernel knows", conns_opts, hbctl_do_conns,
+	  false },
+	{ "stats", "kernel and daemon counters", show_opts, hbctl_do_stats, false },
+};
+
+const char *hbctl_arg(const struct hbctl_args *a, const char *name)
+{
+	for (int i = 0; a->opts[i].name; i++)
+		if (!strcmp(a->opts[i].name, name))
+			return a->val[i] ? a->val[i] : a->opts[i].def;
+	return NULL;
+}
+
+bool hbctl_flag(const struct hbctl_args *a, const char *name)
+{
+	for (int i = 0; a->opts[i].name; i++)
+		if (!strcmp(a->opts[i].name, name))
+			return a->val[i] != NULL;
+	return false;
+}
+
+static void cmd_usage(const struct hbctl_cmd *c, FILE *f)
+{
+	fprintf(f, "Usage: hbctl %s [options]\n\n%s.\n\nOptions:\n", c->name, c->summary);
+	for (int i = 0; c->opts[i].name; i++) {
+		const struct hbctl_opt *o = &c->opts[i];
+		char left[48];
+
+		if (o->short_name)
+			snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->name,
+				 o->metavar ? " " : "", o->metavar ? o->metavar : "");
+		else
+			snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->metavar ? " " : "",
+				 o->metavar ? o->metavar : "");
+		fprintf(f, "  %-28s %s", left, o->help);
+		if (o->def)
+			fprintf(f, " (default %s)", o->def);
+		fputc('\n', f);
+	}
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: hbctl [-v|--verbose] COMMAND [options]\n"
+		   "       hbctl COMMAND --help\n\n"
+		   "Loads, inspects and removes the BPF side of hbeat: XDP on a NIC for UDP heartbeats,\n"
+		   "sockhash + stream parser/verdict and sock_ops for TCP heartbeats, maps pinned under\n"
+		   "%s.\n\nCommands:\n", HB_PIN_DEFAULT);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
+	fprintf(f, "\nExit status:\n"
+		   "  0  success\n"
+		   "  1  usage error (unknown command or option, missing or bad value)\n"
+		   "  2  environment or kernel feature missing (not root, no bpffs, no kernel BTF,\n"
+		   "     no cgroup v2, no such NIC, kernel lacks a program/map type, helper or kfunc)\n"
+		   "  3  the operation failed (load/attach/pin error, already loaded, not loaded)\n");
+}
+
+/* getopt_long over a command's table; values land in a->val by table index. */
+static int parse(const struct hbctl_cmd *c, int argc, char **argv, struct hbctl_args *a)
+{
+	struct option lo[HBCTL_MAX_OPTS + 1];
+	char so[2 * HBCTL_MAX_OPTS + 2];
+	int n = 0, s = 0, opt, idx;
+
+	memset(a, 0, sizeof(*a));
+	a->opts = c->opts;
+	so[s++] = ':'; /* report a missing argument as ':' */
+	for (; c->opts[n].name; n++) {
+		lo[n] = (struct option){ c->opts[n].name, c->opts[n].metavar ? required_argument
+									    : no_argument, NULL, 0 };
+		if (c->opts[n].short_name) {
+			so[s++] = c->opts[n].short_name;
+			if (c->opts[n].metavar)
+				so[s++] = ':';
+		}
+	}
+	lo[n] = (struct option){ 0 };
+	so[s] = 0;
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, so, lo, &idx)) != -1) {
+		if (opt == '?' || opt == ':') {
+			fprintf(stderr, "hbctl %s: %s option '%s'\n", c->name,
+				opt == '?' ? "unknown" : "missing the argument of", argv[optind - 1]);
+			cmd_usage(c, stderr);
+			return -EINVAL;
+		}
+		if (opt != 0) /* a short option: find its table entry */
+			for (idx = 0; idx < n && c->opts[idx].short_name != opt; idx++)
+				;
+		a->val[idx] = optarg ? optarg : "1";
+	}
+	if (optind < argc) {
+		fprintf(stderr, "hbctl %s: unexpected argument '%s'\n", c->name, argv[optind]);
+		cmd_usage(c, stderr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int hbctl_main(int argc, char **argv)
+{
+	const struct hbctl_cmd *c = NULL;
+	struct hbctl_args a;
+	int i = 1;
+
+	hb_log_init("hbctl", HB_LOG_INFO);
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
+			hb_log_set_level(HB_LOG_DEBUG);
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return HBCTL_OK;
+		} else {
+			fprintf(stderr, "hbctl: unknown option '%s'\n", argv[i]);
+			usage(stderr);
+			return HBCTL_USAGE;
+		}
+	}
+	if (i >= argc) {
+		usage(stderr);
+		return HBCTL_USAGE;
+	}
+	for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++)
+		if (!strcmp(argv[i], cmds[k].name))
+			c = &cmds[k];
+	if (!c) {
+		fprintf(stderr, "hbctl: unknown command '%s'\n", argv[i]);
+		usage(stderr);
+		return HBCTL_USAGE;
+	}
+	if (parse(c, argc - i, argv + i, &a))
+		return HBCTL_USAGE;
+	if (hbctl_flag(&a, "help")) {
+		cmd_usage(c, stdout);
+		return HBCTL_OK;
+	}
+	hbl_route_logs();
+
+	/* Environment first, for every command: all of them read or write pinned BPF objects. */
+	if (hbe_check_root())
+		return HBCTL_ENV;
+	{
+		bool mounted;
+
+		if (hbe_ensure_bpffs(hbctl_arg(&a, "pin-path"), &mounted))
+			return HBCTL_ENV;
+		if (mounted)
+			hb_info("bpffs was not mounted; mounted it at /sys/fs/bpf");
+	}
+	if (c->mutates && (hbe_check_btf() || hbe_probe_features()))
+		return HBCTL_ENV;
+	return c->run(&a);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* load                                                                                       */
+
+static __u32 prog_id(int fd)
+{
+	struct bpf_prog_info info = { 0 };
+	__u32 len = sizeof(info);
+
+	return fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len) ? info.id : 0;
+}
+
+static __u32 link_id(struct bpf_link *l)
+{
+	struct bpf_link_info info = { 0 };
+	__u32 len = sizeof(info);
+
+	return l && !bpf_obj_get_info_by_fd(bpf_link__fd(l), &info, &len) ? info.id : 0;
+}
+
+static const char *how_str(enum hbl_xdp_how how)
+{
+	switch (how) {
+	case HBL_XDP_DISPATCHER: return "libxdp dispatcher";
+	case HBL_XDP_LIBXDP_LEGACY: return "libxdp, single program (no dispatcher)";
+	case HBL_XDP_LINK: return "plain XDP bpf_link";
+	default: return "none";
+	}
+}
+
+static int parse_port(const char *s, __u16 *port)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (*s == 0 || *end || v < 1 || v > 65535)
+		return -EINVAL;
+	*port = (__u16)v;
+	return 0;
+}
+
+int hbctl_do_load(const struct hbctl_args *a)
+{
+	const char *dev = hbctl_arg(a, "dev"), *mode_s = hbctl_arg(a, "mode");
+	const char *pin = hbctl_arg(a, "pin-path"), *cg = hbctl_arg(a, "cgroup");
+	struct hbl_opts o = { .xdp_defer_load = true };
+	enum hb_xdp_mode mode;
+	struct hbl *h = NULL;
+	int ifindex, lock, err, rc = HBCTL_FAIL;
+
+	if (!dev) {
+		fprintf(stderr, "hbctl load: --dev IFACE is required\n");
+		return HBCTL_USAGE;
+	}
+	if (!strcmp(mode_s, "native")) {
+		mode = HB_XDP_NATIVE;
+	} else if (!strcmp(mode_s, "skb")) {
+		mode = HB_XDP_SKB;
+	} else {
+		fprintf(stderr, "hbctl load: --mode must be native or skb, not '%s'\n", mode_s);
+		return HBCTL_USAGE;
+	}
+	if (parse_port(hbctl_arg(a, "port"), &o.port)) {
+		fprintf(stderr, "hbctl load: --port must be 1..65535\n");
+		return HBCTL_USAGE;
+	}
+	if (hbe_check_cgroup2(cg))
+		return HBCTL_ENV;
+	ifindex = if_nametoindex(dev);
+	if (!ifindex) {
+		hb_err("no such NIC '%s' in this network namespace (ip -br link lists them)", dev);
+		return HBCTL_ENV;
+	}
+	err = hbl_netns_cookie(&o.netns_cookie);
+	if (err) {
+		hb_err("reading this network namespace's cookie (SO_NETNS_COOKIE, Linux >= 5.14): %s",
+		       strerror(-err));
+		return HBCTL_ENV;
+	}
+
+	lock = hbl_lock(pin);
+	if (lock < 0) {
+		hb_err("locking the parent of %s: %s", pin, strerror(-lock));
+		return HBCTL_FAIL;
+	}
+	if (!access(pin, F_OK)) {
+		char p[PATH_MAX + 16];
+
+		snprintf(p, sizeof(p), "%s/%s", pin, HB_MAP_CONFIG);
+		if (!access(p, F_OK)) {
+			hb_err("hbeat is already loaded (pins in %s); run: hbctl unload --dev %s%s%s",
+			       pin, dev, strcmp(pin, HB_PIN_DEFAULT) ? " --pin-path " : "",
+			       strcmp(pin, HB_PIN_DEFAULT) ? pin : "");
+			goto out;
+		}
+	}
+
+	if ((err = hbl_open(&h, &o)))
+		goto out;
+	/* parser+verdict before sock_ops: a socket takes the map's programs when inserted */
+	if ((err = hbl_attach_sockmap(h)))
+		goto out;
+	if ((err = hbl_attach_sockops(h, cg)))
+		goto out;
+	err = hbl_attach_xdp(h, ifindex, mode);
+	if (err) {
+		if (err == -EOPNOTSUPP && mode == HB_XDP_NATIVE)
+			hb_err("the driver of %s lacks native XDP; try: hbctl load --dev %s --mode skb",
+			       dev, dev);
+		else if (err == -EEXIST)
+			hb_err("%s already runs hb_xdp (another hbeat instance?); run: hbctl unload "
+			       "--dev %s", dev, dev);
+		else if (err == -EBUSY)
+			hb_err("%s already has an XDP program that cannot share the NIC; remove it "
+			       "(xdp-loader unload %s --all, or ip link set dev %s xdp off) or use "
+			       "another NIC", dev, dev, dev);
+		else
+			hb_err("attaching XDP to %s failed: %s", dev, strerror(-err));
+		goto out;
+	}
+	if ((err = hbl_write_config(h, ifindex, dev, mode)))
+		goto out;
+	if ((err = hbl_pin(h, pin)))
+		goto out;
+
+	printf("hbeat loaded on %s (ifindex %d), port %u, pins in %s\n", dev, ifindex, o.port, pin);
+	printf("  xdp      hb_xdp id %u, %s mode, attached via %s\n",
+	       prog_id(hbl_prog_fd(h, HBL_PROG_XDP)), mode_s, how_str(h->xdp_how));
+	printf("  sockhash hb_parser id %u, hb_verdict id %u\n", prog_id(hbl_prog_fd(h, "hb_parser")),
+	       prog_id(hbl_prog_fd(h, "hb_verdict")));
+	printf("  sockops  hb_sockops id %u on %s (link id %u, pinned)\n",
+	       prog_id(hbl_prog_fd(h, "hb_sockops")), cg, link_id(h->sockops_link));
+	rc = HBCTL_OK;
+out:
+	if (rc != HBCTL_OK && h)
+		hb_err("load failed; everything it attached has been removed again");
+	hbl_close(h); /* unpinned on failure: detaches all it attached */
+	hbl_unlock(lock);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* unload                                                                                     */
+
+int hbctl_do_unload(const struct hbctl_args *a)
+{
+	const char *dev = hbctl_arg(a, "dev"), *pin = hbctl_arg(a, "pin-path");
+	struct hbl_unload_report rep;
+	int lock, err, ifindex;
+
+	if (!dev) {
+		fprintf(stderr, "hbctl unload: --dev IFACE is required\n");
+		return HBCTL_USAGE;
+	}
+	ifindex = if_nametoindex(dev);
+	if (!ifindex)
+		hb_warn("no NIC named '%s' here; removing the rest", dev);
+
+	lock = hbl_lock(pin);
+	if (lock < 0) {
+		hb_err("locking the parent of %s: %s", pin, strerror(-lock));
+		return HBCTL_FAIL;
+	}
+	err = hbl_unload(pin, ifindex ? dev : NULL, &rep);
+	if (err == -ENOENT) {
+		/* Nothing pinned. A crashed load may still have left hb_xdp on the NIC. */
+		printf("hbeat is not loaded (no pins in %s)\n", pin);
+		if (ifindex && hbl_detach_xdp_ifindex(ifindex) == 0)
+			printf("removed a stray hb_xdp from %s\n", dev);
+		hbl_unlock(lock);
+		return HBCTL_OK;
+	}
+	if (rep.xdp_detached)
+		printf("detached hb_xdp from %s\n", dev);
+	else
+		printf("hb_xdp not detached: %s\n", rep.xdp_note[0] ? rep.xdp_note : "unknown reason");
+	printf("%s hb_sockops\n", rep.sockops_detached ? "detached" : "could not detach");
+	printf("%s hb_parser/hb_verdict\n", rep.sockmap_detached ? "detached" : "could not detach");
+	printf("removed %d pins%s\n", rep.pins_removed, access(pin, F_OK) ? " and the pin directory" : "");
+	hbl_unlock(lock);
+	if (err) {
+		hb_err("unload incomplete: %s", strerror(-err));
+		return HBCTL_FAIL;
+	}
+	return HBCTL_OK;
+}

@@ -1,0 +1,447 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbctl status, conns and stats: read-only views of the pinned state, as tables or one line of
+ * JSON. They work from the pins alone, so they see what any hbctl load made. */
+#include "hbctl.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <errno.h>
+#include <limits.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hb_bpf.h"
+#include "hb_json.h"
+#include "log.h"
+
+/* With grace_ns 0 the kernel does not check liveness; hbctl still calls a stamp older than this
+ * stale, so status says something useful about a daemon that stopped refreshing it. */
+#define FRESH_NS_WITHOUT_GRACE 5000000000ull
+
+static __u64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int open_pin(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return bpf_obj_get(p);
+}
+
+/* fd of every map, or -1 each; false (and a message) if hbeat is not loaded. */
+struct pinned {
+	int fd[8];
+};
+
+static int pinned_fd(const struct pinned *p, const char *name)
+{
+	for (int i = 0; hbl_map_names[i]; i++)
+		if (!strcmp(hbl_map_names[i], name))
+			return p->fd[i];
+	return -1;
+}
+
+static bool open_all(const char *dir, struct pinned *p, bool quiet)
+{
+	bool ok = true;
+
+	for (int i = 0; hbl_map_names[i]; i++) {
+		p->fd[i] = open_pin(dir, hbl_map_names[i]);
+		if (p->fd[i] < 0)
+			ok = false;
+	}
+	if (!ok && !quiet)
+		hb_err("hbeat is not loaded (no pins in %s); load it with: hbctl load --dev IFACE", dir);
+	return ok;
+}
+
+static void close_all(struct pinned *p)
+{
+	for (int i = 0; hbl_map_names[i]; i++)
+		if (p->fd[i] >= 0)
+			close(p->fd[i]);
+}
+
+static const char *state_str(enum hb_state s)
+{
+	switch (s) {
+	case HB_STATE_NEW: return "new";
+	case HB_STATE_AUTHED: return "authed";
+	case HB_STATE_CLOSING: return "closing";
+	default: return "?";
+	}
+}
+
+static const char *how_str(enum hbl_xdp_how h)
+{
+	switch (h) {
+	case HBL_XDP_DISPATCHER: return "libxdp-dispatcher";
+	case HBL_XDP_LIBXDP_LEGACY: return "libxdp-single";
+	case HBL_XDP_LINK: return "bpf_link";
+	default: return "none";
+	}
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* status                                                                                     */
+
+static __u32 first_prog(int map_fd, enum bpf_attach_type t)
+{
+	__u32 ids[2], cnt = 2;
+
+	return !bpf_prog_query(map_fd, t, 0, NULL, ids, &cnt) && cnt ? ids[0] : 0;
+}
+
+int hbctl_do_status(const struct hbctl_args *a)
+{
+	const char *pin = hbctl_arg(a, "pin-path");
+	bool json = hbctl_flag(a, "json");
+	struct bpf_link_info sl = { 0 };
+	struct hbl_xdp_info xi;
+	struct hb_config cfg = { 0 };
+	struct pinned p;
+	struct hbj j;
+	__u32 zero = 0, parser, verdict, fill[3], max[3];
+	static const char *const fill_maps[3] = { HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_SOCKHASH };
+	__u64 now = now_ns(), age;
+	bool alive, stamped;
+	int fd;
+
+	if (!open_all(pin, &p, true)) {
+		close_all(&p);
+		if (json) {
+			hbj_init(&j, stdout);
+			hbj_obj(&j, NULL);
+			hbj_bool(&j, "loaded", false);
+			hbj_str(&j, "pin_path", pin);
+			hbj_obj_end(&j);
+			hbj_end(&j);
+		} else {
+			printf("hbeat is not loaded (no pins in %s)\n", pin);
+		}
+		return HBCTL_OK;
+	}
+	bpf_map_lookup_elem(pinned_fd(&p, HB_MAP_CONFIG), &zero, &cfg);
+	hbl_xdp_query(pin, cfg.ifindex, &xi);
+	if (xi.how == HBL_XDP_LINK)
+		xi.mode = cfg.xdp_mode;
+	fd = open_pin(pin, HBL_PIN_LINK_SOCKOPS);
+	if (fd >= 0) {
+		__u32 len = sizeof(sl);
+
+		bpf_obj_get_info_by_fd(fd, &sl, &len);
+		close(fd);
+	}
+	parser = first_prog(pinned_fd(&p, HB_MAP_SOCKHASH), BPF_SK_SKB_STREAM_PARSER);
+	verdict = first_prog(pinned_fd(&p, HB_MAP_SOCKHASH), BPF_SK_SKB_STREAM_VERDICT);
+	for (int i = 0; i < 3; i++)
+		if (hbl_map_fill(pinned_fd(&p, fill_maps[i]), &fill[i], &max[i]))
+			fill[i] = max[i] = 0;
+	stamped = cfg.alive_ns != 0;
+	age = stamped && now > cfg.alive_ns ? now - cfg.alive_ns : 0;
+	alive = stamped && age <= (cfg.grace_ns ? cfg.grace_ns : FRESH_NS_WITHOUT_GRACE);
+
+	if (json) {
+		hbj_init(&j, stdout);
+		hbj_obj(&j, NULL);
+		hbj_bool(&j, "loaded", true);
+		hbj_str(&j, "pin_path", pin);
+		hbj_u64(&j, "port", cfg.port);
+		hbj_u64(&j, "loaded_s_ago", cfg.loaded_ns && now > cfg.loaded_ns ? (now - cfg.loaded_ns) / 1000000000ull : 0);
+		hbj_obj(&j, "xdp");
+		hbj_str(&j, "ifname", cfg.ifname);
+		hbj_u64(&j, "ifindex", cfg.ifindex);
+		hbj_str(&j, "mode", xi.mode == HB_XDP_SKB ? "skb" : xi.mode == HB_XDP_NATIVE ? "native" : "none");
+		hbj_str(&j, "attach", how_str(xi.how));
+		hbj_u64(&j, "prog_id", xi.prog_id);
+		hbj_obj_end(&j);
+		hbj_obj(&j, "sockmap");
+		hbj_u64(&j, "parser_id", parser);
+		hbj_u64(&j, "verdict_id", verdict);
+		hbj_obj_end(&j);
+		hbj_obj(&j, "sockops");
+		hbj_u64(&j, "link_id", sl.id);
+		hbj_u64(&j, "prog_id", sl.prog_id);
+		hbj_u64(&j, "cgroup_id", sl.cgroup.cgroup_id);
+		hbj_obj_end(&j);
+		hbj_obj(&j, "maps");
+		for (int i = 0; i < 3; i++) {
+			hbj_obj(&j, fill_maps[i]);
+			hbj_u64(&j, "entries", fill[i]);
+			hbj_u64(&j, "max", max[i]);
+			hbj_obj_end(&j);
+		}
+		hbj_obj_end(&j);
+		hbj_obj(&j, "daemon");
+		hbj_bool(&j, "alive", alive);
+		if (stamped)
+			hbj_u64(&j, "stamp_age_ms", age / 1000000);
+		else
+			hbj_null(&j, "stamp_age_ms");
+		hbj_u64(&j, "grace_ms", cfg.grace_ns / 1000000);
+		hbj_obj_end(&j);
+		hbj_obj_end(&j);
+		hbj_end(&j);
+	} else {
+		printf("hbeat is loaded (pins in %s), port %u, loaded %llu s ago\n", pin, cfg.port,
+		       (unsigned long long)(cfg.loaded_ns && now > cfg.loaded_ns ? (now - cfg.loaded_ns) / 1000000000ull : 0));
+		if (xi.how == HBL_XDP_NONE)
+			printf("  xdp       hb_xdp NOT attached to %s (ifindex %u)\n", cfg.ifname, cfg.ifindex);
+		else
+			printf("  xdp       %s (ifindex %u), %s mode, hb_xdp id %u via %s\n", cfg.ifname,
+			       cfg.ifindex, xi.mode == HB_XDP_SKB ? "skb" : "native", xi.prog_id,
+			       how_str(xi.how));
+		printf("  sockhash  hb_parser id %u, hb_verdict id %u%s\n", parser, verdict,
+		       parser && verdict ? "" : "  (NOT attached)");
+		if (sl.id)
+			printf("  sockops   hb_sockops id %u, link id %u, cgroup id %llu\n", sl.prog_id, sl.id,
+			       (unsigned long long)sl.cgroup.cgroup_id);
+		else
+			printf("  sockops   NOT attached (no %s pin)\n", HBL_PIN_LINK_SOCKOPS);
+		printf("  maps      conns %u/%u, sessions %u/%u, sockhash %u/%u\n", fill[0], max[0],
+		       fill[1], max[1], fill[2], max[2]);
+		if (!stamped)
+			printf("  daemon    never seen (no liveness stamp)\n");
+		else
+			printf("  daemon    %s (stamp %.1f s old, %s)\n", alive ? "alive" : "NOT alive",
+			       age / 1e9, cfg.grace_ns ? "" : "no grace period: the kernel answers regardless");
+		if (stamped && cfg.grace_ns)
+			printf("            kernel answers heartbeats only while the stamp is under %.1f s old\n",
+			       cfg.grace_ns / 1e9);
+	}
+	close_all(&p);
+	return HBCTL_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* conns                                                                                      */
+
+/* "[0000:...:0001]:port" (bpf_snprintf's full %pI6) → "[::1]:port" for people. */
+static void pretty_peer(const char *in, char *out, size_t len)
+{
+	char addr[64];
+	const char *close = strchr(in, ']');
+	struct in6_addr a;
+
+	if (in[0] == '[' && close && (size_t)(close - in - 1) < sizeof(addr)) {
+		memcpy(addr, in + 1, close - in - 1);
+		addr[close - in - 1] = 0;
+		if (inet_pton(AF_INET6, addr, &a) == 1 && inet_ntop(AF_INET6, &a, addr, sizeof(addr))) {
+			snprintf(out, len, "[%s]%s", addr, close + 1);
+			return;
+		}
+	}
+	snprintf(out, len, "%s", in);
+}
+
+/* A session's peer from its address when the daemon left the text empty. */
+static void session_peer(const struct hb_session *s, char *out, size_t len)
+{
+	static const __u8 mapped[12] = { [10] = 0xff, [11] = 0xff };
+	char a[INET6_ADDRSTRLEN];
+
+	if (s->peer[0]) {
+		snprintf(out, len, "%.*s", (int)sizeof(s->peer), s->peer);
+		return;
+	}
+	if (!memcmp(s->addr, mapped, 12)) {
+		inet_ntop(AF_INET, s->addr + 12, a, sizeof(a));
+		snprintf(out, len, "%s:%u", a, ntohs(s->port));
+	} else {
+		inet_ntop(AF_INET6, s->addr, a, sizeof(a));
+		snprintf(out, len, "[%s]:%u", a, ntohs(s->port));
+	}
+}
+
+static void ago(__u64 now, __u64 t, char *out, size_t len)
+{
+	if (!t)
+		snprintf(out, len, "never");
+	else if (t >= now)
+		snprintf(out, len, "0s ago");
+	else
+		snprintf(out, len, "%llus ago", (unsigned long long)((now - t) / 1000000000ull));
+}
+
+int hbctl_do_conns(const struct hbctl_args *a)
+{
+	const char *pin = hbctl_arg(a, "pin-path");
+	bool json = hbctl_flag(a, "json");
+	long limit = strtol(hbctl_arg(a, "limit"), NULL, 10);
+	struct hb_conn_key ck, cnext, *cprev = NULL;
+	struct hb_session_key sk, snext, *sprev = NULL;
+	struct hb_conn c;
+	struct hb_session s;
+	struct pinned p;
+	struct hbj j;
+	char peer[HB_PEER_STR + 48], last[32];
+	__u64 now = now_ns(), ntcp = 0, nudp = 0;
+	int cfd, sfd;
+
+	if (!open_all(pin, &p, false)) {
+		close_all(&p);
+		return HBCTL_FAIL;
+	}
+	cfd = pinned_fd(&p, HB_MAP_CONNS);
+	sfd = pinned_fd(&p, HB_MAP_SESSIONS);
+	if (json) {
+		hbj_init(&j, stdout);
+		hbj_obj(&j, NULL);
+		hbj_arr(&j, "conns");
+	} else {
+		printf("%-9s %-47s %-20s %-8s %-14s %10s %8s\n", "TRANSPORT", "PEER", "DEVICE", "STATE",
+		       "LAST HEARTBEAT", "PINGS", "LAST SEQ");
+	}
+	/* Entries can vanish between next_key and lookup (connections closing): skip those. */
+	while (!bpf_map_get_next_key(cfd, cprev, &cnext)) {
+		ck = cnext;
+		cprev = &ck;
+		if (bpf_map_lookup_elem(cfd, &ck, &c))
+			continue;
+		if (limit > 0 && ntcp >= (__u64)limit) {
+			ntcp++;
+			continue;
+		}
+		ntcp++;
+		c.peer[HB_PEER_STR - 1] = 0;
+		pretty_peer(c.peer, peer, sizeof(peer));
+		if (json) {
+			hbj_obj(&j, NULL);
+			hbj_str(&j, "transport", "tcp");
+			hbj_u64(&j, "cookie", ck.cookie);
+			hbj_str(&j, "peer", peer);
+			hbj_u64(&j, "device_id", c.device_id);
+			hbj_str(&j, "state", state_str(c.state));
+			hbj_u64(&j, "last_seen_ms_ago", now > c.last_seen_ns ? (now - c.last_seen_ns) / 1000000 : 0);
+			hbj_u64(&j, "pings", c.pings);
+			hbj_u64(&j, "echoes", c.echoes);
+			hbj_u64(&j, "last_seq", c.last_seq);
+			hbj_obj_end(&j);
+		} else {
+			char dev[24];
+
+			snprintf(dev, sizeof(dev), c.device_id ? "%llu" : "-", (unsigned long long)c.device_id);
+			ago(now, c.last_seen_ns, last, sizeof(last));
+			printf("%-9s %-47s %-20s %-8s %-14s %10llu %8s\n", "tcp", peer, dev, state_str(c.state),
+			       last, (unsigned long long)c.pings, c.pings ? (snprintf(dev, sizeof(dev), "%u", c.last_seq), dev) : "-");
+		}
+	}
+	if (json) {
+		hbj_arr_end(&j);
+		hbj_arr(&j, "sessions");
+	}
+	while (!bpf_map_get_next_key(sfd, sprev, &snext)) {
+		sk = snext;
+		sprev = &sk;
+		if (bpf_map_lookup_elem(sfd, &sk, &s))
+			continue;
+		if (limit > 0 && nudp >= (__u64)limit) {
+			nudp++;
+			continue;
+		}
+		nudp++;
+		session_peer(&s, peer, sizeof(peer));
+		/* the token is what authenticates a UDP heartbeat: never printed */
+		if (json) {
+			hbj_obj(&j, NULL);
+			hbj_str(&j, "transport", "udp");
+			hbj_str(&j, "peer", peer);
+			hbj_u64(&j, "device_id", s.device_id);
+			hbj_str(&j, "state", state_str(s.state));
+			if (s.last_seen_ns)
+				hbj_u64(&j, "last_seen_ms_ago", now > s.last_seen_ns ? (now - s.last_seen_ns) / 1000000 : 0);
+			else
+				hbj_null(&j, "last_seen_ms_ago");
+			hbj_u64(&j, "pings", s.pings);
+			hbj_u64(&j, "last_seq", s.last_seq);
+			hbj_obj_end(&j);
+		} else {
+			char dev[24], seq[16];
+
+			snprintf(dev, sizeof(dev), s.device_id ? "%llu" : "-", (unsigned long long)s.device_id);
+			snprintf(seq, sizeof(seq), s.pings ? "%u" : "-", s.last_seq);
+			ago(now, s.last_seen_ns, last, sizeof(last));
+			printf("%-9s %-47s %-20s %-8s %-14s %10llu %8s\n", "udp", peer, dev, state_str(s.state),
+			       last, (unsigned long long)s.pings, seq);
+		}
+	}
+	if (json) {
+		hbj_arr_end(&j);
+		hbj_obj(&j, "count");
+		hbj_u64(&j, "tcp", ntcp);
+		hbj_u64(&j, "udp", nudp);
+		hbj_obj_end(&j);
+		hbj_obj_end(&j);
+		hbj_end(&j);
+	} else {
+		printf("%llu TCP connection(s), %llu UDP session(s)%s\n", (unsigned long long)ntcp,
+		       (unsigned long long)nudp, limit > 0 && (ntcp > (__u64)limit || nudp > (__u64)limit) ? " (listing cut at --limit)" : "");
+	}
+	close_all(&p);
+	return HBCTL_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* stats                                                                                      */
+
+int hbctl_do_stats(const struct hbctl_args *a)
+{
+	const char *pin = hbctl_arg(a, "pin-path");
+	bool json = hbctl_flag(a, "json");
+	struct hb_kstats k;
+	struct hb_ustats u;
+	struct pinned p;
+	struct hbj j;
+	int err;
+
+	if (!open_all(pin, &p, false)) {
+		close_all(&p);
+		return HBCTL_FAIL;
+	}
+	err = hbl_read_kstats(pinned_fd(&p, HB_MAP_KSTATS), &k);
+	if (!err)
+		err = hbl_read_ustats(pinned_fd(&p, HB_MAP_USTATS), &u);
+	close_all(&p);
+	if (err) {
+		hb_err("reading counters: %s", strerror(-err));
+		return HBCTL_FAIL;
+	}
+	if (json) {
+		/* pings_kernel and pings_user are a contract outside checks rely on */
+		hbj_init(&j, stdout);
+		hbj_obj(&j, NULL);
+		hbj_u64(&j, "pings_kernel", k.xdp_pong + k.sk_pong);
+		hbj_u64(&j, "pings_user", u.pings_user);
+		hbj_obj(&j, "kernel");
+		for (int i = 0; i < HB_KSTATS_N; i++)
+			hbj_u64(&j, hbl_kstat_names[i], HBL_KSTAT(&k, i));
+		hbj_obj_end(&j);
+		hbj_obj(&j, "user");
+		for (int i = 0; i < HB_USTATS_N; i++)
+			hbj_u64(&j, hbl_ustat_names[i], HBL_USTAT(&u, i));
+		hbj_obj_end(&j);
+		hbj_obj_end(&j);
+		hbj_end(&j);
+		return HBCTL_OK;
+	}
+	printf("heartbeats answered: %llu in the kernel (xdp %llu, sockmap %llu), %llu by the daemon\n",
+	       (unsigned long long)(k.xdp_pong + k.sk_pong), (unsigned long long)k.xdp_pong,
+	       (unsigned long long)k.sk_pong, (unsigned long long)u.pings_user);
+	printf("\nkernel (summed over CPUs)\n");
+	for (int i = 0; i < HB_KSTATS_N; i++)
+		printf("  %-22s %llu\n", hbl_kstat_names[i], (unsigned long long)HBL_KSTAT(&k, i));
+	printf("\ndaemon (summed over %d worker slots)\n", HB_MAX_WORKERS);
+	for (int i = 0; i < HB_USTATS_N; i++)
+		printf("  %-22s %llu\n", hbl_ustat_names[i], (unsigned long long)HBL_USTAT(&u, i));
+	return HBCTL_OK;
+}
