@@ -39,17 +39,32 @@ const char *const hbl_ustat_names[] = { HB_USTATS(HBL_NAME) NULL };
 /* ------------------------------------------------------------------------------------------ */
 /* Logging glue                                                                               */
 
+/* While libxdp tries its dispatcher, the expected failures of that attempt (a kernel that
+ * refuses freplace, a driver without native XDP) come out of libbpf and libxdp as warnings;
+ * hbl_attach_xdp() then says in one line what happened, so they are demoted to debug. */
+static bool quiet_libs;
+
 static int libxdp_print(enum libxdp_print_level level, const char *fmt, va_list ap)
 {
 	/* libxdp's INFO lines ("Falling back to ...") matter to an operator; its DEBUG do not. */
-	hb_vlog(level == LIBXDP_WARN ? HB_LOG_WARN : level == LIBXDP_INFO ? HB_LOG_INFO : HB_LOG_DEBUG,
-		fmt, ap);
+	enum hb_log_level l = level == LIBXDP_WARN   ? HB_LOG_WARN
+			      : level == LIBXDP_INFO ? HB_LOG_INFO
+						     : HB_LOG_DEBUG;
+
+	hb_vlog(quiet_libs ? HB_LOG_DEBUG : l, fmt, ap);
+	return 0;
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	/* libbpf's INFO chatter is only interesting when debugging (as in log.c) */
+	hb_vlog(level == LIBBPF_WARN && !quiet_libs ? HB_LOG_WARN : HB_LOG_DEBUG, fmt, ap);
 	return 0;
 }
 
 void hbl_route_logs(void)
 {
-	hb_log_route_libbpf();
+	libbpf_set_print(libbpf_print);
 	libxdp_set_print(libxdp_print);
 }
 
@@ -371,7 +386,9 @@ int hbl_attach_xdp(struct hbl *h, int ifindex, enum hb_xdp_mode mode)
 			hb_warn("libxdp could not take hb_xdp: %s", strerror(-err));
 			goto fallback;
 		}
+		quiet_libs = true;
 		err = xdp_program__attach(prog, ifindex, to_libxdp_mode(mode), 0);
+		quiet_libs = false;
 		if (err) {
 			xdp_program__close(prog);
 			/* A driver without native XDP refuses a plain link just the same: say so. */
@@ -387,8 +404,9 @@ int hbl_attach_xdp(struct hbl *h, int ifindex, enum hb_xdp_mode mode)
 								  : HBL_XDP_LIBXDP_LEGACY;
 		xdp_multiprog__close(mp);
 		if (h->xdp_how == HBL_XDP_LIBXDP_LEGACY)
-			hb_warn("libxdp attached hb_xdp without its dispatcher: other XDP programs "
-				"cannot share this NIC");
+			hb_warn("libxdp could not use its multi-program dispatcher (hbctl -v shows "
+				"why; expected where the kernel refuses freplace programs) and attached "
+				"hb_xdp alone: other XDP programs cannot share this NIC");
 		goto done;
 	}
 
