@@ -183,7 +183,7 @@ struct hb_conn {
  * source address and port are the ones the session was admitted from.
  */
 struct hb_session_key {
-	__u64 token;
+	__u64 token; /* the token as a number: be64toh() of the 8 wire bytes (host order) */
 };
 
 struct hb_session {
@@ -209,6 +209,8 @@ enum hb_xdp_mode {
 	HB_XDP_SKB = 2,
 };
 
+/* The config map is created BPF_F_MMAPABLE (so is ustats): hbd may mmap it and refresh
+ * alive_ns with a plain store. */
 struct hb_config {
 	__u64 alive_ns; /* CLOCK_MONOTONIC stamp the daemon refreshes */
 	__u64 grace_ns; /* set by the daemon; 0 disables the check */

@@ -38,8 +38,9 @@ extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
  * the char cb[48] array and treats it as scalar scratch space (btf_struct_walk allows an access
  * of any size inside an array of ints, "e.g. skb->cb[]"). The field offsets are CO-RE relocated
  * against the running kernel's sk_skb_cb, so a layout change is caught at load, not misread.
- * No bpf_probe_read_kernel fallback is needed on this kernel (see tests/test_sockmap.c for the
- * coalesced/split frames that would break if this offset were wrong). */
+ * On 6.18 the verifier inlines the kfunc to a register move, leaving one 4-byte load at
+ * skb + 40 (cb) + 28 (strp.strp.offset); no bpf_probe_read_kernel fallback is needed.
+ * tests/test_sockmap.c has the coalesced and split frames that fail if this offset is wrong. */
 static __always_inline __u32 strp_msg_offset(struct __sk_buff *skb)
 {
 	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);

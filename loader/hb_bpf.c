@@ -28,20 +28,20 @@
 #define SO_NETNS_COOKIE 71
 #endif
 
-const char *const hbl_map_names[] = {
+const char *const hbk_map_names[] = {
 	HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_SOCKHASH, HB_MAP_KSTATS, HB_MAP_USTATS, HB_MAP_CONFIG, NULL,
 };
 
-#define HBL_NAME(n) #n,
-const char *const hbl_kstat_names[] = { HB_KSTATS(HBL_NAME) NULL };
-const char *const hbl_ustat_names[] = { HB_USTATS(HBL_NAME) NULL };
+#define HBK_NAME(n) #n,
+const char *const hbk_kstat_names[] = { HB_KSTATS(HBK_NAME) NULL };
+const char *const hbk_ustat_names[] = { HB_USTATS(HBK_NAME) NULL };
 
 /* ------------------------------------------------------------------------------------------ */
 /* Logging glue                                                                               */
 
 /* While libxdp tries its dispatcher, the expected failures of that attempt (a kernel that
  * refuses freplace, a driver without native XDP) come out of libbpf and libxdp as warnings;
- * hbl_attach_xdp() then says in one line what happened, so they are demoted to debug. */
+ * hbk_attach_xdp() then says in one line what happened, so they are demoted to debug. */
 static bool quiet_libs;
 
 static int libxdp_print(enum libxdp_print_level level, const char *fmt, va_list ap)
@@ -62,7 +62,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return 0;
 }
 
-void hbl_route_logs(void)
+void hbk_route_logs(void)
 {
 	libbpf_set_print(libbpf_print);
 	libxdp_set_print(libxdp_print);
@@ -73,7 +73,7 @@ void hbl_route_logs(void)
 
 /* LIBBPF_PIN_BY_NAME makes libbpf pin every map at load time under pin_root_path, and under
  * /sys/fs/bpf when none is given. hbeat pins explicitly and only at the end of a successful load
- * (hbl_pin), so a failed load cannot leave pins behind and tests never touch the real pin
+ * (hbk_pin), so a failed load cannot leave pins behind and tests never touch the real pin
  * directory: clear the paths libbpf derived at open. */
 static void clear_pin_paths(struct bpf_object *obj)
 {
@@ -107,7 +107,7 @@ static int reuse_maps(struct bpf_object *dst, struct bpf_object *src)
 	return 0;
 }
 
-static int load_xdp_plain(struct hbl *h)
+static int load_xdp_plain(struct hbk *h)
 {
 	int err;
 
@@ -121,7 +121,7 @@ static int load_xdp_plain(struct hbl *h)
 }
 
 /* Opens xdp_hb over the maps of skskb; loads it unless the caller defers to libxdp. */
-static int open_xdp(struct hbl *h, bool load)
+static int open_xdp(struct hbk *h, bool load)
 {
 	int err;
 
@@ -140,10 +140,10 @@ static int open_xdp(struct hbl *h, bool load)
 	return load ? load_xdp_plain(h) : 0;
 }
 
-int hbl_open(struct hbl **out, const struct hbl_opts *opts)
+int hbk_open(struct hbk **out, const struct hbk_opts *opts)
 {
-	struct hbl_opts o = opts ? *opts : (struct hbl_opts){ 0 };
-	struct hbl *h;
+	struct hbk_opts o = opts ? *opts : (struct hbk_opts){ 0 };
+	struct hbk *h;
 	int err;
 
 	*out = NULL;
@@ -204,18 +204,18 @@ int hbl_open(struct hbl **out, const struct hbl_opts *opts)
 	*out = h;
 	return 0;
 fail:
-	hbl_close(h);
+	hbk_close(h);
 	return err;
 }
 
-int hbl_map_fd(const struct hbl *h, const char *name)
+int hbk_map_fd(const struct hbk *h, const char *name)
 {
 	struct bpf_map *m = bpf_object__find_map_by_name(h->skskb->obj, name);
 
 	return m ? bpf_map__fd(m) : -ENOENT;
 }
 
-int hbl_prog_fd(const struct hbl *h, const char *prog_name)
+int hbk_prog_fd(const struct hbk *h, const char *prog_name)
 {
 	struct bpf_object *objs[] = { h->skskb->obj, h->sockops->obj, h->xdp ? h->xdp->obj : NULL };
 	struct bpf_program *p;
@@ -236,7 +236,7 @@ int hbl_prog_fd(const struct hbl *h, const char *prog_name)
 /* ------------------------------------------------------------------------------------------ */
 /* Attaching                                                                                  */
 
-int hbl_attach_sockmap(struct hbl *h)
+int hbk_attach_sockmap(struct hbk *h)
 {
 	int map = bpf_map__fd(h->skskb->maps.sockhash);
 	int parser = bpf_program__fd(h->skskb->progs.hb_parser);
@@ -259,7 +259,7 @@ int hbl_attach_sockmap(struct hbl *h)
 	return 0;
 }
 
-int hbl_detach_sockmap(struct hbl *h)
+int hbk_detach_sockmap(struct hbk *h)
 {
 	int map = bpf_map__fd(h->skskb->maps.sockhash);
 	int e1, e2;
@@ -274,14 +274,14 @@ int hbl_detach_sockmap(struct hbl *h)
 	return e1 ? e1 : e2;
 }
 
-int hbl_attach_sockops(struct hbl *h, const char *cgroup_path)
+int hbk_attach_sockops(struct hbk *h, const char *cgroup_path)
 {
 	int cg, err;
 
 	if (h->sockops_link)
 		return -EALREADY;
 	if (!cgroup_path)
-		cgroup_path = HBL_DEFAULT_CGROUP;
+		cgroup_path = HBK_DEFAULT_CGROUP;
 	cg = open(cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (cg < 0) {
 		err = -errno;
@@ -311,10 +311,10 @@ static struct xdp_program *find_hb_prog(struct xdp_multiprog *mp)
 		return NULL;
 	if (xdp_multiprog__is_legacy(mp)) {
 		p = xdp_multiprog__main_prog(mp);
-		return p && !strcmp(xdp_program__name(p), HBL_PROG_XDP) ? p : NULL;
+		return p && !strcmp(xdp_program__name(p), HBK_PROG_XDP) ? p : NULL;
 	}
 	for (p = xdp_multiprog__next_prog(NULL, mp); p; p = xdp_multiprog__next_prog(p, mp))
-		if (!strcmp(xdp_program__name(p), HBL_PROG_XDP))
+		if (!strcmp(xdp_program__name(p), HBK_PROG_XDP))
 			return p;
 	return NULL;
 }
@@ -328,7 +328,7 @@ static struct xdp_multiprog *get_multiprog(int ifindex)
 
 /* Fallback when libxdp cannot attach: a plain XDP bpf_link (kernel 5.9). The object libxdp was
  * given may be half-loaded as a dispatcher component, so it is reopened as a plain XDP program. */
-static int attach_xdp_link(struct hbl *h, int ifindex, enum hb_xdp_mode mode)
+static int attach_xdp_link(struct hbk *h, int ifindex, enum hb_xdp_mode mode)
 {
 	LIBBPF_OPTS(bpf_link_create_opts, lo);
 	int err, fd;
@@ -348,19 +348,19 @@ static int attach_xdp_link(struct hbl *h, int ifindex, enum hb_xdp_mode mode)
 	return 0;
 }
 
-int hbl_attach_xdp(struct hbl *h, int ifindex, enum hb_xdp_mode mode)
+int hbk_attach_xdp(struct hbk *h, int ifindex, enum hb_xdp_mode mode)
 {
 	struct xdp_multiprog *mp;
 	struct xdp_program *prog, *existing;
 	int err;
 
-	if (h->xdp_how != HBL_XDP_NONE)
+	if (h->xdp_how != HBK_XDP_NONE)
 		return -EALREADY;
 
 	mp = get_multiprog(ifindex);
 	existing = find_hb_prog(mp);
 	if (existing) {
-		hb_err("ifindex %d already runs %s (id %u)", ifindex, HBL_PROG_XDP,
+		hb_err("ifindex %d already runs %s (id %u)", ifindex, HBK_PROG_XDP,
 		       xdp_program__id(existing));
 		xdp_multiprog__close(mp);
 		return -EEXIST;
@@ -378,7 +378,7 @@ int hbl_attach_xdp(struct hbl *h, int ifindex, enum hb_xdp_mode mode)
 
 	if (!h->xdp_loaded) {
 		DECLARE_LIBXDP_OPTS(xdp_program_opts, xo, .obj = h->xdp->obj,
-				    .prog_name = HBL_PROG_XDP);
+				    .prog_name = HBK_PROG_XDP);
 
 		prog = xdp_program__create(&xo);
 		err = libxdp_get_error(prog);
@@ -400,10 +400,10 @@ int hbl_attach_xdp(struct hbl *h, int ifindex, enum hb_xdp_mode mode)
 		h->xdp_prog = prog;
 		h->xdp_loaded = true;
 		mp = get_multiprog(ifindex);
-		h->xdp_how = mp && !xdp_multiprog__is_legacy(mp) ? HBL_XDP_DISPATCHER
-								  : HBL_XDP_LIBXDP_LEGACY;
+		h->xdp_how = mp && !xdp_multiprog__is_legacy(mp) ? HBK_XDP_DISPATCHER
+								  : HBK_XDP_LIBXDP_LEGACY;
 		xdp_multiprog__close(mp);
-		if (h->xdp_how == HBL_XDP_LIBXDP_LEGACY)
+		if (h->xdp_how == HBK_XDP_LIBXDP_LEGACY)
 			hb_warn("libxdp could not use its multi-program dispatcher (hbctl -v shows "
 				"why; expected where the kernel refuses freplace programs) and attached "
 				"hb_xdp alone: other XDP programs cannot share this NIC");
@@ -421,28 +421,28 @@ link:
 		hb_err("attaching hb_xdp to ifindex %d: %s", ifindex, strerror(-err));
 		return err;
 	}
-	h->xdp_how = HBL_XDP_LINK;
+	h->xdp_how = HBK_XDP_LINK;
 done:
 	h->xdp_ifindex = ifindex;
 	h->xdp_mode = mode;
 	return 0;
 }
 
-int hbl_detach_xdp(struct hbl *h)
+int hbk_detach_xdp(struct hbk *h)
 {
 	int err = 0;
 
 	switch (h->xdp_how) {
-	case HBL_XDP_DISPATCHER:
-	case HBL_XDP_LIBXDP_LEGACY:
+	case HBK_XDP_DISPATCHER:
+	case HBK_XDP_LIBXDP_LEGACY:
 		err = xdp_program__detach(h->xdp_prog, h->xdp_ifindex, to_libxdp_mode(h->xdp_mode), 0);
 		if (err)
 			hb_err("detaching hb_xdp from ifindex %d: %s", h->xdp_ifindex, strerror(-err));
 		break;
-	case HBL_XDP_LINK:
+	case HBK_XDP_LINK:
 		err = bpf_link_detach(h->xdp_link_fd);
 		break;
-	case HBL_XDP_NONE:
+	case HBK_XDP_NONE:
 		return 0;
 	}
 	xdp_program__close(h->xdp_prog);
@@ -450,11 +450,11 @@ int hbl_detach_xdp(struct hbl *h)
 	if (h->xdp_link_fd >= 0)
 		close(h->xdp_link_fd);
 	h->xdp_link_fd = -1;
-	h->xdp_how = HBL_XDP_NONE;
+	h->xdp_how = HBK_XDP_NONE;
 	return err;
 }
 
-int hbl_write_config(struct hbl *h, int ifindex, const char *ifname, enum hb_xdp_mode mode)
+int hbk_write_config(struct hbk *h, int ifindex, const char *ifname, enum hb_xdp_mode mode)
 {
 	int fd = bpf_map__fd(h->skskb->maps.config);
 	struct hb_config c = { 0 };
@@ -494,17 +494,17 @@ static bool dir_is_empty(const char *dir)
 	struct stat st;
 
 	/* Only hbeat's own names matter: anything else in there is not ours to judge. */
-	for (int i = 0; hbl_map_names[i]; i++)
-		if (!join(path, sizeof(path), dir, hbl_map_names[i]) && !stat(path, &st))
+	for (int i = 0; hbk_map_names[i]; i++)
+		if (!join(path, sizeof(path), dir, hbk_map_names[i]) && !stat(path, &st))
 			return false;
-	if (!join(path, sizeof(path), dir, HBL_PIN_LINK_SOCKOPS) && !stat(path, &st))
+	if (!join(path, sizeof(path), dir, HBK_PIN_LINK_SOCKOPS) && !stat(path, &st))
 		return false;
-	if (!join(path, sizeof(path), dir, HBL_PIN_LINK_XDP) && !stat(path, &st))
+	if (!join(path, sizeof(path), dir, HBK_PIN_LINK_XDP) && !stat(path, &st))
 		return false;
 	return true;
 }
 
-int hbl_pin(struct hbl *h, const char *dir)
+int hbk_pin(struct hbk *h, const char *dir)
 {
 	char pinned[8][PATH_MAX];
 	int n = 0, err = 0, i;
@@ -526,10 +526,10 @@ int hbl_pin(struct hbl *h, const char *dir)
 		goto undo;
 	}
 
-	for (i = 0; hbl_map_names[i]; i++) {
-		if ((err = join(pinned[n], PATH_MAX, dir, hbl_map_names[i])))
+	for (i = 0; hbk_map_names[i]; i++) {
+		if ((err = join(pinned[n], PATH_MAX, dir, hbk_map_names[i])))
 			goto undo;
-		if (bpf_obj_pin(hbl_map_fd(h, hbl_map_names[i]), pinned[n])) {
+		if (bpf_obj_pin(hbk_map_fd(h, hbk_map_names[i]), pinned[n])) {
 			err = -errno;
 			hb_err("pinning %s: %s", pinned[n], strerror(-err));
 			goto undo;
@@ -537,7 +537,7 @@ int hbl_pin(struct hbl *h, const char *dir)
 		n++;
 	}
 	if (h->sockops_link) {
-		if ((err = join(pinned[n], PATH_MAX, dir, HBL_PIN_LINK_SOCKOPS)))
+		if ((err = join(pinned[n], PATH_MAX, dir, HBK_PIN_LINK_SOCKOPS)))
 			goto undo;
 		if ((err = bpf_link__pin(h->sockops_link, pinned[n]))) {
 			hb_err("pinning %s: %s", pinned[n], strerror(-err));
@@ -546,7 +546,7 @@ int hbl_pin(struct hbl *h, const char *dir)
 		n++;
 	}
 	if (h->xdp_link_fd >= 0) {
-		if ((err = join(pinned[n], PATH_MAX, dir, HBL_PIN_LINK_XDP)))
+		if ((err = join(pinned[n], PATH_MAX, dir, HBK_PIN_LINK_XDP)))
 			goto undo;
 		if (bpf_obj_pin(h->xdp_link_fd, pinned[n])) {
 			err = -errno;
@@ -569,14 +569,14 @@ undo:
 /* ------------------------------------------------------------------------------------------ */
 /* Closing                                                                                    */
 
-void hbl_close(struct hbl *h)
+void hbk_close(struct hbk *h)
 {
 	if (!h)
 		return;
 	if (!h->pinned) {
 		/* Never committed: undo every attachment so nothing outlives a failed load. */
-		hbl_detach_xdp(h);
-		hbl_detach_sockmap(h);
+		hbk_detach_xdp(h);
+		hbk_detach_sockmap(h);
 	}
 	/* For a pinned link these only close our fds; the pins keep the attachments. */
 	xdp_program__close(h->xdp_prog);
@@ -614,14 +614,14 @@ static int detach_map_progs(int map_fd, enum bpf_attach_type type)
 	return first;
 }
 
-static int unload_xdp(const char *dir, int ifindex, struct hbl_unload_report *rep)
+static int unload_xdp(const char *dir, int ifindex, struct hbk_unload_report *rep)
 {
 	struct xdp_multiprog *mp;
 	struct xdp_program *p;
 	char path[PATH_MAX];
 	int fd, err;
 
-	if ((err = join(path, sizeof(path), dir, HBL_PIN_LINK_XDP)))
+	if ((err = join(path, sizeof(path), dir, HBK_PIN_LINK_XDP)))
 		return err;
 	fd = bpf_obj_get(path);
 	if (fd >= 0) {
@@ -640,7 +640,7 @@ static int unload_xdp(const char *dir, int ifindex, struct hbl_unload_report *re
 	p = find_hb_prog(mp);
 	if (!p) {
 		snprintf(rep->xdp_note, sizeof(rep->xdp_note), "%s is not attached to ifindex %d",
-			 HBL_PROG_XDP, ifindex);
+			 HBK_PROG_XDP, ifindex);
 		xdp_multiprog__close(mp);
 		return 0;
 	}
@@ -654,7 +654,7 @@ static int unload_xdp(const char *dir, int ifindex, struct hbl_unload_report *re
 	return err;
 }
 
-int hbl_detach_xdp_ifindex(int ifindex)
+int hbk_detach_xdp_ifindex(int ifindex)
 {
 	struct xdp_multiprog *mp = get_multiprog(ifindex);
 	struct xdp_program *p = find_hb_prog(mp);
@@ -666,7 +666,7 @@ int hbl_detach_xdp_ifindex(int ifindex)
 	return err;
 }
 
-int hbl_xdp_query(const char *pin_dir, int ifindex, struct hbl_xdp_info *out)
+int hbk_xdp_query(const char *pin_dir, int ifindex, struct hbk_xdp_info *out)
 {
 	struct xdp_multiprog *mp;
 	struct xdp_program *p;
@@ -674,7 +674,7 @@ int hbl_xdp_query(const char *pin_dir, int ifindex, struct hbl_xdp_info *out)
 	int fd, err;
 
 	memset(out, 0, sizeof(*out));
-	if ((err = join(path, sizeof(path), pin_dir, HBL_PIN_LINK_XDP)))
+	if ((err = join(path, sizeof(path), pin_dir, HBK_PIN_LINK_XDP)))
 		return err;
 	fd = bpf_obj_get(path);
 	if (fd >= 0) {
@@ -685,7 +685,7 @@ int hbl_xdp_query(const char *pin_dir, int ifindex, struct hbl_xdp_info *out)
 		close(fd);
 		if (err)
 			return err;
-		out->how = HBL_XDP_LINK;
+		out->how = HBK_XDP_LINK;
 		out->prog_id = li.prog_id;
 		return 0;
 	}
@@ -694,7 +694,7 @@ int hbl_xdp_query(const char *pin_dir, int ifindex, struct hbl_xdp_info *out)
 	mp = get_multiprog(ifindex);
 	p = find_hb_prog(mp);
 	if (p) {
-		out->how = xdp_multiprog__is_legacy(mp) ? HBL_XDP_LIBXDP_LEGACY : HBL_XDP_DISPATCHER;
+		out->how = xdp_multiprog__is_legacy(mp) ? HBK_XDP_LIBXDP_LEGACY : HBK_XDP_DISPATCHER;
 		out->prog_id = xdp_program__id(p);
 		out->mode = xdp_multiprog__attach_mode(mp) == XDP_MODE_SKB ? HB_XDP_SKB : HB_XDP_NATIVE;
 	}
@@ -702,7 +702,7 @@ int hbl_xdp_query(const char *pin_dir, int ifindex, struct hbl_xdp_info *out)
 	return 0;
 }
 
-int hbl_map_fill(int fd, __u32 *entries, __u32 *max_entries)
+int hbk_map_fill(int fd, __u32 *entries, __u32 *max_entries)
 {
 	struct bpf_map_info info = { 0 };
 	__u32 len = sizeof(info), n = 0;
@@ -726,7 +726,7 @@ int hbl_map_fill(int fd, __u32 *entries, __u32 *max_entries)
 	return 0;
 }
 
-int hbl_unload(const char *dir, const char *ifname, struct hbl_unload_report *rep)
+int hbk_unload(const char *dir, const char *ifname, struct hbk_unload_report *rep)
 {
 	struct hb_config cfg = { 0 };
 	char path[PATH_MAX];
@@ -760,7 +760,7 @@ int hbl_unload(const char *dir, const char *ifname, struct hbl_unload_report *re
 	err = unload_xdp(dir, ifindex, rep);
 	first = first ?: err;
 
-	if (!join(path, sizeof(path), dir, HBL_PIN_LINK_SOCKOPS) && (fd = bpf_obj_get(path)) >= 0) {
+	if (!join(path, sizeof(path), dir, HBK_PIN_LINK_SOCKOPS) && (fd = bpf_obj_get(path)) >= 0) {
 		err = bpf_link_detach(fd);
 		close(fd);
 		if (!err)
@@ -777,12 +777,12 @@ int hbl_unload(const char *dir, const char *ifname, struct hbl_unload_report *re
 		first = first ?: (e1 ?: e2);
 	}
 
-	for (int i = 0; hbl_map_names[i]; i++)
-		if (!join(path, sizeof(path), dir, hbl_map_names[i]) && !unlink(path))
+	for (int i = 0; hbk_map_names[i]; i++)
+		if (!join(path, sizeof(path), dir, hbk_map_names[i]) && !unlink(path))
 			rep->pins_removed++;
-	if (!join(path, sizeof(path), dir, HBL_PIN_LINK_SOCKOPS) && !unlink(path))
+	if (!join(path, sizeof(path), dir, HBK_PIN_LINK_SOCKOPS) && !unlink(path))
 		rep->pins_removed++;
-	if (!join(path, sizeof(path), dir, HBL_PIN_LINK_XDP) && !unlink(path))
+	if (!join(path, sizeof(path), dir, HBK_PIN_LINK_XDP) && !unlink(path))
 		rep->pins_removed++;
 	if (rmdir(dir)) {
 		err = -errno;
@@ -795,7 +795,7 @@ int hbl_unload(const char *dir, const char *ifname, struct hbl_unload_report *re
 /* ------------------------------------------------------------------------------------------ */
 /* Locking, counters, netns                                                                   */
 
-int hbl_lock(const char *pin_dir)
+int hbk_lock(const char *pin_dir)
 {
 	char buf[PATH_MAX];
 	int fd;
@@ -813,7 +813,7 @@ int hbl_lock(const char *pin_dir)
 	return fd;
 }
 
-void hbl_unlock(int fd)
+void hbk_unlock(int fd)
 {
 	if (fd >= 0) {
 		flock(fd, LOCK_UN);
@@ -821,7 +821,7 @@ void hbl_unlock(int fd)
 	}
 }
 
-int hbl_read_kstats(int fd, struct hb_kstats *sum)
+int hbk_read_kstats(int fd, struct hb_kstats *sum)
 {
 	int ncpu = libbpf_num_possible_cpus();
 	struct hb_kstats *v;
@@ -839,12 +839,12 @@ int hbl_read_kstats(int fd, struct hb_kstats *sum)
 	if (!err)
 		for (int c = 0; c < ncpu; c++)
 			for (int i = 0; i < HB_KSTATS_N; i++)
-				((__u64 *)sum)[i] += HBL_KSTAT(&v[c], i);
+				((__u64 *)sum)[i] += HBK_KSTAT(&v[c], i);
 	free(v);
 	return err;
 }
 
-int hbl_read_ustats(int fd, struct hb_ustats *sum)
+int hbk_read_ustats(int fd, struct hb_ustats *sum)
 {
 	struct hb_ustats v;
 	int err;
@@ -855,12 +855,12 @@ int hbl_read_ustats(int fd, struct hb_ustats *sum)
 		if (err)
 			return err;
 		for (int i = 0; i < HB_USTATS_N; i++)
-			((__u64 *)sum)[i] += HBL_USTAT(&v, i);
+			((__u64 *)sum)[i] += HBK_USTAT(&v, i);
 	}
 	return 0;
 }
 
-int hbl_netns_cookie(__u64 *cookie)
+int hbk_netns_cookie(__u64 *cookie)
 {
 	socklen_t len = sizeof(*cookie);
 	int fd, err = 0;

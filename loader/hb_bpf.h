@@ -5,17 +5,17 @@
  *
  * Lifecycle of a handle (every function returns 0 or a negative errno):
  *
- *   hbl_open()            load sk_skb_hb (creates the maps), sockops_hb and xdp_hb (reuse them)
- *   hbl_attach_sockmap()  hb_parser + hb_verdict on the sockhash — before sock_ops, because a
+ *   hbk_open()            load sk_skb_hb (creates the maps), sockops_hb and xdp_hb (reuse them)
+ *   hbk_attach_sockmap()  hb_parser + hb_verdict on the sockhash — before sock_ops, because a
  *                         socket picks up the map's programs when it is inserted
- *   hbl_attach_sockops()  hb_sockops on a cgroup v2 directory (bpf_link)
- *   hbl_attach_xdp()      hb_xdp on a NIC through libxdp (dispatcher), plain link as fallback
- *   hbl_write_config()    the config map's load-time fields
- *   hbl_pin()             maps and links under a directory: from here on they outlive the process
- *   hbl_close()           frees the handle; a handle that was never pinned first undoes every
+ *   hbk_attach_sockops()  hb_sockops on a cgroup v2 directory (bpf_link)
+ *   hbk_attach_xdp()      hb_xdp on a NIC through libxdp (dispatcher), plain link as fallback
+ *   hbk_write_config()    the config map's load-time fields
+ *   hbk_pin()             maps and links under a directory: from here on they outlive the process
+ *   hbk_close()           frees the handle; a handle that was never pinned first undoes every
  *                         attachment it made, so a failed load leaves nothing behind
  *
- * hbl_unload() is the inverse of a pinned load, working only from the pins (another process).
+ * hbk_unload() is the inverse of a pinned load, working only from the pins (another process).
  * No function here touches HB_PIN_DEFAULT unless the caller passes it.
  */
 #ifndef HB_BPF_H
@@ -34,75 +34,75 @@ struct bpf_link;
 struct xdp_program;
 
 /* Pin names for the links, next to the maps (HB_MAP_*). */
-#define HBL_PIN_LINK_SOCKOPS "link_sockops"
-#define HBL_PIN_LINK_XDP "link_xdp" /* only when libxdp could not be used */
-#define HBL_PROG_XDP "hb_xdp"
+#define HBK_PIN_LINK_SOCKOPS "link_sockops"
+#define HBK_PIN_LINK_XDP "link_xdp" /* only when libxdp could not be used */
+#define HBK_PROG_XDP "hb_xdp"
 
-#define HBL_DEFAULT_CGROUP "/sys/fs/cgroup/unified"
+#define HBK_DEFAULT_CGROUP "/sys/fs/cgroup/unified"
 
-struct hbl_opts {
+struct hbk_opts {
 	__u16 port; /* service port, host order; 0 = HB_DEFAULT_PORT */
 	__u64 netns_cookie; /* sock_ops serves only this netns; 0 = every netns */
 	__u32 max_conns; /* conns/sockhash capacity; 0 = HB_MAX_CONNS */
 	__u32 max_sessions; /* sessions capacity; 0 = HB_MAX_SESSIONS */
-	/* true: leave hb_xdp unloaded so hbl_attach_xdp() can hand it to libxdp, which loads it as
+	/* true: leave hb_xdp unloaded so hbk_attach_xdp() can hand it to libxdp, which loads it as
 	 * a dispatcher component (freplace). false: load it as a plain XDP program now (tests run
 	 * it with bpf_prog_test_run_opts). */
 	bool xdp_defer_load;
 };
 
-enum hbl_xdp_how {
-	HBL_XDP_NONE = 0,
-	HBL_XDP_DISPATCHER, /* libxdp multi-prog dispatcher */
-	HBL_XDP_LIBXDP_LEGACY, /* libxdp attached it alone (kernel or NIC refused the dispatcher) */
-	HBL_XDP_LINK, /* plain XDP bpf_link, libxdp failed */
+enum hbk_xdp_how {
+	HBK_XDP_NONE = 0,
+	HBK_XDP_DISPATCHER, /* libxdp multi-prog dispatcher */
+	HBK_XDP_LIBXDP_LEGACY, /* libxdp attached it alone (kernel or NIC refused the dispatcher) */
+	HBK_XDP_LINK, /* plain XDP bpf_link, libxdp failed */
 };
 
-struct hbl {
+struct hbk {
 	struct sk_skb_hb *skskb; /* owns the maps */
 	struct sockops_hb *sockops;
 	struct xdp_hb *xdp;
 	bool xdp_loaded; /* hb_xdp has a program fd */
-	struct hbl_opts opts;
+	struct hbk_opts opts;
 
-	/* What this handle attached (undone by hbl_close unless pinned). */
+	/* What this handle attached (undone by hbk_close unless pinned). */
 	bool sockmap_attached;
 	struct bpf_link *sockops_link;
 	struct xdp_program *xdp_prog; /* libxdp's handle (dispatcher or legacy) */
 	int xdp_link_fd; /* fallback plain XDP link, -1 if none */
 	int xdp_ifindex;
 	enum hb_xdp_mode xdp_mode;
-	enum hbl_xdp_how xdp_how;
+	enum hbk_xdp_how xdp_how;
 	bool pinned;
 	char pin_dir[PATH_MAX];
 };
 
-int hbl_open(struct hbl **out, const struct hbl_opts *opts);
-void hbl_close(struct hbl *h);
+int hbk_open(struct hbk **out, const struct hbk_opts *opts);
+void hbk_close(struct hbk *h);
 
 /* fd of one shared map by ABI name (HB_MAP_*), or -ENOENT. Owned by the handle. */
-int hbl_map_fd(const struct hbl *h, const char *name);
+int hbk_map_fd(const struct hbk *h, const char *name);
 /* Program fds (hb_xdp only once loaded). */
-int hbl_prog_fd(const struct hbl *h, const char *prog_name);
+int hbk_prog_fd(const struct hbk *h, const char *prog_name);
 
-int hbl_attach_sockmap(struct hbl *h);
-int hbl_detach_sockmap(struct hbl *h);
-int hbl_attach_sockops(struct hbl *h, const char *cgroup_path);
+int hbk_attach_sockmap(struct hbk *h);
+int hbk_detach_sockmap(struct hbk *h);
+int hbk_attach_sockops(struct hbk *h, const char *cgroup_path);
 /* mode: HB_XDP_NATIVE or HB_XDP_SKB. -EOPNOTSUPP from a native attach means the driver lacks
  * native XDP (try HB_XDP_SKB); -EEXIST means the NIC already runs a program that cannot share. */
-int hbl_attach_xdp(struct hbl *h, int ifindex, enum hb_xdp_mode mode);
-int hbl_detach_xdp(struct hbl *h);
-int hbl_write_config(struct hbl *h, int ifindex, const char *ifname, enum hb_xdp_mode mode);
+int hbk_attach_xdp(struct hbk *h, int ifindex, enum hb_xdp_mode mode);
+int hbk_detach_xdp(struct hbk *h);
+int hbk_write_config(struct hbk *h, int ifindex, const char *ifname, enum hb_xdp_mode mode);
 
 /* Pins every shared map and every link of the handle under dir, created with mode 0700. dir must
  * not exist yet (or be empty). On failure everything pinned so far is removed again. */
-int hbl_pin(struct hbl *h, const char *dir);
+int hbk_pin(struct hbk *h, const char *dir);
 
 /* Names of the shared maps, in pin order; NULL-terminated. */
-extern const char *const hbl_map_names[];
+extern const char *const hbk_map_names[];
 
-/* What hbl_unload() found and removed; each message is one line for people. */
-struct hbl_unload_report {
+/* What hbk_unload() found and removed; each message is one line for people. */
+struct hbk_unload_report {
 	bool xdp_detached;
 	bool sockops_detached;
 	bool sockmap_detached;
@@ -113,41 +113,41 @@ struct hbl_unload_report {
 /* Removes everything a pinned load made: XDP program (libxdp or link) on ifname (NULL: the one
  * recorded in config), the sock_ops link, parser/verdict, every pin and the directory.
  * -ENOENT if dir holds no hbeat pins. Goes on past individual failures and returns the first. */
-int hbl_unload(const char *dir, const char *ifname, struct hbl_unload_report *rep);
+int hbk_unload(const char *dir, const char *ifname, struct hbk_unload_report *rep);
 
 /* Detaches an hb_xdp that libxdp finds on ifindex (left by a crashed load): 0 if one was
  * detached, -ENOENT if there is none. */
-int hbl_detach_xdp_ifindex(int ifindex);
+int hbk_detach_xdp_ifindex(int ifindex);
 
 /* How hb_xdp is attached as seen from the pins and the NIC (another process than the loader). */
-struct hbl_xdp_info {
-	enum hbl_xdp_how how; /* HBL_XDP_NONE: not attached */
+struct hbk_xdp_info {
+	enum hbk_xdp_how how; /* HBK_XDP_NONE: not attached */
 	__u32 prog_id;
 	enum hb_xdp_mode mode;
 };
-int hbl_xdp_query(const char *pin_dir, int ifindex, struct hbl_xdp_info *out);
+int hbk_xdp_query(const char *pin_dir, int ifindex, struct hbk_xdp_info *out);
 
 /* Number of entries in a map (walks the keys) and its capacity. */
-int hbl_map_fill(int map_fd, __u32 *entries, __u32 *max_entries);
+int hbk_map_fill(int map_fd, __u32 *entries, __u32 *max_entries);
 
 /* Serialises load/unload of one pin directory across processes (flock on its parent directory,
- * as libxdp does for its own). Returns an fd to pass to hbl_unlock(), or a negative errno. */
-int hbl_lock(const char *pin_dir);
-void hbl_unlock(int fd);
+ * as libxdp does for its own). Returns an fd to pass to hbk_unlock(), or a negative errno. */
+int hbk_lock(const char *pin_dir);
+void hbk_unlock(int fd);
 
 /* Sums of the per-CPU kernel counters and of the per-worker daemon counters. */
-int hbl_read_kstats(int kstats_fd, struct hb_kstats *sum);
-int hbl_read_ustats(int ustats_fd, struct hb_ustats *sum);
+int hbk_read_kstats(int kstats_fd, struct hb_kstats *sum);
+int hbk_read_ustats(int ustats_fd, struct hb_ustats *sum);
 /* Counter names in struct order (from the X-macros), and count. */
-extern const char *const hbl_kstat_names[];
-extern const char *const hbl_ustat_names[];
-#define HBL_KSTAT(s, i) (((const __u64 *)(s))[i])
-#define HBL_USTAT(s, i) (((const __u64 *)(s))[i])
+extern const char *const hbk_kstat_names[];
+extern const char *const hbk_ustat_names[];
+#define HBK_KSTAT(s, i) (((const __u64 *)(s))[i])
+#define HBK_USTAT(s, i) (((const __u64 *)(s))[i])
 
-/* The current network namespace's cookie (SO_NETNS_COOKIE, 5.14), for hbl_opts.netns_cookie. */
-int hbl_netns_cookie(__u64 *cookie);
+/* The current network namespace's cookie (SO_NETNS_COOKIE, 5.14), for hbk_opts.netns_cookie. */
+int hbk_netns_cookie(__u64 *cookie);
 
 /* Routes libbpf and libxdp messages through hb_log. */
-void hbl_route_logs(void);
+void hbk_route_logs(void);
 
 #endif /* HB_BPF_H */

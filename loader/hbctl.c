@@ -29,7 +29,7 @@ static const struct hbctl_opt load_opts[] = {
 	{ "mode", 'm', "native|skb", "XDP mode; skb for drivers without native XDP", "native" },
 	{ "port", 'p', "N", "service port (TCP and UDP)", "7600" },
 	OPT_PIN,
-	{ "cgroup", 'c', "PATH", "cgroup v2 directory for the sock_ops program", HBL_DEFAULT_CGROUP },
+	{ "cgroup", 'c', "PATH", "cgroup v2 directory for the sock_ops program", HBK_DEFAULT_CGROUP },
 	OPT_HELP,
 	{ 0 },
 };
@@ -207,7 +207,7 @@ int hbctl_main(int argc, char **argv)
 		cmd_usage(c, stdout);
 		return HBCTL_OK;
 	}
-	hbl_route_logs();
+	hbk_route_logs();
 
 	/* Environment first, for every command: all of them read or write pinned BPF objects. */
 	if (hbe_check_root())
@@ -244,12 +244,12 @@ static __u32 link_id(struct bpf_link *l)
 	return l && !bpf_obj_get_info_by_fd(bpf_link__fd(l), &info, &len) ? info.id : 0;
 }
 
-static const char *how_str(enum hbl_xdp_how how)
+static const char *how_str(enum hbk_xdp_how how)
 {
 	switch (how) {
-	case HBL_XDP_DISPATCHER: return "libxdp dispatcher";
-	case HBL_XDP_LIBXDP_LEGACY: return "libxdp, single program (no dispatcher)";
-	case HBL_XDP_LINK: return "plain XDP bpf_link";
+	case HBK_XDP_DISPATCHER: return "libxdp dispatcher";
+	case HBK_XDP_LIBXDP_LEGACY: return "libxdp, single program (no dispatcher)";
+	case HBK_XDP_LINK: return "plain XDP bpf_link";
 	default: return "none";
 	}
 }
@@ -269,9 +269,9 @@ int hbctl_do_load(const struct hbctl_args *a)
 {
 	const char *dev = hbctl_arg(a, "dev"), *mode_s = hbctl_arg(a, "mode");
 	const char *pin = hbctl_arg(a, "pin-path"), *cg = hbctl_arg(a, "cgroup");
-	struct hbl_opts o = { .xdp_defer_load = true };
+	struct hbk_opts o = { .xdp_defer_load = true };
 	enum hb_xdp_mode mode;
-	struct hbl *h = NULL;
+	struct hbk *h = NULL;
 	int ifindex, lock, err, rc = HBCTL_FAIL;
 
 	if (!dev) {
@@ -297,14 +297,14 @@ int hbctl_do_load(const struct hbctl_args *a)
 		hb_err("no such NIC '%s' in this network namespace (ip -br link lists them)", dev);
 		return HBCTL_ENV;
 	}
-	err = hbl_netns_cookie(&o.netns_cookie);
+	err = hbk_netns_cookie(&o.netns_cookie);
 	if (err) {
 		hb_err("reading this network namespace's cookie (SO_NETNS_COOKIE, Linux >= 5.14): %s",
 		       strerror(-err));
 		return HBCTL_ENV;
 	}
 
-	lock = hbl_lock(pin);
+	lock = hbk_lock(pin);
 	if (lock < 0) {
 		hb_err("locking the parent of %s: %s", pin, strerror(-lock));
 		return HBCTL_FAIL;
@@ -321,14 +321,14 @@ int hbctl_do_load(const struct hbctl_args *a)
 		}
 	}
 
-	if ((err = hbl_open(&h, &o)))
+	if ((err = hbk_open(&h, &o)))
 		goto out;
 	/* parser+verdict before sock_ops: a socket takes the map's programs when inserted */
-	if ((err = hbl_attach_sockmap(h)))
+	if ((err = hbk_attach_sockmap(h)))
 		goto out;
-	if ((err = hbl_attach_sockops(h, cg)))
+	if ((err = hbk_attach_sockops(h, cg)))
 		goto out;
-	err = hbl_attach_xdp(h, ifindex, mode);
+	err = hbk_attach_xdp(h, ifindex, mode);
 	if (err) {
 		if (err == -EOPNOTSUPP && mode == HB_XDP_NATIVE)
 			hb_err("the driver of %s lacks native XDP; try: hbctl load --dev %s --mode skb",
@@ -344,24 +344,24 @@ int hbctl_do_load(const struct hbctl_args *a)
 			hb_err("attaching XDP to %s failed: %s", dev, strerror(-err));
 		goto out;
 	}
-	if ((err = hbl_write_config(h, ifindex, dev, mode)))
+	if ((err = hbk_write_config(h, ifindex, dev, mode)))
 		goto out;
-	if ((err = hbl_pin(h, pin)))
+	if ((err = hbk_pin(h, pin)))
 		goto out;
 
 	printf("hbeat loaded on %s (ifindex %d), port %u, pins in %s\n", dev, ifindex, o.port, pin);
 	printf("  xdp      hb_xdp id %u, %s mode, attached via %s\n",
-	       prog_id(hbl_prog_fd(h, HBL_PROG_XDP)), mode_s, how_str(h->xdp_how));
-	printf("  sockhash hb_parser id %u, hb_verdict id %u\n", prog_id(hbl_prog_fd(h, "hb_parser")),
-	       prog_id(hbl_prog_fd(h, "hb_verdict")));
+	       prog_id(hbk_prog_fd(h, HBK_PROG_XDP)), mode_s, how_str(h->xdp_how));
+	printf("  sockhash hb_parser id %u, hb_verdict id %u\n", prog_id(hbk_prog_fd(h, "hb_parser")),
+	       prog_id(hbk_prog_fd(h, "hb_verdict")));
 	printf("  sockops  hb_sockops id %u on %s (link id %u, pinned)\n",
-	       prog_id(hbl_prog_fd(h, "hb_sockops")), cg, link_id(h->sockops_link));
+	       prog_id(hbk_prog_fd(h, "hb_sockops")), cg, link_id(h->sockops_link));
 	rc = HBCTL_OK;
 out:
 	if (rc != HBCTL_OK && h)
 		hb_err("load failed; everything it attached has been removed again");
-	hbl_close(h); /* unpinned on failure: detaches all it attached */
-	hbl_unlock(lock);
+	hbk_close(h); /* unpinned on failure: detaches all it attached */
+	hbk_unlock(lock);
 	return rc;
 }
 
@@ -371,7 +371,7 @@ out:
 int hbctl_do_unload(const struct hbctl_args *a)
 {
 	const char *dev = hbctl_arg(a, "dev"), *pin = hbctl_arg(a, "pin-path");
-	struct hbl_unload_report rep;
+	struct hbk_unload_report rep;
 	int lock, err, ifindex;
 
 	if (!dev) {
@@ -382,18 +382,18 @@ int hbctl_do_unload(const struct hbctl_args *a)
 	if (!ifindex)
 		hb_warn("no NIC named '%s' here; removing the rest", dev);
 
-	lock = hbl_lock(pin);
+	lock = hbk_lock(pin);
 	if (lock < 0) {
 		hb_err("locking the parent of %s: %s", pin, strerror(-lock));
 		return HBCTL_FAIL;
 	}
-	err = hbl_unload(pin, ifindex ? dev : NULL, &rep);
+	err = hbk_unload(pin, ifindex ? dev : NULL, &rep);
 	if (err == -ENOENT) {
 		/* Nothing pinned. A crashed load may still have left hb_xdp on the NIC. */
 		printf("hbeat is not loaded (no pins in %s)\n", pin);
-		if (ifindex && hbl_detach_xdp_ifindex(ifindex) == 0)
+		if (ifindex && hbk_detach_xdp_ifindex(ifindex) == 0)
 			printf("removed a stray hb_xdp from %s\n", dev);
-		hbl_unlock(lock);
+		hbk_unlock(lock);
 		return HBCTL_OK;
 	}
 	if (rep.xdp_detached)
@@ -403,7 +403,7 @@ int hbctl_do_unload(const struct hbctl_args *a)
 	printf("%s hb_sockops\n", rep.sockops_detached ? "detached" : "could not detach");
 	printf("%s hb_parser/hb_verdict\n", rep.sockmap_detached ? "detached" : "could not detach");
 	printf("removed %d pins%s\n", rep.pins_removed, access(pin, F_OK) ? " and the pin directory" : "");
-	hbl_unlock(lock);
+	hbk_unlock(lock);
 	if (err) {
 		hb_err("unload incomplete: %s", strerror(-err));
 		return HBCTL_FAIL;

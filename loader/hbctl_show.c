@@ -45,8 +45,8 @@ struct pinned {
 
 static int pinned_fd(const struct pinned *p, const char *name)
 {
-	for (int i = 0; hbl_map_names[i]; i++)
-		if (!strcmp(hbl_map_names[i], name))
+	for (int i = 0; hbk_map_names[i]; i++)
+		if (!strcmp(hbk_map_names[i], name))
 			return p->fd[i];
 	return -1;
 }
@@ -55,8 +55,8 @@ static bool open_all(const char *dir, struct pinned *p, bool quiet)
 {
 	bool ok = true;
 
-	for (int i = 0; hbl_map_names[i]; i++) {
-		p->fd[i] = open_pin(dir, hbl_map_names[i]);
+	for (int i = 0; hbk_map_names[i]; i++) {
+		p->fd[i] = open_pin(dir, hbk_map_names[i]);
 		if (p->fd[i] < 0)
 			ok = false;
 	}
@@ -67,7 +67,7 @@ static bool open_all(const char *dir, struct pinned *p, bool quiet)
 
 static void close_all(struct pinned *p)
 {
-	for (int i = 0; hbl_map_names[i]; i++)
+	for (int i = 0; hbk_map_names[i]; i++)
 		if (p->fd[i] >= 0)
 			close(p->fd[i]);
 }
@@ -82,12 +82,12 @@ static const char *state_str(enum hb_state s)
 	}
 }
 
-static const char *how_str(enum hbl_xdp_how h)
+static const char *how_str(enum hbk_xdp_how h)
 {
 	switch (h) {
-	case HBL_XDP_DISPATCHER: return "libxdp-dispatcher";
-	case HBL_XDP_LIBXDP_LEGACY: return "libxdp-single";
-	case HBL_XDP_LINK: return "bpf_link";
+	case HBK_XDP_DISPATCHER: return "libxdp-dispatcher";
+	case HBK_XDP_LIBXDP_LEGACY: return "libxdp-single";
+	case HBK_XDP_LINK: return "bpf_link";
 	default: return "none";
 	}
 }
@@ -107,7 +107,7 @@ int hbctl_do_status(const struct hbctl_args *a)
 	const char *pin = hbctl_arg(a, "pin-path");
 	bool json = hbctl_flag(a, "json");
 	struct bpf_link_info sl = { 0 };
-	struct hbl_xdp_info xi;
+	struct hbk_xdp_info xi;
 	struct hb_config cfg = { 0 };
 	struct pinned p;
 	struct hbj j;
@@ -132,10 +132,10 @@ int hbctl_do_status(const struct hbctl_args *a)
 		return HBCTL_OK;
 	}
 	bpf_map_lookup_elem(pinned_fd(&p, HB_MAP_CONFIG), &zero, &cfg);
-	hbl_xdp_query(pin, cfg.ifindex, &xi);
-	if (xi.how == HBL_XDP_LINK)
+	hbk_xdp_query(pin, cfg.ifindex, &xi);
+	if (xi.how == HBK_XDP_LINK)
 		xi.mode = cfg.xdp_mode;
-	fd = open_pin(pin, HBL_PIN_LINK_SOCKOPS);
+	fd = open_pin(pin, HBK_PIN_LINK_SOCKOPS);
 	if (fd >= 0) {
 		__u32 len = sizeof(sl);
 
@@ -145,7 +145,7 @@ int hbctl_do_status(const struct hbctl_args *a)
 	parser = first_prog(pinned_fd(&p, HB_MAP_SOCKHASH), BPF_SK_SKB_STREAM_PARSER);
 	verdict = first_prog(pinned_fd(&p, HB_MAP_SOCKHASH), BPF_SK_SKB_STREAM_VERDICT);
 	for (int i = 0; i < 3; i++)
-		if (hbl_map_fill(pinned_fd(&p, fill_maps[i]), &fill[i], &max[i]))
+		if (hbk_map_fill(pinned_fd(&p, fill_maps[i]), &fill[i], &max[i]))
 			fill[i] = max[i] = 0;
 	stamped = cfg.alive_ns != 0;
 	age = stamped && now > cfg.alive_ns ? now - cfg.alive_ns : 0;
@@ -195,7 +195,7 @@ int hbctl_do_status(const struct hbctl_args *a)
 	} else {
 		printf("hbeat is loaded (pins in %s), port %u, loaded %llu s ago\n", pin, cfg.port,
 		       (unsigned long long)(cfg.loaded_ns && now > cfg.loaded_ns ? (now - cfg.loaded_ns) / 1000000000ull : 0));
-		if (xi.how == HBL_XDP_NONE)
+		if (xi.how == HBK_XDP_NONE)
 			printf("  xdp       hb_xdp NOT attached to %s (ifindex %u)\n", cfg.ifname, cfg.ifindex);
 		else
 			printf("  xdp       %s (ifindex %u), %s mode, hb_xdp id %u via %s\n", cfg.ifname,
@@ -207,7 +207,7 @@ int hbctl_do_status(const struct hbctl_args *a)
 			printf("  sockops   hb_sockops id %u, link id %u, cgroup id %llu\n", sl.prog_id, sl.id,
 			       (unsigned long long)sl.cgroup.cgroup_id);
 		else
-			printf("  sockops   NOT attached (no %s pin)\n", HBL_PIN_LINK_SOCKOPS);
+			printf("  sockops   NOT attached (no %s pin)\n", HBK_PIN_LINK_SOCKOPS);
 		printf("  maps      conns %u/%u, sessions %u/%u, sockhash %u/%u\n", fill[0], max[0],
 		       fill[1], max[1], fill[2], max[2]);
 		if (!stamped)
@@ -408,9 +408,9 @@ int hbctl_do_stats(const struct hbctl_args *a)
 		close_all(&p);
 		return HBCTL_FAIL;
 	}
-	err = hbl_read_kstats(pinned_fd(&p, HB_MAP_KSTATS), &k);
+	err = hbk_read_kstats(pinned_fd(&p, HB_MAP_KSTATS), &k);
 	if (!err)
-		err = hbl_read_ustats(pinned_fd(&p, HB_MAP_USTATS), &u);
+		err = hbk_read_ustats(pinned_fd(&p, HB_MAP_USTATS), &u);
 	close_all(&p);
 	if (err) {
 		hb_err("reading counters: %s", strerror(-err));
@@ -424,11 +424,11 @@ int hbctl_do_stats(const struct hbctl_args *a)
 		hbj_u64(&j, "pings_user", u.pings_user);
 		hbj_obj(&j, "kernel");
 		for (int i = 0; i < HB_KSTATS_N; i++)
-			hbj_u64(&j, hbl_kstat_names[i], HBL_KSTAT(&k, i));
+			hbj_u64(&j, hbk_kstat_names[i], HBK_KSTAT(&k, i));
 		hbj_obj_end(&j);
 		hbj_obj(&j, "user");
 		for (int i = 0; i < HB_USTATS_N; i++)
-			hbj_u64(&j, hbl_ustat_names[i], HBL_USTAT(&u, i));
+			hbj_u64(&j, hbk_ustat_names[i], HBK_USTAT(&u, i));
 		hbj_obj_end(&j);
 		hbj_obj_end(&j);
 		hbj_end(&j);
@@ -439,9 +439,9 @@ int hbctl_do_stats(const struct hbctl_args *a)
 	       (unsigned long long)k.sk_pong, (unsigned long long)u.pings_user);
 	printf("\nkernel (summed over CPUs)\n");
 	for (int i = 0; i < HB_KSTATS_N; i++)
-		printf("  %-22s %llu\n", hbl_kstat_names[i], (unsigned long long)HBL_KSTAT(&k, i));
+		printf("  %-22s %llu\n", hbk_kstat_names[i], (unsigned long long)HBK_KSTAT(&k, i));
 	printf("\ndaemon (summed over %d worker slots)\n", HB_MAX_WORKERS);
 	for (int i = 0; i < HB_USTATS_N; i++)
-		printf("  %-22s %llu\n", hbl_ustat_names[i], (unsigned long long)HBL_USTAT(&u, i));
+		printf("  %-22s %llu\n", hbk_ustat_names[i], (unsigned long long)HBK_USTAT(&u, i));
 	return HBCTL_OK;
 }

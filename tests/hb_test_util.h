@@ -65,9 +65,9 @@ static inline size_t hbt_ping(void *buf, __u16 seq, __u64 ts)
 }
 
 /* Sum of the per-CPU kernel counters. */
-static inline void hbt_kstats(const struct hbl *h, struct hb_kstats *s)
+static inline void hbt_kstats(const struct hbk *h, struct hb_kstats *s)
 {
-	if (hbl_read_kstats(hbl_map_fd(h, HB_MAP_KSTATS), s))
+	if (hbk_read_kstats(hbk_map_fd(h, HB_MAP_KSTATS), s))
 		memset(s, 0xff, sizeof(*s)); /* makes every later comparison fail loudly */
 }
 
@@ -80,12 +80,12 @@ static inline const char *hbt_kstats_diff(const struct hb_kstats *a, const struc
 	static char msg[160];
 
 	for (int i = 0; i < HB_KSTATS_N; i++) {
-		__u64 d = HBL_KSTAT(b, i) - HBL_KSTAT(a, i);
+		__u64 d = HBK_KSTAT(b, i) - HBK_KSTAT(a, i);
 		__u64 want = i == want_idx ? want_delta : 0;
 
 		if (d != want) {
 			snprintf(msg, sizeof(msg), "counter %s moved by %llu, expected %llu",
-				 hbl_kstat_names[i], (unsigned long long)d, (unsigned long long)want);
+				 hbk_kstat_names[i], (unsigned long long)d, (unsigned long long)want);
 			return msg;
 		}
 	}
@@ -96,7 +96,7 @@ static inline const char *hbt_kstats_diff(const struct hb_kstats *a, const struc
 static inline int hbt_kstat_idx(const char *name)
 {
 	for (int i = 0; i < HB_KSTATS_N; i++)
-		if (!strcmp(hbl_kstat_names[i], name))
+		if (!strcmp(hbk_kstat_names[i], name))
 			return i;
 	return -1;
 }
@@ -125,11 +125,11 @@ static inline const char *hbt_kstats_expect(const struct hb_kstats *a, const str
 	}
 	va_end(ap);
 	for (int i = 0; i < HB_KSTATS_N; i++) {
-		__u64 d = HBL_KSTAT(b, i) - HBL_KSTAT(a, i);
+		__u64 d = HBK_KSTAT(b, i) - HBK_KSTAT(a, i);
 
 		if (d != want[i]) {
 			snprintf(msg, sizeof(msg), "counter %s moved by %llu, expected %llu",
-				 hbl_kstat_names[i], (unsigned long long)d, (unsigned long long)want[i]);
+				 hbk_kstat_names[i], (unsigned long long)d, (unsigned long long)want[i]);
 			return msg;
 		}
 	}

@@ -28,7 +28,7 @@
 #include "hb_test_util.h"
 #include "log.h"
 
-static struct hbl *H;
+static struct hbk *H;
 static __u16 PORT;
 static char CG[PATH_MAX]; /* our child cgroup */
 static bool moved; /* the process is in CG */
@@ -111,7 +111,7 @@ static int conn_get(__u64 cookie, struct hb_conn *c)
 {
 	struct hb_conn_key k = { .cookie = cookie };
 
-	return bpf_map_lookup_elem(hbl_map_fd(H, HB_MAP_CONNS), &k, c);
+	return bpf_map_lookup_elem(hbk_map_fd(H, HB_MAP_CONNS), &k, c);
 }
 
 /* What the daemon does after a good HELLO. */
@@ -123,7 +123,7 @@ static void authenticate(const struct pair *p)
 	assert_int_equal(conn_get(p->cookie, &c), 0);
 	c.state = HB_STATE_AUTHED;
 	c.device_id = 1000 + p->cport;
-	assert_int_equal(bpf_map_update_elem(hbl_map_fd(H, HB_MAP_CONNS), &k, &c, BPF_EXIST), 0);
+	assert_int_equal(bpf_map_update_elem(hbk_map_fd(H, HB_MAP_CONNS), &k, &c, BPF_EXIST), 0);
 }
 
 /* Closes both ends and waits (bounded, 2 s) for hb_sockops to drop the conns entry, so the next
@@ -190,7 +190,7 @@ static void set_daemon_dead(bool dead)
 
 	if (dead)
 		c.alive_ns = hbt_now_ns() - 10000000000ull, c.grace_ns = 1000000000ull;
-	assert_int_equal(bpf_map_update_elem(hbl_map_fd(H, HB_MAP_CONFIG), &zero, &c, BPF_ANY), 0);
+	assert_int_equal(bpf_map_update_elem(hbk_map_fd(H, HB_MAP_CONFIG), &zero, &c, BPF_ANY), 0);
 }
 
 #define EXPECT_KSTATS(a, b, ...)                                                  \
@@ -596,19 +596,19 @@ static __u16 free_port(void)
 	return ntohs(a.sin_port);
 }
 
-static struct hbl *H2;
+static struct hbk *H2;
 static char PIN2[PATH_MAX];
 
 static int own_teardown(void **state)
 {
-	struct hbl_unload_report rep;
+	struct hbk_unload_report rep;
 
 	if (PIN2[0]) {
-		hbl_unload(PIN2, NULL, &rep);
+		hbk_unload(PIN2, NULL, &rep);
 		hbt_rm_pin_dir(PIN2);
 		PIN2[0] = 0;
 	}
-	hbl_close(H2);
+	hbk_close(H2);
 	H2 = NULL;
 	return 0;
 }
@@ -617,7 +617,7 @@ static int own_teardown(void **state)
  * connection keeps working on the ordinary path. */
 static void test_sockhash_full(void **state)
 {
-	struct hbl_opts o = { .max_conns = 2, .max_sessions = 16 };
+	struct hbk_opts o = { .max_conns = 2, .max_sessions = 16 };
 	struct hb_kstats k0, k1;
 	struct hb_conn_key key = { .cookie = 1 };
 	struct hb_conn c;
@@ -627,13 +627,13 @@ static void test_sockhash_full(void **state)
 	__u16 port = free_port();
 
 	o.port = port;
-	assert_int_equal(hbl_netns_cookie(&o.netns_cookie), 0);
-	assert_int_equal(hbl_open(&H2, &o), 0);
-	assert_int_equal(hbl_attach_sockmap(H2), 0);
-	assert_int_equal(hbl_attach_sockops(H2, CG), 0);
-	kfd = hbl_map_fd(H2, HB_MAP_KSTATS);
-	cfd = hbl_map_fd(H2, HB_MAP_CONNS);
-	sfd = hbl_map_fd(H2, HB_MAP_SOCKHASH);
+	assert_int_equal(hbk_netns_cookie(&o.netns_cookie), 0);
+	assert_int_equal(hbk_open(&H2, &o), 0);
+	assert_int_equal(hbk_attach_sockmap(H2), 0);
+	assert_int_equal(hbk_attach_sockops(H2, CG), 0);
+	kfd = hbk_map_fd(H2, HB_MAP_KSTATS);
+	cfd = hbk_map_fd(H2, HB_MAP_CONNS);
+	sfd = hbk_map_fd(H2, HB_MAP_SOCKHASH);
 
 	/* take one sockhash slot from userspace with a socket on the main test port */
 	lfd = listener(AF_INET, "127.0.0.1", PORT);
@@ -642,12 +642,12 @@ static void test_sockhash_full(void **state)
 	__u64 fd64 = filler.cli;
 	assert_int_equal(bpf_map_update_elem(sfd, &key, &fd64, BPF_NOEXIST), 0);
 
-	assert_int_equal(hbl_read_kstats(kfd, &k0), 0);
+	assert_int_equal(hbk_read_kstats(kfd, &k0), 0);
 	lfd = listener(AF_INET, "127.0.0.1", port);
 	connect_pair(lfd, AF_INET, "127.0.0.1", port, &a); /* fills the sockhash */
 	connect_pair(lfd, AF_INET, "127.0.0.1", port, &b); /* conns ok, sockhash full */
 	close(lfd);
-	assert_int_equal(hbl_read_kstats(kfd, &k1), 0);
+	assert_int_equal(hbk_read_kstats(kfd, &k1), 0);
 	EXPECT_KSTATS(&k0, &k1, "sockops_insert", 1, "sockops_insert_err", 1);
 	struct hb_conn_key ka = { a.cookie }, kb = { b.cookie };
 	assert_int_equal(bpf_map_lookup_elem(cfd, &ka, &c), 0);
@@ -673,7 +673,7 @@ static void test_sockhash_full(void **state)
 /* conns full: nothing is inserted anywhere, the connection works on the ordinary path. */
 static void test_conns_full(void **state)
 {
-	struct hbl_opts o = { .max_conns = 1, .max_sessions = 16 };
+	struct hbk_opts o = { .max_conns = 1, .max_sessions = 16 };
 	struct hb_kstats k0, k1;
 	struct pair a, b;
 	__u8 fr[32], got[32];
@@ -682,17 +682,17 @@ static void test_conns_full(void **state)
 	__u16 port = free_port();
 
 	o.port = port;
-	assert_int_equal(hbl_netns_cookie(&o.netns_cookie), 0);
-	assert_int_equal(hbl_open(&H2, &o), 0);
-	assert_int_equal(hbl_attach_sockmap(H2), 0);
-	assert_int_equal(hbl_attach_sockops(H2, CG), 0);
-	kfd = hbl_map_fd(H2, HB_MAP_KSTATS);
-	assert_int_equal(hbl_read_kstats(kfd, &k0), 0);
+	assert_int_equal(hbk_netns_cookie(&o.netns_cookie), 0);
+	assert_int_equal(hbk_open(&H2, &o), 0);
+	assert_int_equal(hbk_attach_sockmap(H2), 0);
+	assert_int_equal(hbk_attach_sockops(H2, CG), 0);
+	kfd = hbk_map_fd(H2, HB_MAP_KSTATS);
+	assert_int_equal(hbk_read_kstats(kfd, &k0), 0);
 	lfd = listener(AF_INET6, "::1", port);
 	connect_pair(lfd, AF_INET6, "::1", port, &a);
 	connect_pair(lfd, AF_INET6, "::1", port, &b);
 	close(lfd);
-	assert_int_equal(hbl_read_kstats(kfd, &k1), 0);
+	assert_int_equal(hbk_read_kstats(kfd, &k1), 0);
 	EXPECT_KSTATS(&k0, &k1, "sockops_insert", 1, "sockops_insert_err", 1);
 	send_all(b.cli, fr, n);
 	recv_exact(b.srv, got, n, 2000, "DATA on the untracked connection");
@@ -704,8 +704,8 @@ static void test_conns_full(void **state)
  * pins; unload removes everything. */
 static void test_pinned_lifecycle(void **state)
 {
-	struct hbl_opts o = { .max_conns = 64, .max_sessions = 16 };
-	struct hbl_unload_report rep;
+	struct hbk_opts o = { .max_conns = 64, .max_sessions = 16 };
+	struct hbk_unload_report rep;
 	struct hb_conn_key k;
 	struct hb_conn c;
 	struct stat st;
@@ -717,24 +717,24 @@ static void test_pinned_lifecycle(void **state)
 	__u16 port = free_port();
 
 	o.port = port;
-	assert_int_equal(hbl_netns_cookie(&o.netns_cookie), 0);
-	assert_int_equal(hbl_open(&H2, &o), 0);
-	assert_int_equal(hbl_attach_sockmap(H2), 0);
-	assert_int_equal(hbl_attach_sockops(H2, CG), 0);
-	assert_int_equal(hbl_write_config(H2, 0, NULL, HB_XDP_NONE), 0);
+	assert_int_equal(hbk_netns_cookie(&o.netns_cookie), 0);
+	assert_int_equal(hbk_open(&H2, &o), 0);
+	assert_int_equal(hbk_attach_sockmap(H2), 0);
+	assert_int_equal(hbk_attach_sockops(H2, CG), 0);
+	assert_int_equal(hbk_write_config(H2, 0, NULL, HB_XDP_NONE), 0);
 	hbt_pin_dir(PIN2, sizeof(PIN2));
-	assert_int_equal(hbl_pin(H2, PIN2), 0);
+	assert_int_equal(hbk_pin(H2, PIN2), 0);
 	assert_int_equal(stat(PIN2, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0700);
-	for (int i = 0; hbl_map_names[i]; i++) {
-		snprintf(path, sizeof(path), "%s/%s", PIN2, hbl_map_names[i]);
+	for (int i = 0; hbk_map_names[i]; i++) {
+		snprintf(path, sizeof(path), "%s/%s", PIN2, hbk_map_names[i]);
 		assert_int_equal(access(path, F_OK), 0);
 	}
-	snprintf(path, sizeof(path), "%s/%s", PIN2, HBL_PIN_LINK_SOCKOPS);
+	snprintf(path, sizeof(path), "%s/%s", PIN2, HBK_PIN_LINK_SOCKOPS);
 	assert_int_equal(access(path, F_OK), 0);
 	/* a second pin into the same directory is refused ("already loaded") */
-	assert_int_equal(hbl_pin(H2, PIN2), -EEXIST);
-	hbl_close(H2); /* the loader exits */
+	assert_int_equal(hbk_pin(H2, PIN2), -EEXIST);
+	hbk_close(H2); /* the loader exits */
 	H2 = NULL;
 
 	/* the service keeps working through the pins alone */
@@ -753,12 +753,12 @@ static void test_pinned_lifecycle(void **state)
 	send_all(p.cli, ping, sizeof(ping));
 	recv_exact(p.cli, got, sizeof(got), 2000, "PONG served from the pins");
 	assert_int_equal(got[3], HB_PONG);
-	assert_int_equal(hbl_read_kstats(kfd, &ks), 0);
+	assert_int_equal(hbk_read_kstats(kfd, &ks), 0);
 	assert_int_equal(ks.sk_pong, 1);
 	close(p.cli), close(p.srv);
 
 	/* unload: pins and directory gone, hooks detached */
-	assert_int_equal(hbl_unload(PIN2, NULL, &rep), 0);
+	assert_int_equal(hbk_unload(PIN2, NULL, &rep), 0);
 	assert_true(rep.sockops_detached);
 	assert_true(rep.sockmap_detached);
 	assert_int_equal(rep.pins_removed, 7);
@@ -773,7 +773,7 @@ static void test_pinned_lifecycle(void **state)
 	recv_exact(p.srv, got, sizeof(got), 2000, "PING after unload");
 	assert_int_equal(got[3], HB_PING);
 	close(p.cli), close(p.srv), close(lfd), close(cfd), close(kfd);
-	assert_int_equal(hbl_unload("/sys/fs/bpf/hbeat-test-nonexistent", NULL, &rep), -ENOENT);
+	assert_int_equal(hbk_unload("/sys/fs/bpf/hbeat-test-nonexistent", NULL, &rep), -ENOENT);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -794,11 +794,11 @@ static int group_teardown(void **state)
 {
 	char pid[32], procs[PATH_MAX + 16];
 
-	hbl_close(H); /* never pinned: detaches sock_ops and parser/verdict */
+	hbk_close(H); /* never pinned: detaches sock_ops and parser/verdict */
 	H = NULL;
 	if (moved) {
 		snprintf(pid, sizeof(pid), "%d", getpid());
-		snprintf(procs, sizeof(procs), "%s/cgroup.procs", HBL_DEFAULT_CGROUP);
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", HBK_DEFAULT_CGROUP);
 		if (write_file(procs, pid))
 			fprintf(stderr, "could not move back to the root cgroup\n");
 		moved = false;
@@ -811,19 +811,19 @@ static int group_teardown(void **state)
 
 static int group_setup(void **state)
 {
-	struct hbl_opts o = { .max_conns = 256, .max_sessions = 16 };
+	struct hbk_opts o = { .max_conns = 256, .max_sessions = 16 };
 	char pid[32], procs[PATH_MAX + 16];
 
 	hb_log_init("test_sockmap", getenv("HB_TEST_DEBUG") ? HB_LOG_DEBUG : HB_LOG_WARN);
-	hbl_route_logs();
+	hbk_route_logs();
 	if (hbt_ensure_bpffs())
 		return -1;
 	hbt_reap_stale();
 	PORT = free_port();
 	o.port = PORT;
-	if (hbl_netns_cookie(&o.netns_cookie) || hbl_open(&H, &o) || hbl_attach_sockmap(H))
+	if (hbk_netns_cookie(&o.netns_cookie) || hbk_open(&H, &o) || hbk_attach_sockmap(H))
 		return -1;
-	snprintf(CG, sizeof(CG), "%s/hbeat-test-%d", HBL_DEFAULT_CGROUP, (int)getpid());
+	snprintf(CG, sizeof(CG), "%s/hbeat-test-%d", HBK_DEFAULT_CGROUP, (int)getpid());
 	snprintf(procs, sizeof(procs), "%s/cgroup.procs", CG);
 	snprintf(pid, sizeof(pid), "%d", getpid());
 	if (mkdir(CG, 0755) || write_file(procs, pid)) {
@@ -832,7 +832,7 @@ static int group_setup(void **state)
 		return -1;
 	}
 	moved = true;
-	if (hbl_attach_sockops(H, CG)) {
+	if (hbk_attach_sockops(H, CG)) {
 		group_teardown(state);
 		return -1;
 	}

@@ -29,7 +29,7 @@
 #define TOKEN 0x1122334455667788ull
 #define CPORT 40001
 
-static struct hbl *H; /* one loaded set of objects for the whole table */
+static struct hbk *H; /* one loaded set of objects for the whole table */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Packet building (independent of the BPF code: full checksums computed from scratch)        */
@@ -302,13 +302,13 @@ static void set_daemon(enum daemon d)
 		c.alive_ns = now, c.grace_ns = 5000000000ull;
 	else if (d == D_DEAD)
 		c.alive_ns = now - 10000000000ull, c.grace_ns = 1000000000ull;
-	assert_int_equal(bpf_map_update_elem(hbl_map_fd(H, HB_MAP_CONFIG), &zero, &c, BPF_ANY), 0);
+	assert_int_equal(bpf_map_update_elem(hbk_map_fd(H, HB_MAP_CONFIG), &zero, &c, BPF_ANY), 0);
 }
 
 /* Installs the session a case asks for (the one TOKEN is always removed first). */
 static void set_session(enum sess s, int family, struct hb_session *out)
 {
-	int fd = hbl_map_fd(H, HB_MAP_SESSIONS);
+	int fd = hbk_map_fd(H, HB_MAP_SESSIONS);
 	struct hb_session_key k = { .token = TOKEN };
 	struct hb_session v = { 0 };
 
@@ -379,7 +379,7 @@ static void run_case(void **state)
 	LIBBPF_OPTS(bpf_test_run_opts, topts, .data_in = in.b, .data_size_in = in.len,
 		    .data_out = out, .data_size_out = sizeof(out), .repeat = 1);
 	t0 = hbt_now_ns();
-	err = bpf_prog_test_run_opts(hbl_prog_fd(H, HBL_PROG_XDP), &topts);
+	err = bpf_prog_test_run_opts(hbk_prog_fd(H, HBK_PROG_XDP), &topts);
 	t1 = hbt_now_ns();
 	assert_int_equal(err, 0);
 	if ((int)topts.retval != c->verdict)
@@ -404,7 +404,7 @@ static void run_case(void **state)
 		fail_msg("%s: %s", c->desc, msg);
 
 	if (c->sess != S_NONE) {
-		assert_int_equal(bpf_map_lookup_elem(hbl_map_fd(H, HB_MAP_SESSIONS), &k, &got), 0);
+		assert_int_equal(bpf_map_lookup_elem(hbk_map_fd(H, HB_MAP_SESSIONS), &k, &got), 0);
 		if (c->verdict == XDP_TX) {
 			assert_int_equal(got.pings, 1);
 			assert_int_equal(got.last_seq, 0x0102);
@@ -564,7 +564,7 @@ static void test_differential(void **state)
 
 		LIBBPF_OPTS(bpf_test_run_opts, topts, .data_in = in, .data_size_in = len,
 			    .data_out = out, .data_size_out = sizeof(out), .repeat = 1);
-		assert_int_equal(bpf_prog_test_run_opts(hbl_prog_fd(H, HBL_PROG_XDP), &topts), 0);
+		assert_int_equal(bpf_prog_test_run_opts(hbk_prog_fd(H, HBK_PROG_XDP), &topts), 0);
 		if ((int)topts.retval != ref) {
 			fprintf(stderr, "round %d: packet (%zu bytes):", r, len);
 			for (size_t i = 0; i < len; i++)
@@ -605,7 +605,7 @@ static void test_differential(void **state)
 struct live {
 	char ns_s[32], ns_c[32], if_s[16], if_c[16], pin[PATH_MAX];
 	int orig_ns, fd_s, fd_c;
-	struct hbl *h;
+	struct hbk *h;
 	struct xdp_pass *pass;
 	struct bpf_link *pass_link;
 };
@@ -626,7 +626,7 @@ static int live_teardown(void **state)
 {
 	/* The handle's ifindex means something only in the server namespace. */
 	if (L.h && L.fd_s >= 0 && !setns(L.fd_s, CLONE_NEWNET))
-		hbl_close(L.h); /* detaches hb_xdp unless pinned */
+		hbk_close(L.h); /* detaches hb_xdp unless pinned */
 	L.h = NULL;
 	if (L.orig_ns >= 0)
 		setns(L.orig_ns, CLONE_NEWNET);
@@ -635,10 +635,10 @@ static int live_teardown(void **state)
 	xdp_pass__destroy(L.pass);
 	L.pass = NULL;
 	if (L.pin[0]) {
-		struct hbl_unload_report rep;
+		struct hbk_unload_report rep;
 
 		if (L.fd_s >= 0 && !setns(L.fd_s, CLONE_NEWNET)) {
-			hbl_unload(L.pin, L.if_s, &rep);
+			hbk_unload(L.pin, L.if_s, &rep);
 			setns(L.orig_ns, CLONE_NEWNET);
 		}
 		hbt_rm_pin_dir(L.pin);
@@ -716,26 +716,26 @@ static ssize_t live_ping(int fd, const struct sockaddr *to, socklen_t tolen, __u
 	return r;
 }
 
-static void add_session(struct hbl *h, const void *addr16, __u16 port, __u64 token)
+static void add_session(struct hbk *h, const void *addr16, __u16 port, __u64 token)
 {
 	struct hb_session_key k = { .token = token };
 	struct hb_session v = { .port = htons(port), .state = HB_STATE_AUTHED };
 
 	memcpy(v.addr, addr16, 16);
-	assert_int_equal(bpf_map_update_elem(hbl_map_fd(h, HB_MAP_SESSIONS), &k, &v, BPF_ANY), 0);
+	assert_int_equal(bpf_map_update_elem(hbk_map_fd(h, HB_MAP_SESSIONS), &k, &v, BPF_ANY), 0);
 }
 
 /* use_libxdp: hand hb_xdp to libxdp (dispatcher, or libxdp's single-program mode where the
  * kernel refuses freplace); otherwise the loader's plain bpf_link fallback. */
 static void live_veth(bool use_libxdp)
 {
-	struct hbl_opts o = { .port = PORT, .max_conns = 1024, .max_sessions = 1024,
+	struct hbk_opts o = { .port = PORT, .max_conns = 1024, .max_sessions = 1024,
 			      .xdp_defer_load = use_libxdp };
 	struct sockaddr_in c4 = { .sin_family = AF_INET, .sin_port = htons(CPORT) };
 	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(PORT) };
 	struct sockaddr_in6 c6 = { .sin6_family = AF_INET6, .sin6_port = htons(CPORT) };
 	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(PORT) };
-	struct hbl_unload_report rep;
+	struct hbk_unload_report rep;
 	struct xdp_multiprog *mp;
 	struct hb_kstats k;
 	__u8 mapped[16] = { [10] = 0xff, [11] = 0xff, 10, 201, 0, 2 }, reply[64];
@@ -750,25 +750,25 @@ static void live_veth(bool use_libxdp)
 	assert_int_equal(setns(L.fd_s, CLONE_NEWNET), 0);
 	ifs = if_nametoindex(L.if_s);
 	assert_true(ifs > 0);
-	assert_int_equal(hbl_open(&L.h, &o), 0);
-	assert_int_equal(hbl_attach_xdp(L.h, ifs, HB_XDP_NATIVE), 0);
+	assert_int_equal(hbk_open(&L.h, &o), 0);
+	assert_int_equal(hbk_attach_xdp(L.h, ifs, HB_XDP_NATIVE), 0);
 	if (use_libxdp) {
 		/* This machine's kernel refuses BPF_PROG_TYPE_EXT loads (EPERM), which libxdp's
 		 * dispatcher needs; libxdp then attaches the program alone. Either is libxdp's. */
-		if (L.h->xdp_how != HBL_XDP_DISPATCHER && L.h->xdp_how != HBL_XDP_LIBXDP_LEGACY)
+		if (L.h->xdp_how != HBK_XDP_DISPATCHER && L.h->xdp_how != HBK_XDP_LIBXDP_LEGACY)
 			fail_msg("hb_xdp was not attached through libxdp (how=%d)", L.h->xdp_how);
-		printf("live: libxdp attached hb_xdp %s\n", L.h->xdp_how == HBL_XDP_DISPATCHER
+		printf("live: libxdp attached hb_xdp %s\n", L.h->xdp_how == HBK_XDP_DISPATCHER
 			? "through its dispatcher" : "alone (no dispatcher: freplace unavailable)");
-	} else if (L.h->xdp_how != HBL_XDP_LINK) {
+	} else if (L.h->xdp_how != HBK_XDP_LINK) {
 		fail_msg("hb_xdp was not attached with a bpf_link (how=%d)", L.h->xdp_how);
 	}
-	assert_int_equal(hbl_write_config(L.h, ifs, L.if_s, HB_XDP_NATIVE), 0);
+	assert_int_equal(hbk_write_config(L.h, ifs, L.if_s, HB_XDP_NATIVE), 0);
 	hbt_pin_dir(L.pin, sizeof(L.pin));
-	assert_int_equal(hbl_pin(L.h, L.pin), 0);
+	assert_int_equal(hbk_pin(L.h, L.pin), 0);
 	add_session(L.h, mapped, CPORT, TOKEN);
 	add_session(L.h, &c6.sin6_addr, CPORT, TOKEN + 1);
 	/* the handle goes away like hbctl does; the pins keep everything in place */
-	hbl_close(L.h);
+	hbk_close(L.h);
 	L.h = NULL;
 
 	/* client side: xdp_pass on the peer so XDP_TX frames arrive, then real sockets */
@@ -803,7 +803,7 @@ static void live_veth(bool use_libxdp)
 	snprintf(p, sizeof(p), "%s/%s", L.pin, HB_MAP_KSTATS);
 	int kfd = bpf_obj_get(p);
 	assert_true(kfd >= 0);
-	assert_int_equal(hbl_read_kstats(kfd, &k), 0);
+	assert_int_equal(hbk_read_kstats(kfd, &k), 0);
 	close(kfd);
 	assert_int_equal(k.xdp_pong, 10);
 	assert_int_equal(k.xdp_unknown_session, 1);
@@ -812,7 +812,7 @@ static void live_veth(bool use_libxdp)
 
 	/* unload from the pins, as `hbctl unload` does: nothing left on the NIC or in bpffs */
 	assert_int_equal(setns(L.fd_s, CLONE_NEWNET), 0);
-	assert_int_equal(hbl_unload(L.pin, L.if_s, &rep), 0);
+	assert_int_equal(hbk_unload(L.pin, L.if_s, &rep), 0);
 	assert_true(rep.xdp_detached);
 	mp = xdp_multiprog__get_from_ifindex(ifs);
 	if (!libxdp_get_error(mp)) {
@@ -841,18 +841,18 @@ static void test_live_veth_link(void **state)
 
 static int group_setup(void **state)
 {
-	struct hbl_opts o = { .port = PORT, .max_conns = 1024, .max_sessions = 1024 };
+	struct hbk_opts o = { .port = PORT, .max_conns = 1024, .max_sessions = 1024 };
 
 	hb_log_init("test_xdp", getenv("HB_TEST_DEBUG") ? HB_LOG_DEBUG : HB_LOG_WARN);
-	hbl_route_logs();
+	hbk_route_logs();
 	if (hbt_ensure_bpffs())
 		return -1;
-	return hbl_open(&H, &o);
+	return hbk_open(&H, &o);
 }
 
 static int group_teardown(void **state)
 {
-	hbl_close(H);
+	hbk_close(H);
 	H = NULL;
 	return 0;
 }
