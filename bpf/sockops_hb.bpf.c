@@ -12,7 +12,7 @@
  * on its own).
  *
  * Kernel features: cgroup sock_ops (4.13), bpf_sock_hash_update (4.18), STATE_CB (4.16),
- * bpf_get_socket_cookie for sock_ops (5.3), bpf_get_netns_cookie for sock_ops (5.15 era),
+ * bpf_get_socket_cookie for sock_ops (4.19), bpf_get_netns_cookie for sock_ops (5.15),
  * bpf_snprintf with %pI4/%pI6 (5.13), cgroup bpf_link (5.7).
  */
 #include "hb_vmlinux.bpf.h"

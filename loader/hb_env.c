@@ -146,7 +146,7 @@ static const struct probe probes[] = {
 	{ "SOCKHASH maps", "4.18", map_type, BPF_MAP_TYPE_SOCKHASH, 0 },
 	{ "bpf_sock_hash_update in sock_ops", "4.18", helper, BPF_PROG_TYPE_SOCK_OPS, BPF_FUNC_sock_hash_update },
 	{ "bpf_sk_redirect_hash in sk_skb", "4.18", helper, BPF_PROG_TYPE_SK_SKB, BPF_FUNC_sk_redirect_hash },
-	{ "bpf_get_socket_cookie in sock_ops", "5.3", helper, BPF_PROG_TYPE_SOCK_OPS, BPF_FUNC_get_socket_cookie },
+	{ "bpf_get_socket_cookie in sock_ops", "4.19", helper, BPF_PROG_TYPE_SOCK_OPS, BPF_FUNC_get_socket_cookie },
 	{ "bpf_get_netns_cookie in sock_ops", "5.15", helper, BPF_PROG_TYPE_SOCK_OPS, BPF_FUNC_get_netns_cookie },
 	{ "bpf_snprintf", "5.13", helper, BPF_PROG_TYPE_SOCK_OPS, BPF_FUNC_snprintf },
 	{ "bpf_cast_to_kern_ctx", "6.2", kfunc, 0, 0 },
