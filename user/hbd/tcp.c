@@ -719,7 +719,9 @@ void hbd_tcp_expire(struct hbd_worker *w)
 				if ((int32_t)(k - c->last_seen) > 0)
 					c->last_seen = k;
 			}
-			silent = clock32(w) - c->last_seen;
+			/* the kernel may have stamped it after our clock reading: no silence */
+			silent = (int32_t)(clock32(w) - c->last_seen) > 0 ? clock32(w) - c->last_seen
+									  : 0;
 			if (silent >= d->timeout_ms) {
 				HBD_STAT_ADD(w->st, expired_tcp, 1);
 				hb_dbg("tcp: device %" PRIu64 " silent for %u ms: expired",

@@ -383,7 +383,11 @@ void hbd_udp_expire(struct hbd_worker *w)
 				if ((int32_t)(k - last) > 0)
 					last = k;
 			}
-			silent = (uint32_t)w->now_ms - last;
+			/* another worker (or the kernel) may have seen it after our clock
+			 * reading: a negative silence is none
+			 */
+			silent = (int32_t)((uint32_t)w->now_ms - last) > 0 ? (uint32_t)w->now_ms - last
+									  : 0;
 			if (silent >= d->timeout_ms) {
 				HBD_STAT_ADD(w->st, expired_udp, 1);
 				hbd_udp_kill(w, idx, s->gen, HB_BYE_EXPIRED);

@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbd over TCP in --no-offload mode: the real daemon against blocking clients on loopback. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+
+#include "test_hbd_harness.h"
+
+static struct ht_daemon D; /* one daemon for the group; the tests that need their own start it */
+
+static int group_setup(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "2", NULL };
+
+	(void)state;
+	return ht_start(&D, args);
+}
+
+static int group_teardown(void **state)
+{
+	int rc = ht_stop(&D);
+
+	(void)state;
+	/* the whole group ran against this daemon: it must exit cleanly and have counted */
+	if (rc != 0 || ht_exit_stat(&D, "auth_ok") < 5 || ht_exit_stat(&D, "tcp_active") != 0 ||
+	    ht_exit_stat(&D, "errors") != 0) {
+		fprintf(stderr, "daemon exit %d, auth_ok %lld, tcp_active %lld, errors %lld\n", rc,
+			ht_exit_stat(&D, "auth_ok"), ht_exit_stat(&D, "tcp_active"),
+			ht_exit_stat(&D, "errors"));
+		rc = -1;
+	}
+	ht_cleanup(&D);
+	return rc;
+}
+
+static void ping(int fd, uint16_t seq, uint64_t ts)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_ping p = { .ts = htobe64(ts) };
+	struct hb_frame f;
+
+	assert_int_equal(ht_send_frame(fd, HB_PING, seq, &p, sizeof(p)), 0);
+	assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_PONG);
+	assert_int_equal(f.seq, seq);
+	assert_int_equal(f.len, sizeof(p));
+	assert_memory_equal(f.payload, &p, sizeof(p)); /* payload unchanged */
+}
+
+static void hello_welcome_v4_v6(void **state)
+{
+	struct hb_welcome w4, w6;
+	int a, b;
+
+	(void)state;
+	a = ht_tcp_login(D.port, 1, false, &w4);
+	assert_true(a >= 0);
+	b = ht_tcp_login(D.port, 2, true, &w6); /* dual-stack listener */
+	assert_true(b >= 0);
+	assert_int_not_equal(hb_get_be64(&w4.token), 0);
+	assert_int_not_equal(hb_get_be64(&w4.token), hb_get_be64(&w6.token));
+	assert_int_equal(be32toh(w4.interval_ms), 30000);
+	assert_int_equal(be32toh(w4.timeout_ms), 45000);
+	ping(a, 2, 111);
+	ping(b, 2, 222);
+	close(a);
+	close(b);
+}
+
+static void wrong_mac_error_and_close(void **state)
+{
+	struct hb_hello h;
+	int fd = ht_tcp(D.port, false);
+
+	(void)state;
+	assert_true(fd >= 0);
+	ht_hello(&h, 3, 0);
+	h.mac[0] ^= 1;
+	assert_int_equal(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0);
+	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_AUTH));
+	assert_true(ht_eof(fd, HT_IO_MS));
+	close(fd);
+	/* unknown device and a stale clock likewise */
+	fd = ht_tcp(D.port, false);
+	ht_hello(&h, 777, 0);
+	assert_int_equal(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0);
+	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_AUTH));
+	assert_true(ht_eof(fd, HT_IO_MS));
+	close(fd);
+	fd = ht_tcp(D.port, false);
+	ht_hello(&h, 3, 1000); /* 1970 */
+	assert_int_equal(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0);
+	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_AUTH));
+	assert_true(ht_eof(fd, HT_IO_MS));
+	close(fd);
+}
+
+static void replayed_hello_refused(void **state)
+{
+	struct hb_hello h;
+	int a = ht_tcp(D.port, false), b = ht_tcp(D.port, false);
+
+	(void)state;
+	ht_hello(&h, 4, 0);
+	assert_int_equal(ht_send_frame(a, HB_HELLO, 1, &h, sizeof(h)), 0);
+	assert_true(ht_expect(a, HB_WELCOME, -1));
+	/* the very same bytes again, on another connection: a replay */
+	assert_int_equal(ht_send_frame(b, HB_HELLO, 1, &h, sizeof(h)), 0);
+	assert_true(ht_expect(b, HB_ERROR, HB_ERR_AUTH));
+	assert_true(ht_eof(b, HT_IO_MS));
+	ping(a, 5, 5); /* the original session is untouched */
+	close(a);
+	close(b);
+}
+
+static void ping_before_hello(void **state)
+{
+	struct hb_ping p = { .ts = 1 };
+	int fd = ht_tcp(D.port, false);
+
+	(void)state;
+	assert_int_equal(ht_send_frame(fd, HB_PING, 1, &p, sizeof(p)), 0);
+	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_NOT_AUTHED));
+	assert_int_equal(ht_send_frame(fd, HB_ECHO, 2, "x", 1), 0);
+	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_NOT_AUTHED));
+	assert_int_equal(ht_send_frame(fd, HB_DATA, 3, "x", 1), 0);
+	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_NOT_AUTHED));
+	close(fd);
+}
+
+static void echo_verbatim(void **state)
+{
+	uint8_t payload[HB_MAX_PAYLOAD], buf[HB_MAX_FRAME];
+	struct hb_frame f;
+	int fd = ht_tcp_login(D.port, 5, false, NULL);
+
+	(void)state;
+	assert_true(fd >= 0);
+	for (size_t i = 0; i < sizeof(payload); i++)
+		payload[i] = (uint8_t)(i * 7);
+	const uint16_t lens[] = { 0, 1, 100, HB_MAX_PAYLOAD };
+
+	for (unsigned i = 0; i < 4; i++) {
+		assert_int_equal(ht_send_frame(fd, HB_ECHO, (uint16_t)(40 + i), payload, lens[i]), 0);
+		assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
+		assert_int_equal(f.type, HB_ECHO);
+		assert_int_equal(f.seq, 40 + i);
+		assert_int_equal(f.len, lens[i]);
+		if (lens[i])
+			assert_memory_equal(f.payload, payload, lens[i]);
+	}
+	close(fd);
+}
+
+/* Waits (bounded) for the sink to hold a line containing needle. */
+static bool sink_has(const char *needle, char *line, size_t cap)
+{
+	for (int i = 0; i < 300; i++) {
+		if (ht_file_contains(D.sink, needle, line, cap))
+			return true;
+		ht_sleep_ms(10);
+	}
+	return false;
+}
+
+static void data_ack_and_sink(void **state)
+{
+	uint8_t bin[200], b64[300];
+	char line[4096], needle[400];
+	int fd = ht_tcp_login(D.port, 6, false, NULL);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(ht_send_frame(fd, HB_DATA, 900, "hello", 5), 0);
+	assert_true(ht_expect(fd, HB_ACK, -1));
+	/* the ACK means the line is written already: no waiting needed */
+	assert_true(ht_file_contains(D.sink, "\"payload\":\"aGVsbG8=\"", line, sizeof(line)));
+	assert_non_null(strstr(line, "{\"device\":6,\"transport\":\"tcp\",\"seq\":900,\"time\":\""));
+	assert_non_null(strstr(line, "Z\",\"payload\""));
+	for (size_t i = 0; i < sizeof(bin); i++)
+		bin[i] = (uint8_t)(255 - i);
+	assert_int_equal(ht_send_frame(fd, HB_DATA, 901, bin, sizeof(bin)), 0);
+	assert_true(ht_expect(fd, HB_ACK, -1));
+	EVP_EncodeBlock(b64, bin, sizeof(bin));
+	snprintf(needle, sizeof(needle), "\"seq\":901,%s", "");
+	assert_true(sink_has(needle, line, sizeof(line)));
+	snprintf(needle, sizeof(needle), "\"payload\":\"%s\"}", b64);
+	assert_non_null(strstr(line, needle));
+	close(fd);
+}
+
+static void split_byte_by_byte(void **state)
+{
+	uint8_t stream[256], buf[HB_MAX_FRAME];
+	struct hb_hello h;
+	struct hb_ping p = { .ts = htobe64(0x1122334455667788ull) };
+	struct hb_frame f;
+	size_t n = 0;
+	int fd = ht_tcp(D.port, false);
+
+	(void)state;
+	ht_hello(&h, 7, 0);
+	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_HELLO, 1, 0, &h, sizeof(h));
+	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_PING, 2, 0, &p, sizeof(p));
+	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_DATA, 3, 0, "split", 5);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(ht_send_all(fd, stream + i, 1), 0);
+		ht_sleep_ms(1); /* separate segments, separate receives */
+	}
+	assert_true(ht_expect(fd, HB_WELCOME, -1));
+	assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_PONG);
+	assert_memory_equal(f.payload, &p, sizeof(p));
+	assert_true(ht_expect(fd, HB_ACK, -1));
+	close(fd);
+}
+
+static void coalesced_frames(void **state)
+{
+	uint8_t stream[4096], buf[HB_MAX_FRAME];
+	struct hb_frame f;
+	size_t n = 0;
+	int fd = ht_tcp_login(D.port, 8, false, NULL);
+
+	(void)state;
+	assert_true(fd >= 0);
+	for (uint16_t i = 0; i < 20; i++) {
+		struct hb_ping p = { .ts = htobe64(i) };
+
+		n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_PING, i, 0, &p, sizeof(p));
+	}
+	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_ECHO, 100, 0, "abc", 3);
+	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_DATA, 101, 0, "zz", 2);
+	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_PING, 102, 0, "12345678", 8);
+	assert_int_equal(ht_send_all(fd, stream, n), 0); /* one write, one segment */
+	for (uint16_t i = 0; i < 20; i++) {
+		assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
+		assert_int_equal(f.type, HB_PONG);
+		assert_int_equal(f.seq, i);
+		assert_int_equal(hb_get_be64(f.payload), i);
+	}
+	/* ECHO and PING answer at once; the ACK waits for the sink write */
+	bool echo = false, pong = false, ack = false;
+
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
+		echo |= f.type == HB_ECHO && f.seq == 100 && !memcmp(f.payload, "abc", 3);
+		pong |= f.type == HB_PONG && f.seq == 102;
+		ack |= f.type == HB_ACK && f.seq == 101;
+	}
+	assert_true(echo && pong && ack);
+	close(fd);
+}
+
+static void malformed_closes_only_that_client(void **state)
+{
+	uint8_t junk[16] = "GET / HTTP/1.1\r\n";
+	struct hb_hdr big = { .magic = htons(HB_MAGIC), .version = HB_VERSION, .type = HB_ECHO,
+			      .len = htons(HB_MAX_PAYLOAD + 1) };
+	struct hb_hdr ver = { .magic = htons(HB_MAGIC), .version = 9, .type = HB_PING,
+			      .len = htons(8) };
+	int good = ht_tcp_login(D.port, 9, false, NULL), bad;
+
+	(void)state;
+	assert_true(good >= 0);
+	bad = ht_tcp_login(D.port, 100, false, NULL);
+	assert_true(bad >= 0);
+	assert_int_equal(ht_send_all(bad, junk, sizeof(junk)), 0);
+	assert_true(ht_expect(bad, HB_ERROR, HB_ERR_MALFORMED));
+	assert_true(ht_eof(bad, HT_IO_MS));
+	close(bad);
+	ping(good, 1, 1);
+	/* an oversized length is refused on its header alone */
+	bad = ht_tcp(D.port, false);
+	assert_int_equal(ht_send_all(bad, &big, sizeof(big)), 0);
+	assert_true(ht_expect(bad, HB_ERROR, HB_ERR_TOO_LARGE));
+	assert_true(ht_eof(bad, HT_IO_MS));
+	close(bad);
+	ping(good, 2, 2);
+	bad = ht_tcp(D.port, true);
+	assert_int_equal(ht_send_all(bad, &ver, sizeof(ver)), 0);
+	assert_true(ht_expect(bad, HB_ERROR, HB_ERR_MALFORMED));
+	assert_true(ht_eof(bad, HT_IO_MS));
+	close(bad);
+	/* a server-only frame type from a client */
+	bad = ht_tcp_login(D.port, 101, false, NULL);
+	assert_int_equal(ht_send_frame(bad, HB_ACK, 1, NULL, 0), 0);
+	assert_true(ht_expect(bad, HB_ERROR, HB_ERR_MALFORMED));
+	assert_true(ht_eof(bad, HT_IO_MS));
+	close(bad);
+	ping(good, 3, 3);
+	close(good);
+}
+
+static void second_hello_supersedes(void **state)
+{
+	int a = ht_tcp_login(D.port, 102, false, NULL), b;
+
+	(void)state;
+	assert_true(a >= 0);
+	ht_sleep_ms(2); /* a newer HELLO timestamp */
+	b = ht_tcp_login(D.port, 102, true, NULL);
+	assert_true(b >= 0);
+	assert_true(ht_expect(a, HB_BYE, HB_BYE_SUPERSEDED));
+	assert_true(ht_eof(a, HT_IO_MS));
+	ping(b, 9, 9);
+	close(a);
+	close(b);
+}
+
+static void client_bye_closes(void **state)
+{
+	struct hb_bye bye = { 0 };
+	int fd = ht_tcp_login(D.port, 103, false, NULL);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(ht_send_frame(fd, HB_DATA, 7, "last", 4), 0);
+	assert_int_equal(ht_send_frame(fd, HB_BYE, 8, &bye, sizeof(bye)), 0);
+	/* the DATA still gets its ACK before the server closes */
+	assert_true(ht_expect(fd, HB_ACK, -1));
+	assert_true(ht_eof(fd, HT_IO_MS));
+	close(fd);
+}
+
+static void many_clients(void **state)
+{
+	int fds[200];
+
+	(void)state;
+	for (int i = 0; i < 200; i++) {
+		fds[i] = ht_tcp_login(D.port, 110 + (uint64_t)(i % 80), i % 2, NULL);
+		if (i >= 80)
+			assert_true(ht_expect(fds[i - 80], HB_BYE, HB_BYE_SUPERSEDED));
+		assert_true(fds[i] >= 0);
+	}
+	for (int i = 120; i < 200; i++)
+		ping(fds[i], (uint16_t)i, (uint64_t)i);
+	for (int i = 0; i < 200; i++)
+		close(fds[i]);
+}
+
+/* Needs its own daemon: a capacity of 2 clients. */
+static void full_refuses_cleanly(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "1", "--max-clients",
+					    "2", NULL };
+	struct ht_daemon d;
+	int a, b, c;
+
+	(void)state;
+	assert_int_equal(ht_start(&d, args), 0);
+	a = ht_tcp_login(d.port, 1, false, NULL);
+	b = ht_tcp_login(d.port, 2, false, NULL);
+	assert_true(a >= 0 && b >= 0);
+	c = ht_tcp(d.port, false);
+	assert_true(ht_expect(c, HB_ERROR, HB_ERR_FULL));
+	assert_true(ht_eof(c, HT_IO_MS));
+	close(c);
+	close(a);
+	/* a slot frees up again once a client leaves (bounded wait for the close) */
+	for (int i = 0; i < 100; i++) {
+		c = ht_tcp_login(d.port, 3, false, NULL);
+		if (c >= 0)
+			break;
+		ht_sleep_ms(20);
+	}
+	assert_true(c >= 0);
+	close(b);
+	close(c);
+	assert_int_equal(ht_stop(&d), 0);
+	assert_true(ht_exit_stat(&d, "full") >= 1);
+	ht_cleanup(&d);
+}
+
+/* Needs its own daemon: a 0.2 s interval, so a 0.3 s timeout. */
+static void silent_client_expires(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--interval", "0.2", NULL };
+	struct ht_daemon d;
+	struct hb_welcome w;
+	uint64_t t0;
+	int quiet, chatty, unauth;
+
+	(void)state;
+	assert_int_equal(ht_start(&d, args), 0);
+	quiet = ht_tcp_login(d.port, 1, false, &w);
+	chatty = ht_tcp_login(d.port, 2, false, NULL);
+	unauth = ht_tcp(d.port, false);
+	assert_true(quiet >= 0 && chatty >= 0 && unauth >= 0);
+	assert_int_equal(be32toh(w.timeout_ms), 300);
+	t0 = ht_now_ms();
+	/* chatty heartbeats every 100 ms for 1 s and must survive; quiet must be expired */
+	for (int i = 0; i < 10; i++) {
+		ping(chatty, (uint16_t)i, (uint64_t)i);
+		ht_sleep_ms(100);
+	}
+	assert_true(ht_expect(quiet, HB_BYE, HB_BYE_EXPIRED));
+	assert_true(ht_eof(quiet, HT_IO_MS));
+	/* a connection that never authenticated is closed after the timeout too */
+	assert_true(ht_expect(unauth, HB_BYE, HB_BYE_EXPIRED));
+	assert_true(ht_now_ms() - t0 < 5000);
+	ping(chatty, 99, 99);
+	close(quiet);
+	close(chatty);
+	close(unauth);
+	assert_int_equal(ht_stop(&d), 0);
+	assert_true(ht_exit_stat(&d, "expired_tcp") >= 2);
+	ht_cleanup(&d);
+}
+
+/* Needs its own daemon: SIGTERM while clients are connected. */
+static void sigterm_drains_with_bye(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "2", NULL };
+	struct ht_daemon d;
+	int a, b;
+
+	(void)state;
+	assert_int_equal(ht_start(&d, args), 0);
+	a = ht_tcp_login(d.port, 1, false, NULL);
+	b = ht_tcp_login(d.port, 2, true, NULL);
+	assert_true(a >= 0 && b >= 0);
+	assert_int_equal(ht_send_frame(a, HB_DATA, 5, "before-stop", 11), 0);
+	assert_true(ht_expect(a, HB_ACK, -1));
+	kill(d.pid, SIGTERM);
+	assert_true(ht_expect(a, HB_BYE, HB_BYE_SHUTDOWN));
+	assert_true(ht_expect(b, HB_BYE, HB_BYE_SHUTDOWN));
+	assert_true(ht_eof(a, HT_IO_MS));
+	assert_true(ht_eof(b, HT_IO_MS));
+	assert_int_equal(ht_stop(&d), 0); /* already terminating: exit code 0 */
+	assert_int_equal(ht_exit_stat(&d, "tcp_active"), 0);
+	assert_int_equal(ht_exit_stat(&d, "data_acked"), 1);
+	close(a);
+	close(b);
+	/* nothing listens any more */
+	assert_true(ht_tcp(d.port, false) < 0);
+	ht_cleanup(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest shared[] = {
+		cmocka_unit_test(hello_welcome_v4_v6),
+		cmocka_unit_test(wrong_mac_error_and_close),
+		cmocka_unit_test(replayed_hello_refused),
+		cmocka_unit_test(ping_before_hello),
+		cmocka_unit_test(echo_verbatim),
+		cmocka_unit_test(data_ack_and_sink),
+		cmocka_unit_test(split_byte_by_byte),
+		cmocka_unit_test(coalesced_frames),
+		cmocka_unit_test(malformed_closes_only_that_client),
+		cmocka_unit_test(second_hello_supersedes),
+		cmocka_unit_test(client_bye_closes),
+		cmocka_unit_test(many_clients),
+	};
+	const struct CMUnitTest own[] = {
+		cmocka_unit_test(full_refuses_cleanly),
+		cmocka_unit_test(silent_client_expires),
+		cmocka_unit_test(sigterm_drains_with_bye),
+	};
+	int rc;
+
+	signal(SIGPIPE, SIG_IGN);
+	rc = cmocka_run_group_tests_name("hbd_tcp", shared, group_setup, group_teardown);
+	rc |= cmocka_run_group_tests_name("hbd_tcp_own_daemon", own, NULL, NULL);
+	return rc;
+}

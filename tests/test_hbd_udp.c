@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbd over UDP in --no-offload mode: sessions by token, no reflection, expiry, drain. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "test_hbd_harness.h"
+
+#define SILENCE_MS 300 /* how long "no reply" is waited for */
+
+static struct ht_daemon D;
+
+static int group_setup(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "2", NULL };
+
+	(void)state;
+	return ht_start(&D, args);
+}
+
+static int group_teardown(void **state)
+{
+	int rc = ht_stop(&D);
+
+	(void)state;
+	if (rc != 0 || ht_exit_stat(&D, "udp_active") != 0 || ht_exit_stat(&D, "errors") != 0 ||
+	    ht_exit_stat(&D, "unknown_session") < 3 || ht_exit_stat(&D, "frames_bad") < 3) {
+		fprintf(stderr, "daemon exit %d, udp_active %lld, errors %lld, unknown %lld\n", rc,
+			ht_exit_stat(&D, "udp_active"), ht_exit_stat(&D, "errors"),
+			ht_exit_stat(&D, "unknown_session"));
+		rc = -1;
+	}
+	ht_cleanup(&D);
+	return rc;
+}
+
+static void udp_ping(int fd, uint16_t port, bool v6, uint64_t token, uint16_t seq)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_ping p = { .ts = htobe64(0xabcdef0000000000ull | seq) };
+	struct hb_frame f;
+
+	assert_int_equal(ht_udp_send(fd, port, v6, HB_PING, seq, token, &p, sizeof(p)), 0);
+	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_PONG);
+	assert_int_equal(f.seq, seq);
+	assert_int_equal(f.token, token);
+	assert_memory_equal(f.payload, &p, sizeof(p));
+}
+
+static bool silent(int fd)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_frame f;
+
+	return ht_udp_recv(fd, buf, &f, SILENCE_MS) < 0;
+}
+
+static void hello_welcome_ping_pong(void **state)
+{
+	int a = ht_udp(false), b = ht_udp(true);
+	uint64_t ta, tb;
+
+	(void)state;
+	ta = ht_udp_login(a, D.port, false, 1);
+	tb = ht_udp_login(b, D.port, true, 2);
+	assert_int_not_equal(ta, 0);
+	assert_int_not_equal(tb, 0);
+	assert_int_not_equal(ta, tb);
+	for (uint16_t i = 0; i < 20; i++) {
+		udp_ping(a, D.port, false, ta, i);
+		udp_ping(b, D.port, true, tb, i);
+	}
+	close(a);
+	close(b);
+}
+
+static void unknown_token_gets_nothing(void **state)
+{
+	struct hb_ping p = { 0 };
+	int fd = ht_udp(false);
+
+	(void)state;
+	assert_int_equal(ht_udp_send(fd, D.port, false, HB_PING, 1, 0x1234, &p, sizeof(p)), 0);
+	assert_true(silent(fd));
+	assert_int_equal(ht_udp_send(fd, D.port, false, HB_ECHO, 2, 0x1234, "x", 1), 0);
+	assert_true(silent(fd));
+	assert_int_equal(ht_udp_send(fd, D.port, false, HB_PING, 3, 0, &p, sizeof(p)), 0);
+	assert_true(silent(fd));
+	close(fd);
+}
+
+static void malformed_gets_nothing(void **state)
+{
+	uint8_t junk[40] = "this is not a frame at all.....";
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_ping p = { 0 };
+	size_t n;
+	int fd = ht_udp(false);
+	uint64_t tok = ht_udp_login(fd, D.port, false, 3);
+
+	(void)state;
+	assert_int_not_equal(tok, 0);
+	assert_int_equal(ht_udp_send_raw(fd, D.port, junk, sizeof(junk)), 0);
+	assert_true(silent(fd));
+	/* a valid PING cut short, and one with trailing bytes */
+	n = hb_encode(buf, sizeof(buf), HB_UDP, HB_PING, 1, tok, &p, sizeof(p));
+	assert_int_equal(ht_udp_send_raw(fd, D.port, buf, n - 1), 0);
+	assert_true(silent(fd));
+	assert_int_equal(ht_udp_send_raw(fd, D.port, buf, n + 1), 0);
+	assert_true(silent(fd));
+	/* a datagram larger than any frame */
+	uint8_t huge[3000] = { 0 };
+
+	memcpy(huge, buf, n);
+	assert_int_equal(ht_udp_send_raw(fd, D.port, huge, sizeof(huge)), 0);
+	assert_true(silent(fd));
+	udp_ping(fd, D.port, false, tok, 9); /* the session is unharmed */
+	close(fd);
+}
+
+static void bad_mac_and_replay(void **state)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_hello h;
+	struct hb_frame f;
+	int fd = ht_udp(false);
+
+	(void)state;
+	ht_hello(&h, 4, 0);
+	h.mac[5] ^= 0x80;
+	assert_int_equal(ht_udp_send(fd, D.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0);
+	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_ERROR);
+	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_ERR_AUTH);
+	assert_int_equal(f.token, 0);
+	/* a good HELLO, then the same bytes again: the replay is refused */
+	ht_hello(&h, 4, 0);
+	assert_int_equal(ht_udp_send(fd, D.port, false, HB_HELLO, 2, 0, &h, sizeof(h)), 0);
+	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_WELCOME);
+	assert_int_equal(ht_udp_send(fd, D.port, false, HB_HELLO, 3, 0, &h, sizeof(h)), 0);
+	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_ERROR);
+	close(fd);
+}
+
+static void echo_data_ack_sink(void **state)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	char line[4096];
+	struct hb_frame f;
+	int fd = ht_udp(false);
+	uint64_t tok = ht_udp_login(fd, D.port, false, 5);
+
+	(void)state;
+	assert_int_not_equal(tok, 0);
+	assert_int_equal(ht_udp_send(fd, D.port, false, HB_ECHO, 7, tok, "verbatim", 8), 0);
+	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_ECHO);
+	assert_int_equal(f.seq, 7);
+	assert_memory_equal(f.payload, "verbatim", 8);
+	assert_int_equal(ht_udp_send(fd, D.port, false, HB_DATA, 8, tok, "hello", 5), 0);
+	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_ACK);
+	assert_int_equal(f.seq, 8);
+	assert_int_equal(f.token, tok);
+	assert_true(ht_file_contains(D.sink, "\"transport\":\"udp\"", line, sizeof(line)));
+	assert_non_null(strstr(line, "{\"device\":5,\"transport\":\"udp\",\"seq\":8,"));
+	assert_non_null(strstr(line, "\"payload\":\"aGVsbG8=\"}"));
+	close(fd);
+}
+
+static void bye_ends_session(void **state)
+{
+	struct hb_bye bye = { 0 };
+	struct hb_ping p = { 0 };
+	int fd = ht_udp(false);
+	uint64_t tok = ht_udp_login(fd, D.port, false, 6);
+
+	(void)state;
+	assert_int_not_equal(tok, 0);
+	udp_ping(fd, D.port, false, tok, 1);
+	assert_int_equal(ht_udp_send(fd, D.port, false, HB_BYE, 2, tok, &bye, sizeof(bye)), 0);
+	assert_true(silent(fd)); /* no answer to a BYE */
+	assert_int_equal(ht_udp_send(fd, D.port, false, HB_PING, 3, tok, &p, sizeof(p)), 0);
+	assert_true(silent(fd)); /* and the token is dead */
+	close(fd);
+}
+
+static void nat_rebinding_moves_session(void **state)
+{
+	int a = ht_udp(false), b = ht_udp(false);
+	uint64_t tok = ht_udp_login(a, D.port, false, 7);
+
+	(void)state;
+	assert_int_not_equal(tok, 0);
+	udp_ping(a, D.port, false, tok, 1);
+	/* same token from a new port: answered at the new address, the old one hears nothing */
+	udp_ping(b, D.port, false, tok, 2);
+	assert_true(silent(a));
+	udp_ping(b, D.port, false, tok, 3);
+	close(a);
+	close(b);
+}
+
+static void second_hello_supersedes(void **state)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_ping p = { 0 };
+	struct hb_frame f;
+	int a = ht_udp(false), b = ht_udp(true);
+	uint64_t ta = ht_udp_login(a, D.port, false, 8), tb;
+
+	(void)state;
+	assert_int_not_equal(ta, 0);
+	ht_sleep_ms(2);
+	tb = ht_udp_login(b, D.port, true, 8);
+	assert_int_not_equal(tb, 0);
+	assert_int_equal(ht_udp_recv(a, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_BYE);
+	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_BYE_SUPERSEDED);
+	assert_int_equal(f.token, ta);
+	assert_int_equal(ht_udp_send(a, D.port, false, HB_PING, 3, ta, &p, sizeof(p)), 0);
+	assert_true(silent(a));
+	udp_ping(b, D.port, true, tb, 4);
+	close(a);
+	close(b);
+}
+
+static void many_sessions(void **state)
+{
+	int fds[100];
+	uint64_t tok[100];
+
+	(void)state;
+	for (int i = 0; i < 100; i++) {
+		fds[i] = ht_udp(false);
+		tok[i] = ht_udp_login(fds[i], D.port, false, 100 + (uint64_t)i);
+		assert_int_not_equal(tok[i], 0);
+	}
+	for (int i = 0; i < 100; i++)
+		udp_ping(fds[i], D.port, false, tok[i], (uint16_t)i);
+	for (int i = 0; i < 100; i++)
+		close(fds[i]);
+}
+
+static void silent_session_expires(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--interval", "0.2", NULL };
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_ping p = { 0 };
+	struct ht_daemon d;
+	struct hb_frame f;
+	int quiet = ht_udp(false), chatty = ht_udp(false);
+	uint64_t tq, tc;
+
+	(void)state;
+	assert_int_equal(ht_start(&d, args), 0);
+	tq = ht_udp_login(quiet, d.port, false, 1);
+	tc = ht_udp_login(chatty, d.port, false, 2);
+	assert_true(tq && tc);
+	for (int i = 0; i < 10; i++) {
+		udp_ping(chatty, d.port, false, tc, (uint16_t)i);
+		ht_sleep_ms(100);
+	}
+	assert_int_equal(ht_udp_recv(quiet, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_BYE);
+	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_BYE_EXPIRED);
+	udp_ping(chatty, d.port, false, tc, 99); /* still alive after 1 s */
+	/* the expired token is dead (the wait also lets chatty expire: it is silent now) */
+	assert_int_equal(ht_udp_send(quiet, d.port, false, HB_PING, 1, tq, &p, sizeof(p)), 0);
+	assert_true(silent(quiet));
+	assert_int_equal(ht_stop(&d), 0);
+	assert_true(ht_exit_stat(&d, "expired_udp") >= 1);
+	assert_int_equal(ht_exit_stat(&d, "udp_active"), 0);
+	ht_cleanup(&d);
+	close(quiet);
+	close(chatty);
+}
+
+static void sigterm_byes_sessions(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "3", NULL };
+	uint8_t buf[HB_MAX_FRAME];
+	struct ht_daemon d;
+	struct hb_frame f;
+	int fds[6];
+	uint64_t tok[6];
+
+	(void)state;
+	assert_int_equal(ht_start(&d, args), 0);
+	for (int i = 0; i < 6; i++) {
+		fds[i] = ht_udp(i % 2);
+		tok[i] = ht_udp_login(fds[i], d.port, i % 2, 1 + (uint64_t)i);
+		assert_int_not_equal(tok[i], 0);
+	}
+	kill(d.pid, SIGTERM);
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(ht_udp_recv(fds[i], buf, &f, HT_IO_MS), 1);
+		assert_int_equal(f.type, HB_BYE);
+		assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_BYE_SHUTDOWN);
+		assert_int_equal(f.token, tok[i]);
+		close(fds[i]);
+	}
+	assert_int_equal(ht_stop(&d), 0);
+	assert_int_equal(ht_exit_stat(&d, "udp_sessions"), 6);
+	assert_int_equal(ht_exit_stat(&d, "udp_active"), 0);
+	ht_cleanup(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest shared[] = {
+		cmocka_unit_test(hello_welcome_ping_pong),
+		cmocka_unit_test(unknown_token_gets_nothing),
+		cmocka_unit_test(malformed_gets_nothing),
+		cmocka_unit_test(bad_mac_and_replay),
+		cmocka_unit_test(echo_data_ack_sink),
+		cmocka_unit_test(bye_ends_session),
+		cmocka_unit_test(nat_rebinding_moves_session),
+		cmocka_unit_test(second_hello_supersedes),
+		cmocka_unit_test(many_sessions),
+	};
+	const struct CMUnitTest own[] = {
+		cmocka_unit_test(silent_session_expires),
+		cmocka_unit_test(sigterm_byes_sessions),
+	};
+	int rc;
+
+	rc = cmocka_run_group_tests_name("hbd_udp", shared, group_setup, group_teardown);
+	rc |= cmocka_run_group_tests_name("hbd_udp_own_daemon", own, NULL, NULL);
+	return rc;
+}

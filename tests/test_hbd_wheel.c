@@ -1,0 +1,465 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbd pure logic, no kernel: expiry wheel, device table, session table, sink lines, planning,
+ * user_data packing, chunk pool, counters JSON.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "chunk.h"
+#include "devices.h"
+#include "hbd.h"
+#include "sessions.h"
+#include "sink.h"
+#include "stats.h"
+#include "ud.h"
+#include "wheel.h"
+
+#define CAP 1000
+
+/* Pops everything due at now into a sorted bitmap; returns the count. */
+static uint32_t pop_all(struct hb_wheel *w, uint64_t now, uint8_t *seen)
+{
+	uint32_t out[7], n, total = 0;
+
+	do {
+		n = hb_wheel_due(w, now, out, 7); /* a small batch exercises resumption */
+		for (uint32_t i = 0; i < n; i++) {
+			assert_true(out[i] < CAP);
+			assert_false(hb_wheel_scheduled(w, out[i]));
+			seen[out[i]]++;
+		}
+		total += n;
+	} while (n == 7);
+	return total;
+}
+
+static void wheel_never_early_never_late(void **state)
+{
+	struct hb_wlink links[CAP];
+	struct hb_wheel w;
+	uint64_t due[CAP];
+	uint8_t seen[CAP];
+	const uint64_t tick = 10, span = 500;
+
+	(void)state;
+	hb_wheel_links_init(links, CAP);
+	assert_int_equal(hb_wheel_init(&w, links, CAP, tick, span, 1000), 0);
+	srand(7);
+	for (uint32_t i = 0; i < CAP; i++) {
+		due[i] = 1000 + (uint64_t)(rand() % (int)span);
+		hb_wheel_add(&w, i, due[i]);
+	}
+	assert_int_equal(w.count, CAP);
+	memset(seen, 0, sizeof(seen));
+	/* walk time in uneven steps: each id must come out at the first now >= its deadline
+	 * rounded up to a tick, never before its deadline
+	 */
+	for (uint64_t now = 1000; now <= 1000 + span + tick; now += 3) {
+		uint8_t before[CAP];
+
+		memcpy(before, seen, sizeof(seen));
+		pop_all(&w, now, seen);
+		for (uint32_t i = 0; i < CAP; i++) {
+			if (seen[i] != before[i]) {
+				assert_true(now >= due[i]); /* never early */
+				assert_true(now < due[i] + tick + 3); /* late by < a tick + a step */
+			}
+		}
+	}
+	for (uint32_t i = 0; i < CAP; i++)
+		assert_int_equal(seen[i], 1);
+	assert_int_equal(w.count, 0);
+	hb_wheel_free(&w);
+}
+
+static void wheel_del_and_reschedule(void **state)
+{
+	struct hb_wlink links[CAP];
+	struct hb_wheel w;
+	uint8_t seen[CAP] = { 0 };
+
+	(void)state;
+	hb_wheel_links_init(links, CAP);
+	assert_int_equal(hb_wheel_init(&w, links, CAP, 10, 100, 0), 0);
+	for (uint32_t i = 0; i < 10; i++)
+		hb_wheel_add(&w, i, 50);
+	hb_wheel_del(&w, 3);
+	hb_wheel_del(&w, 3); /* no-op */
+	hb_wheel_del(&w, 500); /* never scheduled: no-op */
+	assert_false(hb_wheel_scheduled(&w, 3));
+	assert_int_equal(pop_all(&w, 49, seen), 0);
+	assert_int_equal(pop_all(&w, 50, seen), 9);
+	assert_int_equal(seen[3], 0);
+	/* re-added with a deadline already past: comes out at the next tick, not in this one */
+	hb_wheel_add(&w, 1, 10);
+	assert_int_equal(pop_all(&w, 50, seen), 0);
+	assert_int_equal(pop_all(&w, 60, seen), 1);
+	assert_int_equal(seen[1], 2);
+	hb_wheel_free(&w);
+}
+
+static void wheel_beyond_span_is_clamped_early(void **state)
+{
+	struct hb_wlink links[CAP];
+	struct hb_wheel w;
+	uint8_t seen[CAP] = { 0 };
+
+	(void)state;
+	hb_wheel_links_init(links, CAP);
+	assert_int_equal(hb_wheel_init(&w, links, CAP, 10, 100, 0), 0);
+	/* 16 buckets of 10 ms: a deadline 10 s away comes out within the wheel's span, early,
+	 * and the caller (which re-checks) puts it back
+	 */
+	hb_wheel_add(&w, 5, 10000);
+	assert_int_equal(pop_all(&w, 100, seen), 0);
+	assert_int_equal(pop_all(&w, 200, seen), 1);
+	hb_wheel_free(&w);
+}
+
+static void wheel_idle_jump_and_shared_links(void **state)
+{
+	struct hb_wlink links[CAP];
+	struct hb_wheel a, b;
+	uint8_t seen[CAP] = { 0 };
+	uint32_t out[4];
+
+	(void)state;
+	hb_wheel_links_init(links, CAP);
+	assert_int_equal(hb_wheel_init(&a, links, CAP, 5, 50, 0), 0);
+	assert_int_equal(hb_wheel_init(&b, links, CAP, 5, 50, 0), 0);
+	/* an idle wheel skips hours at once */
+	assert_int_equal(hb_wheel_due(&a, 3600ull * 1000 * 1000, out, 4), 0);
+	/* two wheels over one links array, disjoint ids */
+	hb_wheel_add(&a, 1, 3600ull * 1000 * 1000 + 20);
+	hb_wheel_add(&b, 2, 20);
+	hb_wheel_add(&b, 3, 40);
+	assert_int_equal(pop_all(&b, 25, seen), 1);
+	assert_int_equal(seen[2], 1);
+	hb_wheel_del(&b, 3);
+	assert_int_equal(b.count, 0);
+	assert_true(hb_wheel_scheduled(&a, 1));
+	assert_int_equal(pop_all(&a, 3600ull * 1000 * 1000 + 20, seen), 1);
+	assert_int_equal(seen[1], 1);
+	hb_wheel_free(&a);
+	hb_wheel_free(&b);
+}
+
+/* Cost stays flat: with 100k scheduled over the span, a tick hands out about its share. */
+static void wheel_tick_cost_is_proportional(void **state)
+{
+	const uint32_t n = 100000;
+	struct hb_wlink *links = malloc(n * sizeof(*links));
+	uint32_t *out = malloc(n * sizeof(*out));
+	struct hb_wheel w;
+
+	(void)state;
+	hb_wheel_links_init(links, n);
+	assert_int_equal(hb_wheel_init(&w, links, n, 250, 45000, 0), 0);
+	for (uint32_t i = 0; i < n; i++)
+		hb_wheel_add(&w, i, 1 + (uint64_t)i * 45000 / n);
+	/* the first 250 ms hold 1/180 of the deadlines */
+	uint32_t got = hb_wheel_due(&w, 250, out, n);
+
+	assert_true(got >= n / 180 - 2 && got <= n / 180 + 2);
+	hb_wheel_free(&w);
+	free(links);
+	free(out);
+}
+
+static void devices_replay_and_supersede(void **state)
+{
+	struct hbd_devices *t;
+	uint64_t old = 123;
+
+	(void)state;
+	assert_int_equal(hbd_devices_init(&t), 0);
+	assert_int_equal(hbd_devices_hello(t, 42, 1000, hbd_loc(0, 1, 7, 9), &old), 0);
+	assert_int_equal(old, 0);
+	/* the same or an older timestamp is a replay */
+	assert_int_equal(hbd_devices_hello(t, 42, 1000, hbd_loc(0, 1, 8, 9), &old), -EALREADY);
+	assert_int_equal(hbd_devices_hello(t, 42, 999, hbd_loc(0, 1, 8, 9), &old), -EALREADY);
+	assert_int_equal(hbd_devices_loc(t, 42), hbd_loc(0, 1, 7, 9));
+	/* a newer HELLO supersedes and reports the old session */
+	assert_int_equal(hbd_devices_hello(t, 42, 1001, hbd_loc(1, 3, 2, 77), &old), 0);
+	assert_int_equal(old, hbd_loc(0, 1, 7, 9));
+	assert_int_equal(hbd_loc_worker(old), 1);
+	assert_int_equal(hbd_loc_gen(old), 7);
+	assert_int_equal(hbd_loc_index(old), 9);
+	assert_true(hbd_devices_loc(t, 42) & HBD_LOC_UDP);
+	/* releasing the superseded session changes nothing; releasing the current one does */
+	hbd_devices_release(t, 42, old);
+	assert_int_equal(hbd_devices_loc(t, 42), hbd_loc(1, 3, 2, 77));
+	hbd_devices_release(t, 42, hbd_loc(1, 3, 2, 77));
+	assert_int_equal(hbd_devices_loc(t, 42), 0);
+	/* the replay memory outlives the session */
+	assert_int_equal(hbd_devices_hello(t, 42, 1001, 1, &old), -EALREADY);
+	hbd_devices_free(t);
+}
+
+static void devices_grow_and_sweep(void **state)
+{
+	struct hbd_devices *t;
+	uint64_t old;
+	const uint64_t n = 50000;
+
+	(void)state;
+	assert_int_equal(hbd_devices_init(&t), 0);
+	for (uint64_t id = 1; id <= n; id++)
+		assert_int_equal(hbd_devices_hello(t, id, 1000 + id, id % 2 ? hbd_loc(0, 0, 0, 1) : 0,
+						   &old),
+				 0);
+	assert_int_equal(hbd_devices_count(t), n);
+	/* sweep: odd ids have a session and stay; even ids are past the window and go */
+	unsigned dropped = 0;
+
+	for (int i = 0; i < 1000 && dropped < n / 2; i++)
+		dropped += hbd_devices_sweep(t, 1000000, 1000, 4096);
+	assert_int_equal(dropped, n / 2);
+	assert_int_equal(hbd_devices_count(t), n / 2);
+	/* every survivor is still found after all the backward shifts */
+	for (uint64_t id = 1; id <= n; id += 2)
+		assert_int_equal(hbd_devices_loc(t, id), hbd_loc(0, 0, 0, 1));
+	for (uint64_t id = 2; id <= n; id += 2)
+		assert_int_equal(hbd_devices_loc(t, id), 0);
+	/* within the window nothing goes */
+	assert_int_equal(hbd_devices_sweep(t, 1000 + n, 100000, 1 << 20), 0);
+	hbd_devices_free(t);
+}
+
+static void sessions_lifecycle(void **state)
+{
+	struct hbd_sessions t;
+	struct hbd_sess_view v;
+	struct hbd_sess s;
+	uint8_t a1[16] = { [10] = 0xff, [11] = 0xff, 127, 0, 0, 1 }, a2[16] = { 0 };
+	uint32_t i0, i1, i2;
+
+	(void)state;
+	assert_int_equal(hbd_sessions_init(&t, 2), 0);
+	assert_int_equal(hbd_sess_alloc(&t, 3, &i0), 0);
+	assert_int_equal(hbd_sess_alloc(&t, 3, &i1), 0);
+	assert_int_equal(hbd_sess_alloc(&t, 3, &i2), -ENOSPC);
+	t.s[i0].device_id = 5;
+	memcpy(t.s[i0].addr, a1, 16);
+	t.s[i0].port = htons(1000);
+	assert_int_equal(hbd_sess_publish(&t, i0, 0xabc), 0);
+	assert_int_equal(hbd_sess_publish(&t, i1, 0xabc), -EEXIST);
+	assert_int_equal(hbd_sess_touch(&t, 0xdef, a1, htons(1000), 5, &v), -ENOENT);
+	assert_int_equal(hbd_sess_touch(&t, 0, a1, htons(1000), 5, &v), -ENOENT);
+	assert_int_equal(hbd_sess_touch(&t, 0xabc, a1, htons(1000), 5, &v), 0);
+	assert_false(v.rebound);
+	assert_int_equal(v.device_id, 5);
+	assert_int_equal(v.owner, 3);
+	assert_int_equal(hbd_sess_last_seen(&t, i0), 5);
+	/* a new source moves the session */
+	assert_int_equal(hbd_sess_touch(&t, 0xabc, a2, htons(2000), 9, &v), 0);
+	assert_true(v.rebound);
+	assert_int_equal(hbd_sess_lookup(&t, 0xabc, &s), 0);
+	assert_int_equal(s.port, htons(2000));
+	/* unhash: gone for lookups, and a stale gen is refused */
+	assert_int_equal(hbd_sess_get(&t, i0, (uint16_t)(v.gen + 1), true, &s), -ESTALE);
+	assert_int_equal(hbd_sess_get(&t, i0, v.gen, true, &s), 0);
+	assert_int_equal(hbd_sess_get(&t, i0, v.gen, true, &s), -ESTALE);
+	assert_int_equal(hbd_sess_lookup(&t, 0xabc, &s), -ENOENT);
+	hbd_sess_release(&t, i0);
+	hbd_sess_release(&t, i1);
+	assert_int_equal(hbd_sess_alloc(&t, 0, &i2), 0);
+	assert_int_equal(t.active, 1);
+	hbd_sessions_free(&t);
+}
+
+static void sink_line_format(void **state)
+{
+	struct timespec ts = { .tv_sec = 1700000000, .tv_nsec = 123456789 };
+	char line[HBD_SINK_LINE_MAX];
+	uint8_t big[HB_MAX_PAYLOAD];
+	size_t n;
+
+	(void)state;
+	n = hbd_sink_format(line, sizeof(line), 42, false, 7, &ts, "hello", 5);
+	assert_string_equal(line, "{\"device\":42,\"transport\":\"tcp\",\"seq\":7,"
+				  "\"time\":\"2023-11-14T22:13:20.123Z\",\"payload\":\"aGVsbG8=\"}\n");
+	assert_int_equal(n, strlen(line));
+	n = hbd_sink_format(line, sizeof(line), 1, true, 65535, &ts, "\xff\x00", 2);
+	assert_non_null(strstr(line, "\"transport\":\"udp\",\"seq\":65535"));
+	assert_non_null(strstr(line, "\"payload\":\"/wA=\""));
+	memset(big, 0xab, sizeof(big));
+	/* the largest payload fits the line budget; a too small buffer is refused */
+	assert_true(hbd_sink_format(line, sizeof(line), UINT64_MAX, true, 1, &ts, big,
+				    sizeof(big)) > 1368);
+	assert_int_equal(hbd_sink_format(line, 50, 1, true, 1, &ts, big, sizeof(big)), 0);
+	assert_int_equal(hbd_sink_format(line, sizeof(line), 1, true, 1, &ts, big,
+					 HB_MAX_PAYLOAD + 1),
+			 0);
+}
+
+static void sink_batches(void **state)
+{
+	struct timespec ts = { 0 };
+	struct hbd_sink s;
+	struct hbd_ack a = { .slot = 3, .gen = 4, .seq = 5 };
+	struct hbd_sink_batch *b;
+
+	(void)state;
+	hbd_sink_init(&s, -1, false);
+	assert_null(hbd_sink_start(&s)); /* nothing to write */
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(hbd_sink_add(&s, 1, false, (uint16_t)i, &ts, "x", 1, &a), 0);
+	b = hbd_sink_start(&s);
+	assert_non_null(b);
+	assert_int_equal(b->nacks, 1000);
+	assert_int_equal(b->bytes, 1000);
+	assert_ptr_equal(hbd_sink_inflight(&s), b);
+	/* while it is written, new lines go to the other batch, which waits its turn */
+	assert_int_equal(hbd_sink_add(&s, 1, true, 9, &ts, "y", 1, &a), 0);
+	assert_null(hbd_sink_start(&s));
+	hbd_sink_done(&s);
+	assert_null(hbd_sink_inflight(&s));
+	b = hbd_sink_start(&s);
+	assert_non_null(b);
+	assert_int_equal(b->nacks, 1);
+	assert_non_null(strstr(b->buf, "\"udp\""));
+	hbd_sink_done(&s);
+	hbd_sink_free(&s);
+}
+
+static void plan_rings(void **state)
+{
+	struct hbd_plan p;
+
+	(void)state;
+	/* this machine: 20000 fds, 2 CPUs */
+	assert_int_equal(hbd_plan_workers(10000, 0, 2, 20000, &p), 0);
+	assert_int_equal(p.workers, 2);
+	assert_true(p.slots * p.workers >= 10800 && p.slots <= 20000);
+	assert_int_equal(hbd_plan_workers(500000, 0, 2, 20000, &p), 0);
+	assert_true(p.workers >= 28);
+	assert_true(p.slots <= 20000 - HBD_SLOT_RESERVE);
+	assert_true((uint64_t)p.slots * p.workers >= 540000);
+	/* a host with a high limit keeps one ring per CPU */
+	assert_int_equal(hbd_plan_workers(500000, 0, 8, 1 << 20, &p), 0);
+	assert_int_equal(p.workers, 8);
+	assert_true((uint64_t)p.slots * 8 >= 540000);
+	/* RLIM_INFINITY */
+	assert_int_equal(hbd_plan_workers(500000, 4, 8, UINT64_MAX, &p), 0);
+	assert_int_equal(p.workers, 4);
+	/* --workers is a floor, never a cap below what the clients need */
+	assert_int_equal(hbd_plan_workers(100000, 1, 2, 20000, &p), 0);
+	assert_true(p.workers >= 6);
+	assert_int_equal(hbd_plan_workers(2, 1, 1, 20000, &p), 0);
+	assert_int_equal(p.slots, 64);
+	assert_int_equal(hbd_plan_workers(0, 1, 1, 20000, &p), -EINVAL);
+	assert_int_equal(hbd_plan_workers(10, 1, 1, 100, &p), -EMFILE);
+	assert_int_equal(hbd_plan_workers(1u << 24, 1, 1, 1024, &p), -E2BIG);
+}
+
+static void user_data_packing(void **state)
+{
+	uint64_t ud = hbd_ud(HBD_OP_MSG_KILL_UDP, 0xfffffffe, 0xbeef, HB_BYE_SUPERSEDED);
+
+	(void)state;
+	assert_int_equal(hbd_ud_op(ud), HBD_OP_MSG_KILL_UDP);
+	assert_int_equal(hbd_ud_index(ud), 0xfffffffe);
+	assert_int_equal(hbd_ud_gen(ud), 0xbeef);
+	assert_int_equal(hbd_ud_aux(ud), HB_BYE_SUPERSEDED);
+	assert_int_not_equal(hbd_ud(HBD_OP_RECV, 1, 1, 0), hbd_ud(HBD_OP_RECV, 1, 2, 0));
+}
+
+static void chunk_pool(void **state)
+{
+	struct hbd_chunks p;
+	uint32_t got[64], extra;
+
+	(void)state;
+	assert_int_equal(hbd_chunks_init(&p, 40), 0); /* rounds up to 2 slabs of 32 */
+	for (int i = 0; i < 64; i++) {
+		got[i] = hbd_chunk_alloc(&p);
+		assert_int_not_equal(got[i], HBD_NONE);
+		hbd_chunk(&p, got[i])->data[0] = (uint8_t)i;
+	}
+	extra = hbd_chunk_alloc(&p);
+	assert_int_equal(extra, HBD_NONE);
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(hbd_chunk(&p, got[i])->data[0], (uint8_t)i);
+	hbd_chunk_put(&p, got[10]);
+	assert_int_equal(hbd_chunk_alloc(&p), got[10]);
+	assert_int_equal(p.used, 64);
+	hbd_chunks_free(&p);
+}
+
+static void stats_json(void **state)
+{
+	struct hb_ustats slots[3];
+	struct hb_ustats sum;
+	char buf[4096];
+
+	(void)state;
+	memset(slots, 0, sizeof(slots));
+	HBD_STAT_ADD(&slots[0], pings_user, 5);
+	HBD_STAT_ADD(&slots[2], pings_user, 6);
+	HBD_STAT_ADD(&slots[1], tcp_active, 1);
+	HBD_STAT_SUB(&slots[2], tcp_active, 1);
+	HBD_STAT_ADD(&slots[1], full, 3);
+	hbd_stats_sum(slots, 3, &sum);
+	assert_int_equal(sum.pings_user, 11);
+	assert_int_equal(sum.tcp_active, 0); /* a gauge moved by two workers */
+	assert_true(hbd_stats_json(&sum, buf, sizeof(buf)) > 0);
+	assert_non_null(strstr(buf, "{\"pings_user\":11,"));
+	assert_non_null(strstr(buf, "\"full\":3}"));
+	assert_int_equal(hbd_stats_json(&sum, buf, 20), -ENOSPC);
+}
+
+static void args(void **state)
+{
+	struct hbd_config c;
+	char *ok[] = { "hbd", "--keys", "k", "--interval", "0.2", "--expiry-mult", "2",
+		       "--max-clients", "5", "--no-offload", "--bind", "127.0.0.1", NULL };
+	char *bad[] = { "hbd", "--keys", "k", "--interval", "abc", NULL };
+	char *nokeys[] = { "hbd", NULL };
+	char *rx[] = { "hbd", "--keys", "k", "--rx-buffers", "100", NULL };
+
+	(void)state;
+	hbd_config_defaults(&c);
+	assert_int_equal(hbd_parse_args(12, ok, &c), 0);
+	assert_true(c.interval_s > 0.19 && c.interval_s < 0.21);
+	assert_int_equal(c.max_clients, 5);
+	assert_true(c.no_offload);
+	assert_string_equal(c.bind, "127.0.0.1");
+	hbd_config_defaults(&c);
+	assert_int_equal(hbd_parse_args(5, bad, &c), -EINVAL);
+	hbd_config_defaults(&c);
+	assert_int_equal(hbd_parse_args(1, nokeys, &c), -EINVAL);
+	hbd_config_defaults(&c);
+	assert_int_equal(hbd_parse_args(5, rx, &c), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(wheel_never_early_never_late),
+		cmocka_unit_test(wheel_del_and_reschedule),
+		cmocka_unit_test(wheel_beyond_span_is_clamped_early),
+		cmocka_unit_test(wheel_idle_jump_and_shared_links),
+		cmocka_unit_test(wheel_tick_cost_is_proportional),
+		cmocka_unit_test(devices_replay_and_supersede),
+		cmocka_unit_test(devices_grow_and_sweep),
+		cmocka_unit_test(sessions_lifecycle),
+		cmocka_unit_test(sink_line_format),
+		cmocka_unit_test(sink_batches),
+		cmocka_unit_test(plan_rings),
+		cmocka_unit_test(user_data_packing),
+		cmocka_unit_test(chunk_pool),
+		cmocka_unit_test(stats_json),
+		cmocka_unit_test(args),
+	};
+
+	return cmocka_run_group_tests_name("hbd_logic", tests, NULL, NULL);
+}
