@@ -6,7 +6,6 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <linux/if_link.h>
 #include <net/if.h>
 #include <stdio.h>
@@ -797,11 +796,15 @@ int hbk_unload(const char *dir, const char *ifname, struct hbk_unload_report *re
 
 int hbk_lock(const char *pin_dir)
 {
-	char buf[PATH_MAX];
-	int fd;
+	/* A lock file outside bpffs (which holds only pins and directories): flocking a bpffs
+	 * directory would deadlock against libxdp if a pin path ever sat in libxdp's own locked
+	 * directory. One lock for every pin directory: loads are rare, serialising them is free. */
+	static const char *const paths[] = { "/run/lock/hbctl.lock", "/run/hbctl.lock", "/tmp/hbctl.lock" };
+	int fd = -1;
 
-	snprintf(buf, sizeof(buf), "%s", pin_dir);
-	fd = open(dirname(buf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	(void)pin_dir;
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]) && fd < 0; i++)
+		fd = open(paths[i], O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	if (flock(fd, LOCK_EX)) {

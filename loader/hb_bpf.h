@@ -130,8 +130,8 @@ int hbk_xdp_query(const char *pin_dir, int ifindex, struct hbk_xdp_info *out);
 /* Number of entries in a map (walks the keys) and its capacity. */
 int hbk_map_fill(int map_fd, __u32 *entries, __u32 *max_entries);
 
-/* Serialises load/unload of one pin directory across processes (flock on its parent directory,
- * as libxdp does for its own). Returns an fd to pass to hbk_unlock(), or a negative errno. */
+/* Serialises load/unload across processes (flock on /run/lock/hbctl.lock, held for the whole
+ * operation). Returns an fd to pass to hbk_unlock(), or a negative errno. */
 int hbk_lock(const char *pin_dir);
 void hbk_unlock(int fd);
 

@@ -306,7 +306,7 @@ int hbctl_do_load(const struct hbctl_args *a)
 
 	lock = hbk_lock(pin);
 	if (lock < 0) {
-		hb_err("locking the parent of %s: %s", pin, strerror(-lock));
+		hb_err("taking the hbctl lock (/run/lock/hbctl.lock): %s", strerror(-lock));
 		return HBCTL_FAIL;
 	}
 	if (!access(pin, F_OK)) {
@@ -384,7 +384,7 @@ int hbctl_do_unload(const struct hbctl_args *a)
 
 	lock = hbk_lock(pin);
 	if (lock < 0) {
-		hb_err("locking the parent of %s: %s", pin, strerror(-lock));
+		hb_err("taking the hbctl lock (/run/lock/hbctl.lock): %s", strerror(-lock));
 		return HBCTL_FAIL;
 	}
 	err = hbk_unload(pin, ifindex ? dev : NULL, &rep);
