@@ -1,0 +1,442 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbd in offload mode against maps this test creates and pins in a private bpffs directory
+ * (no XDP/sockmap programs): what the daemon writes for the kernel, what it reads back for
+ * expiry, the liveness stamp, published counters, and the fallback when maps are missing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <bpf/bpf.h>
+#include <cmocka.h>
+#include <sys/mman.h>
+
+#include "test_hbd_harness.h"
+
+struct pins {
+	char dir[96];
+	int conns, sessions, config, ustats;
+};
+
+static struct pins P;
+static struct ht_daemon D;
+
+static const char *const pin_names[] = { HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_CONFIG,
+					 HB_MAP_USTATS };
+
+static void unpin_all(struct pins *p)
+{
+	char path[160];
+	int *fds[] = { &p->conns, &p->sessions, &p->config, &p->ustats };
+
+	for (unsigned i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "%s/%s", p->dir, pin_names[i]);
+		unlink(path);
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+	if (p->dir[0])
+		rmdir(p->dir);
+}
+
+/* Creates and pins the maps hbd opens, shaped as hbeat_abi.h says. mmapable_config false makes
+ * the daemon take its syscall path for the stamp; with_ustats false leaves counters private.
+ */
+static int make_pins(struct pins *p, const char *tag, bool mmapable_config, bool with_ustats,
+		     __u32 conn_value_size)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, mm, .map_flags = BPF_F_MMAPABLE);
+	char path[160];
+	int *fds[] = { &p->conns, &p->sessions, &p->config, &p->ustats };
+
+	memset(p, 0, sizeof(*p));
+	p->conns = p->sessions = p->config = p->ustats = -1;
+	snprintf(p->dir, sizeof(p->dir), "/sys/fs/bpf/hbd-test-%d-%s", getpid(), tag);
+	if (mkdir(p->dir, 0700) && errno != EEXIST)
+		return -1;
+	p->conns = bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_CONNS, sizeof(struct hb_conn_key),
+				  conn_value_size, 1024, NULL);
+	p->sessions = bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_SESSIONS,
+				     sizeof(struct hb_session_key), sizeof(struct hb_session), 1024,
+				     NULL);
+	p->config = bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_CONFIG, sizeof(__u32),
+				   sizeof(struct hb_config), 1, mmapable_config ? &mm : NULL);
+	if (with_ustats)
+		p->ustats = bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_USTATS, sizeof(__u32),
+					   sizeof(struct hb_ustats), HB_MAX_WORKERS, &mm);
+	for (unsigned i = 0; i < 4; i++) {
+		if (i == 3 && !with_ustats)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", p->dir, pin_names[i]);
+		if (*fds[i] < 0 || bpf_obj_pin(*fds[i], path)) {
+			fprintf(stderr, "map %s: %s\n", pin_names[i], strerror(errno));
+			unpin_all(p);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int group_setup(void **state)
+{
+	char path[160];
+	const char *args[] = { "--pin-path", path, "--interval", "0.3", "--grace", "2",
+			       "--workers", "2", NULL };
+
+	(void)state;
+	if (make_pins(&P, "main", true, true, sizeof(struct hb_conn)))
+		return -1;
+	snprintf(path, sizeof(path), "%s", P.dir);
+	if (ht_start(&D, args)) {
+		unpin_all(&P);
+		return -1;
+	}
+	return 0;
+}
+
+static int count_entries(int fd, size_t key_size)
+{
+	uint8_t key[16], next[16];
+	int n = 0;
+	void *prev = NULL;
+
+	while (n < 100000 && !bpf_map_get_next_key(fd, prev, next)) {
+		memcpy(key, next, key_size);
+		prev = key;
+		n++;
+	}
+	return n;
+}
+
+static int group_teardown(void **state)
+{
+	struct hb_config cfg;
+	__u32 zero = 0;
+	int rc = ht_stop(&D);
+
+	(void)state;
+	if (rc)
+		fprintf(stderr, "daemon exit %d\n", rc);
+	/* a stopped daemon leaves a stale stamp and no admitted clients behind */
+	if (bpf_map_lookup_elem(P.config, &zero, &cfg) || cfg.alive_ns != 0) {
+		fprintf(stderr, "config.alive_ns %llu after exit\n", (unsigned long long)cfg.alive_ns);
+		rc = -1;
+	}
+	if (count_entries(P.conns, 8) || count_entries(P.sessions, 8)) {
+		fprintf(stderr, "conns %d sessions %d entries left\n", count_entries(P.conns, 8),
+			count_entries(P.sessions, 8));
+		rc = -1;
+	}
+	if (ht_exit_stat(&D, "errors") != 0)
+		rc = -1;
+	ht_cleanup(&D);
+	unpin_all(&P);
+	return rc;
+}
+
+/* The conns entry of device dev (the key is the server socket's cookie). */
+static bool find_conn(uint64_t dev, __u64 *cookie, struct hb_conn *v)
+{
+	struct hb_conn_key k, next;
+	void *prev = NULL;
+
+	for (int i = 0; i < 10000 && !bpf_map_get_next_key(P.conns, prev, &next); i++) {
+		k = next;
+		prev = &k;
+		if (!bpf_map_lookup_elem(P.conns, &k, v) && v->device_id == dev) {
+			*cookie = k.cookie;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void ready_line_says_offload(void **state)
+{
+	(void)state;
+	assert_true(ht_file_contains(D.err, "mode=offload", NULL, 0));
+	assert_true(ht_file_contains(D.err, "publishing counters", NULL, 0));
+}
+
+static void tcp_hello_marks_conn_authed(void **state)
+{
+	struct hb_conn v;
+	__u64 cookie;
+	uint64_t t0 = mono_ns();
+	int fd = ht_tcp_login(D.port, 1, false, NULL);
+
+	(void)state;
+	assert_true(fd >= 0);
+	/* written before the WELCOME left, so it is there as soon as the client has it */
+	assert_true(find_conn(1, &cookie, &v));
+	assert_int_not_equal(cookie, 0);
+	assert_int_equal(v.state, HB_STATE_AUTHED);
+	assert_true(v.last_seen_ns >= t0 && v.last_seen_ns <= mono_ns());
+	close(fd);
+	/* closed by the client: the daemon deletes the entry (bounded wait) */
+	for (int i = 0; i < 200 && find_conn(1, &cookie, &v); i++)
+		ht_sleep_ms(10);
+	assert_false(find_conn(1, &cookie, &v));
+}
+
+static void udp_hello_marks_session_authed(void **state)
+{
+	static const uint8_t lo_mapped[16] = { [10] = 0xff, [11] = 0xff, 127, 0, 0, 1 };
+	struct sockaddr_in me;
+	socklen_t len = sizeof(me);
+	struct hb_session_key k;
+	struct hb_session v;
+	struct hb_bye bye = { 0 };
+	char peer[64];
+	int fd = ht_udp(false);
+
+	(void)state;
+	k.token = ht_udp_login(fd, D.port, false, 2);
+	assert_int_not_equal(k.token, 0);
+	assert_int_equal(bpf_map_lookup_elem(P.sessions, &k, &v), 0);
+	assert_int_equal(v.state, HB_STATE_AUTHED);
+	assert_int_equal(v.device_id, 2);
+	assert_memory_equal(v.addr, lo_mapped, 16);
+	getsockname(fd, (struct sockaddr *)&me, &len);
+	assert_int_equal(v.port, me.sin_port);
+	snprintf(peer, sizeof(peer), "127.0.0.1:%u", ntohs(me.sin_port));
+	assert_string_equal(v.peer, peer);
+	/* BYE removes it */
+	assert_int_equal(ht_udp_send(fd, D.port, false, HB_BYE, 2, k.token, &bye, sizeof(bye)), 0);
+	for (int i = 0; i < 200 && !bpf_map_lookup_elem(P.sessions, &k, &v); i++)
+		ht_sleep_ms(10);
+	assert_int_not_equal(bpf_map_lookup_elem(P.sessions, &k, &v), 0);
+	close(fd);
+}
+
+static bool nothing_pending(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) == 0;
+}
+
+static void tcp_expiry_reads_last_seen_from_map(void **state)
+{
+	struct hb_conn v;
+	struct hb_conn_key k;
+	uint64_t t0;
+	int fd = ht_tcp_login(D.port, 3, false, NULL);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_true(find_conn(3, &k.cookie, &v));
+	/* the "kernel" answers its heartbeats: fresh last_seen_ns for 1.2 s (timeout 0.45 s)
+	 * while the client itself sends nothing at all
+	 */
+	for (int i = 0; i < 12; i++) {
+		assert_int_equal(bpf_map_lookup_elem(P.conns, &k, &v), 0);
+		v.last_seen_ns = mono_ns();
+		v.pings++;
+		assert_int_equal(bpf_map_update_elem(P.conns, &k, &v, BPF_EXIST), 0);
+		assert_true(nothing_pending(fd)); /* not expired */
+		ht_sleep_ms(100);
+	}
+	assert_true(nothing_pending(fd));
+	/* the kernel stops seeing it: expired after the timeout */
+	t0 = ht_now_ms();
+	assert_true(ht_expect(fd, HB_BYE, HB_BYE_EXPIRED));
+	assert_true(ht_now_ms() - t0 >= 300);
+	assert_true(ht_eof(fd, HT_IO_MS));
+	assert_int_not_equal(bpf_map_lookup_elem(P.conns, &k, &v), 0);
+	close(fd);
+}
+
+static void udp_expiry_reads_last_seen_from_map(void **state)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_session_key k;
+	struct hb_session v;
+	struct hb_frame f;
+	uint64_t t0;
+	int fd = ht_udp(false);
+
+	(void)state;
+	k.token = ht_udp_login(fd, D.port, false, 4);
+	assert_int_not_equal(k.token, 0);
+	for (int i = 0; i < 12; i++) {
+		assert_int_equal(bpf_map_lookup_elem(P.sessions, &k, &v), 0);
+		v.last_seen_ns = mono_ns();
+		assert_int_equal(bpf_map_update_elem(P.sessions, &k, &v, BPF_EXIST), 0);
+		assert_true(nothing_pending(fd));
+		ht_sleep_ms(100);
+	}
+	t0 = ht_now_ms();
+	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_BYE);
+	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_BYE_EXPIRED);
+	assert_true(ht_now_ms() - t0 >= 300);
+	assert_int_not_equal(bpf_map_lookup_elem(P.sessions, &k, &v), 0);
+	close(fd);
+}
+
+static void stamp_refreshes(void **state)
+{
+	struct hb_config a, b;
+	__u32 zero = 0;
+
+	(void)state;
+	assert_int_equal(bpf_map_lookup_elem(P.config, &zero, &a), 0);
+	ht_sleep_ms(600);
+	assert_int_equal(bpf_map_lookup_elem(P.config, &zero, &b), 0);
+	assert_int_equal(a.grace_ns, 2000000000ull);
+	assert_true(b.alive_ns > a.alive_ns);
+	assert_true(b.alive_ns <= mono_ns() && mono_ns() - b.alive_ns < 1000000000ull);
+}
+
+static void pings_reaching_daemon_are_answered_and_counted(void **state)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_ping p = { .ts = 77 };
+	struct hb_frame f;
+	struct hb_ustats u;
+	uint64_t sum = 0;
+	int fd = ht_tcp_login(D.port, 5, true, NULL);
+
+	(void)state;
+	assert_true(fd >= 0);
+	/* no verdict program here, so the PING reaches hbd: answered, and counted as such */
+	assert_int_equal(ht_send_frame(fd, HB_PING, 3, &p, sizeof(p)), 0);
+	assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_PONG);
+	close(fd);
+	for (__u32 i = 0; i < HB_MAX_WORKERS; i++) {
+		assert_int_equal(bpf_map_lookup_elem(P.ustats, &i, &u), 0);
+		sum += u.pings_user;
+	}
+	assert_true(sum >= 1);
+}
+
+/* The stamp through the update syscall (config not mmapable), counters kept private. */
+static void stamp_without_mmap(void **state)
+{
+	struct pins p;
+	struct ht_daemon d;
+	struct hb_config a, b;
+	__u32 zero = 0;
+	char path[160];
+	const char *args[] = { "--pin-path", path, NULL };
+
+	(void)state;
+	assert_int_equal(make_pins(&p, "nommap", false, false, sizeof(struct hb_conn)), 0);
+	/* fields the loader owns survive the daemon's stamps */
+	memset(&a, 0, sizeof(a));
+	a.port = 7600;
+	a.ifindex = 1;
+	snprintf(a.ifname, sizeof(a.ifname), "lo");
+	assert_int_equal(bpf_map_update_elem(p.config, &zero, &a, BPF_ANY), 0);
+	snprintf(path, sizeof(path), "%s", p.dir);
+	if (ht_start(&d, args)) {
+		unpin_all(&p);
+		fail();
+	}
+	assert_true(ht_file_contains(d.err, "mode=offload", NULL, 0));
+	ht_sleep_ms(600);
+	assert_int_equal(bpf_map_lookup_elem(p.config, &zero, &b), 0);
+	assert_true(b.alive_ns > 0 && mono_ns() - b.alive_ns < 1000000000ull);
+	assert_int_equal(b.grace_ns, 5000000000ull);
+	assert_int_equal(b.port, 7600);
+	assert_string_equal(b.ifname, "lo");
+	assert_int_equal(ht_stop(&d), 0);
+	assert_int_equal(bpf_map_lookup_elem(p.config, &zero, &b), 0);
+	assert_int_equal(b.alive_ns, 0);
+	ht_cleanup(&d);
+	unpin_all(&p);
+}
+
+/* No maps, or maps of another layout: one clear line, and the userspace path serves. */
+static void fallback_to_userspace(void **state)
+{
+	struct pins p;
+	struct ht_daemon d;
+	char path[160];
+	const char *args[] = { "--pin-path", path, NULL };
+	int fd;
+
+	(void)state;
+	snprintf(path, sizeof(path), "/sys/fs/bpf/hbd-test-%d-none", getpid());
+	assert_int_equal(ht_start(&d, args), 0);
+	assert_true(ht_file_contains(d.err, "BPF fast path not loaded at", NULL, 0));
+	assert_true(ht_file_contains(d.err, "hbctl load --dev IFACE", NULL, 0));
+	assert_true(ht_file_contains(d.err, "mode=userspace(bpf-not-loaded)", NULL, 0));
+	fd = ht_tcp_login(d.port, 1, false, NULL);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(ht_stop(&d), 0);
+	ht_cleanup(&d);
+
+	assert_int_equal(make_pins(&p, "badabi", true, true, 80), 0);
+	snprintf(path, sizeof(path), "%s", p.dir);
+	assert_int_equal(ht_start(&d, args), 0);
+	assert_true(ht_file_contains(d.err, "value 80", NULL, 0));
+	assert_true(ht_file_contains(d.err, "mode=userspace(bpf-not-loaded)", NULL, 0));
+	assert_int_equal(ht_stop(&d), 0);
+	ht_cleanup(&d);
+	unpin_all(&p);
+}
+
+/* --no-offload with the maps present: nothing AUTHED in the kernel, counters still published. */
+static void no_offload_leaves_maps_alone(void **state)
+{
+	struct pins p;
+	struct ht_daemon d;
+	struct hb_ustats u;
+	char path[160];
+	const char *args[] = { "--pin-path", path, "--no-offload", NULL };
+	__u32 zero = 0;
+	int fd, ufd = ht_udp(false);
+
+	(void)state;
+	assert_int_equal(make_pins(&p, "nooff", true, true, sizeof(struct hb_conn)), 0);
+	snprintf(path, sizeof(path), "%s", p.dir);
+	assert_int_equal(ht_start(&d, args), 0);
+	fd = ht_tcp_login(d.port, 1, false, NULL);
+	assert_true(fd >= 0);
+	assert_int_not_equal(ht_udp_login(ufd, d.port, false, 2), 0);
+	assert_int_equal(count_entries(p.conns, 8), 0);
+	assert_int_equal(count_entries(p.sessions, 8), 0);
+	assert_int_equal(bpf_map_lookup_elem(p.ustats, &zero, &u), 0);
+	close(fd);
+	close(ufd);
+	assert_int_equal(ht_stop(&d), 0);
+	ht_cleanup(&d);
+	unpin_all(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest shared[] = {
+		cmocka_unit_test(ready_line_says_offload),
+		cmocka_unit_test(tcp_hello_marks_conn_authed),
+		cmocka_unit_test(udp_hello_marks_session_authed),
+		cmocka_unit_test(tcp_expiry_reads_last_seen_from_map),
+		cmocka_unit_test(udp_expiry_reads_last_seen_from_map),
+		cmocka_unit_test(stamp_refreshes),
+		cmocka_unit_test(pings_reaching_daemon_are_answered_and_counted),
+	};
+	const struct CMUnitTest own[] = {
+		cmocka_unit_test(stamp_without_mmap),
+		cmocka_unit_test(fallback_to_userspace),
+		cmocka_unit_test(no_offload_leaves_maps_alone),
+	};
+	int rc;
+
+	signal(SIGPIPE, SIG_IGN);
+	rc = cmocka_run_group_tests_name("hbd_offload", shared, group_setup, group_teardown);
+	rc |= cmocka_run_group_tests_name("hbd_offload_own_daemon", own, NULL, NULL);
+	return rc;
+}
