@@ -301,7 +301,7 @@ static enum xdp_attach_mode to_libxdp_mode(enum hb_xdp_mode m)
 	return m == HB_XDP_SKB ? XDP_MODE_SKB : XDP_MODE_NATIVE;
 }
 
-/* The hbeat program on ifindex as libxdp sees it, or NULL. *mp_out keeps the multiprog. */
+/* The hbeat program among those libxdp found on a NIC (owned by mp), or NULL. */
 static struct xdp_program *find_hb_prog(struct xdp_multiprog *mp)
 {
 	struct xdp_program *p;
