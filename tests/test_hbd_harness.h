@@ -43,6 +43,43 @@ struct ht_daemon {
 	char keys[96], sink[96], err[96], out[96];
 };
 
+/* Daemons started and not yet cleaned up, by value: a failed assertion longjmps out of a test
+ * (and its stack), and ht_reap() in the test's teardown still finds and ends them.
+ */
+#define HT_MAX_LIVE 16
+static struct ht_daemon ht_live[HT_MAX_LIVE];
+
+static inline void ht_cleanup(struct ht_daemon *d);
+
+static inline void ht_track(const struct ht_daemon *d, bool on)
+{
+	for (int i = 0; i < HT_MAX_LIVE; i++) {
+		if (on && !ht_live[i].dir[0]) {
+			ht_live[i] = *d;
+			return;
+		}
+		if (!on && ht_live[i].dir[0] && !strcmp(ht_live[i].dir, d->dir)) {
+			memset(&ht_live[i], 0, sizeof(ht_live[i]));
+			return;
+		}
+	}
+}
+
+/* cmocka teardown: kills and removes whatever a failed test left behind. */
+static inline int ht_reap(void **state)
+{
+	(void)state;
+	for (int i = 0; i < HT_MAX_LIVE; i++) {
+		if (ht_live[i].dir[0]) {
+			struct ht_daemon d = ht_live[i];
+
+			fprintf(stderr, "reaping hbd %d left by a failed test\n", (int)d.pid);
+			ht_cleanup(&d);
+		}
+	}
+	return 0;
+}
+
 static inline uint64_t ht_now_ms(void)
 {
 	struct timespec ts;
@@ -192,6 +229,7 @@ static inline int ht_start(struct ht_daemon *d, const char *const *extra)
 		_exit(127);
 	}
 	free(wcopy);
+	ht_track(d, true);
 	deadline = ht_now_ms() + 20000;
 	while (ht_now_ms() < deadline) {
 		int st;
@@ -211,11 +249,7 @@ static inline int ht_start(struct ht_daemon *d, const char *const *extra)
 	snprintf(line, sizeof(line), "cat %s >&2", d->err);
 	if (system(line)) {
 	}
-	if (d->pid > 0) {
-		kill(d->pid, SIGKILL);
-		waitpid(d->pid, NULL, 0);
-		d->pid = 0;
-	}
+	ht_cleanup(d);
 	return -1;
 }
 
@@ -233,6 +267,8 @@ static inline int ht_stop(struct ht_daemon *d)
 	while (ht_now_ms() < deadline) {
 		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
 			d->pid = 0;
+			ht_track(d, false);
+			ht_track(d, true); /* the files stay until ht_cleanup; the pid is gone */
 			if (!WIFEXITED(st) || WEXITSTATUS(st)) {
 				char cmd[160];
 
@@ -247,6 +283,8 @@ static inline int ht_stop(struct ht_daemon *d)
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, NULL, 0);
 	d->pid = 0;
+	ht_track(d, false);
+	ht_track(d, true);
 	return -1;
 }
 
@@ -265,6 +303,7 @@ static inline void ht_cleanup(struct ht_daemon *d)
 		unlink(d->out);
 		rmdir(d->dir);
 	}
+	ht_track(d, false);
 }
 
 /* A counter from the JSON line hbd prints at exit (-1 if absent). */

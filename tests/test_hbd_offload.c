@@ -24,8 +24,14 @@ static struct ht_daemon D;
 static const char *const pin_names[] = { HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_CONFIG,
 					 HB_MAP_USTATS };
 
+static struct pins live_pins[4]; /* by value: found again after a failed assertion */
+
 static void unpin_all(struct pins *p)
 {
+	for (int i = 0; i < 4; i++) {
+		if (live_pins[i].dir[0] && !strcmp(live_pins[i].dir, p->dir))
+			memset(&live_pins[i], 0, sizeof(live_pins[i]));
+	}
 	char path[160];
 	int *fds[] = { &p->conns, &p->sessions, &p->config, &p->ustats };
 
@@ -73,6 +79,26 @@ static int make_pins(struct pins *p, const char *tag, bool mmapable_config, bool
 			fprintf(stderr, "map %s: %s\n", pin_names[i], strerror(errno));
 			unpin_all(p);
 			return -1;
+		}
+	}
+	for (int i = 0; i < 4; i++) {
+		if (!live_pins[i].dir[0]) {
+			live_pins[i] = *p;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* Teardown of the tests with their own daemon and maps: nothing stays behind on failure. */
+static int reap_all(void **state)
+{
+	ht_reap(state);
+	for (int i = 0; i < 4; i++) {
+		if (live_pins[i].dir[0]) {
+			struct pins p = live_pins[i];
+
+			unpin_all(&p);
 		}
 	}
 	return 0;
@@ -429,9 +455,9 @@ int main(void)
 		cmocka_unit_test(pings_reaching_daemon_are_answered_and_counted),
 	};
 	const struct CMUnitTest own[] = {
-		cmocka_unit_test(stamp_without_mmap),
-		cmocka_unit_test(fallback_to_userspace),
-		cmocka_unit_test(no_offload_leaves_maps_alone),
+		cmocka_unit_test_teardown(stamp_without_mmap, reap_all),
+		cmocka_unit_test_teardown(fallback_to_userspace, reap_all),
+		cmocka_unit_test_teardown(no_offload_leaves_maps_alone, reap_all),
 	};
 	int rc;
 

@@ -458,9 +458,9 @@ int main(void)
 		cmocka_unit_test(many_clients),
 	};
 	const struct CMUnitTest own[] = {
-		cmocka_unit_test(full_refuses_cleanly),
-		cmocka_unit_test(silent_client_expires),
-		cmocka_unit_test(sigterm_drains_with_bye),
+		cmocka_unit_test_teardown(full_refuses_cleanly, ht_reap),
+		cmocka_unit_test_teardown(silent_client_expires, ht_reap),
+		cmocka_unit_test_teardown(sigterm_drains_with_bye, ht_reap),
 	};
 	int rc;
 

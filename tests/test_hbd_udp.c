@@ -325,8 +325,8 @@ int main(void)
 		cmocka_unit_test(many_sessions),
 	};
 	const struct CMUnitTest own[] = {
-		cmocka_unit_test(silent_session_expires),
-		cmocka_unit_test(sigterm_byes_sessions),
+		cmocka_unit_test_teardown(silent_session_expires, ht_reap),
+		cmocka_unit_test_teardown(sigterm_byes_sessions, ht_reap),
 	};
 	int rc;
 

@@ -30,6 +30,7 @@
 
 #include "log.h"
 #include "uring_ext.h"
+#include "vg.h"
 #include "worker.h"
 
 #define CF_BROKEN (1 << 7) /* output failed: drop whatever is queued */
@@ -313,6 +314,7 @@ void hbd_tcp_on_cookie(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	if (!c)
 		return;
 	c->flags &= ~CF_COOKIE;
+	HBD_KERNEL_WROTE(&c->cookie, sizeof(c->cookie));
 	if (cqe->res < 0) {
 		hb_warn("worker %u: SO_COOKIE: %s: the kernel fast path will not serve this "
 			"connection",
@@ -533,8 +535,12 @@ void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	}
 	if (!more)
 		c->flags &= ~CF_RECV;
-	if (cqe->res > 0 && buf && conn_live(c))
-		tcp_input(w, slot, w->rx_mem + (size_t)bid * w->rx_size, (size_t)cqe->res);
+	if (cqe->res > 0 && buf && conn_live(c)) {
+		uint8_t *p = w->rx_mem + (size_t)bid * w->rx_size;
+
+		HBD_KERNEL_WROTE(p, cqe->res);
+		tcp_input(w, slot, p, (size_t)cqe->res);
+	}
 	if (buf)
 		give_back_rx(w, bid);
 	if (more)

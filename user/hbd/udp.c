@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "vg.h"
 #include "worker.h"
 
 /* What a datagram send keeps alive until its CQE: the msghdr, iovec, address and frame. */
@@ -302,6 +303,7 @@ void hbd_udp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		uint8_t *buf = w->ux_mem + (size_t)bid * HBD_UDP_BUF_SIZE;
 
 		if (cqe->res > 0 && !w->draining) {
+			HBD_KERNEL_WROTE(buf, cqe->res);
 			struct io_uring_recvmsg_out *o =
 				io_uring_recvmsg_validate(buf, cqe->res, &w->udp_msg);
 

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Tells valgrind about memory the kernel filled through io_uring, which it cannot see. */
+#ifndef HBD_VG_H
+#define HBD_VG_H
+
+/* Provided buffers and getsockopt results are written by the kernel after the syscall that
+ * handed them over returned, so memcheck would call them uninitialised. The client request is
+ * a few no-op instructions when not running under valgrind.
+ */
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define HBD_KERNEL_WROTE(p, n) VALGRIND_MAKE_MEM_DEFINED((p), (n))
+#endif
+#endif
+#ifndef HBD_KERNEL_WROTE
+#define HBD_KERNEL_WROTE(p, n) ((void)(p), (void)(n))
+#endif
+
+#endif
