@@ -48,9 +48,9 @@ up)
 	for i in $(seq 1 "$nsrc"); do
 		ip -n "$cli" addr add "10.77.1.$i/16" dev "$cif"
 	done
-	ip -n "$srv" route add 10.77.0.0/16 dev "$sif"
 	ip -n "$srv" link set "$sif" up
 	ip -n "$cli" link set "$cif" up
+	ip -n "$srv" route add 10.77.0.0/16 dev "$sif"
 	# XDP_TX on veth delivers only if the peer has an XDP program (FIELD-NOTES): a plain pass.
 	ip -n "$cli" link set dev "$cif" xdpdrv obj "$BUILD/bpf/xdp_pass.bpf.o" sec xdp
 	# A veth sender with TX checksum offload leaves UDP checksums unfinished; after XDP_TX the

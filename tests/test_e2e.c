@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* End to end: two network namespaces on a veth pair, `hbctl load` on the server's veth, `hbd`,
+ * and `hbload` with 1,000 TCP and 1,000 UDP devices. Asserts every PING answered, none by the
+ * daemon, readable `bpftool map dump` of the pinned maps, DATA in the sink, silent devices
+ * expired. The group teardown removes everything, also after a failed assertion; a shell trap
+ * in scripts/run-tests.sh is not needed because cmocka runs teardown after every outcome but a
+ * crash, and a crash still leaves the netns names unique per PID (and `netns.sh down` cleans).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#define CLIENTS 1000
+#define SILENT 2 /* devices that authenticate and then never heartbeat */
+#define DURATION 6 /* seconds of heartbeats per transport */
+#define PORT 7611
+
+struct e2e {
+	const char *build;
+	char name[16]; /* netns prefix */
+	char srv_ns[32], cli_ns[32], srv_if[24];
+	char dir[64]; /* keys, sink, logs */
+	char pin[64];
+	pid_t hbd;
+	int loaded;
+};
+
+static struct e2e E;
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	rc = system(cmd);
+	if (rc == -1 || !WIFEXITED(rc))
+		return -1;
+	return WEXITSTATUS(rc);
+}
+
+/* Runs a shell command and returns its first line of output as a number (-1 on failure). */
+static long long sh_num(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static long long sh_num(const char *fmt, ...)
+{
+	char cmd[2048], line[128] = "";
+	va_list ap;
+	FILE *p;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	if (!fgets(line, sizeof(line), p))
+		line[0] = 0;
+	pclose(p);
+	if (!line[0] || line[0] == '\n' || !strcmp(line, "null\n"))
+		return -1;
+	return atoll(line);
+}
+
+/* A field of a one-line JSON file, through jq. */
+static long long jnum(const char *file, const char *path)
+{
+	return sh_num("jq -r '%s' %s/%s", path, E.dir, file);
+}
+
+static void stop_hbd(void)
+{
+	int status;
+
+	if (E.hbd <= 0)
+		return;
+	kill(E.hbd, SIGTERM);
+	for (int i = 0; i < 100; i++) {
+		if (waitpid(E.hbd, &status, WNOHANG) == E.hbd) {
+			E.hbd = 0;
+			return;
+		}
+		usleep(100 * 1000);
+	}
+	kill(E.hbd, SIGKILL);
+	waitpid(E.hbd, &status, 0);
+	E.hbd = 0;
+}
+
+static int teardown(void **state)
+{
+	stop_hbd();
+	if (E.loaded)
+		sh("nsenter --net=/run/netns/%s %s/hbctl unload --dev %s --pin-path %s >/dev/null",
+		   E.srv_ns, E.build, E.srv_if, E.pin);
+	sh("BUILD=%s scripts/netns.sh down %s", E.build, E.name);
+	sh("rm -rf %s", E.pin); /* only if unload could not run */
+	sh("rm -rf %s", E.dir);
+	return 0;
+}
+
+static int setup(void **state)
+{
+	pid_t me = getpid();
+
+	E.build = getenv("BUILD") ? getenv("BUILD") : "build";
+	snprintf(E.name, sizeof(E.name), "hbe%d", me % 100000);
+	snprintf(E.srv_ns, sizeof(E.srv_ns), "%s-srv", E.name);
+	snprintf(E.cli_ns, sizeof(E.cli_ns), "%s-cli", E.name);
+	snprintf(E.srv_if, sizeof(E.srv_if), "%s-s", E.name);
+	snprintf(E.dir, sizeof(E.dir), "/tmp/hbeat-e2e-%d", me);
+	snprintf(E.pin, sizeof(E.pin), "/sys/fs/bpf/hbeat-e2e-%d", me);
+
+	if (sh("BUILD=%s scripts/netns.sh up %s 4 >&2", E.build, E.name))
+		goto fail;
+	if (mkdir(E.dir, 0700))
+		goto fail;
+	if (sh("printf '1-100000 derive %%s\\n' $(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')"
+	       " > %s/keys", E.dir))
+		goto fail;
+	if (sh("nsenter --net=/run/netns/%s %s/hbctl load --dev %s --mode native --port %d "
+	       "--pin-path %s >&2",
+	       E.srv_ns, E.build, E.srv_if, PORT, E.pin))
+		goto fail;
+	E.loaded = 1;
+
+	E.hbd = fork();
+	if (E.hbd < 0)
+		goto fail;
+	if (E.hbd == 0) {
+		char ns[64], port[8], keys[96], sink[96], log[96], hbd[128];
+		int fd;
+
+		snprintf(ns, sizeof(ns), "/run/netns/%s", E.srv_ns);
+		fd = open(ns, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNET))
+			_exit(127);
+		snprintf(port, sizeof(port), "%d", PORT);
+		snprintf(keys, sizeof(keys), "%s/keys", E.dir);
+		snprintf(sink, sizeof(sink), "%s/sink.jsonl", E.dir);
+		snprintf(log, sizeof(log), "%s/hbd.log", E.dir);
+		snprintf(hbd, sizeof(hbd), "%s/hbd", E.build);
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			dup2(fd, STDERR_FILENO);
+		execl(hbd, "hbd", "--port", port, "--keys", keys, "--sink", sink, "--interval", "1",
+		      "--pin-path", E.pin, "--max-clients", "4096", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 100; i++) {
+		if (sh("nsenter --net=/run/netns/%s ss -Hltn 'sport = :%d' | grep -q .", E.srv_ns,
+		       PORT) == 0)
+			return 0;
+		if (waitpid(E.hbd, NULL, WNOHANG) == E.hbd) {
+			E.hbd = 0;
+			sh("cat %s/hbd.log >&2", E.dir);
+			goto fail;
+		}
+		usleep(100 * 1000);
+	}
+fail:
+	fprintf(stderr, "e2e setup failed (errno %d: %s)\n", errno, strerror(errno));
+	teardown(state);
+	return -1;
+}
+
+/* Runs hbload for one transport in the client namespace; while it runs, dumps the pinned map
+ * that holds that transport's devices with bpftool into MAP.dump.
+ */
+static void run_load(const char *proto, const char *map)
+{
+	char out[32];
+
+	snprintf(out, sizeof(out), "%s.json", proto);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char cmd[1024];
+
+		snprintf(cmd, sizeof(cmd),
+			 "timeout --kill-after=5 %d nsenter --net=/run/netns/%s %s/hbload --server 10.77.0.1 --port %d "
+			 "--clients %d --proto %s --interval 1 --duration %d --keys %s/keys "
+			 "--source 10.77.1.1-10.77.1.4 --data-every 3 --echo-every 4 --silent %d "
+			 "--json > %s/%s",
+			 DURATION + 60, E.cli_ns, E.build, PORT, CLIENTS, proto, DURATION, E.dir,
+			 SILENT, E.dir, out);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	sleep(DURATION / 2 + 1);
+	assert_int_equal(sh("bpftool map dump pinned %s/%s > %s/%s.dump", E.pin, map, E.dir, map),
+			 0);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void check_run(const char *proto)
+{
+	char file[32];
+	long long pings, pongs;
+
+	snprintf(file, sizeof(file), "%s.json", proto);
+	assert_int_equal(jnum(file, ".clients"), CLIENTS);
+	assert_int_equal(jnum(file, ".connected"), CLIENTS);
+	assert_int_equal(jnum(file, ".auth_failed"), 0);
+	pings = jnum(file, ".pings");
+	pongs = jnum(file, ".pongs");
+	/* (CLIENTS - SILENT) devices at 1/s for DURATION s: well above half of that */
+	assert_true(pings > (CLIENTS - SILENT) * DURATION / 2);
+	assert_int_equal(pongs, pings);
+	assert_int_equal(jnum(file, ".lost"), 0);
+	assert_true(jnum(file, ".rtt_us.p50") > 0);
+	assert_true(jnum(file, ".rtt_us.p99") >= jnum(file, ".rtt_us.p50"));
+	assert_true(jnum(file, ".data_sent") > 0);
+	assert_int_equal(jnum(file, ".data_acked"), jnum(file, ".data_sent"));
+	assert_true(jnum(file, ".echo_sent") > 0);
+	assert_int_equal(jnum(file, ".echo_ok"), jnum(file, ".echo_sent"));
+}
+
+/* bpftool printed BTF-typed, named fields: the device id, the state by name, the peer as text. */
+static void check_dump(const char *map, int want_entries)
+{
+	long long authed = sh_num("jq '[.[] | select(.value.state == \"HB_STATE_AUTHED\")] | length'"
+				  " %s/%s.dump",
+				  E.dir, map);
+	long long with_peer = sh_num("jq '[.[] | select(.value.peer | startswith(\"10.77.1.\"))]"
+				     " | length' %s/%s.dump",
+				     E.dir, map);
+	long long with_dev = sh_num("jq '[.[] | select(.value.device_id >= 1 and "
+				    ".value.device_id <= %d)] | length' %s/%s.dump",
+				    CLIENTS, E.dir, map);
+	long long beating = sh_num("jq '[.[] | select(.value.pings > 0 and .value.last_seen_ns > 0"
+				   " and .value.last_seq >= 0)] | length' %s/%s.dump",
+				   E.dir, map);
+
+	if (authed < want_entries || with_peer < want_entries || with_dev < want_entries ||
+	    beating < want_entries - SILENT) {
+		sh("head -c 1500 %s/%s.dump >&2", E.dir, map);
+		fail_msg("%s dump: %lld authed, %lld with peer text, %lld with device id, %lld "
+			 "heartbeating; want %d",
+			 map, authed, with_peer, with_dev, beating, want_entries);
+	}
+}
+
+static void test_tcp(void **state)
+{
+	run_load("tcp", "conns");
+	check_run("tcp");
+	check_dump("conns", CLIENTS);
+	/* the silent devices were expired by the daemon and told so */
+	assert_int_equal(jnum("tcp.json", ".expired"), SILENT);
+}
+
+static void test_udp(void **state)
+{
+	run_load("udp", "sessions");
+	check_run("udp");
+	check_dump("sessions", CLIENTS);
+}
+
+static void test_stats_and_sink(void **state)
+{
+	long long tcp_pings = jnum("tcp.json", ".pings"), udp_pings = jnum("udp.json", ".pings");
+	long long acked = jnum("tcp.json", ".data_acked") + jnum("udp.json", ".data_acked");
+
+	/* let the silent UDP sessions pass their timeout (1 s x 1.5) and a wheel tick */
+	sleep(2);
+	assert_int_equal(sh("nsenter --net=/run/netns/%s %s/hbctl stats --json --pin-path %s > "
+			    "%s/stats.json",
+			    E.srv_ns, E.build, E.pin, E.dir),
+			 0);
+	/* every heartbeat was answered in the kernel, none by the daemon */
+	assert_int_equal(jnum("stats.json", ".pings_user"), 0);
+	assert_int_equal(jnum("stats.json", ".pings_kernel"), tcp_pings + udp_pings);
+	assert_true(jnum("stats.json", ".expired_tcp") >= SILENT);
+	assert_true(jnum("stats.json", ".expired_udp") >= SILENT);
+	assert_int_equal(jnum("stats.json", ".auth_fail"), 0);
+
+	/* every acknowledged DATA frame is a valid JSON line in the sink */
+	assert_int_equal(sh_num("wc -l < %s/sink.jsonl", E.dir), acked);
+	assert_int_equal(sh_num("jq -c 'select(.device >= 1 and (.payload | length) > 0)' "
+				"%s/sink.jsonl | wc -l",
+				E.dir),
+			 acked);
+}
+
+static void test_drain(void **state)
+{
+	int status;
+
+	kill(E.hbd, SIGTERM);
+	assert_int_equal(waitpid(E.hbd, &status, 0), E.hbd);
+	E.hbd = 0;
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tcp),
+		cmocka_unit_test(test_udp),
+		cmocka_unit_test(test_stats_and_sink),
+		cmocka_unit_test(test_drain),
+	};
+
+	if (getenv("BUILD") == NULL)
+		setenv("BUILD", "build", 1);
+	return cmocka_run_group_tests_name("e2e", tests, setup, teardown);
+}
