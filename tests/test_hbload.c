@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbload for real: the built binary (found via $BUILD, default build/, or next to this test's
+ * directory) against a small responder on loopback, a few hundred TCP and UDP clients for a
+ * couple of seconds each; checks its JSON summary against what the responder saw.
+ *
+ * Standalone: `test_hbload --serve PORT [--reuseport] [--keys FILE] [--interval-ms N]` runs
+ * only the responder (for manual scale checks), until SIGTERM or 10 minutes.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "test_hbload_responder.h"
+
+#define MASTER "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+#define RUN_TIMEOUT_S 40
+
+static char hbload_path[PATH_MAX];
+static char keys_path[] = "/tmp/test_hbload_keys.XXXXXX";
+static struct hb_keystore *ks;
+
+struct fx {
+	struct responder r;
+	pthread_t th;
+	char port[8];
+	char out[16384];
+	int status; /* hbload's exit code, or -1 if it did not exit normally */
+};
+
+static void *serve(void *arg)
+{
+	rsp_serve(arg);
+	return NULL;
+}
+
+static int start(void **state, int family, uint32_t interval_ms)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+
+	fx->r.ks = ks;
+	fx->r.interval_ms = interval_ms;
+	fx->r.timeout_ms = interval_ms * 3 / 2;
+	assert_int_equal(rsp_open(&fx->r, family, 0, 0), 0);
+	snprintf(fx->port, sizeof(fx->port), "%u", fx->r.port);
+	assert_int_equal(pthread_create(&fx->th, NULL, serve, &fx->r), 0);
+	*state = fx;
+	return 0;
+}
+
+static int setup4(void **state) { return start(state, AF_INET, 200); }
+static int setup4_fast(void **state) { return start(state, AF_INET, 100); }
+static int setup6(void **state) { return start(state, AF_INET6, 200); }
+
+static int teardown(void **state)
+{
+	struct fx *fx = *state;
+
+	fx->r.stop = 1;
+	pthread_join(fx->th, NULL);
+	rsp_shutdown(&fx->r);
+	free(fx);
+	return 0;
+}
+
+/* Runs hbload with the given arguments (NULL-terminated) plus --port and (unless given) --keys,
+ * bounded in time; its stdout lands in fx->out.
+ */
+static void run(struct fx *fx, ...)
+{
+	const char *argv[64] = { hbload_path };
+	int argc = 1, pipefd[2], wst, has_keys = 0;
+	size_t got = 0;
+	va_list ap;
+	pid_t pid;
+	time_t deadline = time(NULL) + RUN_TIMEOUT_S;
+
+	va_start(ap, fx);
+	for (const char *a; (a = va_arg(ap, const char *)) && argc < 58;) {
+		has_keys |= !strcmp(a, "--keys");
+		argv[argc++] = a;
+	}
+	va_end(ap);
+	argv[argc++] = "--port";
+	argv[argc++] = fx->port;
+	if (!has_keys) {
+		argv[argc++] = "--keys";
+		argv[argc++] = keys_path;
+	}
+	argv[argc++] = "--no-progress";
+	argv[argc] = NULL;
+	assert_int_equal(pipe(pipefd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		execv(hbload_path, (char *const *)argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	memset(fx->out, 0, sizeof(fx->out));
+	for (;;) {
+		struct pollfd p = { .fd = pipefd[0], .events = POLLIN };
+		ssize_t n;
+
+		if (time(NULL) > deadline) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(&p, 1, 200) <= 0)
+			continue;
+		n = read(pipefd[0], fx->out + got, sizeof(fx->out) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(pipefd[0]);
+	assert_int_equal(waitpid(pid, &wst, 0), pid);
+	fx->status = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
+	print_message("hbload %s %s -> exit %d\n%s", argv[1], argv[2], fx->status, fx->out);
+}
+
+/* The number after "key": in hbload's JSON (first occurrence); fails the test if absent. */
+static long long jnum(const struct fx *fx, const char *key)
+{
+	char pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(fx->out, pat);
+	if (!p)
+		fail_msg("no \"%s\" in hbload's output", key);
+	return strtoll(p + strlen(pat), NULL, 10);
+}
+
+static void check_clean_run(struct fx *fx, long long clients, long long min_pings)
+{
+	assert_int_equal(fx->status, 0);
+	assert_int_equal(jnum(fx, "clients"), clients);
+	assert_int_equal(jnum(fx, "connected"), clients);
+	assert_true(jnum(fx, "pings") >= min_pings);
+	assert_int_equal(jnum(fx, "pongs"), jnum(fx, "pings"));
+	assert_int_equal(jnum(fx, "lost"), 0);
+	assert_int_equal(jnum(fx, "errors"), 0);
+	assert_int_equal(jnum(fx, "stray"), 0);
+	assert_int_equal(jnum(fx, "connect_failed"), 0);
+	assert_int_equal(jnum(fx, "auth_failed"), 0);
+	assert_true(jnum(fx, "p99") > 0);
+	assert_true(jnum(fx, "p50") <= jnum(fx, "p99"));
+	assert_true(jnum(fx, "p99") <= jnum(fx, "max"));
+	/* the responder saw the same: every PING answered once, every client said BYE */
+	assert_int_equal((long long)fx->r.pongs, jnum(fx, "pings"));
+	assert_int_equal((long long)fx->r.byes_rx, clients);
+}
+
+static void test_tcp(void **state)
+{
+	struct fx *fx = *state;
+
+	run(fx, "--server", "127.0.0.1", "--clients", "300", "--proto", "tcp", "--interval", "0.2",
+	    "--duration", "1.5", "--json", "--threads", "2", "--data-every", "3", "--echo-every",
+	    "4", "--source", "127.0.1.1-127.0.1.4", NULL);
+	/* 300 clients x 1.5 s / 0.2 s: about 2,250 heartbeats; allow for the jitter */
+	check_clean_run(fx, 300, 1500);
+	assert_true(jnum(fx, "data_sent") > 0);
+	assert_int_equal(jnum(fx, "data_acked"), jnum(fx, "data_sent"));
+	assert_true(jnum(fx, "echo_sent") > 0);
+	assert_int_equal(jnum(fx, "echo_ok"), jnum(fx, "echo_sent"));
+	assert_int_equal(jnum(fx, "echo_bad"), 0);
+	assert_int_equal((long long)fx->r.acks, jnum(fx, "data_sent"));
+	assert_int_equal(fx->r.tcp_peak, 300);
+	assert_true(jnum(fx, "setup_s") < 5);
+}
+
+static void test_udp(void **state)
+{
+	struct fx *fx = *state;
+
+	/* 16 sockets per thread for 300 sessions: sessions share sockets, told apart by token */
+	run(fx, "--server", "127.0.0.1", "--clients", "300", "--proto", "udp", "--interval", "0.2",
+	    "--duration", "1.5", "--json", "--threads", "2", "--udp-sockets", "16", "--data-every",
+	    "2", "--echo-every", "5", NULL);
+	check_clean_run(fx, 300, 1500);
+	assert_int_equal(jnum(fx, "data_acked"), jnum(fx, "data_sent"));
+	assert_int_equal(jnum(fx, "echo_ok"), jnum(fx, "echo_sent"));
+	assert_true(jnum(fx, "echo_sent") > 0);
+}
+
+static void test_ipv6(void **state)
+{
+	struct fx *fx = *state;
+
+	run(fx, "--server", "::1", "--clients", "100", "--proto", "tcp", "--interval", "0.2",
+	    "--duration", "1", "--json", NULL);
+	check_clean_run(fx, 100, 300);
+	run(fx, "--server", "::1", "--clients", "100", "--proto", "udp", "--interval", "0.2",
+	    "--duration", "1", "--json", NULL);
+	assert_int_equal(jnum(fx, "connected"), 100);
+	assert_int_equal(jnum(fx, "lost"), 0);
+}
+
+static void test_silent_expire(void **state)
+{
+	struct fx *fx = *state;
+
+	/* responder timeout 150 ms: the 10 silent clients are expired with BYE(EXPIRED) */
+	run(fx, "--server", "127.0.0.1", "--clients", "50", "--proto", "tcp", "--interval", "0.1",
+	    "--duration", "1.5", "--json", "--silent", "10", NULL);
+	assert_int_equal(fx->status, 0);
+	assert_int_equal(jnum(fx, "connected"), 50);
+	assert_int_equal(jnum(fx, "expired"), 10);
+	assert_int_equal((long long)fx->r.expired_tcp, 10);
+	assert_int_equal(jnum(fx, "lost"), 0);
+	assert_int_equal(jnum(fx, "reconnects"), 0); /* silent clients stay away */
+	assert_int_equal(jnum(fx, "connected_end"), 40);
+}
+
+static void test_storm(void **state)
+{
+	struct fx *fx = *state;
+
+	run(fx, "--server", "127.0.0.1", "--clients", "200", "--proto", "tcp", "--interval", "0.2",
+	    "--duration", "2", "--json", "--storm-at", "0.5", "--storm-window", "0.5", NULL);
+	assert_int_equal(fx->status, 0);
+	assert_int_equal(jnum(fx, "dropped"), 200);
+	assert_int_equal(jnum(fx, "back"), 200);
+	assert_int_equal(jnum(fx, "failures"), 0);
+	assert_int_equal(jnum(fx, "reconnects"), 200);
+	assert_int_equal(jnum(fx, "lost"), 0);
+	/* all back within the window plus a little */
+	const char *s = strstr(fx->out, "\"seconds\":");
+	assert_non_null(s);
+	double secs = strtod(s + 10, NULL);
+	assert_true(secs > 0 && secs < 1.5);
+}
+
+static void test_unreachable(void **state)
+{
+	struct fx *fx = *state;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+
+	/* a port nobody listens on: bound, read, closed */
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, len), 0);
+	getsockname(fd, (struct sockaddr *)&a, &len);
+	close(fd);
+	snprintf(fx->port, sizeof(fx->port), "%u", ntohs(a.sin_port));
+	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "tcp", "--interval", "1",
+	    "--duration", "1", "--json", NULL);
+	assert_int_equal(fx->status, 2);
+	assert_int_equal(jnum(fx, "connected"), 0);
+	assert_true(jnum(fx, "connect_failed") >= 8);
+	assert_true(jnum(fx, "connrefused") >= 8);
+	/* UDP: the ICMP port unreachable comes back as ECONNREFUSED on the socket */
+	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "udp", "--interval", "1",
+	    "--duration", "1", "--json", NULL);
+	assert_int_equal(fx->status, 2);
+	assert_int_equal(jnum(fx, "connected"), 0);
+}
+
+static void test_auth_refused(void **state)
+{
+	struct fx *fx = *state;
+	char other[] = "/tmp/test_hbload_other.XXXXXX";
+	int fd = mkstemp(other);
+	const char *line = "1-1000 derive ffeeddccbbaa99887766554433221100\n";
+
+	assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	close(fd);
+	/* hbload signs with another master key than the responder knows: every HELLO refused */
+	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "tcp", "--interval", "1",
+	    "--duration", "1", "--json", "--keys", other, NULL);
+	assert_int_equal(fx->status, 2);
+	assert_int_equal(jnum(fx, "connected"), 0);
+	assert_true(jnum(fx, "auth_failed") >= 8);
+	assert_true(fx->r.auth_fail >= 8);
+	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "udp", "--interval", "1",
+	    "--duration", "1", "--json", "--keys", other, NULL);
+	unlink(other);
+	assert_int_equal(fx->status, 2);
+	assert_true(jnum(fx, "auth_failed") >= 8);
+}
+
+static void test_bad_args(void **state)
+{
+	struct fx *fx = *state;
+
+	run(fx, "--server", "127.0.0.1", "--clients", "10", "--proto", "sctp", "--interval", "1",
+	    "--duration", "1", NULL);
+	assert_int_equal(fx->status, 1);
+	run(fx, "--server", "127.0.0.1", "--proto", "tcp", "--interval", "1", "--duration", "1",
+	    NULL);
+	assert_int_equal(fx->status, 1);
+	run(fx, "--server", "127.0.0.1", "--clients", "10", "--interval", "1", "--duration", "1",
+	    "--source", "10.0.0.9-10.0.0.1", NULL);
+	assert_int_equal(fx->status, 1);
+	/* devices outside the key store's range are refused before any connection */
+	run(fx, "--server", "127.0.0.1", "--clients", "10", "--interval", "1", "--duration", "1",
+	    "--first-device", "999995", NULL);
+	assert_int_equal(fx->status, 1);
+	assert_int_equal(fx->r.hellos, 0);
+}
+
+static int find_hbload(const char *argv0)
+{
+	const char *b = getenv("BUILD");
+	char tmp[PATH_MAX];
+
+	snprintf(hbload_path, sizeof(hbload_path), "%s/hbload", b && *b ? b : "build");
+	if (!access(hbload_path, X_OK))
+		return 0;
+	/* tests live in $BUILD/tests/: the binary is one directory up */
+	snprintf(tmp, sizeof(tmp), "%s", argv0);
+	snprintf(hbload_path, sizeof(hbload_path), "%s/../hbload", dirname(tmp));
+	return access(hbload_path, X_OK);
+}
+
+static int serve_main(int argc, char **argv)
+{
+	static struct responder r;
+	const char *keys = NULL;
+	uint32_t interval_ms = 1000;
+	char err[256];
+	int reuse = 0;
+
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--reuseport"))
+			reuse = 1;
+		else if (!strcmp(argv[i], "--keys") && i + 1 < argc)
+			keys = argv[++i];
+		else if (!strcmp(argv[i], "--interval-ms") && i + 1 < argc)
+			interval_ms = (uint32_t)atoi(argv[++i]);
+	}
+	if (!keys || hb_keystore_load(keys, &ks, err, sizeof(err))) {
+		fprintf(stderr, "--serve needs --keys FILE (%s)\n", keys ? err : "missing");
+		return 1;
+	}
+	r.ks = ks;
+	r.interval_ms = interval_ms;
+	r.timeout_ms = interval_ms * 3 / 2;
+	if (rsp_open(&r, AF_INET, (uint16_t)atoi(argv[1]), reuse)) {
+		perror("responder");
+		return 1;
+	}
+	alarm(600);
+	fprintf(stderr, "responder on 127.0.0.1:%u (pid %d)\n", r.port, getpid());
+	rsp_serve(&r);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	char err[256];
+	int fd, rc;
+
+	if (argc > 2 && !strcmp(argv[1], "--serve")) {
+		argv[1] = argv[2];
+		return serve_main(argc - 1, argv);
+	}
+	if (find_hbload(argv[0])) {
+		fprintf(stderr, "test_hbload: no hbload binary ($BUILD/hbload or %s)\n", hbload_path);
+		return 1;
+	}
+	fd = mkstemp(keys_path);
+	if (fd < 0 || dprintf(fd, "1-1000000 derive %s\n", MASTER) < 0)
+		return 1;
+	close(fd);
+	if (hb_keystore_load(keys_path, &ks, err, sizeof(err))) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_tcp, setup4, teardown),
+		cmocka_unit_test_setup_teardown(test_udp, setup4, teardown),
+		cmocka_unit_test_setup_teardown(test_ipv6, setup6, teardown),
+		cmocka_unit_test_setup_teardown(test_silent_expire, setup4_fast, teardown),
+		cmocka_unit_test_setup_teardown(test_storm, setup4, teardown),
+		cmocka_unit_test_setup_teardown(test_unreachable, setup4, teardown),
+		cmocka_unit_test_setup_teardown(test_auth_refused, setup4, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_args, setup4, teardown),
+	};
+	rc = cmocka_run_group_tests_name("hbload", tests, NULL, NULL);
+	unlink(keys_path);
+	hb_keystore_free(ks);
+	return rc;
+}

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* hbload internals: run configuration, per-ring context, per-client record, counters.
+ *
+ * Threads: one per ring. A ring owns a contiguous share of nothing global: its clients (every
+ * R-th client of the run, so --silent and --source spread evenly), its fixed-file table, its
+ * provided-buffer ring, its send buffers, its timing wheel and its counters. Rings share only
+ * the read-only configuration and three atomics in struct hbl_shared written by the main
+ * thread (phase and two deadlines). The main thread reads ring counters with relaxed atomic
+ * loads; rings store them with relaxed atomic stores (single writer, no locked instructions).
+ */
+#ifndef HBL_HBLOAD_H
+#define HBL_HBLOAD_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "auth.h"
+#include "hbclient.h"
+#include "hist.h"
+#include "opts.h"
+#include "tokmap.h"
+#include "wheel.h"
+
+/* Regular fds a ring table leaves for everything else when sized against RLIMIT_NOFILE. */
+#define HBL_FD_MARGIN 500
+#define HBL_SQ_ENTRIES 4096
+#define HBL_CQ_ENTRIES 32768
+#define HBL_RBUF_COUNT 1024 /* provided receive buffers per ring (power of two) */
+#define HBL_RBUF_SIZE 2048 /* > HB_MAX_FRAME: a datagram is never truncated */
+#define HBL_SBUF_COUNT 4096 /* send buffers per ring */
+#define HBL_SBUF_SIZE 512 /* a TCP heartbeat batch: up to 4 x (PING + DATA + ECHO) */
+#define HBL_CARRY_CAP (HB_MAX_FRAME + HBL_RBUF_SIZE) /* partial frame + one receive */
+#define HBL_MAX_CATCHUP 4 /* overdue heartbeats sent at once after a stall */
+#define HBL_BYE_WAIT_NS 1000000000ULL /* after BYE, wait this long for the server to close */
+
+/* Phases, in order; the main thread moves them forward, rings follow. */
+enum hbl_phase {
+	HBL_PH_RUN = 0, /* connect, authenticate, heartbeat */
+	HBL_PH_DRAIN, /* no new heartbeats or connections; wait for replies */
+	HBL_PH_BYE, /* send BYE, wait for the server to close */
+	HBL_PH_EXIT, /* tear down */
+};
+
+struct hbl_cfg {
+	struct hbl_opts o;
+	struct sockaddr_storage server;
+	socklen_t server_len;
+	int family;
+	struct sockaddr_storage *src; /* --source addresses, port 0 (NULL: kernel chooses) */
+	unsigned nsrc;
+	socklen_t src_len;
+	struct hb_keystore *ks;
+	uint32_t rings;
+	uint32_t slots; /* most sockets one ring's fixed-file table may hold */
+	uint64_t t0_ns; /* CLOCK_MONOTONIC start of the run */
+	uint64_t interval_ns;
+	uint64_t hello_timeout_ns;
+	uint64_t connect_timeout_ns;
+	uint64_t storm_window_ns;
+	struct hbc_backoff backoff;
+};
+
+struct hbl_shared {
+	int phase; /* enum hbl_phase, atomic */
+	uint64_t run_end_ns; /* heartbeats scheduled at or after this are not sent (atomic) */
+	uint64_t storm_at_ns; /* TCP clients all drop at this time; UINT64_MAX: never (atomic) */
+};
+
+/* Counters, one set per ring. The X-macro gives the struct and the names reports print. */
+#define HBL_STATS(X)                                                                              \
+	X(attempts)		/* session attempts started (TCP connect or UDP HELLO) */           \
+	X(connected)		/* clients that authenticated at least once */                      \
+	X(authed)		/* WELCOMEs received (first sessions and reconnects) */             \
+	X(connect_failed)	/* TCP connect chains or UDP socket setups that failed */           \
+	X(auth_failed)		/* clients refused with ERROR(AUTH) (not retried) */               \
+	X(timeouts)		/* HELLOs without WELCOME in time */                                \
+	X(pings) X(pongs)                                                                        \
+	X(stray)		/* replies matching nothing outstanding */                          \
+	X(data_sent) X(data_acked) X(echo_sent) X(echo_ok)                                      \
+	X(echo_bad)		/* ECHO replies whose payload differed */                           \
+	X(expired)		/* TCP sessions the server ended with BYE(EXPIRED) */              \
+	X(server_bye)		/* other BYEs from the server */                                    \
+	X(server_closed)	/* connections the server closed or reset */                        \
+	X(server_error)		/* ERROR frames other than AUTH */                                  \
+	X(reconnects)		/* new sessions after a lost one */                                 \
+	X(errors)		/* local I/O errors, malformed frames, protocol violations */       \
+	X(send_stalls)		/* a send waited: no free buffer or the previous one in flight */  \
+	X(beats_skipped)	/* scheduled heartbeats dropped after a stall of > 4 intervals */   \
+	X(bye_sent)                                                                              \
+	X(err_addrnotavail) X(err_connrefused) X(err_timeout) X(err_other)                      \
+	X(storm_dropped) X(storm_back) X(storm_failures)                                        \
+	X(usock_ready) X(usock_failed)	/* UDP pool sockets set up / failed */                   \
+	X(authed_now)		/* gauge: sessions open now */                                      \
+	X(open)			/* gauge: sockets this ring holds */                                \
+	X(last_first_auth_ns)	/* when this ring's latest first authentication happened */         \
+	X(storm_done_ns)	/* when the last storm-dropped client was back (0: not yet) */
+
+#define HBL_STAT_FIELD(name) uint64_t name;
+struct hbl_stats {
+	HBL_STATS(HBL_STAT_FIELD)
+} __attribute__((aligned(64)));
+
+#define HBL_ST_GET(st, f) __atomic_load_n(&(st)->f, __ATOMIC_RELAXED)
+#define HBL_ST_SET(st, f, v) __atomic_store_n(&(st)->f, (v), __ATOMIC_RELAXED)
+#define HBL_ST_ADD(st, f, n) HBL_ST_SET(st, f, (st)->f + (n))
+#define HBL_INC(r, f) HBL_ST_ADD(&(r)->st, f, 1)
+
+/* Where a client is in hbload's own lifecycle (its protocol state is in c.state). */
+enum hbl_lstate {
+	HBL_LS_WAIT = 0, /* in the admission queue, or in the wheel until its backoff ends */
+	HBL_LS_CONNECTING, /* TCP connect chain or UDP HELLO slot pending */
+	HBL_LS_HELLO, /* HELLO sent; wheel holds the deadline */
+	HBL_LS_AUTHED, /* wheel holds the next heartbeat */
+	HBL_LS_CLOSING, /* cancel + close submitted */
+	HBL_LS_DONE, /* finished: refused, silent and expired, or the run ended */
+};
+
+/* What a TCP close (or a UDP session end) leads to. */
+enum hbl_after_close {
+	HBL_AFTER_RETRY = 0, /* an established session ended: reconnect after a backoff */
+	HBL_AFTER_FAILED, /* an attempt failed before WELCOME: counted, retried after a backoff */
+	HBL_AFTER_STORM, /* storm drop: reconnect at a random moment of the storm window */
+	HBL_AFTER_DONE, /* the client is finished */
+};
+
+#define HBL_F_SILENT 0x01 /* never heartbeats */
+#define HBL_F_EVER 0x02 /* authenticated at least once */
+#define HBL_F_OPEN 0x04 /* TCP: the fixed slot holds a socket */
+#define HBL_F_SENDING 0x08 /* TCP: a send is in flight (one at a time keeps frames whole) */
+#define HBL_F_STORM 0x10 /* dropped by the storm, not back yet */
+#define HBL_F_INFLIGHT 0x20 /* counted in the ring's connects+HELLOs in flight */
+#define HBL_F_QUEUED 0x40 /* in the admission queue */
+
+/* One simulated device. 80 bytes; with the wheel's 20 bytes a ring spends ~100 B a client. */
+struct hbl_client {
+	struct hbc c;
+	uint64_t beat_ns; /* scheduled time of the next heartbeat: the fixed schedule */
+	uint8_t *carry; /* TCP: bytes of a partial frame (allocated only while one is pending) */
+	uint32_t beats; /* heartbeats sent (DATA/ECHO every N of them) */
+	uint16_t carry_len;
+	uint16_t gen; /* connection generation: CQEs of older connections are stale */
+	uint16_t sock; /* UDP: the pool socket the session was admitted through */
+	uint8_t ls; /* enum hbl_lstate */
+	uint8_t flags; /* HBL_F_* */
+	uint8_t after; /* enum hbl_after_close: what to do when the close completes */
+};
+
+/* UDP pool socket. */
+struct hbl_usock {
+	uint32_t pending; /* client whose HELLO went out through this socket, or HBL_NIL */
+	uint64_t blocked_until; /* after a HELLO timeout: a late WELCOME may still come */
+	uint8_t ready; /* socket created, bound, connected, recv armed */
+	uint8_t recv; /* multishot recv armed */
+};
+
+/* user_data bit-packing, one layout for every SQE a ring submits:
+ *   bits 63..56  op (enum hbl_op)
+ *   bits 55..40  send buffer id (HBL_OP_*_SEND only)
+ *   bits 39..24  connection generation of the client (stale-CQE filter)
+ *   bits 23..0   client index in the ring, or UDP pool socket index (HBL_OP_U*_SOCK ops)
+ */
+enum hbl_op {
+	HBL_OP_IGNORE = 0, /* completions with nothing to do */
+	HBL_OP_TCP_STEP, /* socket / setsockopt / bind of a connect chain (errors only) */
+	HBL_OP_TCP_CONNECT, /* the chain's last step: its CQE decides */
+	HBL_OP_TCP_TIMEOUT, /* the chain's link timeout */
+	HBL_OP_TCP_RECV, /* multishot recv, provided buffers */
+	HBL_OP_TCP_SEND,
+	HBL_OP_TCP_CLOSE, /* cancel + close of the slot (the close's CQE) */
+	HBL_OP_USOCK_STEP, /* UDP pool socket: socket / bind */
+	HBL_OP_USOCK_CONNECT,
+	HBL_OP_USOCK_RECV, /* multishot recv on a pool socket */
+	HBL_OP_UDP_SEND, /* index: the client */
+};
+
+static inline uint64_t hbl_ud(enum hbl_op op, uint16_t buf, uint16_t gen, uint32_t idx)
+{
+	return (uint64_t)op << 56 | (uint64_t)buf << 40 | (uint64_t)gen << 24 | (idx & 0xffffff);
+}
+static inline enum hbl_op hbl_ud_op(uint64_t ud) { return (enum hbl_op)(ud >> 56); }
+static inline uint16_t hbl_ud_buf(uint64_t ud) { return (uint16_t)(ud >> 40); }
+static inline uint16_t hbl_ud_gen(uint64_t ud) { return (uint16_t)(ud >> 24); }
+static inline uint32_t hbl_ud_idx(uint64_t ud) { return (uint32_t)(ud & 0xffffff); }
+
+/* One ring and the thread that drives it. */
+struct hbl_ring {
+	unsigned id;
+	const struct hbl_cfg *cfg;
+	struct hbl_shared *sh;
+	pthread_t thread;
+	int started; /* thread created */
+	int init_rc; /* 0 once the ring is set up; negative errno if setup failed */
+	char init_err[160];
+
+	struct io_uring ring;
+	int ring_ok;
+	struct io_uring_buf_ring *br;
+	size_t br_bytes;
+	uint8_t *rbufs;
+	unsigned rbuf_returns; /* buffers added since the last advance */
+	uint8_t *sbufs;
+	uint16_t *sfree; /* free send buffer ids (stack) */
+	unsigned nsfree;
+
+	uint32_t n; /* clients in this ring */
+	struct hbl_client *cl;
+	struct hbl_wheel wheel;
+	uint32_t *queue; /* admission FIFO of client indexes (each at most once) */
+	uint32_t qhead, qlen;
+	uint32_t inflight, inflight_max;
+	double tokens; /* --connect-rate bucket */
+	uint64_t tokens_ns;
+	uint64_t rng;
+	int phase; /* the phase this ring has acted on */
+	int stormed;
+	uint64_t bye_deadline;
+
+	/* UDP */
+	struct hbl_usock *us;
+	uint32_t nsock, nsock_ready;
+	uint32_t *ufree; /* pool sockets with no HELLO pending (stack) */
+	uint32_t nufree;
+	uint32_t *ublocked; /* FIFO of sockets blocked after a HELLO timeout */
+	uint32_t ubhead, ublen;
+	struct hbl_tokmap tm;
+	struct __kernel_timespec connect_ts; /* link timeout; read at submit */
+	int warned_key; /* logged once: a device missing from the key store */
+	int warned_sock; /* logged once: a UDP pool socket could not be set up */
+
+	struct hbl_stats st;
+	struct hb_hist rtt;
+};
+
+/* ring.c */
+void *hbl_ring_main(void *arg);
+struct io_uring_sqe *hbl_sqe(struct hbl_ring *r);
+void hbl_sq_reserve(struct hbl_ring *r, unsigned n);
+int hbl_sbuf_get(struct hbl_ring *r);
+uint8_t *hbl_sbuf(struct hbl_ring *r, int id);
+void hbl_sbuf_put(struct hbl_ring *r, int id);
+void hbl_rbuf_return(struct hbl_ring *r, unsigned bid);
+uint8_t *hbl_rbuf(struct hbl_ring *r, unsigned bid);
+uint64_t hbl_now(void);
+uint64_t hbl_rand(struct hbl_ring *r);
+uint64_t hbl_global_index(const struct hbl_ring *r, uint32_t l);
+void hbl_admit(struct hbl_ring *r, uint32_t l);
+void hbl_inflight_done(struct hbl_ring *r, uint32_t l);
+
+/* session.c: transport-independent client logic */
+void hbl_wake(struct hbl_ring *r, uint32_t l, uint64_t now);
+void hbl_start(struct hbl_ring *r, uint32_t l, uint64_t now);
+int hbl_build_hello(struct hbl_ring *r, uint32_t l, uint8_t *buf, size_t cap);
+void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_t now);
+void hbl_set_ls(struct hbl_ring *r, uint32_t l, enum hbl_lstate ls);
+void hbl_session_lost(struct hbl_ring *r, uint32_t l, uint64_t now, int failed);
+void hbl_end_session(struct hbl_ring *r, uint32_t l, uint64_t now, enum hbl_after_close after);
+void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now);
+void hbl_retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t delay_ns);
+void hbl_phase_change(struct hbl_ring *r, int phase, uint64_t now);
+void hbl_storm(struct hbl_ring *r, uint64_t now);
+void hbl_count_errno(struct hbl_ring *r, int res);
+
+/* tcp.c */
+void hbl_tcp_connect(struct hbl_ring *r, uint32_t l);
+void hbl_tcp_close(struct hbl_ring *r, uint32_t l, enum hbl_after_close after);
+int hbl_tcp_send(struct hbl_ring *r, uint32_t l, int buf, unsigned len);
+void hbl_tcp_cqe(struct hbl_ring *r, const struct io_uring_cqe *cqe, uint64_t now);
+
+/* udp.c */
+int hbl_udp_init(struct hbl_ring *r);
+void hbl_udp_free(struct hbl_ring *r);
+void hbl_udp_open_sockets(struct hbl_ring *r);
+int hbl_udp_hello(struct hbl_ring *r, uint32_t l, uint64_t now);
+void hbl_udp_release(struct hbl_ring *r, uint32_t l, uint64_t now, int timed_out);
+int hbl_udp_send(struct hbl_ring *r, uint32_t l, int buf, unsigned len);
+void hbl_udp_cqe(struct hbl_ring *r, const struct io_uring_cqe *cqe, uint64_t now);
+void hbl_udp_tick(struct hbl_ring *r, uint64_t now);
+
+#endif

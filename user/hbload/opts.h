@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* hbload command line: options, defaults, and the address lists they name. */
+#ifndef HBL_OPTS_H
+#define HBL_OPTS_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "proto.h"
+
+#define HBL_MAX_SOURCES 65536
+#define HBL_MAX_PAYLOAD 256 /* DATA/ECHO payload hbload sends (the protocol allows 1024) */
+
+struct hbl_opts {
+	const char *server; /* --server: IPv4/IPv6 literal or host name */
+	uint16_t port; /* --port */
+	uint32_t clients; /* --clients */
+	enum hb_transport proto; /* --proto tcp|udp */
+	double interval_s; /* --interval: heartbeat period */
+	double duration_s; /* --duration: heartbeating time after setup */
+	int json; /* --json: one-line JSON summary on stdout */
+	const char *keys; /* --keys: key store file (same format as hbd's) */
+	uint64_t first_device; /* --first-device: id of client 0 */
+	const char *source; /* --source: comma list of addresses and ranges A-B */
+	uint32_t threads; /* --threads: rings (one thread each); raised for TCP to fit --clients */
+	double jitter; /* --jitter: fraction of the interval */
+	double connect_rate; /* --connect-rate: new connections per second, 0 = unlimited */
+	uint32_t inflight; /* --inflight: connects + HELLOs in flight, whole process */
+	uint32_t data_every; /* --data-every: a DATA frame every N heartbeats (0 = never) */
+	uint32_t echo_every; /* --echo-every: an ECHO frame every N heartbeats (0 = never) */
+	uint32_t payload; /* --payload: DATA/ECHO payload bytes */
+	uint32_t silent; /* --silent: the first N clients never heartbeat */
+	double drain_s; /* --drain: wait for outstanding replies at the end */
+	double storm_at_s; /* --storm-at: TCP clients all drop at this time after setup (<0 off) */
+	double storm_window_s; /* --storm-window: reconnects spread over this many seconds */
+	double setup_timeout_s; /* --setup-timeout: stop waiting for all clients to authenticate */
+	double connect_timeout_s; /* --connect-timeout: TCP connect */
+	double hello_timeout_s; /* --hello-timeout: HELLO -> WELCOME */
+	uint32_t udp_sockets; /* --udp-sockets: UDP sockets per ring */
+	int progress; /* progress line on stderr every second (--no-progress clears) */
+	int verbose; /* -v: debug logging */
+};
+
+/* Parses argv. Returns 0, 1 if --help was printed, or -EINVAL after printing what was wrong. */
+int hbl_parse_args(int argc, char **argv, struct hbl_opts *o);
+void hbl_usage(FILE *f);
+
+/* Resolves --server/--port into a socket address. */
+int hbl_resolve(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len);
+
+/* Expands a --source list into addresses of the given family (port 0). On success returns the
+ * count and sets *out (malloc'd); on error returns -EINVAL with a message in err.
+ */
+int hbl_parse_sources(const char *list, int family, struct sockaddr_storage **out, char *err,
+		      size_t errlen);
+
+#endif

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The run's summary: one JSON line (the interface scripts and tests read) or text for people.
+ *
+ * JSON fields (numbers unless said otherwise):
+ *   proto ("tcp"|"udp"), clients, threads, interval_s, duration_s (heartbeating time after
+ *   setup), setup_s, setup_complete (bool), connected (clients that authenticated at least
+ *   once), connected_end (sessions open when heartbeating ended), pings, pongs, lost (PINGs
+ *   without PONG after the drain), rtt_us {p50, p99, p999, max, min, mean}, auth_failed,
+ *   connect_failed, timeouts, data_sent, data_acked, echo_sent, echo_ok, echo_bad, expired,
+ *   reconnects, server_closed, server_errors, stray, errors, send_stalls, beats_skipped,
+ *   errno {addrnotavail, connrefused, timeout, other}, and with --storm-at:
+ *   storm {dropped, back, seconds (-1: not all back), failures}.
+ */
+#include <stdio.h>
+
+#include "run.h"
+
+typedef unsigned long long ull;
+
+static ull lost(const struct hbl_stats *t)
+{
+	return t->pings > t->pongs ? t->pings - t->pongs : 0;
+}
+
+void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result *res)
+{
+	const struct hbl_stats *t = &res->tot;
+	const struct hb_hist *h = &res->rtt;
+
+	fprintf(f,
+		"{\"proto\":\"%s\",\"clients\":%u,\"threads\":%u,\"interval_s\":%g,"
+		"\"duration_s\":%.3f,\"setup_s\":%.3f,\"setup_complete\":%s,"
+		"\"connected\":%llu,\"connected_end\":%llu,\"pings\":%llu,\"pongs\":%llu,"
+		"\"lost\":%llu,",
+		cfg->o.proto == HB_TCP ? "tcp" : "udp", cfg->o.clients, res->rings,
+		cfg->o.interval_s, res->duration_s, res->setup_s,
+		res->setup_complete ? "true" : "false", (ull)t->connected,
+		(ull)res->connected_end, (ull)t->pings, (ull)t->pongs, lost(t));
+	fprintf(f,
+		"\"rtt_us\":{\"p50\":%llu,\"p99\":%llu,\"p999\":%llu,\"max\":%llu,\"min\":%llu,"
+		"\"mean\":%.1f},",
+		(ull)hb_hist_percentile(h, 50), (ull)hb_hist_percentile(h, 99),
+		(ull)hb_hist_percentile(h, 99.9), (ull)h->max, (ull)(h->count ? h->min : 0),
+		hb_hist_mean(h));
+	fprintf(f,
+		"\"auth_failed\":%llu,\"connect_failed\":%llu,\"timeouts\":%llu,"
+		"\"data_sent\":%llu,\"data_acked\":%llu,\"echo_sent\":%llu,\"echo_ok\":%llu,"
+		"\"echo_bad\":%llu,\"expired\":%llu,\"reconnects\":%llu,\"server_closed\":%llu,"
+		"\"server_errors\":%llu,\"stray\":%llu,\"errors\":%llu,\"send_stalls\":%llu,"
+		"\"beats_skipped\":%llu,",
+		(ull)t->auth_failed, (ull)t->connect_failed, (ull)t->timeouts, (ull)t->data_sent,
+		(ull)t->data_acked, (ull)t->echo_sent, (ull)t->echo_ok, (ull)t->echo_bad,
+		(ull)t->expired, (ull)t->reconnects, (ull)t->server_closed, (ull)t->server_error,
+		(ull)t->stray, (ull)t->errors, (ull)t->send_stalls, (ull)t->beats_skipped);
+	fprintf(f, "\"errno\":{\"addrnotavail\":%llu,\"connrefused\":%llu,\"timeout\":%llu,"
+		   "\"other\":%llu}",
+		(ull)t->err_addrnotavail, (ull)t->err_connrefused, (ull)t->err_timeout,
+		(ull)t->err_other);
+	if (cfg->o.storm_at_s >= 0)
+		fprintf(f, ",\"storm\":{\"dropped\":%llu,\"back\":%llu,\"seconds\":%.3f,"
+			   "\"failures\":%llu}",
+			(ull)t->storm_dropped, (ull)t->storm_back, res->storm_s,
+			(ull)t->storm_failures);
+	fprintf(f, "}\n");
+	fflush(f);
+}
+
+void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result *res)
+{
+	const struct hbl_stats *t = &res->tot;
+	const struct hb_hist *h = &res->rtt;
+
+	fprintf(f, "hbload: %u %s clients, %u threads, interval %g s\n", cfg->o.clients,
+		cfg->o.proto == HB_TCP ? "TCP" : "UDP", res->rings, cfg->o.interval_s);
+	fprintf(f, "  setup      %.3f s%s; connected %llu, open at the end %llu\n", res->setup_s,
+		res->setup_complete ? "" : " (incomplete)", (ull)t->connected,
+		(ull)res->connected_end);
+	fprintf(f, "  failures   connect %llu, auth %llu, HELLO timeouts %llu "
+		   "(addrnotavail %llu, refused %llu, timeout %llu, other %llu)\n",
+		(ull)t->connect_failed, (ull)t->auth_failed, (ull)t->timeouts,
+		(ull)t->err_addrnotavail, (ull)t->err_connrefused, (ull)t->err_timeout,
+		(ull)t->err_other);
+	fprintf(f, "  heartbeat  %.1f s: %llu pings, %llu pongs, %llu lost\n", res->duration_s,
+		(ull)t->pings, (ull)t->pongs, lost(t));
+	fprintf(f, "  rtt        p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms, max %.3f ms "
+		   "(from the scheduled send time)\n",
+		hb_hist_percentile(h, 50) / 1e3, hb_hist_percentile(h, 99) / 1e3,
+		hb_hist_percentile(h, 99.9) / 1e3, h->max / 1e3);
+	fprintf(f, "  data       %llu sent, %llu acked; echo %llu sent, %llu ok, %llu bad\n",
+		(ull)t->data_sent, (ull)t->data_acked, (ull)t->echo_sent, (ull)t->echo_ok,
+		(ull)t->echo_bad);
+	fprintf(f, "  server     %llu expired, %llu other BYE, %llu closed, %llu ERROR; "
+		   "%llu reconnects\n",
+		(ull)t->expired, (ull)t->server_bye, (ull)t->server_closed, (ull)t->server_error,
+		(ull)t->reconnects);
+	fprintf(f, "  local      %llu errors, %llu stray replies, %llu send stalls, "
+		   "%llu beats skipped\n",
+		(ull)t->errors, (ull)t->stray, (ull)t->send_stalls, (ull)t->beats_skipped);
+	if (cfg->o.storm_at_s >= 0)
+		fprintf(f, "  storm      %llu dropped, %llu back in %.3f s, %llu failures\n",
+			(ull)t->storm_dropped, (ull)t->storm_back, res->storm_s,
+			(ull)t->storm_failures);
+}

@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* UDP clients on a ring: sessions share a pool of connected sockets and are told apart by the
+ * session token every frame carries.
+ *
+ * Why a pool and not a socket per client: a UDP session is its token plus the source address
+ * and port it was admitted from (docs/PROTOCOL.md), so many sessions can share one socket, and
+ * 500k sockets would cost 500k receive queues and ports for nothing. The pool (--udp-sockets
+ * per ring, direct descriptors like TCP) still spreads sessions over many source ports, as a
+ * fleet behind NATs would look. The one thing a shared socket cannot tell apart is a WELCOME
+ * (it carries no device id): so each socket has at most one HELLO outstanding, and a WELCOME
+ * belongs to that socket's pending client. After a HELLO times out its socket rests for
+ * another timeout before taking a new HELLO, so a late WELCOME cannot be taken for someone
+ * else's.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hbload.h"
+#include "log.h"
+#include "uring_ext.h"
+
+int hbl_udp_init(struct hbl_ring *r)
+{
+	r->us = calloc(r->nsock, sizeof(*r->us));
+	r->ufree = malloc(r->nsock * sizeof(*r->ufree));
+	r->ublocked = malloc(r->nsock * sizeof(*r->ublocked));
+	if (!r->us || !r->ufree || !r->ublocked)
+		return -ENOMEM;
+	for (uint32_t s = 0; s < r->nsock; s++)
+		r->us[s].pending = HBL_NIL;
+	return hbl_tokmap_init(&r->tm, r->n);
+}
+
+void hbl_udp_free(struct hbl_ring *r)
+{
+	free(r->us);
+	free(r->ufree);
+	free(r->ublocked);
+	r->us = NULL;
+	r->ufree = r->ublocked = NULL;
+	hbl_tokmap_free(&r->tm);
+}
+
+/* Pool socket s: SOCKET (direct, slot s) -> BIND (source) -> CONNECT (server), linked. */
+void hbl_udp_open_sockets(struct hbl_ring *r)
+{
+	const struct hbl_cfg *cfg = r->cfg;
+
+	for (uint32_t s = 0; s < r->nsock; s++) {
+		struct io_uring_sqe *sqe;
+
+		hbl_sq_reserve(r, 3);
+		sqe = hbl_sqe(r);
+		io_uring_prep_socket_direct(sqe, cfg->family, SOCK_DGRAM, IPPROTO_UDP, s, 0);
+		sqe->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
+		sqe->user_data = hbl_ud(HBL_OP_USOCK_STEP, 0, 0, s);
+		if (cfg->nsrc) {
+			uint64_t gs = (uint64_t)s * cfg->rings + r->id;
+
+			sqe = hbl_sqe(r);
+			hbl_prep_bind(sqe, (int)s, (const struct sockaddr *)&cfg->src[gs % cfg->nsrc],
+				      cfg->src_len);
+			sqe->flags |= IOSQE_IO_LINK | IOSQE_FIXED_FILE | IOSQE_CQE_SKIP_SUCCESS;
+			sqe->user_data = hbl_ud(HBL_OP_USOCK_STEP, 0, 0, s);
+		}
+		sqe = hbl_sqe(r);
+		io_uring_prep_connect(sqe, (int)s, (const struct sockaddr *)&cfg->server,
+				      cfg->server_len);
+		sqe->flags |= IOSQE_FIXED_FILE;
+		sqe->user_data = hbl_ud(HBL_OP_USOCK_CONNECT, 0, 0, s);
+	}
+}
+
+static void arm_recv(struct hbl_ring *r, uint32_t s)
+{
+	struct io_uring_sqe *sqe = hbl_sqe(r);
+
+	io_uring_prep_recv_multishot(sqe, (int)s, NULL, 0, 0);
+	sqe->flags |= IOSQE_FIXED_FILE | IOSQE_BUFFER_SELECT;
+	sqe->buf_group = 0;
+	sqe->user_data = hbl_ud(HBL_OP_USOCK_RECV, 0, 0, s);
+	r->us[s].recv = 1;
+}
+
+int hbl_udp_send(struct hbl_ring *r, uint32_t l, int buf, unsigned len)
+{
+	struct io_uring_sqe *sqe = hbl_sqe(r);
+
+	io_uring_prep_send(sqe, r->cl[l].sock, hbl_sbuf(r, buf), len, MSG_NOSIGNAL);
+	sqe->flags |= IOSQE_FIXED_FILE;
+	sqe->user_data = hbl_ud(HBL_OP_UDP_SEND, (uint16_t)buf, r->cl[l].gen, l);
+	return 0;
+}
+
+int hbl_udp_hello(struct hbl_ring *r, uint32_t l, uint64_t now)
+{
+	struct hbl_client *c = &r->cl[l];
+	int id = hbl_sbuf_get(r), n;
+	uint32_t s;
+
+	if (id < 0)
+		return -ENOBUFS;
+	s = r->ufree[--r->nufree];
+	r->us[s].pending = l;
+	c->sock = (uint16_t)s;
+	n = hbl_build_hello(r, l, hbl_sbuf(r, id), HBL_SBUF_SIZE);
+	if (n < 0) {
+		hbl_sbuf_put(r, id);
+		r->us[s].pending = HBL_NIL;
+		r->ufree[r->nufree++] = s;
+		if (n == -ENOENT && !r->warned_key++)
+			hb_err("device %llu is not in the key store: its clients cannot authenticate",
+			       (unsigned long long)c->c.device_id);
+		HBL_INC(r, errors);
+		hbl_set_ls(r, l, HBL_LS_DONE);
+		return 0;
+	}
+	hbl_udp_send(r, l, id, (unsigned)n);
+	hbl_set_ls(r, l, HBL_LS_HELLO);
+	hbl_wheel_set(&r->wheel, l, now + r->cfg->hello_timeout_ns);
+	return 0;
+}
+
+void hbl_udp_release(struct hbl_ring *r, uint32_t l, uint64_t now, int timed_out)
+{
+	uint32_t s = r->cl[l].sock;
+	struct hbl_usock *u = &r->us[s];
+
+	if (u->pending != l)
+		return;
+	u->pending = HBL_NIL;
+	if (timed_out) {
+		u->blocked_until = now + r->cfg->hello_timeout_ns;
+		r->ublocked[(r->ubhead + r->ublen++) % r->nsock] = s;
+	} else {
+		r->ufree[r->nufree++] = s;
+	}
+}
+
+/* Sockets whose rest after a HELLO timeout is over take HELLOs again (FIFO: same timeout). */
+void hbl_udp_tick(struct hbl_ring *r, uint64_t now)
+{
+	while (r->ublen && r->us[r->ublocked[r->ubhead]].blocked_until <= now) {
+		r->ufree[r->nufree++] = r->ublocked[r->ubhead];
+		r->ubhead = (r->ubhead + 1) % r->nsock;
+		r->ublen--;
+	}
+}
+
+/* One datagram from socket s: find its client by token (or, for a WELCOME or an ERROR
+ * refusing a HELLO, by the socket's pending HELLO).
+ */
+static void on_dgram(struct hbl_ring *r, uint32_t s, const uint8_t *p, size_t n, uint64_t now)
+{
+	struct hb_frame f;
+	uint32_t l;
+	int rc = hb_decode_dgram(p, n, &f);
+
+	if (rc) {
+		hb_dbg("bad datagram from server: %s", hb_decode_str(rc));
+		HBL_INC(r, errors);
+		return;
+	}
+	if (f.type == HB_WELCOME || !f.token)
+		l = r->us[s].pending;
+	else
+		l = hbl_tokmap_get(&r->tm, f.token);
+	if (l == HBL_NIL || r->cl[l].sock != s) {
+		HBL_INC(r, stray);
+		return;
+	}
+	hbl_frame(r, l, &f, now);
+}
+
+static void on_socket_ready(struct hbl_ring *r, uint32_t s, int res)
+{
+	if (res < 0) {
+		hbl_count_errno(r, res);
+		HBL_INC(r, connect_failed);
+		HBL_INC(r, usock_failed);
+		if (!r->warned_sock++)
+			hb_err("ring %u: UDP socket setup failed: %s", r->id, strerror(-res));
+		return;
+	}
+	r->us[s].ready = 1;
+	r->nsock_ready++;
+	HBL_INC(r, usock_ready);
+	HBL_INC(r, open);
+	arm_recv(r, s);
+	r->ufree[r->nufree++] = s;
+}
+
+void hbl_udp_cqe(struct hbl_ring *r, const struct io_uring_cqe *cqe, uint64_t now)
+{
+	uint64_t ud = cqe->user_data;
+	uint32_t i = hbl_ud_idx(ud);
+
+	switch (hbl_ud_op(ud)) {
+	case HBL_OP_USOCK_STEP:
+		if (cqe->res < 0)
+			hbl_count_errno(r, cqe->res);
+		break;
+	case HBL_OP_USOCK_CONNECT:
+		on_socket_ready(r, i, cqe->res);
+		break;
+	case HBL_OP_USOCK_RECV:
+		if (cqe->res > 0 && (cqe->flags & IORING_CQE_F_BUFFER))
+			on_dgram(r, i, hbl_rbuf(r, cqe->flags >> IORING_CQE_BUFFER_SHIFT),
+				 (size_t)cqe->res, now);
+		if (cqe->flags & IORING_CQE_F_BUFFER)
+			hbl_rbuf_return(r, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+		if (cqe->res < 0 && cqe->res != -ENOBUFS && cqe->res != -ECANCELED) {
+			/* ICMP port unreachable and the like: the pending HELLO failed */
+			uint32_t l = r->us[i].pending;
+
+			hbl_count_errno(r, cqe->res);
+			if (l != HBL_NIL && r->cl[l].ls == HBL_LS_HELLO) {
+				HBL_INC(r, connect_failed);
+				hbl_udp_release(r, l, now, 0);
+				hbl_session_lost(r, l, now, 1);
+			}
+		}
+		if (!(cqe->flags & IORING_CQE_F_MORE) && cqe->res != -ECANCELED)
+			arm_recv(r, i);
+		break;
+	case HBL_OP_UDP_SEND:
+		hbl_sbuf_put(r, hbl_ud_buf(ud));
+		if (cqe->res < 0) {
+			hbl_count_errno(r, cqe->res);
+			HBL_INC(r, errors);
+		}
+		break;
+	default:
+		break;
+	}
+}
