@@ -14,7 +14,8 @@ static struct ht_daemon D;
 
 static int group_setup(void **state)
 {
-	static const char *const args[] = { "--no-offload", "--workers", "2", NULL };
+	static const char *const args[] = { "--no-offload", "--workers", "2", "--interval", "100",
+					    NULL };
 
 	(void)state;
 	return ht_start(&D, args);

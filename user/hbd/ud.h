@@ -35,6 +35,7 @@ enum hbd_op {
 	HBD_OP_MSG_WAKE, /* incoming: the control thread wants the loop to look at the stop flag */
 	HBD_OP_MSG_KILL_TCP, /* incoming: close slot index/gen with BYE(aux) */
 	HBD_OP_MSG_KILL_UDP, /* incoming: end session index/gen with BYE(aux) */
+	HBD_OP_TICK, /* the loop's tick timeout */
 };
 
 static inline uint64_t hbd_ud(enum hbd_op op, uint32_t index, uint16_t gen, uint8_t aux)

@@ -9,12 +9,24 @@
  */
 #if defined(__has_include)
 #if __has_include(<valgrind/memcheck.h>)
+#include <sched.h>
 #include <valgrind/memcheck.h>
 #define HBD_KERNEL_WROTE(p, n) VALGRIND_MAKE_MEM_DEFINED((p), (n))
+/* valgrind (3.19) runs io_uring_enter as a non-blocking syscall, holding its one big lock while
+ * the ring waits, and a worker that loops between waits never reaches a scheduling point: the
+ * other threads (the control thread's sigtimedwait) starve. Yield once per loop iteration, but
+ * only under valgrind.
+ */
+#define HBD_VALGRIND_YIELD()                \
+	do {                                \
+		if (RUNNING_ON_VALGRIND)    \
+			sched_yield();      \
+	} while (0)
 #endif
 #endif
 #ifndef HBD_KERNEL_WROTE
 #define HBD_KERNEL_WROTE(p, n) ((void)(p), (void)(n))
+#define HBD_VALGRIND_YIELD() ((void)0)
 #endif
 
 #endif

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "vg.h"
 
 #define SQ_ENTRIES 1024
 #define CQ_ENTRIES 16384 /* multishot CQEs arrive in bursts; overflow is kept, not dropped */
@@ -308,6 +309,9 @@ static void handle_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		break;
 	case HBD_OP_MSG_WAKE:
 		break; /* the loop checks the stop flag */
+	case HBD_OP_TICK:
+		w->tick_armed = false;
+		break;
 	case HBD_OP_MSG_KILL_TCP:
 		hbd_tcp_kill(w, hbd_ud_index(ud), hbd_ud_gen(ud), hbd_ud_aux(ud));
 		break;
@@ -386,15 +390,30 @@ static bool drain_done(struct hbd_worker *w)
 	       !w->udp_wheel.count;
 }
 
+/* The loop waits for at least one CQE; a timeout SQE guarantees one every tick. (A timeout
+ * SQE rather than io_uring_submit_and_wait_timeout: the latter's IORING_ENTER_EXT_ARG is
+ * mishandled by valgrind 3.19, which then waits forever, and an SQE costs nothing per tick.)
+ */
+static void arm_tick(struct hbd_worker *w)
+{
+	struct io_uring_sqe *sqe = hbd_sqe(w);
+
+	if (!sqe)
+		return;
+	w->tick_ts.tv_sec = (long long)(w->d->tick_ms / 1000);
+	w->tick_ts.tv_nsec = (long long)(w->d->tick_ms % 1000) * 1000000;
+	io_uring_prep_timeout(sqe, &w->tick_ts, 0, 0);
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_TICK, 0, 0, 0));
+	w->tick_armed = true;
+}
+
 static void run(struct hbd_worker *w)
 {
 	struct hbd_daemon *d = w->d;
 
 	for (;;) {
-		struct __kernel_timespec ts;
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
-		uint64_t wait_ms;
 		int rc;
 
 		hbd_worker_clock(w);
@@ -410,11 +429,10 @@ static void run(struct hbd_worker *w)
 			tick(w);
 			w->next_tick = w->now_ms + d->tick_ms;
 		}
+		if (!w->tick_armed)
+			arm_tick(w);
 		flush(w);
-		wait_ms = w->next_tick > w->now_ms ? w->next_tick - w->now_ms : 0;
-		ts.tv_sec = (long long)(wait_ms / 1000);
-		ts.tv_nsec = (long long)(wait_ms % 1000) * 1000000;
-		rc = io_uring_submit_and_wait_timeout(&w->ring, &cqe, 1, &ts, NULL);
+		rc = io_uring_submit_and_wait(&w->ring, 1);
 		if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY) {
 			hb_err("worker %u: io_uring wait: %s", w->id, strerror(-rc));
 			HBD_STAT_ADD(w->st, errors, 1);
@@ -427,6 +445,7 @@ static void run(struct hbd_worker *w)
 				break;
 		}
 		io_uring_cq_advance(&w->ring, n);
+		HBD_VALGRIND_YIELD();
 	}
 }
 

@@ -96,6 +96,8 @@ struct hbd_worker {
 	bool accept_armed, udp_armed;
 	bool accept_retry, udp_retry; /* re-arm at the next tick (after an unexpected error) */
 	bool draining;
+	bool tick_armed;
+	struct __kernel_timespec tick_ts;
 	uint64_t drain_deadline;
 	uint64_t now_ms; /* worker clock, ms since the daemon started */
 	uint64_t next_tick;
