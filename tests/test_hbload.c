@@ -339,7 +339,8 @@ static int serve_main(int argc, char **argv)
 	char err[256];
 	int reuse = 0;
 
-	for (int i = 2; i < argc; i++) {
+	/* argv: test_hbload --serve PORT [options] */
+	for (int i = 3; i < argc; i++) {
 		if (!strcmp(argv[i], "--reuseport"))
 			reuse = 1;
 		else if (!strcmp(argv[i], "--keys") && i + 1 < argc)
@@ -354,7 +355,7 @@ static int serve_main(int argc, char **argv)
 	r.ks = ks;
 	r.interval_ms = interval_ms;
 	r.timeout_ms = interval_ms * 3 / 2;
-	if (rsp_open(&r, AF_INET, (uint16_t)atoi(argv[1]), reuse)) {
+	if (rsp_open(&r, AF_INET, (uint16_t)atoi(argv[2]), reuse)) {
 		perror("responder");
 		return 1;
 	}
@@ -369,10 +370,8 @@ int main(int argc, char **argv)
 	char err[256];
 	int fd, rc;
 
-	if (argc > 2 && !strcmp(argv[1], "--serve")) {
-		argv[1] = argv[2];
-		return serve_main(argc - 1, argv);
-	}
+	if (argc > 2 && !strcmp(argv[1], "--serve"))
+		return serve_main(argc, argv);
 	if (find_hbload(argv[0])) {
 		fprintf(stderr, "test_hbload: no hbload binary ($BUILD/hbload or %s)\n", hbload_path);
 		return 1;

@@ -66,6 +66,7 @@ struct hbl_shared {
 	int phase; /* enum hbl_phase, atomic */
 	uint64_t run_end_ns; /* heartbeats scheduled at or after this are not sent (atomic) */
 	uint64_t storm_at_ns; /* TCP clients all drop at this time; UINT64_MAX: never (atomic) */
+	uint64_t measure_from_ns; /* RTTs of PINGs scheduled earlier are not recorded (atomic) */
 };
 
 /* Counters, one set per ring. The X-macro gives the struct and the names reports print. */
@@ -141,7 +142,7 @@ struct hbl_client {
 	uint32_t beats; /* heartbeats sent (DATA/ECHO every N of them) */
 	uint16_t carry_len;
 	uint16_t gen; /* connection generation: CQEs of older connections are stale */
-	uint16_t sock; /* UDP: the pool socket the session was admitted through */
+	uint16_t sock; /* UDP: the pool socket of the session; TCP: the send buffer in flight */
 	uint8_t ls; /* enum hbl_lstate */
 	uint8_t flags; /* HBL_F_* */
 	uint8_t after; /* enum hbl_after_close: what to do when the close completes */

@@ -47,6 +47,8 @@ void hbl_usage(FILE *f)
 		"  --payload BYTES       DATA/ECHO payload size, 8..%d (default 16)\n"
 		"  --silent N            the first N clients authenticate and never heartbeat\n"
 		"  --drain S             wait this long for outstanding replies at the end (default 2)\n"
+		"  --warmup S            leave heartbeats scheduled before setup end + S out of rtt_us\n"
+		"                        (they still count as pings/pongs/lost; default: keep all)\n"
 		"  --storm-at S          TCP: all clients drop S seconds after setup and reconnect\n"
 		"  --storm-window S      ... with their reconnects spread over S seconds (default 30)\n"
 		"  --setup-timeout S     stop waiting for every client to authenticate (default 60)\n"
@@ -67,7 +69,7 @@ enum {
 	O_SERVER = 256, O_PORT, O_CLIENTS, O_PROTO, O_INTERVAL, O_DURATION, O_JSON, O_KEYS,
 	O_FIRST, O_SOURCE, O_THREADS, O_JITTER, O_RATE, O_INFLIGHT, O_DATA, O_ECHO, O_PAYLOAD,
 	O_SILENT, O_DRAIN, O_STORM, O_STORM_WIN, O_SETUP_TO, O_CONN_TO, O_HELLO_TO, O_UDPSOCK,
-	O_NOPROG,
+	O_NOPROG, O_WARMUP,
 };
 
 static const struct option longopts[] = {
@@ -97,6 +99,7 @@ static const struct option longopts[] = {
 	{ "hello-timeout", required_argument, NULL, O_HELLO_TO },
 	{ "udp-sockets", required_argument, NULL, O_UDPSOCK },
 	{ "no-progress", no_argument, NULL, O_NOPROG },
+	{ "warmup", required_argument, NULL, O_WARMUP },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
@@ -157,6 +160,7 @@ static void defaults(struct hbl_opts *o)
 	o->inflight = 1024;
 	o->payload = 16;
 	o->drain_s = 2;
+	o->warmup_s = -1;
 	o->storm_at_s = -1;
 	o->storm_window_s = 30;
 	o->setup_timeout_s = 60;
@@ -219,6 +223,7 @@ static int one(struct hbl_opts *o, int c, const char *arg)
 	case O_HELLO_TO: return num_dbl(name, arg, 0.01, 3600, NULL, &o->hello_timeout_s);
 	case O_UDPSOCK: return num_u32(name, arg, 1, 16384, &o->udp_sockets);
 	case O_NOPROG: o->progress = 0; return 0;
+	case O_WARMUP: return num_dbl(name, arg, 0, 86400, NULL, &o->warmup_s);
 	case 'v': o->verbose = 1; return 0;
 	default: return -EINVAL;
 	}

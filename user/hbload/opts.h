@@ -34,6 +34,8 @@ struct hbl_opts {
 	uint32_t payload; /* --payload: DATA/ECHO payload bytes */
 	uint32_t silent; /* --silent: the first N clients never heartbeat */
 	double drain_s; /* --drain: wait for outstanding replies at the end */
+	double warmup_s; /* --warmup: RTTs of heartbeats scheduled before setup end + S are not
+			  * recorded (<0: record all) */
 	double storm_at_s; /* --storm-at: TCP clients all drop at this time after setup (<0 off) */
 	double storm_window_s; /* --storm-window: reconnects spread over this many seconds */
 	double setup_timeout_s; /* --setup-timeout: stop waiting for all clients to authenticate */

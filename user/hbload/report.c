@@ -5,8 +5,10 @@
  *   proto ("tcp"|"udp"), clients, threads, interval_s, duration_s (heartbeating time after
  *   setup), setup_s, setup_complete (bool), connected (clients that authenticated at least
  *   once), connected_end (sessions open when heartbeating ended), pings, pongs, lost (PINGs
- *   without PONG after the drain), rtt_us {p50, p99, p999, max, min, mean}, auth_failed,
- *   connect_failed, timeouts, data_sent, data_acked, echo_sent, echo_ok, echo_bad, expired,
+ *   without PONG after the drain), rtt_us {p50, p99, p999, max, min, mean, count: the RTTs
+ *   behind them, all PONGs unless --warmup}, auth_failed,
+ *   connect_failed, timeouts, data_sent, data_acked, echo_sent, echo_ok, echo_bad, expired
+ *   (sessions the server ended with BYE(EXPIRED)),
  *   reconnects, server_closed, server_errors, stray, errors, send_stalls, beats_skipped,
  *   errno {addrnotavail, connrefused, timeout, other}, and with --storm-at:
  *   storm {dropped, back, seconds (-1: not all back), failures}.
@@ -38,10 +40,10 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		(ull)res->connected_end, (ull)t->pings, (ull)t->pongs, lost(t));
 	fprintf(f,
 		"\"rtt_us\":{\"p50\":%llu,\"p99\":%llu,\"p999\":%llu,\"max\":%llu,\"min\":%llu,"
-		"\"mean\":%.1f},",
+		"\"mean\":%.1f,\"count\":%llu},",
 		(ull)hb_hist_percentile(h, 50), (ull)hb_hist_percentile(h, 99),
 		(ull)hb_hist_percentile(h, 99.9), (ull)h->max, (ull)(h->count ? h->min : 0),
-		hb_hist_mean(h));
+		hb_hist_mean(h), (ull)h->count);
 	fprintf(f,
 		"\"auth_failed\":%llu,\"connect_failed\":%llu,\"timeouts\":%llu,"
 		"\"data_sent\":%llu,\"data_acked\":%llu,\"echo_sent\":%llu,\"echo_ok\":%llu,"

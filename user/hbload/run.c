@@ -53,20 +53,27 @@ static uint64_t s2ns(double s)
 	return (uint64_t)(s * 1e9);
 }
 
+/* One line a second: the p99 is of the RTTs measured in that second (the difference of two
+ * merged snapshots), the rest are totals or rates.
+ */
 static void progress(const struct hbl_cfg *cfg, struct hbl_ring *rings, const struct hbl_stats *t,
 		     const struct hbl_stats *prev, double dt, uint64_t now)
 {
-	static struct hb_hist h;
+	static struct hb_hist cur, last, delta;
 
-	hb_hist_init(&h);
+	hb_hist_init(&cur);
 	for (unsigned i = 0; i < cfg->rings; i++)
-		hb_hist_merge(&h, &rings[i].rtt);
+		hb_hist_merge(&cur, &rings[i].rtt);
+	delta = cur;
+	for (unsigned i = 0; i < HB_HIST_BUCKETS; i++)
+		delta.b[i] = cur.b[i] >= last.b[i] ? cur.b[i] - last.b[i] : 0;
+	last = cur;
 	hb_info("%6.1fs  connected %llu/%u  open %llu  pings %.0f/s  pongs %.0f/s  p99 %.3f ms  "
 		"outstanding %lld  failures %llu",
 		(double)(now - cfg->t0_ns) / 1e9, (unsigned long long)t->connected, cfg->o.clients,
 		(unsigned long long)t->authed_now, (double)(t->pings - prev->pings) / dt,
-		(double)(t->pongs - prev->pongs) / dt, (double)hb_hist_percentile(&h, 99) / 1000.0,
-		(long long)(t->pings - t->pongs),
+		(double)(t->pongs - prev->pongs) / dt,
+		(double)hb_hist_percentile(&delta, 99) / 1000.0, (long long)(t->pings - t->pongs),
 		(unsigned long long)(t->connect_failed + t->auth_failed + t->timeouts));
 }
 
@@ -164,6 +171,9 @@ static void check_setup(struct hbl_cfg *cfg, struct hbl_shared *sh, const struct
 	res->setup_s = (double)(tl->setup_done - cfg->t0_ns) / 1e9;
 	tl->run_end = res->unreachable ? now : tl->setup_done + s2ns(o->duration_s);
 	__atomic_store_n(&sh->run_end_ns, tl->run_end, __ATOMIC_RELAXED);
+	if (o->warmup_s >= 0)
+		__atomic_store_n(&sh->measure_from_ns, tl->setup_done + s2ns(o->warmup_s),
+				 __ATOMIC_RELAXED);
 	if (o->storm_at_s >= 0 && !res->unreachable) {
 		tl->storm_at = tl->setup_done + s2ns(o->storm_at_s);
 		res->storm = tl->storm_at < tl->run_end;
@@ -180,7 +190,9 @@ static int outstanding(const struct hbl_stats *t)
 int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res)
 {
 	struct hbl_shared sh = { .phase = HBL_PH_RUN, .run_end_ns = UINT64_MAX,
-				 .storm_at_ns = UINT64_MAX };
+				 .storm_at_ns = UINT64_MAX,
+				 /* with --warmup nothing counts until setup is over */
+				 .measure_from_ns = cfg->o.warmup_s >= 0 ? UINT64_MAX : 0 };
 	struct hbl_stats t, prev;
 	struct timeline tl = { 0 };
 	struct hbl_ring *rings;

@@ -420,7 +420,9 @@ void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_
 		break;
 	case HBC_EV_PONG:
 		HBL_INC(r, pongs);
-		hb_hist_add(&r->rtt, ev.rtt_ns / 1000);
+		/* the echoed timestamp is the scheduled time: --warmup leaves early ones out */
+		if (ev.ts >= __atomic_load_n(&r->sh->measure_from_ns, __ATOMIC_RELAXED))
+			hb_hist_add(&r->rtt, ev.rtt_ns / 1000);
 		break;
 	case HBC_EV_ACK:
 		HBL_INC(r, data_acked);
