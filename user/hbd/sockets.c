@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #define LISTEN_BACKLOG 4096 /* clamped by net.core.somaxconn */
+#define UDP_RCVBUF (4 << 20)
 
 static int parse_bind(const char *bind, uint16_t port, struct sockaddr_storage *ss,
 		      socklen_t *len)
@@ -67,6 +68,15 @@ static int open_one(int type, const struct sockaddr_storage *ss, socklen_t len, 
 	if (ss->ss_family == AF_INET6 &&
 	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)))
 		goto fail;
+	/* A burst of HELLOs (a fleet coming back after an outage) must queue, not drop: 4 MiB
+	 * beyond net.core.rmem_max with CAP_NET_ADMIN, else as much as rmem_max allows.
+	 */
+	if (type == SOCK_DGRAM) {
+		int sz = UDP_RCVBUF;
+
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
+			setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	}
 	/* accepted sockets inherit it: a PONG must leave now, not wait for Nagle */
 	if (type == SOCK_STREAM && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
 		goto fail;

@@ -55,6 +55,8 @@ struct hbd_conn {
 	uint8_t final_code; /* its reason or error code */
 };
 
+_Static_assert(sizeof(struct hbd_conn) == 40, "per-slot state: keep it compact (issue 3)");
+
 #define HBD_DUE_BATCH 256
 #define HBD_UDP_BUF_SIZE 1152 /* recvmsg header + sockaddr_in6 + the largest valid datagram */
 #define HBD_UDP_BUFS 256
