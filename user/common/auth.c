@@ -300,7 +300,8 @@ int hb_keystore_load(const char *path, struct hb_keystore **out, char *err, size
 		hb_keystore_free(ks);
 		return rc;
 	}
-	qsort(ks->dev, ks->ndev, sizeof(*ks->dev), cmp_dev);
+	if (ks->ndev) /* a store of derive ranges only has no array: qsort(NULL) is undefined */
+		qsort(ks->dev, ks->ndev, sizeof(*ks->dev), cmp_dev);
 	for (size_t i = 1; i < ks->ndev; i++) {
 		if (ks->dev[i].id == ks->dev[i - 1].id) {
 			snprintf(err, errlen, "%s: device %" PRIu64 " listed twice", path, ks->dev[i].id);
