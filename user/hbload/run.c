@@ -53,8 +53,8 @@ static uint64_t s2ns(double s)
 	return (uint64_t)(s * 1e9);
 }
 
-/* One line a second: the p99 is of the RTTs measured in that second (the difference of two
- * merged snapshots), the rest are totals or rates.
+/* One line a second: p99 of the RTTs measured in that second (the difference of two merged
+ * snapshots) and p99 of the whole run so far; the rest are totals or rates.
  */
 static void progress(const struct hbl_cfg *cfg, struct hbl_ring *rings, const struct hbl_stats *t,
 		     const struct hbl_stats *prev, double dt, uint64_t now)
@@ -68,12 +68,13 @@ static void progress(const struct hbl_cfg *cfg, struct hbl_ring *rings, const st
 	for (unsigned i = 0; i < HB_HIST_BUCKETS; i++)
 		delta.b[i] = cur.b[i] >= last.b[i] ? cur.b[i] - last.b[i] : 0;
 	last = cur;
-	hb_info("%6.1fs  connected %llu/%u  open %llu  pings %.0f/s  pongs %.0f/s  p99 %.3f ms  "
-		"outstanding %lld  failures %llu",
+	hb_info("%6.1fs  connected %llu/%u  open %llu  pings %.0f/s  pongs %.0f/s  "
+		"p99 %.3f ms (so far %.3f)  outstanding %lld  failures %llu",
 		(double)(now - cfg->t0_ns) / 1e9, (unsigned long long)t->connected, cfg->o.clients,
 		(unsigned long long)t->authed_now, (double)(t->pings - prev->pings) / dt,
 		(double)(t->pongs - prev->pongs) / dt,
-		(double)hb_hist_percentile(&delta, 99) / 1000.0, (long long)(t->pings - t->pongs),
+		(double)hb_hist_percentile(&delta, 99) / 1000.0,
+		(double)hb_hist_percentile(&cur, 99) / 1000.0, (long long)(t->pings - t->pongs),
 		(unsigned long long)(t->connect_failed + t->auth_failed + t->timeouts));
 }
 

@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbload's pure logic: the timing wheel (never early, never lost), the UDP token map, the
+ * command line and --source lists. No sockets, no rings.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "opts.h"
+#include "tokmap.h"
+#include "wheel.h"
+
+#define MS 1000000ULL
+#define EPOCH (1000 * MS)
+
+static uint64_t rnd(uint64_t *x)
+{
+	*x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
+	return *x >> 17;
+}
+
+static void test_wheel_exact_times(void **state)
+{
+	struct hbl_wheel w;
+
+	(void)state;
+	assert_int_equal(hbl_wheel_init(&w, 8, EPOCH), 0);
+	hbl_wheel_set(&w, 0, EPOCH + 5 * MS + 300000); /* 5.3 ms */
+	hbl_wheel_set(&w, 1, EPOCH + 5 * MS + 700000); /* 5.7 ms: same 1 ms slot */
+	hbl_wheel_set(&w, 2, EPOCH + 9 * MS);
+	assert_int_equal(hbl_wheel_next_ns(&w, EPOCH, 50), 5 * MS + 300000);
+	/* within the slot, nothing comes out before its own time */
+	assert_int_equal(hbl_wheel_pop(&w, EPOCH + 5 * MS + 299999), HBL_NIL);
+	assert_int_equal(hbl_wheel_pop(&w, EPOCH + 5 * MS + 300000), 0);
+	assert_int_equal(hbl_wheel_pop(&w, EPOCH + 5 * MS + 300000), HBL_NIL);
+	assert_int_equal(hbl_wheel_next_ns(&w, EPOCH + 5 * MS + 300000, 50), 400000);
+	/* an entry added for later in the current millisecond is still found */
+	hbl_wheel_set(&w, 3, EPOCH + 5 * MS + 500000);
+	assert_int_equal(hbl_wheel_pop(&w, EPOCH + 5 * MS + 600000), 3);
+	assert_int_equal(hbl_wheel_pop(&w, EPOCH + 5 * MS + 800000), 1);
+	/* rescheduling earlier and later; deleting */
+	hbl_wheel_set(&w, 2, EPOCH + 7 * MS);
+	hbl_wheel_set(&w, 4, EPOCH + 6 * MS);
+	hbl_wheel_del(&w, 4);
+	hbl_wheel_del(&w, 4); /* twice is harmless */
+	assert_int_equal(w.count, 1);
+	assert_int_equal(hbl_wheel_pop(&w, EPOCH + 6 * MS + 999999), HBL_NIL);
+	assert_int_equal(hbl_wheel_pop(&w, EPOCH + 7 * MS), 2);
+	/* nothing queued: next is the limit; a due time in the past fires at once */
+	assert_int_equal(hbl_wheel_next_ns(&w, EPOCH + 8 * MS, 50), 50 * MS);
+	hbl_wheel_set(&w, 5, EPOCH + 1 * MS);
+	assert_int_equal(hbl_wheel_next_ns(&w, EPOCH + 20 * MS, 50), 0);
+	assert_int_equal(hbl_wheel_pop(&w, EPOCH + 20 * MS), 5);
+	hbl_wheel_free(&w);
+}
+
+static void test_wheel_laps_and_stalls(void **state)
+{
+	struct hbl_wheel w;
+	uint64_t far = EPOCH + (HBL_WHEEL_SLOTS + 10) * MS; /* shares slot 10 with a nearer one */
+
+	(void)state;
+	assert_int_equal(hbl_wheel_init(&w, 4, EPOCH), 0);
+	hbl_wheel_set(&w, 0, far);
+	hbl_wheel_set(&w, 1, EPOCH + 10 * MS);
+	assert_int_equal(hbl_wheel_pop(&w, EPOCH + 11 * MS), 1);
+	/* the later lap stays put */
+	assert_int_equal(hbl_wheel_pop(&w, EPOCH + 12 * MS), HBL_NIL);
+	assert_int_equal(hbl_wheel_next_ns(&w, EPOCH + 12 * MS, 100), 100 * MS);
+	/* a stall longer than the whole wheel still finds it */
+	assert_int_equal(hbl_wheel_pop(&w, far + 5 * HBL_WHEEL_SLOTS * MS), 0);
+	assert_int_equal(w.count, 0);
+	hbl_wheel_free(&w);
+}
+
+/* Random schedule against a brute-force reference: every entry pops exactly once, never
+ * before its due time and no later than the first pop at or after it.
+ */
+static void test_wheel_random(void **state)
+{
+	enum { N = 2000 };
+	static uint64_t due[N];
+	static int done[N];
+	struct hbl_wheel w;
+	uint64_t x = 7, now = EPOCH;
+	unsigned popped = 0;
+
+	(void)state;
+	assert_int_equal(hbl_wheel_init(&w, N, EPOCH), 0);
+	for (uint32_t i = 0; i < N; i++) {
+		due[i] = EPOCH + rnd(&x) % (200 * MS);
+		hbl_wheel_set(&w, i, due[i]);
+	}
+	/* move about half of them once more */
+	for (uint32_t i = 0; i < N; i += 2) {
+		due[i] = EPOCH + rnd(&x) % (200 * MS);
+		hbl_wheel_set(&w, i, due[i]);
+	}
+	while (popped < N) {
+		uint64_t next = hbl_wheel_next_ns(&w, now, 50);
+		uint32_t i;
+
+		/* next_ns never overshoots the earliest due entry */
+		for (uint32_t k = 0; k < N; k++)
+			if (!done[k] && due[k] <= now + 50 * MS)
+				assert_true(now + next <= (due[k] > now ? due[k] : now));
+		now += next ? next : rnd(&x) % 300000;
+		while ((i = hbl_wheel_pop(&w, now)) != HBL_NIL) {
+			assert_false(done[i]);
+			assert_true(due[i] <= now);
+			done[i] = 1;
+			popped++;
+		}
+		for (uint32_t k = 0; k < N; k++)
+			assert_true(done[k] || due[k] > now);
+	}
+	assert_int_equal(w.count, 0);
+	hbl_wheel_free(&w);
+}
+
+static void test_tokmap(void **state)
+{
+	enum { N = 5000 };
+	static uint64_t tok[N];
+	static int live[N];
+	struct hbl_tokmap m;
+	uint64_t x = 99;
+
+	(void)state;
+	assert_int_equal(hbl_tokmap_init(&m, N), 0);
+	assert_int_equal(hbl_tokmap_put(&m, 0, 1), -EINVAL);
+	assert_int_equal(hbl_tokmap_get(&m, 0), UINT32_MAX);
+	/* sequential tokens (a naive server) as well as random ones */
+	for (uint32_t i = 0; i < N; i++) {
+		tok[i] = i < N / 2 ? i + 1 : (rnd(&x) << 20) | 1;
+		assert_int_equal(hbl_tokmap_put(&m, tok[i], i), 0);
+		live[i] = 1;
+	}
+	assert_int_equal(m.count, N);
+	/* churn: delete and re-add, checking every lookup against the reference */
+	for (int round = 0; round < 20000; round++) {
+		uint32_t i = (uint32_t)(rnd(&x) % N);
+
+		if (live[i]) {
+			assert_int_equal(hbl_tokmap_del(&m, tok[i]), 1);
+			assert_int_equal(hbl_tokmap_del(&m, tok[i]), 0);
+		} else {
+			assert_int_equal(hbl_tokmap_put(&m, tok[i], i), 0);
+		}
+		live[i] = !live[i];
+		if (round % 1000 == 0)
+			for (uint32_t k = 0; k < N; k++)
+				assert_int_equal(hbl_tokmap_get(&m, tok[k]), live[k] ? k : UINT32_MAX);
+	}
+	/* replacing a value keeps one entry */
+	uint32_t c = m.count;
+	assert_int_equal(hbl_tokmap_put(&m, 123456789, 1), 0);
+	assert_int_equal(hbl_tokmap_put(&m, 123456789, 2), 0);
+	assert_int_equal(hbl_tokmap_get(&m, 123456789), 2);
+	assert_int_equal(m.count, c + 1);
+	hbl_tokmap_free(&m);
+
+	/* a full map refuses instead of looping */
+	assert_int_equal(hbl_tokmap_init(&m, 4), 0);
+	int rc = 0;
+	for (uint64_t t = 1; t < 100 && !rc; t++)
+		rc = hbl_tokmap_put(&m, t, 0);
+	assert_int_equal(rc, -ENOSPC);
+	hbl_tokmap_free(&m);
+}
+
+static void test_sources(void **state)
+{
+	struct sockaddr_storage *v = NULL;
+	char err[128], buf[64];
+	int n;
+
+	(void)state;
+	n = hbl_parse_sources("127.0.1.1-127.0.1.4,10.0.0.254-10.0.1.1", AF_INET, &v, err,
+			      sizeof(err));
+	assert_int_equal(n, 8);
+	inet_ntop(AF_INET, &((struct sockaddr_in *)&v[3])->sin_addr, buf, sizeof(buf));
+	assert_string_equal(buf, "127.0.1.4");
+	inet_ntop(AF_INET, &((struct sockaddr_in *)&v[6])->sin_addr, buf, sizeof(buf));
+	assert_string_equal(buf, "10.0.1.0"); /* ranges carry across octets */
+	assert_int_equal(((struct sockaddr_in *)&v[0])->sin_port, 0);
+	free(v);
+
+	n = hbl_parse_sources("fd00::1-fd00::3,::1", AF_INET6, &v, err, sizeof(err));
+	assert_int_equal(n, 4);
+	inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&v[2])->sin6_addr, buf, sizeof(buf));
+	assert_string_equal(buf, "fd00::3");
+	assert_int_equal(v[3].ss_family, AF_INET6);
+	free(v);
+
+	/* errors say what is wrong */
+	assert_int_equal(hbl_parse_sources("::1", AF_INET, &v, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "IPv4"));
+	assert_int_equal(hbl_parse_sources("10.0.0.9-10.0.0.1", AF_INET, &v, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "backwards"));
+	assert_int_equal(hbl_parse_sources("10.0.0.0-10.2.0.0", AF_INET, &v, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "more than"));
+	assert_int_equal(hbl_parse_sources(",", AF_INET, &v, err, sizeof(err)), -EINVAL);
+}
+
+#define ARGC(v) ((int)(sizeof(v) / sizeof((v)[0])) - 1)
+
+static void test_args(void **state)
+{
+	struct hbl_opts o;
+	char *ok[] = { "hbload", "--server", "127.0.0.1", "--port", "7600", "--clients", "500",
+		       "--proto", "udp", "--interval", "30", "--duration", "180", "--json",
+		       "--connect-rate", "2000/s", "--jitter", "0.25", "--silent", "5", NULL };
+	char *no_clients[] = { "hbload", "--server", "x", "--interval", "1", "--duration", "1",
+			       NULL };
+	char *bad_num[] = { "hbload", "--server", "x", "--clients", "10k", "--interval", "1",
+			    "--duration", "1", NULL };
+	char *storm_udp[] = { "hbload", "--server", "x", "--clients", "10", "--interval", "1",
+			      "--duration", "1", "--proto", "udp", "--storm-at", "5", NULL };
+	char *too_silent[] = { "hbload", "--server", "x", "--clients", "10", "--interval", "1",
+			       "--duration", "1", "--silent", "11", NULL };
+
+	(void)state;
+	assert_int_equal(hbl_parse_args(ARGC(ok), ok, &o), 0);
+	assert_string_equal(o.server, "127.0.0.1");
+	assert_int_equal(o.port, 7600);
+	assert_int_equal(o.clients, 500);
+	assert_int_equal(o.proto, HB_UDP);
+	assert_true(o.interval_s == 30 && o.duration_s == 180);
+	assert_true(o.json);
+	assert_true(o.connect_rate == 2000);
+	assert_true(o.jitter == 0.25);
+	assert_int_equal(o.silent, 5);
+	/* defaults */
+	assert_int_equal(o.first_device, 1);
+	assert_true(o.drain_s == 2);
+	assert_true(o.storm_at_s < 0);
+	assert_int_equal(hbl_parse_args(ARGC(no_clients), no_clients, &o), -EINVAL);
+	assert_int_equal(hbl_parse_args(ARGC(bad_num), bad_num, &o), -EINVAL);
+	assert_int_equal(hbl_parse_args(ARGC(storm_udp), storm_udp, &o), -EINVAL);
+	assert_int_equal(hbl_parse_args(ARGC(too_silent), too_silent, &o), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_wheel_exact_times),
+		cmocka_unit_test(test_wheel_laps_and_stalls),
+		cmocka_unit_test(test_wheel_random),
+		cmocka_unit_test(test_tokmap),
+		cmocka_unit_test(test_sources),
+		cmocka_unit_test(test_args),
+	};
+
+	return cmocka_run_group_tests_name("hbload units", tests, NULL, NULL);
+}
