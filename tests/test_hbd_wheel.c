@@ -376,22 +376,31 @@ static void user_data_packing(void **state)
 static void chunk_pool(void **state)
 {
 	struct hbd_chunks p;
-	uint32_t got[64], extra;
+	uint32_t got[1024 + 1], big, mid, extra;
 
 	(void)state;
-	assert_int_equal(hbd_chunks_init(&p, 40), 0); /* rounds up to 2 slabs of 32 */
-	for (int i = 0; i < 64; i++) {
-		got[i] = hbd_chunk_alloc(&p);
+	assert_int_equal(hbd_chunks_init(&p, 64 * 1024), 0); /* one slab a class */
+	/* the smallest class that fits */
+	assert_int_equal(hbd_chunk_cap(&p, got[0] = hbd_chunk_alloc(&p, 1)), 56);
+	assert_int_equal(hbd_chunk_cap(&p, mid = hbd_chunk_alloc(&p, 57)), 248);
+	assert_int_equal(hbd_chunk_cap(&p, big = hbd_chunk_alloc(&p, HB_MAX_FRAME)), 2040);
+	assert_int_equal(hbd_chunk_alloc(&p, 2041), HBD_NONE);
+	hbd_chunk_put(&p, got[0]);
+	hbd_chunk_put(&p, mid);
+	/* a class is exhausted at its limit; the others are not */
+	for (int i = 0; i < 1024; i++) {
+		got[i] = hbd_chunk_alloc(&p, 8);
 		assert_int_not_equal(got[i], HBD_NONE);
-		hbd_chunk(&p, got[i])->data[0] = (uint8_t)i;
+		hbd_chunk(&p, got[i])->data[55] = (uint8_t)i;
 	}
-	extra = hbd_chunk_alloc(&p);
+	extra = hbd_chunk_alloc(&p, 8);
 	assert_int_equal(extra, HBD_NONE);
-	for (int i = 0; i < 64; i++)
-		assert_int_equal(hbd_chunk(&p, got[i])->data[0], (uint8_t)i);
+	assert_int_not_equal(mid = hbd_chunk_alloc(&p, 8 + 57), HBD_NONE);
+	for (int i = 0; i < 1024; i++)
+		assert_int_equal(hbd_chunk(&p, got[i])->data[55], (uint8_t)i);
 	hbd_chunk_put(&p, got[10]);
-	assert_int_equal(hbd_chunk_alloc(&p), got[10]);
-	assert_int_equal(p.used, 64);
+	assert_int_equal(hbd_chunk_alloc(&p, 3), got[10]);
+	assert_int_equal(p.used, 1024 + 2);
 	hbd_chunks_free(&p);
 }
 

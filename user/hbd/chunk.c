@@ -1,75 +1,97 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Chunk pool: slabs allocated on demand, a free list threaded through the chunks. */
+/* Chunk pools: slabs allocated on demand, a free list per class threaded through the chunks. */
 #include "chunk.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
-_Static_assert(sizeof(struct hbd_chunk) == HBD_CHUNK_SIZE, "chunk layout");
+static const uint32_t class_size[HBD_CK_CLASSES] = { 64, 256, 2048 };
 
-int hbd_chunks_init(struct hbd_chunks *p, uint32_t max_chunks)
+int hbd_chunks_init(struct hbd_chunks *p, size_t max_bytes)
 {
-	p->max_slabs = (max_chunks + HBD_CHUNK_SLAB - 1) / HBD_CHUNK_SLAB;
-	if (!p->max_slabs)
-		return -EINVAL;
-	p->slabs = calloc(p->max_slabs, sizeof(*p->slabs));
-	if (!p->slabs)
-		return -ENOMEM;
-	p->nslabs = 0;
-	p->free_head = HBD_NONE;
 	p->used = 0;
+	for (int k = 0; k < HBD_CK_CLASSES; k++) {
+		struct hbd_chunk_pool *c = &p->pool[k];
+		uint32_t per_slab = HBD_CK_SLAB / class_size[k];
+
+		c->size = class_size[k];
+		c->shift = 0;
+		while ((1u << c->shift) < per_slab)
+			c->shift++;
+		c->max_slabs = (uint32_t)((max_bytes + HBD_CK_SLAB - 1) / HBD_CK_SLAB);
+		c->nslabs = 0;
+		c->free_head = HBD_NONE;
+		c->slabs = c->max_slabs ? calloc(c->max_slabs, sizeof(*c->slabs)) : NULL;
+		if (!c->slabs) {
+			hbd_chunks_free(p);
+			return c->max_slabs ? -ENOMEM : -EINVAL;
+		}
+	}
 	return 0;
 }
 
 void hbd_chunks_free(struct hbd_chunks *p)
 {
-	if (!p->slabs)
-		return;
-	for (uint32_t i = 0; i < p->nslabs; i++)
-		free(p->slabs[i]);
-	free(p->slabs);
-	p->slabs = NULL;
+	for (int k = 0; k < HBD_CK_CLASSES; k++) {
+		struct hbd_chunk_pool *c = &p->pool[k];
+
+		if (!c->slabs)
+			continue;
+		for (uint32_t i = 0; i < c->nslabs; i++)
+			free(c->slabs[i]);
+		free(c->slabs);
+		c->slabs = NULL;
+	}
 }
 
-static int grow(struct hbd_chunks *p)
+static int grow(struct hbd_chunks *p, int k)
 {
-	struct hbd_chunk *slab;
-	uint32_t base = p->nslabs << HBD_CHUNK_SLAB_SHIFT;
+	struct hbd_chunk_pool *c = &p->pool[k];
+	uint32_t n = 1u << c->shift, base = c->nslabs << c->shift;
+	uint8_t *slab;
 
-	if (p->nslabs == p->max_slabs)
+	if (c->nslabs == c->max_slabs)
 		return -ENOSPC;
-	slab = malloc(sizeof(*slab) * HBD_CHUNK_SLAB);
+	slab = malloc((size_t)n * c->size);
 	if (!slab)
 		return -ENOMEM;
-	p->slabs[p->nslabs++] = slab;
-	for (uint32_t i = HBD_CHUNK_SLAB; i-- > 0;) {
-		slab[i].next = p->free_head;
-		p->free_head = base + i;
+	c->slabs[c->nslabs++] = slab;
+	for (uint32_t i = n; i-- > 0;) {
+		((struct hbd_chunk *)(slab + (size_t)i * c->size))->next = c->free_head;
+		c->free_head = ((uint32_t)k << HBD_CK_SHIFT) | (base + i);
 	}
 	return 0;
 }
 
-uint32_t hbd_chunk_alloc(struct hbd_chunks *p)
+uint32_t hbd_chunk_alloc(struct hbd_chunks *p, size_t need)
 {
-	struct hbd_chunk *c;
+	struct hbd_chunk_pool *c;
+	struct hbd_chunk *ck;
 	uint32_t idx;
+	int k = 0;
 
-	if (p->free_head == HBD_NONE && grow(p))
+	while (k < HBD_CK_CLASSES && class_size[k] - sizeof(struct hbd_chunk) < need)
+		k++;
+	if (k == HBD_CK_CLASSES)
 		return HBD_NONE;
-	idx = p->free_head;
-	c = hbd_chunk(p, idx);
-	p->free_head = c->next;
-	c->next = HBD_NONE;
-	c->len = c->off = 0;
+	c = &p->pool[k];
+	if (c->free_head == HBD_NONE && grow(p, k))
+		return HBD_NONE;
+	idx = c->free_head;
+	ck = hbd_chunk(p, idx);
+	c->free_head = ck->next;
+	ck->next = HBD_NONE;
+	ck->len = ck->off = 0;
 	p->used++;
 	return idx;
 }
 
 void hbd_chunk_put(struct hbd_chunks *p, uint32_t idx)
 {
-	struct hbd_chunk *c = hbd_chunk(p, idx);
+	struct hbd_chunk_pool *c = &p->pool[idx >> HBD_CK_SHIFT];
+	struct hbd_chunk *ck = hbd_chunk(p, idx);
 
-	c->next = p->free_head;
-	p->free_head = idx;
+	ck->next = c->free_head;
+	c->free_head = idx;
 	p->used--;
 }

@@ -30,11 +30,11 @@ int hbd_sessions_init(struct hbd_sessions *t, uint32_t cap)
 	t->lmask = NLOCKS - 1;
 	for (uint32_t i = 0; i < nb; i++)
 		t->bucket[i] = HB_WHEEL_NONE;
-	/* free list in index order so the first sessions use the first pages */
-	for (uint32_t i = 0; i < cap; i++)
-		t->s[i].next = i + 1 < cap ? i + 1 : HB_WHEEL_NONE;
-	t->free_head = 0;
-	hb_wheel_links_init(t->links, cap);
+	/* Nothing per session is touched here (calloc'd pages stay unbacked): indexes come from
+	 * 'fresh' in order, and only freed ones go through the free list.
+	 */
+	t->free_head = HB_WHEEL_NONE;
+	t->fresh = 0;
 	pthread_mutex_init(&t->free_lock, NULL);
 	for (uint32_t i = 0; i < NLOCKS; i++)
 		pthread_mutex_init(&t->locks[i], NULL);
@@ -62,12 +62,16 @@ int hbd_sess_alloc(struct hbd_sessions *t, unsigned owner, uint32_t *idx)
 
 	pthread_mutex_lock(&t->free_lock);
 	i = t->free_head;
-	if (i == HB_WHEEL_NONE) {
+	if (i != HB_WHEEL_NONE) {
+		t->free_head = t->s[i].next;
+	} else if (t->fresh < t->cap) {
+		i = t->fresh++;
+		t->links[i].next = t->links[i].prev = HB_WHEEL_NONE;
+	} else {
 		pthread_mutex_unlock(&t->free_lock);
 		return -ENOSPC;
 	}
 	s = &t->s[i];
-	t->free_head = s->next;
 	t->active++;
 	pthread_mutex_unlock(&t->free_lock);
 	s->next = HB_WHEEL_NONE;

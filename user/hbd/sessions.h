@@ -39,7 +39,8 @@ struct hbd_sessions {
 	uint32_t cap;
 	uint32_t *bucket;
 	uint32_t bmask;
-	uint32_t free_head;
+	uint32_t free_head; /* freed indexes, through ->next */
+	uint32_t fresh; /* indexes >= fresh were never used: memory untouched until needed */
 	uint32_t active;
 	pthread_mutex_t free_lock;
 	pthread_mutex_t *locks; /* striped by bucket */

@@ -117,8 +117,8 @@ static void send_frame(struct hbd_worker *w, uint32_t slot, uint8_t type, uint16
 			tail = hbd_chunk(&w->chunks, tail)->next;
 		k = hbd_chunk(&w->chunks, tail);
 	}
-	if (!k || (size_t)(HBD_CHUNK_DATA - k->len) < need) {
-		idx = hbd_chunk_alloc(&w->chunks);
+	if (!k || hbd_chunk_cap(&w->chunks, tail) - k->len < need) {
+		idx = hbd_chunk_alloc(&w->chunks, need);
 		if (idx == HBD_NONE) {
 			/* out of output memory: this connection cannot be served correctly */
 			hb_warn("worker %u: output buffers exhausted, dropping connection", w->id);
@@ -131,9 +131,10 @@ static void send_frame(struct hbd_worker *w, uint32_t slot, uint8_t type, uint16
 		else
 			c->out = idx;
 		k = hbd_chunk(&w->chunks, idx);
+		tail = idx;
 	}
-	k->len += (uint16_t)hb_encode(k->data + k->len, HBD_CHUNK_DATA - k->len, HB_TCP, type, seq,
-				      0, payload, len);
+	k->len += (uint16_t)hb_encode(k->data + k->len, hbd_chunk_cap(&w->chunks, tail) - k->len,
+				      HB_TCP, type, seq, 0, payload, len);
 	mark_dirty(w, slot);
 }
 
@@ -471,6 +472,21 @@ static void tcp_input(struct hbd_worker *w, uint32_t slot, const uint8_t *p, siz
 			}
 			if (!n)
 				return;
+			if (want > hbd_chunk_cap(&w->chunks, c->partial)) {
+				/* the header said how big the frame is: move to a chunk that fits */
+				uint32_t idx = hbd_chunk_alloc(&w->chunks, want);
+
+				if (idx == HBD_NONE) {
+					HBD_STAT_ADD(w->st, errors, 1);
+					conn_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
+					return;
+				}
+				memcpy(hbd_chunk(&w->chunks, idx)->data, k->data, k->len);
+				hbd_chunk(&w->chunks, idx)->len = k->len;
+				hbd_chunk_put(&w->chunks, c->partial);
+				c->partial = idx;
+				k = hbd_chunk(&w->chunks, idx);
+			}
 			take = want - k->len < n ? want - k->len : n;
 			memcpy(k->data + k->len, p, take);
 			k->len += (uint16_t)take;
@@ -497,14 +513,15 @@ static void tcp_input(struct hbd_worker *w, uint32_t slot, const uint8_t *p, siz
 			continue;
 		}
 		if (rc == HB_DECODE_MORE) {
-			uint32_t idx = hbd_chunk_alloc(&w->chunks);
+			/* n < one frame; the chunk grows once the header says by how much */
+			uint32_t idx = hbd_chunk_alloc(&w->chunks, n >= sizeof(struct hb_hdr) ? f.size : n);
 
 			if (idx == HBD_NONE) {
 				HBD_STAT_ADD(w->st, errors, 1);
 				conn_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
 				return;
 			}
-			memcpy(hbd_chunk(&w->chunks, idx)->data, p, n); /* n < one frame */
+			memcpy(hbd_chunk(&w->chunks, idx)->data, p, n);
 			hbd_chunk(&w->chunks, idx)->len = (uint16_t)n;
 			c->partial = idx;
 			return;

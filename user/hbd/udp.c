@@ -29,7 +29,8 @@ struct udp_tx {
 	struct sockaddr_in6 to;
 };
 
-_Static_assert(sizeof(struct udp_tx) + HB_MAX_FRAME <= HBD_CHUNK_DATA, "datagram fits a chunk");
+_Static_assert(sizeof(struct udp_tx) + 48 <= 256 - sizeof(struct hbd_chunk),
+	       "a WELCOME/PONG/ACK/BYE datagram fits a medium chunk");
 
 int hbd_udp_arm(struct hbd_worker *w)
 {
@@ -89,7 +90,8 @@ static int from_sockaddr(const struct sockaddr *sa, socklen_t len, uint8_t addr[
 static void udp_send(struct hbd_worker *w, const uint8_t addr[16], uint16_t port, uint8_t type,
 		     uint16_t seq, uint64_t token, const void *payload, uint16_t len)
 {
-	uint32_t idx = hbd_chunk_alloc(&w->chunks);
+	size_t need = sizeof(struct udp_tx) + hb_frame_size(HB_UDP, len);
+	uint32_t idx = hbd_chunk_alloc(&w->chunks, need);
 	struct io_uring_sqe *sqe;
 	struct udp_tx *tx;
 	struct hbd_chunk *k;
@@ -103,7 +105,8 @@ static void udp_send(struct hbd_worker *w, const uint8_t addr[16], uint16_t port
 	k = hbd_chunk(&w->chunks, idx);
 	tx = (struct udp_tx *)k->data;
 	frame = k->data + sizeof(*tx);
-	n = hb_encode(frame, HBD_CHUNK_DATA - sizeof(*tx), HB_UDP, type, seq, token, payload, len);
+	n = hb_encode(frame, hbd_chunk_cap(&w->chunks, idx) - sizeof(*tx), HB_UDP, type, seq, token,
+		      payload, len);
 	sqe = hbd_sqe(w);
 	if (!n || !sqe) {
 		hbd_chunk_put(&w->chunks, idx);

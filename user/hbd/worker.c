@@ -156,7 +156,7 @@ static int setup(struct hbd_worker *w)
 		rc = hb_wheel_init(&w->udp_wheel, d->sessions.links, d->sessions.cap, d->tick_ms,
 				   d->timeout_ms, w->now_ms);
 	if (!rc)
-		rc = hbd_chunks_init(&w->chunks, 64 * 1024); /* up to 128 MiB in flight */
+		rc = hbd_chunks_init(&w->chunks, 64u << 20); /* up to 64 MiB a class in flight */
 	if (rc)
 		return rc;
 	hbd_sink_init(&w->sink, d->sink_fd, d->cfg->sink_fsync);

@@ -59,7 +59,7 @@ _Static_assert(sizeof(struct hbd_conn) == 40, "per-slot state: keep it compact (
 
 #define HBD_DUE_BATCH 256
 #define HBD_UDP_BUF_SIZE 1152 /* recvmsg header + sockaddr_in6 + the largest valid datagram */
-#define HBD_UDP_BUFS 256
+#define HBD_UDP_BUFS 128
 #define HBD_BGID_TCP 0
 #define HBD_BGID_UDP 1
 
