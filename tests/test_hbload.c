@@ -274,6 +274,38 @@ static void test_unreachable(void **state)
 	assert_int_equal(jnum(fx, "connected"), 0);
 }
 
+static void test_local_failures(void **state)
+{
+	struct fx *fx = *state;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd;
+
+	/* a source address this host does not have: every bind fails, nothing is sent */
+	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "tcp", "--interval", "1",
+	    "--duration", "1", "--json", "--source", "192.0.2.1", NULL);
+	assert_int_equal(fx->status, 2);
+	assert_true(jnum(fx, "addrnotavail") >= 8);
+	assert_true(jnum(fx, "connect_failed") >= 8);
+
+	/* a listener that never accepts: its queue fills, later SYNs go unanswered (connect
+	 * timeouts) and the few that connect never get a WELCOME (HELLO timeouts)
+	 */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, len), 0);
+	assert_int_equal(listen(fd, 0), 0);
+	getsockname(fd, (struct sockaddr *)&a, &len);
+	snprintf(fx->port, sizeof(fx->port), "%u", ntohs(a.sin_port));
+	run(fx, "--server", "127.0.0.1", "--clients", "10", "--proto", "tcp", "--interval", "1",
+	    "--duration", "1", "--json", "--connect-timeout", "0.3", "--hello-timeout", "0.3",
+	    "--setup-timeout", "3", NULL);
+	close(fd);
+	assert_int_equal(fx->status, 2);
+	assert_int_equal(jnum(fx, "connected"), 0);
+	assert_true(jnum(fx, "timeout") >= 1); /* connects cancelled by their link timeout */
+	assert_true(jnum(fx, "timeouts") >= 1); /* HELLOs without WELCOME */
+}
+
 static void test_auth_refused(void **state)
 {
 	struct fx *fx = *state;
@@ -391,6 +423,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_silent_expire, setup4_fast, teardown),
 		cmocka_unit_test_setup_teardown(test_storm, setup4, teardown),
 		cmocka_unit_test_setup_teardown(test_unreachable, setup4, teardown),
+		cmocka_unit_test_setup_teardown(test_local_failures, setup4, teardown),
 		cmocka_unit_test_setup_teardown(test_auth_refused, setup4, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_args, setup4, teardown),
 	};

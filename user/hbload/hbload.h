@@ -152,6 +152,7 @@ struct hbl_client {
 struct hbl_usock {
 	uint32_t pending; /* client whose HELLO went out through this socket, or HBL_NIL */
 	uint64_t blocked_until; /* after a HELLO timeout: a late WELCOME may still come */
+	uint8_t resolved; /* its setup chain completed, well or not */
 	uint8_t ready; /* socket created, bound, connected, recv armed */
 	uint8_t recv; /* multishot recv armed */
 };

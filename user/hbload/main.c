@@ -114,6 +114,20 @@ static int configure(struct hbl_cfg *cfg)
 	return 0;
 }
 
+/* What to check first, from what failed most. */
+static const char *unreachable_hint(const struct hbl_stats *t)
+{
+	if (t->err_addrnotavail && t->err_addrnotavail >= t->err_connrefused)
+		return "binds failed: do the --source addresses exist on this host?";
+	if (t->auth_failed)
+		return "the server refused the HELLOs: does it use the same key store (--keys)?";
+	if (t->err_connrefused)
+		return "connection refused: is the server running on that address and port?";
+	if (t->timeouts || t->err_timeout)
+		return "no answer in time: is the server running and reachable (firewall, route)?";
+	return "is the server running on that address and port?";
+}
+
 int main(int argc, char **argv)
 {
 	struct hbl_cfg cfg = { 0 };
@@ -145,11 +159,10 @@ int main(int argc, char **argv)
 	rc = res->unreachable ? EXIT_UNREACHABLE : EXIT_DONE;
 	if (res->unreachable)
 		hb_err("no client authenticated: %llu connect failures, %llu auth refusals, %llu "
-		       "HELLO timeouts; is the server running on that address and port, with "
-		       "the same key store?",
+		       "HELLO timeouts; %s",
 		       (unsigned long long)res->tot.connect_failed,
 		       (unsigned long long)res->tot.auth_failed,
-		       (unsigned long long)res->tot.timeouts);
+		       (unsigned long long)res->tot.timeouts, unreachable_hint(&res->tot));
 	free(res);
 	hb_keystore_free(cfg.ks);
 	free(cfg.src);

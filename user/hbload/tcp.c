@@ -3,7 +3,8 @@
  *
  * Connection lifecycle: SOCKET (direct, into slot l) -> SO_LINGER {1,0} -> TCP_NODELAY ->
  * BIND (source address, if --source) -> CONNECT, one linked chain with a link timeout,
- * submitted together; only failures and the CONNECT post CQEs (IOSQE_CQE_SKIP_SUCCESS).
+ * submitted together; only failures and the CONNECT post CQEs (IOSQE_CQE_SKIP_SUCCESS). A
+ * failed step's CQE is the last of its chain: the kernel skips the CQEs of the cancelled rest.
  * Then a multishot recv on the slot (provided buffers) and the HELLO. Closing cancels the recv
  * (and a send in flight) and closes the slot; SO_LINGER {1,0} turns the close into an RST, so
  * no TIME_WAIT stays behind on either side to collide with the next run's source ports
@@ -259,8 +260,12 @@ void hbl_tcp_cqe(struct hbl_ring *r, const struct io_uring_cqe *cqe, uint64_t no
 
 	switch (hbl_ud_op(ud)) {
 	case HBL_OP_TCP_STEP:
-		if (cqe->res < 0)
-			hbl_count_errno(r, cqe->res);
+		/* a step only posts a CQE when it fails, and then the kernel posts none for the
+		 * rest of the chain (a failed IOSQE_CQE_SKIP_SUCCESS link suppresses them): this
+		 * CQE is the attempt's last word
+		 */
+		if (cqe->res < 0 && fresh && c->ls == HBL_LS_CONNECTING)
+			on_connect(r, l, cqe->res, now);
 		break;
 	case HBL_OP_TCP_TIMEOUT:
 		if (cqe->res == -ETIME)

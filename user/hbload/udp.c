@@ -176,6 +176,9 @@ static void on_dgram(struct hbl_ring *r, uint32_t s, const uint8_t *p, size_t n,
 
 static void on_socket_ready(struct hbl_ring *r, uint32_t s, int res)
 {
+	if (r->us[s].resolved)
+		return;
+	r->us[s].resolved = 1;
 	if (res < 0) {
 		hbl_count_errno(r, res);
 		HBL_INC(r, connect_failed);
@@ -199,8 +202,9 @@ void hbl_udp_cqe(struct hbl_ring *r, const struct io_uring_cqe *cqe, uint64_t no
 
 	switch (hbl_ud_op(ud)) {
 	case HBL_OP_USOCK_STEP:
+		/* a failed step is the chain's only CQE (see tcp.c) */
 		if (cqe->res < 0)
-			hbl_count_errno(r, cqe->res);
+			on_socket_ready(r, i, cqe->res);
 		break;
 	case HBL_OP_USOCK_CONNECT:
 		on_socket_ready(r, i, cqe->res);
