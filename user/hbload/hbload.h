@@ -26,7 +26,14 @@
 /* Regular fds a ring table leaves for everything else when sized against RLIMIT_NOFILE. */
 #define HBL_FD_MARGIN 500
 #define HBL_SQ_ENTRIES 4096
-#define HBL_CQ_ENTRIES 32768
+/* Work per loop iteration is bounded (wakeups, sweeps, CQEs) so that the completions one
+ * iteration can post inline stay far below the CQ size: an overflowing CQ makes submit fail
+ * with -EBUSY until we reap, and we only reap between iterations.
+ */
+#define HBL_CQ_ENTRIES 65536
+#define HBL_WAKE_BATCH 2048 /* wheel entries handled per iteration */
+#define HBL_SWEEP_BATCH 1024 /* clients visited per iteration by a storm or BYE sweep */
+#define HBL_CQE_BATCH 4096 /* CQEs reaped per iteration */
 #define HBL_RBUF_COUNT 1024 /* provided receive buffers per ring (power of two) */
 #define HBL_RBUF_SIZE 2048 /* > HB_MAX_FRAME: a datagram is never truncated */
 #define HBL_SBUF_COUNT 4096 /* send buffers per ring */
@@ -117,6 +124,8 @@ enum hbl_lstate {
 	HBL_LS_CLOSING, /* cancel + close submitted */
 	HBL_LS_DONE, /* finished: refused, silent and expired, or the run ended */
 };
+
+enum hbl_sweep { HBL_SWEEP_NONE = 0, HBL_SWEEP_STORM, HBL_SWEEP_BYE };
 
 /* What a TCP close (or a UDP session end) leads to. */
 enum hbl_after_close {
@@ -217,6 +226,8 @@ struct hbl_ring {
 	uint64_t rng;
 	int phase; /* the phase this ring has acted on */
 	int stormed;
+	int sweep; /* enum hbl_sweep: a pass over every client, HBL_SWEEP_BATCH at a time */
+	uint32_t sweep_pos;
 	uint64_t bye_deadline;
 
 	/* UDP */
@@ -262,6 +273,7 @@ void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now);
 void hbl_retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t delay_ns);
 void hbl_phase_change(struct hbl_ring *r, int phase, uint64_t now);
 void hbl_storm(struct hbl_ring *r, uint64_t now);
+void hbl_sweep(struct hbl_ring *r, uint64_t now);
 void hbl_count_errno(struct hbl_ring *r, int res);
 
 /* tcp.c */

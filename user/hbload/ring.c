@@ -299,8 +299,11 @@ static void loop(struct hbl_ring *r)
 			r->stormed = 1;
 			hbl_storm(r, now);
 		}
-		/* bounded: a handler that re-queued a client for "now" must not spin the loop */
-		for (uint32_t k = 0; k <= r->n && (l = hbl_wheel_pop(&r->wheel, now)) != HBL_NIL; k++)
+		if (r->sweep)
+			hbl_sweep(r, now);
+		/* bounded (see HBL_CQ_ENTRIES); the rest is still due on the next pass */
+		for (uint32_t k = 0; k < HBL_WAKE_BATCH && (l = hbl_wheel_pop(&r->wheel, now)) != HBL_NIL;
+		     k++)
 			hbl_wake(r, l, now);
 		if (cfg->o.proto == HB_UDP)
 			hbl_udp_tick(r, now);
@@ -309,7 +312,7 @@ static void loop(struct hbl_ring *r)
 		/* sleep until the next wakeup, at most 50 ms so phase changes are seen quickly;
 		 * 1 ms while rate-limited admissions wait for tokens
 		 */
-		wait_ns = hbl_wheel_next_ns(&r->wheel, now, 50);
+		wait_ns = r->sweep ? 0 : hbl_wheel_next_ns(&r->wheel, now, 50);
 		if (r->qlen && r->phase == HBL_PH_RUN && wait_ns > 1000000)
 			wait_ns = 1000000;
 		if (r->rbuf_returns) {
@@ -325,7 +328,8 @@ static void loop(struct hbl_ring *r)
 		io_uring_for_each_cqe(&r->ring, head, cqe)
 		{
 			dispatch(r, cqe, now);
-			seen++;
+			if (++seen == HBL_CQE_BATCH)
+				break;
 		}
 		io_uring_cq_advance(&r->ring, seen);
 	}
