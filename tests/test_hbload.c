@@ -8,9 +8,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -20,11 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "test_hbload_responder.h"
+#include "test_hbload_run.h"
 
 #define MASTER "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 #define RUN_TIMEOUT_S 40
@@ -82,11 +80,8 @@ static int teardown(void **state)
 static void run(struct fx *fx, ...)
 {
 	const char *argv[64] = { hbload_path };
-	int argc = 1, pipefd[2], wst, has_keys = 0;
-	size_t got = 0;
+	int argc = 1, has_keys = 0;
 	va_list ap;
-	pid_t pid;
-	time_t deadline = time(NULL) + RUN_TIMEOUT_S;
 
 	va_start(ap, fx);
 	for (const char *a; (a = va_arg(ap, const char *)) && argc < 58;) {
@@ -102,50 +97,18 @@ static void run(struct fx *fx, ...)
 	}
 	argv[argc++] = "--no-progress";
 	argv[argc] = NULL;
-	assert_int_equal(pipe(pipefd), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(pipefd[1], 1);
-		close(pipefd[0]);
-		close(pipefd[1]);
-		execv(hbload_path, (char *const *)argv);
-		_exit(127);
-	}
-	close(pipefd[1]);
-	memset(fx->out, 0, sizeof(fx->out));
-	for (;;) {
-		struct pollfd p = { .fd = pipefd[0], .events = POLLIN };
-		ssize_t n;
-
-		if (time(NULL) > deadline) {
-			kill(pid, SIGKILL);
-			break;
-		}
-		if (poll(&p, 1, 200) <= 0)
-			continue;
-		n = read(pipefd[0], fx->out + got, sizeof(fx->out) - 1 - got);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	close(pipefd[0]);
-	assert_int_equal(waitpid(pid, &wst, 0), pid);
-	fx->status = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
+	fx->status = hbt_run(hbload_path, argv, RUN_TIMEOUT_S, fx->out, sizeof(fx->out));
 	print_message("hbload %s %s -> exit %d\n%s", argv[1], argv[2], fx->status, fx->out);
 }
 
 /* The number after "key": in hbload's JSON (first occurrence); fails the test if absent. */
 static long long jnum(const struct fx *fx, const char *key)
 {
-	char pat[64];
-	const char *p;
+	long long v = hbt_num(fx->out, key);
 
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = strstr(fx->out, pat);
-	if (!p)
+	if (v == LLONG_MIN)
 		fail_msg("no \"%s\" in hbload's output", key);
-	return strtoll(p + strlen(pat), NULL, 10);
+	return v;
 }
 
 static void check_clean_run(struct fx *fx, long long clients, long long min_pings)
@@ -349,20 +312,6 @@ static void test_bad_args(void **state)
 	assert_int_equal(fx->r.hellos, 0);
 }
 
-static int find_hbload(const char *argv0)
-{
-	const char *b = getenv("BUILD");
-	char tmp[PATH_MAX];
-
-	snprintf(hbload_path, sizeof(hbload_path), "%s/hbload", b && *b ? b : "build");
-	if (!access(hbload_path, X_OK))
-		return 0;
-	/* tests live in $BUILD/tests/: the binary is one directory up */
-	snprintf(tmp, sizeof(tmp), "%s", argv0);
-	snprintf(hbload_path, sizeof(hbload_path), "%s/../hbload", dirname(tmp));
-	return access(hbload_path, X_OK);
-}
-
 static int serve_main(int argc, char **argv)
 {
 	static struct responder r;
@@ -404,7 +353,7 @@ int main(int argc, char **argv)
 
 	if (argc > 2 && !strcmp(argv[1], "--serve"))
 		return serve_main(argc, argv);
-	if (find_hbload(argv[0])) {
+	if (hbt_find("hbload", argv[0], hbload_path, sizeof(hbload_path))) {
 		fprintf(stderr, "test_hbload: no hbload binary ($BUILD/hbload or %s)\n", hbload_path);
 		return 1;
 	}

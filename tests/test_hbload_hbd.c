@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbload against the real daemon: $BUILD/hbd --no-offload on loopback (no BPF involved), a few
+ * hundred TCP and UDP clients with DATA, ECHO and silent devices; hbload's JSON summary is
+ * checked on its own and against the counters hbd prints when it exits.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "test_hbload_run.h"
+
+#define MASTER "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+#define CLIENTS 300
+#define SILENT 5
+
+static char hbload_path[PATH_MAX], hbd_path[PATH_MAX];
+
+struct fx {
+	char dir[64], keys[96], sink[96], log[96], port[8];
+	pid_t hbd;
+	int hbd_out;
+	char out[16384], hbd_json[8192];
+};
+
+/* A port free for both TCP and UDP right now (hbd takes one --port for both). */
+static int free_port(void)
+{
+	for (int tries = 0; tries < 50; tries++) {
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t len = sizeof(a);
+		int t = socket(AF_INET, SOCK_STREAM, 0), u = socket(AF_INET, SOCK_DGRAM, 0), ok;
+
+		ok = !bind(t, (struct sockaddr *)&a, len) && !getsockname(t, (struct sockaddr *)&a, &len) &&
+		     !bind(u, (struct sockaddr *)&a, len);
+		close(t);
+		close(u);
+		if (ok)
+			return ntohs(a.sin_port);
+	}
+	return -1;
+}
+
+static int listening(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0), rc;
+
+	rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	close(fd);
+	return rc == 0;
+}
+
+static int setup(void **state)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+	FILE *f;
+	int port = free_port();
+
+	assert_true(port > 0);
+	snprintf(fx->port, sizeof(fx->port), "%d", port);
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/test_hbload_hbd.XXXXXX");
+	assert_non_null(mkdtemp(fx->dir));
+	snprintf(fx->keys, sizeof(fx->keys), "%s/keys", fx->dir);
+	snprintf(fx->sink, sizeof(fx->sink), "%s/sink.jsonl", fx->dir);
+	snprintf(fx->log, sizeof(fx->log), "%s/hbd.log", fx->dir);
+	f = fopen(fx->keys, "w");
+	assert_non_null(f);
+	fprintf(f, "1-100000 derive %s\n", MASTER);
+	fclose(f);
+	/* interval 0.2 s: the silent devices expire after 0.3 s */
+	const char *argv[] = { hbd_path, "--no-offload", "--port", fx->port, "--keys", fx->keys,
+			       "--interval", "0.2", "--sink", fx->sink, "--max-clients", "2000",
+			       "--workers", "2", NULL };
+	fx->hbd = hbt_spawn(hbd_path, argv, &fx->hbd_out, fx->log);
+	assert_true(fx->hbd > 0);
+	for (int i = 0; i < 100 && !listening(port); i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 50000000 }, NULL);
+	if (!listening(port)) {
+		kill(fx->hbd, SIGKILL);
+		fail_msg("hbd did not start listening on %d (see %s)", port, fx->log);
+	}
+	*state = fx;
+	return 0;
+}
+
+/* Stops hbd (SIGTERM drains; bounded) and collects its counter line. */
+static int stop_hbd(struct fx *fx)
+{
+	time_t deadline = time(NULL) + 15;
+	int rc;
+
+	if (fx->hbd <= 0)
+		return -1;
+	kill(fx->hbd, SIGTERM);
+	hbt_drain(fx->hbd_out, fx->hbd_json, sizeof(fx->hbd_json), deadline);
+	close(fx->hbd_out);
+	rc = hbt_reap(fx->hbd, deadline);
+	fx->hbd = 0;
+	return rc;
+}
+
+static int teardown(void **state)
+{
+	struct fx *fx = *state;
+	char cmd[160];
+
+	stop_hbd(fx);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	if (system(cmd))
+		fprintf(stderr, "could not remove %s\n", fx->dir);
+	free(fx);
+	return 0;
+}
+
+static long long num(const char *json, const char *key)
+{
+	long long v = hbt_num(json, key);
+
+	if (v == LLONG_MIN)
+		fail_msg("no \"%s\" in: %s", key, json);
+	return v;
+}
+
+static void load(struct fx *fx, const char *proto)
+{
+	const char *argv[] = { hbload_path, "--server", "127.0.0.1", "--port", fx->port,
+			       "--keys", fx->keys, "--clients", "300", "--proto", proto,
+			       "--interval", "0.2", "--duration", "2", "--json", "--no-progress",
+			       "--silent", "5", "--data-every", "3", "--echo-every", "4", NULL };
+	int rc = hbt_run(hbload_path, argv, 60, fx->out, sizeof(fx->out));
+
+	print_message("hbload %s -> exit %d\n%s", proto, rc, fx->out);
+	assert_int_equal(rc, 0);
+	assert_int_equal(num(fx->out, "connected"), CLIENTS);
+	assert_true(num(fx->out, "pings") >= (CLIENTS - SILENT) * 5);
+	assert_int_equal(num(fx->out, "pongs"), num(fx->out, "pings"));
+	assert_int_equal(num(fx->out, "lost"), 0);
+	assert_true(num(fx->out, "data_sent") > 0);
+	assert_int_equal(num(fx->out, "data_acked"), num(fx->out, "data_sent"));
+	assert_true(num(fx->out, "echo_sent") > 0);
+	assert_int_equal(num(fx->out, "echo_ok"), num(fx->out, "echo_sent"));
+	assert_int_equal(num(fx->out, "expired"), SILENT);
+	assert_int_equal(num(fx->out, "connected_end"), CLIENTS - SILENT);
+	assert_int_equal(num(fx->out, "errors"), 0);
+	assert_int_equal(num(fx->out, "stray"), 0);
+	assert_int_equal(num(fx->out, "reconnects"), 0);
+}
+
+static void test_tcp_then_udp(void **state)
+{
+	struct fx *fx = *state;
+	long long pings = 0, data = 0;
+	char line[512];
+	FILE *sink;
+	int lines = 0;
+
+	load(fx, "tcp");
+	pings += num(fx->out, "pings");
+	data += num(fx->out, "data_sent");
+	load(fx, "udp");
+	pings += num(fx->out, "pings");
+	data += num(fx->out, "data_sent");
+
+	/* hbd saw the same: every heartbeat answered in userspace, every DATA acked and sunk */
+	assert_int_equal(stop_hbd(fx), 0);
+	print_message("hbd: %s\n", fx->hbd_json);
+	assert_int_equal(num(fx->hbd_json, "pings_user"), pings);
+	assert_int_equal(num(fx->hbd_json, "data_acked"), data);
+	assert_int_equal(num(fx->hbd_json, "expired_tcp"), SILENT);
+	assert_int_equal(num(fx->hbd_json, "expired_udp"), SILENT);
+	assert_int_equal(num(fx->hbd_json, "auth_ok"), 2 * CLIENTS);
+	assert_int_equal(num(fx->hbd_json, "auth_fail"), 0);
+	sink = fopen(fx->sink, "r");
+	assert_non_null(sink);
+	while (fgets(line, sizeof(line), sink))
+		lines++;
+	fclose(sink);
+	assert_int_equal(lines, data);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_tcp_then_udp, setup, teardown),
+	};
+
+	(void)argc;
+	if (hbt_find("hbload", argv[0], hbload_path, sizeof(hbload_path)) ||
+	    hbt_find("hbd", argv[0], hbd_path, sizeof(hbd_path))) {
+		fprintf(stderr, "test_hbload_hbd: hbload and hbd must be built ($BUILD or %s)\n",
+			hbload_path);
+		return 1;
+	}
+	return cmocka_run_group_tests_name("hbload against hbd", tests, NULL, NULL);
+}
