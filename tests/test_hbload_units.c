@@ -12,9 +12,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "opts.h"
-#include "tokmap.h"
-#include "wheel.h"
+/* by path: user/hbd/ is on the include path too and has a wheel.h of its own */
+#include "../user/hbload/opts.h"
+#include "../user/hbload/tokmap.h"
+#include "../user/hbload/wheel.h"
 
 #define MS 1000000ULL
 #define EPOCH (1000 * MS)
