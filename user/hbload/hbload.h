@@ -244,6 +244,7 @@ struct hbl_ring {
 
 	struct hbl_stats st;
 	struct hb_hist rtt;
+	struct hb_hist lag; /* how late each PING left after its scheduled time (us) */
 };
 
 /* ring.c */

@@ -6,7 +6,8 @@
  *   setup), setup_s, setup_complete (bool), connected (clients that authenticated at least
  *   once), connected_end (sessions open when heartbeating ended), pings, pongs, lost (PINGs
  *   without PONG after the drain), rtt_us {p50, p99, p999, max, min, mean, count: the RTTs
- *   behind them, all PONGs unless --warmup}, auth_failed,
+ *   behind them, all PONGs unless --warmup}, lag_us {p50, p99, max: how late hbload sent
+ *   each PING after its scheduled time, already part of the RTT}, auth_failed,
  *   connect_failed, timeouts, data_sent, data_acked, echo_sent, echo_ok, echo_bad, expired
  *   (sessions the server ended with BYE(EXPIRED)),
  *   reconnects, server_closed, server_errors, stray, errors, send_stalls, beats_skipped,
@@ -44,6 +45,9 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		(ull)hb_hist_percentile(h, 50), (ull)hb_hist_percentile(h, 99),
 		(ull)hb_hist_percentile(h, 99.9), (ull)h->max, (ull)(h->count ? h->min : 0),
 		hb_hist_mean(h), (ull)h->count);
+	fprintf(f, "\"lag_us\":{\"p50\":%llu,\"p99\":%llu,\"max\":%llu},",
+		(ull)hb_hist_percentile(&res->lag, 50), (ull)hb_hist_percentile(&res->lag, 99),
+		(ull)res->lag.max);
 	fprintf(f,
 		"\"auth_failed\":%llu,\"connect_failed\":%llu,\"timeouts\":%llu,"
 		"\"data_sent\":%llu,\"data_acked\":%llu,\"echo_sent\":%llu,\"echo_ok\":%llu,"
@@ -88,6 +92,10 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		   "(from the scheduled send time)\n",
 		hb_hist_percentile(h, 50) / 1e3, hb_hist_percentile(h, 99) / 1e3,
 		hb_hist_percentile(h, 99.9) / 1e3, h->max / 1e3);
+	fprintf(f, "  send lag   p50 %.3f ms, p99 %.3f ms, max %.3f ms (hbload's own lateness, "
+		   "included above)\n",
+		hb_hist_percentile(&res->lag, 50) / 1e3, hb_hist_percentile(&res->lag, 99) / 1e3,
+		res->lag.max / 1e3);
 	fprintf(f, "  data       %llu sent, %llu acked; echo %llu sent, %llu ok, %llu bad\n",
 		(ull)t->data_sent, (ull)t->data_acked, (ull)t->echo_sent, (ull)t->echo_ok,
 		(ull)t->echo_bad);

@@ -200,6 +200,7 @@ static int ring_setup(struct hbl_ring *r)
 	if (hb_random(&r->rng, sizeof(r->rng)))
 		r->rng = hbl_now() ^ ((uint64_t)r->id << 32);
 	hb_hist_init(&r->rtt);
+	hb_hist_init(&r->lag);
 	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN |
 		  IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
 	p.cq_entries = HBL_CQ_ENTRIES;

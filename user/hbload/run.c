@@ -272,8 +272,11 @@ int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res)
 
 	hbl_stats_sum(rings, cfg->rings, &res->tot);
 	hb_hist_init(&res->rtt);
-	for (unsigned i = 0; i < cfg->rings; i++)
+	hb_hist_init(&res->lag);
+	for (unsigned i = 0; i < cfg->rings; i++) {
 		hb_hist_merge(&res->rtt, &rings[i].rtt);
+		hb_hist_merge(&res->lag, &rings[i].lag);
+	}
 	if (!tl.setup_done) {
 		res->setup_s = (double)(hbl_now() - cfg->t0_ns) / 1e9;
 		res->unreachable = !res->tot.connected;

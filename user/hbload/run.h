@@ -8,6 +8,7 @@
 struct hbl_result {
 	struct hbl_stats tot; /* every ring's counters added up (gauges: at the end) */
 	struct hb_hist rtt; /* every ring's RTTs, microseconds */
+	struct hb_hist lag; /* every ring's send lateness, microseconds */
 	uint32_t rings;
 	double setup_s; /* until every client authenticated (or the setup timeout) */
 	int setup_complete;

@@ -202,6 +202,11 @@ static unsigned beat_frames(const struct hbl_opts *o, uint32_t n, uint8_t kinds[
 	return k;
 }
 
+static uint64_t now_ns(void)
+{
+	return hbl_now();
+}
+
 /* Builds one frame of a heartbeat at p; returns its size or a negative errno. */
 static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t *p, size_t cap)
 {
@@ -211,8 +216,14 @@ static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t
 
 	if (kind == HB_PING) {
 		n = hbc_ping(&c->c, p, cap, c->beat_ns, NULL);
-		if (n > 0)
+		if (n > 0) {
 			HBL_INC(r, pings);
+			/* our own lateness: already inside the RTT, reported apart so a reader can
+			 * tell a slow hbload from a slow server
+			 */
+			if (c->beat_ns >= __atomic_load_n(&r->sh->measure_from_ns, __ATOMIC_RELAXED))
+				hb_hist_add(&r->lag, (now_ns() - c->beat_ns) / 1000);
+		}
 		return n;
 	}
 	/* the pattern is keyed by the seq the frame is about to get */
