@@ -247,6 +247,11 @@ struct hbl_ring {
 	struct hb_hist lag; /* how late each PING left after its scheduled time (us) */
 };
 
+static inline int hbl_is_tcp(const struct hbl_ring *r)
+{
+	return r->cfg->o.proto == HB_TCP;
+}
+
 /* ring.c */
 void *hbl_ring_main(void *arg);
 struct io_uring_sqe *hbl_sqe(struct hbl_ring *r);
@@ -272,6 +277,13 @@ void hbl_session_lost(struct hbl_ring *r, uint32_t l, uint64_t now, int failed);
 void hbl_end_session(struct hbl_ring *r, uint32_t l, uint64_t now, enum hbl_after_close after);
 void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now);
 void hbl_retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t delay_ns);
+
+/* beat.c: what a client sends on its own schedule */
+void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now);
+void hbl_send_bye(struct hbl_ring *r, uint32_t l, uint64_t now);
+void hbl_pattern(uint8_t *p, unsigned len, uint64_t dev, uint16_t seq);
+
+/* sweep.c: passes over all clients (storm, BYE) */
 void hbl_phase_change(struct hbl_ring *r, int phase, uint64_t now);
 void hbl_storm(struct hbl_ring *r, uint64_t now);
 void hbl_sweep(struct hbl_ring *r, uint64_t now);

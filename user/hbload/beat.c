@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* What a client sends on its own: heartbeats (with their DATA and ECHO) on a fixed schedule,
+ * and the BYE at the end of the run.
+ *
+ * Heartbeat schedule (coordinated omission): beat_ns follows a fixed schedule, first beat
+ * uniform in [WELCOME, WELCOME + interval), then interval * (1 +- jitter) apart, computed from
+ * the previous scheduled time and never from when a send actually happened. The PING carries
+ * beat_ns, so RTT = arrival - scheduled time: a late hbload loop or a slow server both show.
+ */
+#include <string.h>
+
+#include "hbload.h"
+
+/* DATA/ECHO payload: a pattern derived from (device, seq), so an ECHO is checked without
+ * keeping a copy of what was sent.
+ */
+void hbl_pattern(uint8_t *p, unsigned len, uint64_t dev, uint16_t seq)
+{
+	uint64_t x = dev * 0x9e3779b97f4a7c15ULL ^ seq;
+
+	for (unsigned i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (uint8_t)x;
+	}
+}
+
+static uint64_t next_beat(struct hbl_ring *r, uint64_t b)
+{
+	double j = r->cfg->o.jitter;
+	double u = (double)(hbl_rand(r) >> 11) * 0x1.0p-53; /* [0, 1) */
+	double d = (double)r->cfg->interval_ns * (1.0 + j * (2.0 * u - 1.0));
+
+	return b + (d < 1e6 ? 1000000 : (uint64_t)d);
+}
+
+static int flush(struct hbl_ring *r, uint32_t l, int id, unsigned len)
+{
+	return hbl_is_tcp(r) ? hbl_tcp_send(r, l, id, len) : hbl_udp_send(r, l, id, len);
+}
+
+/* Which frames heartbeat number n carries: always a PING, DATA/ECHO every N heartbeats. */
+static unsigned beat_frames(const struct hbl_opts *o, uint32_t n, uint8_t kinds[3])
+{
+	unsigned k = 0;
+
+	kinds[k++] = HB_PING;
+	if (o->data_every && n % o->data_every == 0)
+		kinds[k++] = HB_DATA;
+	if (o->echo_every && n % o->echo_every == 0)
+		kinds[k++] = HB_ECHO;
+	return k;
+}
+
+/* Builds one frame of a heartbeat at p; returns its size or a negative errno. */
+static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t *p, size_t cap)
+{
+	const struct hbl_opts *o = &r->cfg->o;
+	uint8_t pay[HBL_MAX_PAYLOAD];
+	int n;
+
+	if (kind == HB_PING) {
+		n = hbc_ping(&c->c, p, cap, c->beat_ns, NULL);
+		if (n > 0) {
+			HBL_INC(r, pings);
+			/* our own lateness: already inside the RTT, reported apart so a reader can
+			 * tell a slow hbload from a slow server
+			 */
+			if (c->beat_ns >= __atomic_load_n(&r->sh->measure_from_ns, __ATOMIC_RELAXED))
+				hb_hist_add(&r->lag, (hbl_now() - c->beat_ns) / 1000);
+		}
+		return n;
+	}
+	/* the pattern is keyed by the seq the frame is about to get */
+	hbl_pattern(pay, o->payload, c->c.device_id, c->c.seq);
+	if (kind == HB_DATA) {
+		n = hbc_data(&c->c, p, cap, pay, (uint16_t)o->payload, NULL);
+		if (n > 0)
+			HBL_INC(r, data_sent);
+	} else {
+		n = hbc_echo(&c->c, p, cap, pay, (uint16_t)o->payload, NULL);
+		if (n > 0)
+			HBL_INC(r, echo_sent);
+	}
+	return n;
+}
+
+/* Sends every heartbeat due (up to HBL_MAX_CATCHUP), each stamped with its scheduled time.
+ * TCP packs them (and their DATA/ECHO) into one send, which keeps one send in flight per
+ * connection and frames whole; UDP sends one datagram per frame. Without a free send buffer
+ * the client retries in a millisecond: its PINGs keep their scheduled timestamps, so the delay
+ * shows in the RTT instead of vanishing.
+ */
+void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now)
+{
+	struct hbl_client *c = &r->cl[l];
+	const struct hbl_opts *o = &r->cfg->o;
+	uint64_t run_end = __atomic_load_n(&r->sh->run_end_ns, __ATOMIC_RELAXED);
+	int tcp = hbl_is_tcp(r), id = -1, k = 0, stalled = 0;
+	unsigned len = 0;
+
+	if (tcp && (c->flags & HBL_F_SENDING)) {
+		stalled = 1;
+		goto out;
+	}
+	for (; c->beat_ns <= now && c->beat_ns < run_end && k < HBL_MAX_CATCHUP; k++) {
+		uint8_t kinds[3];
+		unsigned nk = beat_frames(o, c->beats + 1, kinds), size = 0;
+
+		for (unsigned i = 0; i < nk; i++)
+			size += (unsigned)hb_frame_size((enum hb_transport)o->proto,
+							kinds[i] == HB_PING ? 8 : (uint16_t)o->payload);
+		if (tcp && id < 0 && (id = hbl_sbuf_get(r)) < 0) {
+			stalled = 1;
+			break;
+		}
+		if (tcp && len + size > HBL_SBUF_SIZE)
+			break; /* the rest goes out with the next send */
+		if (!tcp && r->nsfree < nk) {
+			stalled = 1;
+			break;
+		}
+		c->beats++;
+		for (unsigned i = 0; i < nk; i++) {
+			int n;
+
+			if (!tcp) {
+				id = hbl_sbuf_get(r);
+				len = 0;
+			}
+			n = build(r, c, kinds[i], hbl_sbuf(r, id) + len, HBL_SBUF_SIZE - len);
+			if (n > 0)
+				len += (unsigned)n;
+			else
+				HBL_INC(r, errors);
+			if (!tcp) {
+				if (len)
+					flush(r, l, id, len);
+				else
+					hbl_sbuf_put(r, id);
+				id = -1;
+			}
+		}
+		c->beat_ns = next_beat(r, c->beat_ns);
+	}
+	if (id >= 0) {
+		if (len)
+			flush(r, l, id, len);
+		else
+			hbl_sbuf_put(r, id);
+	}
+	/* after a stall longer than the catch-up allows, the missed beats are skipped, counted */
+	while (!stalled && k >= HBL_MAX_CATCHUP && c->beat_ns <= now) {
+		HBL_INC(r, beats_skipped);
+		c->beat_ns = next_beat(r, c->beat_ns);
+	}
+out:
+	if (stalled) {
+		HBL_INC(r, send_stalls);
+		hbl_wheel_set(&r->wheel, l, now + 1000000);
+	} else if (c->beat_ns < run_end) {
+		hbl_wheel_set(&r->wheel, l, c->beat_ns > now ? c->beat_ns : now + 1000000);
+	}
+}
+
+/* Our BYE at the end of the run. TCP then waits (bounded) for the server to close. */
+void hbl_send_bye(struct hbl_ring *r, uint32_t l, uint64_t now)
+{
+	struct hbl_client *c = &r->cl[l];
+	int id, n;
+
+	if (hbl_is_tcp(r) && (c->flags & HBL_F_SENDING)) {
+		hbl_wheel_set(&r->wheel, l, now + 1000000);
+		return;
+	}
+	id = hbl_sbuf_get(r);
+	if (id < 0) {
+		hbl_wheel_set(&r->wheel, l, now + 1000000);
+		return;
+	}
+	n = hbc_bye(&c->c, hbl_sbuf(r, id), HBL_SBUF_SIZE, HB_BYE_NORMAL);
+	if (n < 0) {
+		hbl_sbuf_put(r, id);
+		hbl_end_session(r, l, now, HBL_AFTER_DONE);
+		return;
+	}
+	HBL_INC(r, bye_sent);
+	flush(r, l, id, (unsigned)n);
+	if (hbl_is_tcp(r))
+		hbl_wheel_set(&r->wheel, l, now + HBL_BYE_WAIT_NS);
+	else
+		hbl_end_session(r, l, now, HBL_AFTER_DONE);
+}
+

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Passes over every client of a ring: the reconnect storm and the end-of-run BYE. A pass
+ * visits HBL_SWEEP_BATCH clients per loop iteration, so the completions it causes (closes,
+ * cancels, sends) never outrun the CQ.
+ */
+#include "hbload.h"
+
+void hbl_phase_change(struct hbl_ring *r, int ph, uint64_t now)
+{
+	(void)now;
+	if (ph < HBL_PH_BYE)
+		return; /* DRAIN: wake handlers stop beating and admitting by themselves */
+	/* BYE replaces a storm sweep still under way: every client gets visited again */
+	r->sweep = HBL_SWEEP_BYE;
+	r->sweep_pos = 0;
+}
+
+/* The reconnect storm: every TCP client with a connection drops it at once (an outage), then
+ * comes back at a uniformly random moment of the storm window, as a fleet does.
+ */
+void hbl_storm(struct hbl_ring *r, uint64_t now)
+{
+	(void)now;
+	r->sweep = HBL_SWEEP_STORM;
+	r->sweep_pos = 0;
+}
+
+static void sweep_bye(struct hbl_ring *r, uint32_t l, uint64_t now)
+{
+	struct hbl_client *c = &r->cl[l];
+
+	switch (c->ls) {
+	case HBL_LS_AUTHED:
+		if (c->c.state != HBC_CLOSED) /* not already said */
+			hbl_send_bye(r, l, now);
+		break;
+	case HBL_LS_CONNECTING:
+	case HBL_LS_HELLO:
+		hbl_end_session(r, l, now, HBL_AFTER_DONE);
+		break;
+	case HBL_LS_CLOSING:
+		c->after = HBL_AFTER_DONE;
+		break;
+	case HBL_LS_WAIT:
+		hbl_set_ls(r, l, HBL_LS_DONE);
+		break;
+	default:
+		break;
+	}
+}
+
+static int sweep_storm(struct hbl_ring *r, uint32_t l)
+{
+	struct hbl_client *c = &r->cl[l];
+
+	if (c->flags & HBL_F_SILENT)
+		return 0;
+	if (c->ls != HBL_LS_AUTHED && c->ls != HBL_LS_HELLO && c->ls != HBL_LS_CONNECTING)
+		return 0;
+	c->flags |= HBL_F_STORM;
+	HBL_INC(r, storm_dropped);
+	hbl_tcp_close(r, l, HBL_AFTER_STORM);
+	return 1;
+}
+
+/* Advances the current sweep by one batch (bounded work per loop iteration). */
+void hbl_sweep(struct hbl_ring *r, uint64_t now)
+{
+	uint32_t end = r->sweep_pos + HBL_SWEEP_BATCH;
+
+	if (end > r->n)
+		end = r->n;
+	for (uint32_t l = r->sweep_pos; l < end; l++) {
+		if (r->sweep == HBL_SWEEP_BYE)
+			sweep_bye(r, l, now);
+		else
+			sweep_storm(r, l);
+	}
+	r->sweep_pos = end;
+	if (end < r->n)
+		return;
+	if (r->sweep == HBL_SWEEP_STORM && r->st.storm_back == r->st.storm_dropped)
+		HBL_ST_SET(&r->st, storm_done_ns, now); /* nothing dropped, or all back already */
+	r->sweep = HBL_SWEEP_NONE;
+}
+
