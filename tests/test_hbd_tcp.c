@@ -443,6 +443,31 @@ static void sigterm_drains_with_bye(void **state)
 	ht_cleanup(&d);
 }
 
+/* Needs its own daemon: --sink-fsync puts an fdatasync between the write and the ACKs. */
+static void sink_fsync_still_acks(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--sink-fsync", "--bind", "127.0.0.1",
+					    NULL };
+	struct ht_daemon d;
+	int fd;
+
+	(void)state;
+	assert_int_equal(ht_start(&d, args), 0);
+	fd = ht_tcp_login(d.port, 1, false, NULL);
+	assert_true(fd >= 0);
+	for (uint16_t i = 0; i < 5; i++) {
+		assert_int_equal(ht_send_frame(fd, HB_DATA, i, "synced", 6), 0);
+		assert_true(ht_expect(fd, HB_ACK, -1));
+	}
+	assert_true(ht_file_contains(d.sink, "\"seq\":4,", NULL, 0));
+	close(fd);
+	/* an IPv4 listener takes no IPv6 clients */
+	assert_true(ht_tcp(d.port, true) < 0);
+	assert_int_equal(ht_stop(&d), 0);
+	assert_int_equal(ht_exit_stat(&d, "data_acked"), 5);
+	ht_cleanup(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest shared[] = {
@@ -463,6 +488,7 @@ int main(void)
 		cmocka_unit_test_teardown(full_refuses_cleanly, ht_reap),
 		cmocka_unit_test_teardown(silent_client_expires, ht_reap),
 		cmocka_unit_test_teardown(sigterm_drains_with_bye, ht_reap),
+		cmocka_unit_test_teardown(sink_fsync_still_acks, ht_reap),
 	};
 	int rc;
 

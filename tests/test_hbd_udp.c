@@ -312,6 +312,32 @@ static void sigterm_byes_sessions(void **state)
 	ht_cleanup(&d);
 }
 
+/* Needs its own daemon: an IPv4-only socket answers through sockaddr_in, not v4-mapped. */
+static void ipv4_bind(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--bind", "127.0.0.1", NULL };
+	uint8_t buf[HB_MAX_FRAME];
+	struct ht_daemon d;
+	struct hb_frame f;
+	int fd = ht_udp(false);
+	uint64_t tok;
+
+	(void)state;
+	assert_int_equal(ht_start(&d, args), 0);
+	tok = ht_udp_login(fd, d.port, false, 9);
+	assert_int_not_equal(tok, 0);
+	udp_ping(fd, d.port, false, tok, 1);
+	assert_int_equal(ht_udp_send(fd, d.port, false, HB_DATA, 2, tok, "v4", 2), 0);
+	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_ACK);
+	kill(d.pid, SIGTERM);
+	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_BYE);
+	assert_int_equal(ht_stop(&d), 0);
+	ht_cleanup(&d);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest shared[] = {
@@ -328,6 +354,7 @@ int main(void)
 	const struct CMUnitTest own[] = {
 		cmocka_unit_test_teardown(silent_session_expires, ht_reap),
 		cmocka_unit_test_teardown(sigterm_byes_sessions, ht_reap),
+		cmocka_unit_test_teardown(ipv4_bind, ht_reap),
 	};
 	int rc;
 
