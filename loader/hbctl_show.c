@@ -328,12 +328,13 @@ int hbctl_do_conns(const struct hbctl_args *a)
 			hbj_u64(&j, "last_seq", c.last_seq);
 			hbj_obj_end(&j);
 		} else {
-			char dev[24];
+			char dev[24], seq[16];
 
 			snprintf(dev, sizeof(dev), c.device_id ? "%llu" : "-", (unsigned long long)c.device_id);
+			snprintf(seq, sizeof(seq), c.pings ? "%u" : "-", c.last_seq);
 			ago(now, c.last_seen_ns, last, sizeof(last));
 			printf("%-9s %-47s %-20s %-8s %-14s %10llu %8s\n", "tcp", peer, dev, state_str(c.state),
-			       last, (unsigned long long)c.pings, c.pings ? (snprintf(dev, sizeof(dev), "%u", c.last_seq), dev) : "-");
+			       last, (unsigned long long)c.pings, seq);
 		}
 	}
 	if (json) {

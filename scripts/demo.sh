@@ -74,7 +74,9 @@ run_load tcp > "$OUT/tcp.json" &
 load_pid=$!
 sleep $((DURATION / 2))
 step "hbctl conns (first 12 lines) while they heartbeat"
-in_srv "$BUILD/hbctl" conns | head -n 12 >&2
+in_srv "$BUILD/hbctl" conns > "$OUT/conns.txt"
+head -n 12 "$OUT/conns.txt" >&2
+tail -n 1 "$OUT/conns.txt" >&2
 wait $load_pid
 
 step "hbload: $CLIENTS UDP devices for ${DURATION}s"
