@@ -54,7 +54,8 @@ in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --mode native --port "$PORT" >&2
 in_srv "$BUILD/hbctl" status >&2
 
 step "hbd on port $PORT, heartbeat interval ${INTERVAL}s"
-in_srv "$BUILD/hbd" --port "$PORT" --keys "$OUT/keys" --sink "$OUT/sink.jsonl" \
+# started directly (not through a shell function) so that $! is hbd itself
+nsenter --net=/run/netns/$SRV_NS "$BUILD/hbd" --port "$PORT" --keys "$OUT/keys" --sink "$OUT/sink.jsonl" \
 	--interval "$INTERVAL" --max-clients $((4 * CLIENTS)) 2> "$OUT/hbd.log" &
 hbd_pid=$!
 for _ in $(seq 100); do
