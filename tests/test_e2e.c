@@ -244,8 +244,10 @@ static void check_dump(const char *map, int want_entries)
 	long long with_peer = sh_num("jq '[.[] | select(.value.peer | startswith(\"10.77.1.\"))]"
 				     " | length' %s/%s.dump",
 				     E.dir, map);
+	/* distinct ids in the simulator's range: each device its own entry */
 	long long with_dev = sh_num("jq '[.[] | select(.value.device_id >= 1 and "
-				    ".value.device_id <= %d)] | length' %s/%s.dump",
+				    ".value.device_id <= %d) | .value.device_id] | unique | length'"
+				    " %s/%s.dump",
 				    CLIENTS, E.dir, map);
 	long long beating = sh_num("jq '[.[] | select(.value.pings > 0 and .value.last_seen_ns > 0"
 				   " and .value.last_seq >= 0)] | length' %s/%s.dump",
