@@ -85,6 +85,7 @@ struct hbl_shared {
 	X(auth_failed)		/* clients refused with ERROR(AUTH) (not retried) */               \
 	X(timeouts)		/* HELLOs without WELCOME in time */                                \
 	X(pings) X(pongs)                                                                        \
+	X(lost_closed)		/* PINGs outstanding when their session ended (part of lost) */    \
 	X(stray)		/* replies matching nothing outstanding */                          \
 	X(data_sent) X(data_acked) X(echo_sent) X(echo_ok)                                      \
 	X(echo_bad)		/* ECHO replies whose payload differed */                           \

@@ -5,7 +5,8 @@
  *   proto ("tcp"|"udp"), clients, threads, interval_s, duration_s (heartbeating time after
  *   setup), setup_s, setup_complete (bool), connected (clients that authenticated at least
  *   once), connected_end (sessions open when heartbeating ended), pings, pongs, lost (PINGs
- *   without PONG after the drain), rtt_us {p50, p99, p999, max, min, mean, count: the RTTs
+ *   without PONG after the drain), lost_closed (those of them whose session ended before the
+ *   answer could come: a storm, an expiry, the end of the run), rtt_us {p50, p99, p999, max, min, mean, count: the RTTs
  *   behind them, all PONGs unless --warmup}, lag_us {p50, p99, max: how late hbload sent
  *   each PING after its scheduled time, already part of the RTT}, auth_failed,
  *   connect_failed, timeouts, data_sent, data_acked, echo_sent, echo_ok, echo_bad, expired
@@ -34,11 +35,12 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		"{\"proto\":\"%s\",\"clients\":%u,\"threads\":%u,\"interval_s\":%g,"
 		"\"duration_s\":%.3f,\"setup_s\":%.3f,\"setup_complete\":%s,"
 		"\"connected\":%llu,\"connected_end\":%llu,\"pings\":%llu,\"pongs\":%llu,"
-		"\"lost\":%llu,",
+		"\"lost\":%llu,\"lost_closed\":%llu,",
 		cfg->o.proto == HB_TCP ? "tcp" : "udp", cfg->o.clients, res->rings,
 		cfg->o.interval_s, res->duration_s, res->setup_s,
 		res->setup_complete ? "true" : "false", (ull)t->connected,
-		(ull)res->connected_end, (ull)t->pings, (ull)t->pongs, lost(t));
+		(ull)res->connected_end, (ull)t->pings, (ull)t->pongs, lost(t),
+		(ull)t->lost_closed);
 	fprintf(f,
 		"\"rtt_us\":{\"p50\":%llu,\"p99\":%llu,\"p999\":%llu,\"max\":%llu,\"min\":%llu,"
 		"\"mean\":%.1f,\"count\":%llu},",
@@ -86,8 +88,9 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		(ull)t->connect_failed, (ull)t->auth_failed, (ull)t->timeouts,
 		(ull)t->err_addrnotavail, (ull)t->err_connrefused, (ull)t->err_timeout,
 		(ull)t->err_other);
-	fprintf(f, "  heartbeat  %.1f s: %llu pings, %llu pongs, %llu lost\n", res->duration_s,
-		(ull)t->pings, (ull)t->pongs, lost(t));
+	fprintf(f, "  heartbeat  %.1f s: %llu pings, %llu pongs, %llu lost (%llu on sessions that "
+		   "ended first)\n",
+		res->duration_s, (ull)t->pings, (ull)t->pongs, lost(t), (ull)t->lost_closed);
 	fprintf(f, "  rtt        p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms, max %.3f ms "
 		   "(from the scheduled send time)\n",
 		hb_hist_percentile(h, 50) / 1e3, hb_hist_percentile(h, 99) / 1e3,

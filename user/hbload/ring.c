@@ -46,10 +46,19 @@ uint64_t hbl_global_index(const struct hbl_ring *r, uint32_t l)
 struct io_uring_sqe *hbl_sqe(struct hbl_ring *r)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+	unsigned tries = 0;
 
 	while (!sqe) {
-		io_uring_submit(&r->ring);
+		int rc = io_uring_submit(&r->ring);
+
 		sqe = io_uring_get_sqe(&r->ring);
+		/* cannot happen while per-iteration work stays bounded (HBL_CQ_ENTRIES); if it
+		 * does, fail loudly rather than spin forever
+		 */
+		if (!sqe && ++tries == 1000000) {
+			hb_err("ring %u: submission queue stuck (%s)", r->id, strerror(-rc));
+			abort();
+		}
 	}
 	return sqe;
 }

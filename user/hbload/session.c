@@ -54,6 +54,16 @@ void hbl_count_errno(struct hbl_ring *r, int res)
 	}
 }
 
+/* Clears the protocol state of a session that ended; PINGs it still had outstanding can no
+ * longer be answered (their PONG would arrive on a closed connection or for a dead token):
+ * counted, so a storm's or an expiry's share of "lost" is visible.
+ */
+static void forget_session(struct hbl_ring *r, struct hbl_client *c)
+{
+	HBL_ST_ADD(&r->st, lost_closed, hbc_pings_outstanding(&c->c));
+	hbc_reset(&c->c);
+}
+
 void hbl_retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t delay_ns)
 {
 	if (r->phase != HBL_PH_RUN) {
@@ -84,7 +94,7 @@ void hbl_session_lost(struct hbl_ring *r, uint32_t l, uint64_t now, int failed)
 		if (c->ls == HBL_LS_HELLO)
 			hbl_udp_release(r, l, now, 0);
 	}
-	hbc_reset(&c->c);
+	forget_session(r, c);
 	/* a silent client would only be expired again: it stays away */
 	if (c->ls == HBL_LS_DONE || (c->flags & HBL_F_SILENT && c->flags & HBL_F_EVER))
 		hbl_set_ls(r, l, HBL_LS_DONE);
@@ -105,6 +115,7 @@ void hbl_end_session(struct hbl_ring *r, uint32_t l, uint64_t now, enum hbl_afte
 		hbl_tokmap_del(&r->tm, r->cl[l].c.token);
 		if (r->cl[l].ls == HBL_LS_HELLO)
 			hbl_udp_release(r, l, now, 0);
+		forget_session(r, &r->cl[l]);
 		hbl_set_ls(r, l, HBL_LS_DONE);
 		return;
 	}
@@ -279,11 +290,11 @@ void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now)
 
 	switch (c->after) {
 	case HBL_AFTER_DONE:
-		hbc_reset(&c->c);
+		forget_session(r, c);
 		hbl_set_ls(r, l, HBL_LS_DONE);
 		break;
 	case HBL_AFTER_STORM:
-		hbc_reset(&c->c);
+		forget_session(r, c);
 		c->c.attempt = 0;
 		hbl_retry_later(r, l, now, w ? hbl_rand(r) % w : 0);
 		break;
