@@ -279,6 +279,9 @@ void hbl_end_session(struct hbl_ring *r, uint32_t l, uint64_t now, enum hbl_afte
 void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now);
 void hbl_retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t delay_ns);
 
+/* probe.c: the kernel has what hbload needs (logs what is missing) */
+int hbl_probe_kernel(const struct hbl_cfg *cfg);
+
 /* beat.c: what a client sends on its own schedule */
 void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now);
 void hbl_send_bye(struct hbl_ring *r, uint32_t l, uint64_t now);

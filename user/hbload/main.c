@@ -109,7 +109,7 @@ static int configure(struct hbl_cfg *cfg)
 	cfg->storm_window_ns = (uint64_t)(o->storm_window_s * 1e9);
 	/* reconnects after a failure: 0.5 s doubling to 30 s, full jitter (spreads a fleet) */
 	cfg->backoff = (struct hbc_backoff){ .base_ms = 500, .max_ms = 30000, .jitter_pct = 100 };
-	if (load_keys(cfg) || check_keys(cfg))
+	if (load_keys(cfg) || check_keys(cfg) || hbl_probe_kernel(cfg))
 		return -EINVAL;
 	return 0;
 }
