@@ -39,6 +39,9 @@
 #define HBL_SBUF_COUNT 4096 /* send buffers per ring */
 #define HBL_SBUF_SIZE 512 /* a TCP heartbeat batch: up to 4 x (PING + DATA + ECHO) */
 #define HBL_CARRY_CAP (HB_MAX_FRAME + HBL_RBUF_SIZE) /* partial frame + one receive */
+/* one heartbeat with its DATA and ECHO always fits one send buffer, or it could never leave */
+_Static_assert(HB_PING_UDP_BYTES + 2 * (HB_TOKEN_LEN + 8 + HBL_MAX_PAYLOAD) <= HBL_SBUF_SIZE,
+	       "a full heartbeat must fit a send buffer");
 #define HBL_MAX_CATCHUP 4 /* overdue heartbeats sent at once after a stall */
 #define HBL_BYE_WAIT_NS 1000000000ULL /* after BYE, wait this long for the server to close */
 

@@ -12,7 +12,7 @@
 #include "proto.h"
 
 #define HBL_MAX_SOURCES 65536
-#define HBL_MAX_PAYLOAD 256 /* DATA/ECHO payload hbload sends (the protocol allows 1024) */
+#define HBL_MAX_PAYLOAD 200 /* DATA/ECHO payload hbload sends (the protocol allows 1024) */
 
 struct hbl_opts {
 	const char *server; /* --server: IPv4/IPv6 literal or host name */
