@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /* hbload internals: run configuration, per-ring context, per-client record, counters.
  *
- * Threads: one per ring. A ring owns a contiguous share of nothing global: its clients (every
- * R-th client of the run, so --silent and --source spread evenly), its fixed-file table, its
- * provided-buffer ring, its send buffers, its timing wheel and its counters. Rings share only
- * the read-only configuration and three atomics in struct hbl_shared written by the main
- * thread (phase and two deadlines). The main thread reads ring counters with relaxed atomic
- * loads; rings store them with relaxed atomic stores (single writer, no locked instructions).
+ * Threads: one per ring. A ring owns its clients (every R-th client of the run, so --silent and
+ * --source spread evenly), its fixed-file table, its provided-buffer ring, its send buffers,
+ * its timing wheel and its counters. Rings share only the read-only configuration and the
+ * atomics in struct hbl_shared written by the main thread (the phase and three times). The
+ * main thread reads ring counters and histograms with relaxed atomic loads; rings store them
+ * with relaxed atomic stores (single writer, no locked instructions).
+ *
+ * Waiting: a ring sleeps in io_uring_submit_and_wait_timeout until the exact due time of its
+ * next wakeup (or a completion), not on fixed 1 ms IORING_OP_TIMEOUT ticks: a tick would hold
+ * back every heartbeat by up to 1 ms, and that delay would land in the measured RTTs.
  */
 #ifndef HBL_HBLOAD_H
 #define HBL_HBLOAD_H
@@ -37,7 +41,7 @@
 #define HBL_RBUF_COUNT 1024 /* provided receive buffers per ring (power of two) */
 #define HBL_RBUF_SIZE 2048 /* > HB_MAX_FRAME: a datagram is never truncated */
 #define HBL_SBUF_COUNT 4096 /* send buffers per ring */
-#define HBL_SBUF_SIZE 512 /* a TCP heartbeat batch: up to 4 x (PING + DATA + ECHO) */
+#define HBL_SBUF_SIZE 512 /* a TCP heartbeat batch: overdue PINGs (+ DATA/ECHO) that fit */
 #define HBL_CARRY_CAP (HB_MAX_FRAME + HBL_RBUF_SIZE) /* partial frame + one receive */
 /* one heartbeat with its DATA and ECHO always fits one send buffer, or it could never leave */
 _Static_assert(HB_PING_UDP_BYTES + 2 * (HB_TOKEN_LEN + 8 + HBL_MAX_PAYLOAD) <= HBL_SBUF_SIZE,

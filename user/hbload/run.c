@@ -68,7 +68,7 @@ static void progress(const struct hbl_cfg *cfg, struct hbl_ring *rings, const st
 	for (unsigned i = 0; i < HB_HIST_BUCKETS; i++)
 		delta.b[i] = cur.b[i] >= last.b[i] ? cur.b[i] - last.b[i] : 0;
 	last = cur;
-	hb_info("%6.1fs  connected %llu/%u  open %llu  pings %.0f/s  pongs %.0f/s  "
+	hb_info("%6.1fs  connected %llu/%u  sessions %llu  pings %.0f/s  pongs %.0f/s  "
 		"p99 %.3f ms (so far %.3f)  outstanding %lld  failures %llu",
 		(double)(now - cfg->t0_ns) / 1e9, (unsigned long long)t->connected, cfg->o.clients,
 		(unsigned long long)t->authed_now, (double)(t->pings - prev->pings) / dt,
