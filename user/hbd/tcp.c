@@ -29,7 +29,7 @@
 #include <sys/socket.h>
 
 #include "log.h"
-#include "uring_ext.h"
+#include "uring_sock.h"
 #include "vg.h"
 #include "worker.h"
 
@@ -293,7 +293,7 @@ void hbd_tcp_on_accept(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		struct io_uring_sqe *sqe = hbd_sqe(w);
 
 		if (sqe) {
-			hbd_prep_getsockopt(sqe, (int)slot, SOL_SOCKET, SO_COOKIE, &c->cookie,
+			hb_prep_getsockopt(sqe, (int)slot, SOL_SOCKET, SO_COOKIE, &c->cookie,
 					    sizeof(c->cookie));
 			/* hard link: the cookie is known before the first frame is handled */
 			sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;

@@ -11,7 +11,7 @@
 
 #include "hbload.h"
 #include "log.h"
-#include "uring_ext.h"
+#include "uring_sock.h"
 
 static const struct linger probe_linger = { .l_onoff = 1, .l_linger = 0 };
 
@@ -38,12 +38,12 @@ int hbl_probe_kernel(const struct hbl_cfg *cfg)
 	sqe->flags |= IOSQE_IO_LINK;
 	sqe->user_data = 0;
 	sqe = io_uring_get_sqe(&ring);
-	hbl_prep_setsockopt(sqe, 0, SOL_SOCKET, SO_LINGER, &probe_linger, sizeof(probe_linger));
+	hb_prep_setsockopt(sqe, 0, SOL_SOCKET, SO_LINGER, &probe_linger, sizeof(probe_linger));
 	sqe->flags |= IOSQE_FIXED_FILE | (cfg->nsrc ? IOSQE_IO_LINK : 0);
 	sqe->user_data = 1;
 	if (cfg->nsrc) {
 		sqe = io_uring_get_sqe(&ring);
-		hbl_prep_bind(sqe, 0, (const struct sockaddr *)&cfg->src[0], cfg->src_len);
+		hb_prep_bind(sqe, 0, (const struct sockaddr *)&cfg->src[0], cfg->src_len);
 		sqe->flags |= IOSQE_FIXED_FILE;
 		sqe->user_data = 2;
 		steps = 3;

@@ -20,7 +20,7 @@
 
 #include "hbload.h"
 #include "log.h"
-#include "uring_ext.h"
+#include "uring_sock.h"
 
 /* read by the kernel when the setsockopt runs, after submit: static storage */
 static const struct linger linger_rst = { .l_onoff = 1, .l_linger = 0 };
@@ -40,13 +40,13 @@ void hbl_tcp_connect(struct hbl_ring *r, uint32_t l)
 	sqe->user_data = hbl_ud(HBL_OP_TCP_STEP, 0, c->gen, l);
 
 	sqe = hbl_sqe(r);
-	hbl_prep_setsockopt(sqe, (int)l, SOL_SOCKET, SO_LINGER, &linger_rst, sizeof(linger_rst));
+	hb_prep_setsockopt(sqe, (int)l, SOL_SOCKET, SO_LINGER, &linger_rst, sizeof(linger_rst));
 	sqe->flags |= chain | IOSQE_CQE_SKIP_SUCCESS;
 	sqe->user_data = hbl_ud(HBL_OP_TCP_STEP, 0, c->gen, l);
 
 	/* heartbeats are tiny and latency is what we measure: no Nagle delay */
 	sqe = hbl_sqe(r);
-	hbl_prep_setsockopt(sqe, (int)l, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	hb_prep_setsockopt(sqe, (int)l, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	sqe->flags |= chain | IOSQE_CQE_SKIP_SUCCESS;
 	sqe->user_data = hbl_ud(HBL_OP_TCP_STEP, 0, c->gen, l);
 
@@ -54,7 +54,7 @@ void hbl_tcp_connect(struct hbl_ring *r, uint32_t l)
 		const struct sockaddr_storage *src = &cfg->src[hbl_global_index(r, l) % cfg->nsrc];
 
 		sqe = hbl_sqe(r);
-		hbl_prep_bind(sqe, (int)l, (const struct sockaddr *)src, cfg->src_len);
+		hb_prep_bind(sqe, (int)l, (const struct sockaddr *)src, cfg->src_len);
 		sqe->flags |= chain | IOSQE_CQE_SKIP_SUCCESS;
 		sqe->user_data = hbl_ud(HBL_OP_TCP_STEP, 0, c->gen, l);
 	}
