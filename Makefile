@@ -5,6 +5,7 @@
 #   make test       install missing packages, build, run the whole test suite
 #   make demo       install missing packages, build, run the veth/netns demo end to end
 #   make SAN=1      build with ASan+UBSan into build/asan (tests under sanitizers)
+#   make fuzz       libFuzzer binaries (clang) in build/fuzz; scripts/fuzz.sh runs them
 #   make V=1        show full commands
 #   BUILD=dir       build elsewhere (parallel builds must not share a directory)
 
@@ -33,7 +34,7 @@ endif
 .SUFFIXES:
 .SECONDARY:
 
-INCLUDES := -Ibpf -Iuser/common -Iuser/hbd -Iuser/hbload -Iloader -I$(BUILD)/skel
+INCLUDES := -Ibpf -Iuser/common -Iuser/hbd -Iuser/hbload -Iloader -Ifuzz -I$(BUILD)/skel
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
 	  -fno-omit-frame-pointer -MMD -MP $(INCLUDES)
@@ -58,16 +59,19 @@ HBD_SRCS := $(filter-out user/hbd/main.c,$(wildcard user/hbd/*.c))
 HBLOAD_SRCS := $(filter-out user/hbload/main.c,$(wildcard user/hbload/*.c))
 HBCTL_SRCS := $(filter-out loader/main.c,$(wildcard loader/*.c))
 TEST_SRCS := $(wildcard tests/test_*.c)
+# Fuzz targets (fuzz/targets.h): linked into the tests too, which replay the corpus with gcc.
+FUZZ_TARGET_SRCS := $(filter-out fuzz/entry.c fuzz/seeds.c,$(wildcard fuzz/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIBCOMMON := $(BUILD)/libhbcommon.a
 LIBHBD := $(BUILD)/libhbd.a
 LIBHBLOAD := $(BUILD)/libhbload.a
 LIBHBCTL := $(BUILD)/libhbctl.a
+LIBFUZZ := $(BUILD)/libhbfuzz.a
 BINS := $(BUILD)/hbd $(BUILD)/hbload $(BUILD)/hbctl
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 
-.PHONY: all bpf tests test demo deps vmlinux clean bench
+.PHONY: all bpf tests test demo deps vmlinux clean bench fuzz fuzz-seeds
 all: $(BINS) $(BPF_OBJS)
 bpf: $(BPF_OBJS) $(SKELS)
 tests: $(TESTS) all
@@ -92,12 +96,13 @@ $(LIBCOMMON): $(call obj,$(COMMON_SRCS))
 $(LIBHBD): $(call obj,$(HBD_SRCS))
 $(LIBHBLOAD): $(call obj,$(HBLOAD_SRCS))
 $(LIBHBCTL): $(call obj,$(HBCTL_SRCS))
+$(LIBFUZZ): $(call obj,$(FUZZ_TARGET_SRCS))
 $(BUILD)/%.a:
 	$(call msg,AR,$@)
 	$(Q)rm -f $@
 	$(Q)ar rcs $@ $^
 
-ALL_LIBS := -Wl,--start-group $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBCOMMON) -Wl,--end-group
+ALL_LIBS := -Wl,--start-group $(LIBFUZZ) $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBCOMMON) -Wl,--end-group
 
 $(BUILD)/hbd: $(call obj,user/hbd/main.c) $(LIBHBD) $(LIBCOMMON)
 $(BUILD)/hbload: $(call obj,user/hbload/main.c) $(LIBHBLOAD) $(LIBCOMMON)
@@ -106,10 +111,40 @@ $(BINS):
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS)
 
-$(BUILD)/tests/%: $(call obj,tests/%.c) $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBCOMMON) $(BPF_OBJS)
+$(BUILD)/tests/%: $(call obj,tests/%.c) $(LIBFUZZ) $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBCOMMON) $(BPF_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) -lcmocka
+
+# libFuzzer: the userspace code again, built by clang with coverage and ASan+UBSan, one binary
+# per target in fuzz/targets.h (fuzz/entry.c with -DHBF_TARGET).
+FZ := $(BUILD)/fuzz
+FZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FZ_BASE := -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
+	   -fno-omit-frame-pointer $(INCLUDES) $(FZ_SAN)
+fzobj = $(patsubst %.c,$(FZ)/obj/%.o,$(1))
+FZ_LIB := $(FZ)/libfz.a
+FUZZERS := $(patsubst fuzz/%.c,$(FZ)/fuzz_%,$(FUZZ_TARGET_SRCS))
+
+$(FZ)/obj/%.o: %.c | $(SKELS)
+	$(call msg,FUZZCC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(FZ_BASE) -MMD -MP -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FZ_LIB): $(call fzobj,$(COMMON_SRCS) $(HBD_SRCS) $(FUZZ_TARGET_SRCS))
+
+$(FZ)/fuzz_%: fuzz/entry.c fuzz/targets.h $(FZ_LIB)
+	$(call msg,FUZZER,$@)
+	$(Q)$(CLANG) $(FZ_BASE) -fsanitize=fuzzer -DHBF_TARGET=hbf_$* -o $@ $< $(FZ_LIB) $(LDLIBS)
+
+fuzz: $(FUZZERS)
+
+# Regenerates the seed corpus from the real codec (commit what changed).
+$(BUILD)/fuzz-seeds: $(call obj,fuzz/seeds.c) $(LIBCOMMON)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+fuzz-seeds: $(BUILD)/fuzz-seeds
+	$(Q)$(BUILD)/fuzz-seeds fuzz/corpus
 
 # The two README commands. Both install what a fresh Debian 12 machine lacks first.
 test: deps
@@ -134,4 +169,4 @@ vmlinux:
 clean:
 	$(Q)rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj $(BUILD)/bpf -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/bpf $(BUILD)/fuzz -name '*.d' 2>/dev/null)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # Runs the whole test suite: every cmocka binary in $BUILD/tests (unit, BPF, daemon, end to end),
+# a bounded libFuzzer run of each fuzz target (FUZZ_SECONDS each, default 20; SKIP_FUZZ=1 skips),
 # then the userspace tests again under ASan/UBSan/LSan. Exit status is nonzero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +36,12 @@ done
 for t in "${all[@]}"; do
 	case $t in *e2e*) BUILD=$BUILD run "$(basename "$t")" "$t" ;; esac
 done
+
+# The fuzz targets, coverage-guided, for a bounded time (scripts/fuzz.sh for long campaigns).
+if [ "${SKIP_FUZZ:-0}" != 1 ]; then
+	echo "=== fuzz (${FUZZ_SECONDS:-20} s a target)"
+	BUILD=$BUILD scripts/fuzz.sh "${FUZZ_SECONDS:-20}" || failed+=("fuzz")
+fi
 
 # Userspace code again under sanitizers: the same tests, built with SAN=1. BPF-only tests are
 # not rebuilt (the sanitizers see nothing of kernel code).

@@ -5,6 +5,25 @@
 #include <errno.h>
 #include <stdlib.h>
 
+/* Under ASan a free chunk is poisoned whole, so a write past the end of a chunk into a free
+ * neighbour (which malloc'd slabs would otherwise hide) is reported; no-ops without ASan.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define HBD_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HBD_ASAN 1
+#endif
+#endif
+#ifdef HBD_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 static const uint32_t class_size[HBD_CK_CLASSES] = { 64, 256, 2048 };
 
 int hbd_chunks_init(struct hbd_chunks *p, size_t max_bytes)
@@ -37,8 +56,10 @@ void hbd_chunks_free(struct hbd_chunks *p)
 
 		if (!c->slabs)
 			continue;
-		for (uint32_t i = 0; i < c->nslabs; i++)
+		for (uint32_t i = 0; i < c->nslabs; i++) {
+			UNPOISON(c->slabs[i], (size_t)c->size << c->shift);
 			free(c->slabs[i]);
+		}
 		free(c->slabs);
 		c->slabs = NULL;
 	}
@@ -60,6 +81,7 @@ static int grow(struct hbd_chunks *p, int k)
 		((struct hbd_chunk *)(slab + (size_t)i * c->size))->next = c->free_head;
 		c->free_head = ((uint32_t)k << HBD_CK_SHIFT) | (base + i);
 	}
+	POISON(slab, (size_t)n * c->size);
 	return 0;
 }
 
@@ -79,6 +101,7 @@ uint32_t hbd_chunk_alloc(struct hbd_chunks *p, size_t need)
 		return HBD_NONE;
 	idx = c->free_head;
 	ck = hbd_chunk(p, idx);
+	UNPOISON(ck, c->size);
 	c->free_head = ck->next;
 	ck->next = HBD_NONE;
 	ck->len = ck->off = 0;
@@ -94,4 +117,5 @@ void hbd_chunk_put(struct hbd_chunks *p, uint32_t idx)
 	ck->next = c->free_head;
 	c->free_head = idx;
 	p->used--;
+	POISON(ck, c->size);
 }

@@ -13,16 +13,15 @@ uint64_t hbd_realtime_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc,
-		    struct hbd_hello_result *r)
+int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t loc,
+		       uint64_t now_ms, struct hbd_hello_result *r)
 {
-	struct hbd_daemon *d = w->d;
 	int rc;
 
 	r->device_id = hb_get_be64(&h->device_id);
 	r->old_loc = 0;
 	r->token = 0;
-	rc = hb_hello_verify(d->keys, h, hbd_realtime_ms(), d->window_ms);
+	rc = hb_hello_verify(d->keys, h, now_ms, d->window_ms);
 	if (rc != HB_AUTH_OK)
 		return rc;
 	/* Replay: the device table keeps the newest accepted timestamp per device, so a HELLO
@@ -41,6 +40,12 @@ int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc
 		}
 	} while (!r->token);
 	return 0;
+}
+
+int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc,
+		    struct hbd_hello_result *r)
+{
+	return hbd_hello_check_at(w->d, h, loc, hbd_realtime_ms(), r);
 }
 
 const char *hbd_auth_str(int rc)

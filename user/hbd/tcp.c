@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 
 #include "log.h"
+#include "reasm.h"
 #include "uring_sock.h"
 #include "vg.h"
 #include "worker.h"
@@ -220,10 +221,7 @@ static void conn_close(struct hbd_worker *w, uint32_t slot, uint8_t final_type, 
 	c->state = CONN_CLOSING;
 	c->final_type = final_type;
 	c->final_code = (uint8_t)code;
-	if (c->partial != HBD_NONE) {
-		hbd_chunk_put(&w->chunks, c->partial);
-		c->partial = HBD_NONE;
-	}
+	hbd_reasm_drop(&w->chunks, &c->partial);
 	if (d->offload && c->cookie) {
 		int rc = hbd_maps_conn_delete(&d->maps, c->cookie);
 
@@ -441,93 +439,31 @@ static void bad_frame(struct hbd_worker *w, uint32_t slot, int rc)
 		   rc == HB_DECODE_TOO_LARGE ? HB_ERR_TOO_LARGE : HB_ERR_MALFORMED);
 }
 
-/* Feeds received bytes to the frame decoder. A frame split across receives is gathered in a
- * chunk that exists only while the frame is incomplete; complete frames are handled straight
- * from the provided buffer.
- */
+struct tcp_feed {
+	struct hbd_worker *w;
+	uint32_t slot;
+};
+
+static bool feed_frame(void *ctx, const struct hb_frame *f)
+{
+	struct tcp_feed *t = ctx;
+
+	handle_frame(t->w, t->slot, f);
+	return conn_live(&t->w->conns[t->slot]);
+}
+
+/* Received bytes to the frame decoder (reasm.c keeps an incomplete frame in c->partial). */
 static void tcp_input(struct hbd_worker *w, uint32_t slot, const uint8_t *p, size_t n)
 {
 	struct hbd_conn *c = &w->conns[slot];
-	struct hb_frame f;
-	int rc;
+	struct tcp_feed t = { w, slot };
+	int rc = hbd_reasm_feed(&w->chunks, &c->partial, HB_MAX_PAYLOAD, p, n, feed_frame, &t);
 
-	if (c->partial != HBD_NONE) {
-		struct hbd_chunk *k = hbd_chunk(&w->chunks, c->partial);
-
-		/* complete the header first; once it is judged, the frame's size is known. At most
-		 * three rounds: header bytes, payload bytes, the complete frame.
-		 */
-		for (;;) {
-			size_t want = sizeof(struct hb_hdr), take;
-
-			if (k->len >= want) {
-				rc = hb_decode_stream(k->data, k->len, &f);
-				if (rc < 0) {
-					bad_frame(w, slot, rc);
-					return;
-				}
-				if (rc == HB_DECODE_OK)
-					break;
-				want = f.size;
-			}
-			if (!n)
-				return;
-			if (want > hbd_chunk_cap(&w->chunks, c->partial)) {
-				/* the header said how big the frame is: move to a chunk that fits */
-				uint32_t idx = hbd_chunk_alloc(&w->chunks, want);
-
-				if (idx == HBD_NONE) {
-					HBD_STAT_ADD(w->st, errors, 1);
-					conn_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
-					return;
-				}
-				memcpy(hbd_chunk(&w->chunks, idx)->data, k->data, k->len);
-				hbd_chunk(&w->chunks, idx)->len = k->len;
-				hbd_chunk_put(&w->chunks, c->partial);
-				c->partial = idx;
-				k = hbd_chunk(&w->chunks, idx);
-			}
-			take = want - k->len < n ? want - k->len : n;
-			memcpy(k->data + k->len, p, take);
-			k->len += (uint16_t)take;
-			p += take;
-			n -= take;
-		}
-		handle_frame(w, slot, &f);
-		/* the frame is fully handled (replies encoded, sink line formatted): drop it */
-		if (c->partial != HBD_NONE) {
-			hbd_chunk_put(&w->chunks, c->partial);
-			c->partial = HBD_NONE;
-		}
-		if (!conn_live(c))
-			return;
-	}
-	while (n) {
-		rc = hb_decode_stream(p, n, &f);
-		if (rc == HB_DECODE_OK) {
-			handle_frame(w, slot, &f);
-			if (!conn_live(c))
-				return;
-			p += f.size;
-			n -= f.size;
-			continue;
-		}
-		if (rc == HB_DECODE_MORE) {
-			/* n < one frame; the chunk grows once the header says by how much */
-			uint32_t idx = hbd_chunk_alloc(&w->chunks, n >= sizeof(struct hb_hdr) ? f.size : n);
-
-			if (idx == HBD_NONE) {
-				HBD_STAT_ADD(w->st, errors, 1);
-				conn_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
-				return;
-			}
-			memcpy(hbd_chunk(&w->chunks, idx)->data, p, n);
-			hbd_chunk(&w->chunks, idx)->len = (uint16_t)n;
-			c->partial = idx;
-			return;
-		}
+	if (rc == HBD_REASM_NOMEM) {
+		HBD_STAT_ADD(w->st, errors, 1);
+		conn_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
+	} else if (rc < 0) {
 		bad_frame(w, slot, rc);
-		return;
 	}
 }
 

@@ -155,6 +155,11 @@ struct hbd_hello_result {
  */
 int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc,
 		    struct hbd_hello_result *r);
+/* The same at a given wall-clock time, needing only keys, devices and window_ms of d (the fuzz
+ * harness runs it without workers).
+ */
+int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t loc,
+		       uint64_t now_ms, struct hbd_hello_result *r);
 const char *hbd_auth_str(int rc);
 /* Ends the session a HELLO superseded, wherever it lives. */
 void hbd_supersede(struct hbd_worker *w, uint64_t old_loc);
