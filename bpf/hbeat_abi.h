@@ -259,7 +259,19 @@ struct hb_config {
 	X(expired_tcp) X(expired_udp)                                                           \
 	X(unknown_session)	/* UDP frames with a token the daemon does not know: dropped */  \
 	X(errors)		/* I/O and internal errors */                                      \
-	X(full)			/* clients refused because a table or map was full */
+	X(full)			/* clients refused because a table or map was full */             \
+	X(refused_per_source)	/* TCP connections refused: source at --max-per-source */        \
+	X(accept_paused)	/* accepting paused by --accept-rate (the kernel queues meanwhile) */ \
+	X(hello_timeout)	/* TCP connections closed: no HELLO within --hello-timeout */     \
+	X(auth_rate_limited)	/* HELLOs refused unchecked: source over --auth-fail-rate */     \
+	X(data_rate_limited)	/* DATA frames refused: device over --data-rate */              \
+	X(too_large)		/* frames above --max-payload: TCP closed, datagram dropped */    \
+	X(slow_reader)		/* TCP connections closed: more than --max-output unsent */      \
+	X(map_full)		/* clients the kernel map had no room for (--on-map-full) */     \
+	X(handoff_out)		/* connections and sessions handed to a new hbd (upgrade) */     \
+	X(handoff_in)		/* connections and sessions taken over from the old hbd */       \
+	X(adopted)		/* UDP sessions adopted from the pinned map at start */          \
+	X(stale_conns)		/* conns entries of a dead daemon removed at start */
 
 #define HB_STAT_FIELD(name) __u64 name;
 struct hb_kstats {

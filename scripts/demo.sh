@@ -54,9 +54,10 @@ in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --mode native --port "$PORT" >&2
 in_srv "$BUILD/hbctl" status >&2
 
 step "hbd on port $PORT, heartbeat interval ${INTERVAL}s"
-# started directly (not through a shell function) so that $! is hbd itself
+# started directly (not through a shell function) so that $! is hbd itself; no per-source
+# limit: hbload puts hundreds of simulated devices behind each of its few source addresses
 nsenter --net=/run/netns/$SRV_NS "$BUILD/hbd" --port "$PORT" --keys "$OUT/keys" --sink "$OUT/sink.jsonl" \
-	--interval "$INTERVAL" --max-clients $((4 * CLIENTS)) 2> "$OUT/hbd.log" &
+	--interval "$INTERVAL" --max-clients $((4 * CLIENTS)) --max-per-source 0 2> "$OUT/hbd.log" &
 hbd_pid=$!
 for _ in $(seq 100); do
 	in_srv ss -Hltn "sport = :$PORT" | grep -q . && break

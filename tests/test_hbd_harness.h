@@ -347,6 +347,50 @@ static inline int ht_tcp(uint16_t port, bool v6)
 	return fd;
 }
 
+/* Binds an IPv4 socket to a local source address (port chosen by the kernel). */
+static inline int ht_bind_src(int fd, const char *src4)
+{
+	struct sockaddr_in s4 = { .sin_family = AF_INET };
+
+	if (inet_pton(AF_INET, src4, &s4.sin_addr) != 1)
+		return -1;
+	return bind(fd, (struct sockaddr *)&s4, sizeof(s4));
+}
+
+/* An IPv4 TCP connection to 127.0.0.1:port from the loopback source src4 (e.g. 127.0.0.2). */
+static inline int ht_tcp_from(uint16_t port, const char *src4)
+{
+	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (ht_bind_src(fd, src4) || connect(fd, (struct sockaddr *)&s4, sizeof(s4))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Open regular file descriptors of a process (/proc/PID/fd), -1 if unreadable. */
+static inline int ht_fd_count(pid_t pid)
+{
+	char path[64], cmd[96], line[32];
+	FILE *p;
+	int n = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	snprintf(cmd, sizeof(cmd), "ls %s 2>/dev/null | wc -l", path);
+	p = popen(cmd, "r");
+	if (p && fgets(line, sizeof(line), p))
+		n = atoi(line);
+	if (p)
+		pclose(p);
+	return n;
+}
+
 static inline int ht_send_all(int fd, const void *buf, size_t n)
 {
 	const uint8_t *p = buf;

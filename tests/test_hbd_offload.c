@@ -25,6 +25,7 @@ static const char *const pin_names[] = { HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_C
 					 HB_MAP_USTATS };
 
 static struct pins live_pins[4]; /* by value: found again after a failed assertion */
+static __u32 pins_max_entries = 1024; /* conns and sessions capacity of the next make_pins */
 
 static void unpin_all(struct pins *p)
 {
@@ -62,10 +63,10 @@ static int make_pins(struct pins *p, const char *tag, bool mmapable_config, bool
 	if (mkdir(p->dir, 0700) && errno != EEXIST)
 		return -1;
 	p->conns = bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_CONNS, sizeof(struct hb_conn_key),
-				  conn_value_size, 1024, NULL);
+				  conn_value_size, pins_max_entries, NULL);
 	p->sessions = bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_SESSIONS,
-				     sizeof(struct hb_session_key), sizeof(struct hb_session), 1024,
-				     NULL);
+				     sizeof(struct hb_session_key), sizeof(struct hb_session),
+				     pins_max_entries, NULL);
 	p->config = bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_CONFIG, sizeof(__u32),
 				   sizeof(struct hb_config), 1, mmapable_config ? &mm : NULL);
 	if (with_ustats)
@@ -443,6 +444,84 @@ static void no_offload_leaves_maps_alone(void **state)
 	unpin_all(&p);
 }
 
+/* Kernel maps with room for two clients: the third is served in userspace (default) or
+ * refused (--on-map-full refuse); the first two keep their entries either way.
+ */
+static void full_map(void **state)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_ping ping = { .ts = 5 };
+	struct hb_frame f;
+	struct hb_hello h;
+	struct ht_daemon d;
+	struct pins p;
+	char path[160];
+	const char *args[] = { "--pin-path", path, "--on-map-full", "userspace", NULL };
+	int tcp[3], udp[3];
+	uint64_t tok;
+
+	(void)state;
+	pins_max_entries = 2;
+	assert_int_equal(make_pins(&p, "full", true, true, sizeof(struct hb_conn)), 0);
+	pins_max_entries = 1024;
+	snprintf(path, sizeof(path), "%s", p.dir);
+	for (int mode = 0; mode < 2; mode++) {
+		args[3] = mode ? "refuse" : "userspace";
+		assert_int_equal(ht_start(&d, args), 0);
+		for (int i = 0; i < 2; i++) {
+			tcp[i] = ht_tcp_login(d.port, (uint64_t)(1 + i), false, NULL);
+			udp[i] = ht_udp(false);
+			assert_true(tcp[i] >= 0);
+			assert_int_not_equal(ht_udp_login(udp[i], d.port, false, (uint64_t)(3 + i)), 0);
+		}
+		assert_int_equal(count_entries(p.conns, 8), 2);
+		assert_int_equal(count_entries(p.sessions, 8), 2);
+		/* one client too many for the kernel maps */
+		tcp[2] = ht_tcp(d.port, false);
+		udp[2] = ht_udp(false);
+		ht_hello(&h, 5, 0);
+		assert_int_equal(ht_send_frame(tcp[2], HB_HELLO, 1, &h, sizeof(h)), 0);
+		ht_hello(&h, 6, 0);
+		assert_int_equal(ht_udp_send(udp[2], d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)),
+				 0);
+		assert_int_equal(ht_udp_recv(udp[2], buf, &f, HT_IO_MS), 1);
+		if (mode == 0) {
+			/* served by the daemon: WELCOME, and its PINGs answered in userspace */
+			assert_true(ht_expect(tcp[2], HB_WELCOME, -1));
+			assert_int_equal(f.type, HB_WELCOME);
+			tok = f.token;
+			assert_int_equal(ht_send_frame(tcp[2], HB_PING, 2, &ping, sizeof(ping)), 0);
+			assert_true(ht_expect(tcp[2], HB_PONG, -1));
+			assert_int_equal(ht_udp_send(udp[2], d.port, false, HB_PING, 2, tok, &ping,
+						     sizeof(ping)),
+					 0);
+			assert_int_equal(ht_udp_recv(udp[2], buf, &f, HT_IO_MS), 1);
+			assert_int_equal(f.type, HB_PONG);
+		} else {
+			assert_true(ht_expect(tcp[2], HB_ERROR, HB_ERR_FULL));
+			assert_true(ht_eof(tcp[2], HT_IO_MS));
+			assert_int_equal(f.type, HB_ERROR);
+			assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_ERR_FULL);
+		}
+		/* the first two are untouched: still AUTHED in the kernel maps, still served */
+		assert_int_equal(count_entries(p.conns, 8), 2);
+		assert_int_equal(count_entries(p.sessions, 8), 2);
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(ht_send_frame(tcp[i], HB_PING, 3, &ping, sizeof(ping)), 0);
+			assert_true(ht_expect(tcp[i], HB_PONG, -1));
+		}
+		for (int i = 0; i < 3; i++) {
+			close(tcp[i]);
+			close(udp[i]);
+		}
+		assert_int_equal(ht_stop(&d), 0);
+		assert_int_equal(ht_exit_stat(&d, "map_full"), 2);
+		assert_true(ht_file_contains(d.err, "map full", NULL, 0));
+		ht_cleanup(&d);
+	}
+	unpin_all(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest shared[] = {
@@ -458,6 +537,7 @@ int main(void)
 		cmocka_unit_test_teardown(stamp_without_mmap, reap_all),
 		cmocka_unit_test_teardown(fallback_to_userspace, reap_all),
 		cmocka_unit_test_teardown(no_offload_leaves_maps_alone, reap_all),
+		cmocka_unit_test_teardown(full_map, reap_all),
 	};
 	int rc;
 

@@ -402,7 +402,9 @@ static void silent_client_expires(void **state)
 	}
 	assert_true(ht_expect(quiet, HB_BYE, HB_BYE_EXPIRED));
 	assert_true(ht_eof(quiet, HT_IO_MS));
-	/* a connection that never authenticated is closed after the timeout too */
+	/* a connection that never authenticated is closed after the timeout too (the hello
+	 * timeout is never longer than the heartbeat timeout)
+	 */
 	assert_true(ht_expect(unauth, HB_BYE, HB_BYE_EXPIRED));
 	assert_true(ht_now_ms() - t0 < 5000);
 	ping(chatty, 99, 99);
@@ -410,7 +412,8 @@ static void silent_client_expires(void **state)
 	close(chatty);
 	close(unauth);
 	assert_int_equal(ht_stop(&d), 0);
-	assert_true(ht_exit_stat(&d, "expired_tcp") >= 2);
+	assert_true(ht_exit_stat(&d, "expired_tcp") >= 1);
+	assert_true(ht_exit_stat(&d, "hello_timeout") >= 1);
 	ht_cleanup(&d);
 }
 

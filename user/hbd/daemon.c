@@ -196,6 +196,8 @@ static int control_loop(struct hbd_daemon *d, const sigset_t *sigs)
 				hb_warn("config stamp: %s", strerror(-rc));
 		}
 		hbd_devices_sweep(d->devices, hbd_realtime_ms(), d->window_ms, SWEEP_BUDGET);
+		hbd_keytab_sweep(&d->sources, hbd_mono_ns() / 1000, SWEEP_BUDGET);
+		hbd_keytab_sweep(&d->data_rl, hbd_mono_ns() / 1000, SWEEP_BUDGET);
 		sig = sigtimedwait(sigs, NULL, &tick);
 		if (sig > 0) {
 			hb_info("%s: draining", strsignal(sig));
@@ -258,7 +260,17 @@ int hbd_run(const struct hbd_config *cfg)
 		       (unsigned long long)rl.rlim_cur, strerror(-rc));
 		goto out;
 	}
-	if (hbd_devices_init(&d->devices) || hbd_sessions_init(&d->sessions, cfg->max_clients)) {
+	/* a connection gets no longer to authenticate than an authenticated one may stay silent */
+	d->hello_timeout_ms = (uint64_t)(cfg->hello_timeout_s * 1000);
+	if (d->hello_timeout_ms > d->timeout_ms)
+		d->hello_timeout_ms = d->timeout_ms;
+	d->track_sources = cfg->max_per_source || cfg->auth_fail_rate > 0;
+	if (hbd_devices_init(&d->devices) || hbd_sessions_init(&d->sessions, cfg->max_clients) ||
+	    /* bounded: a flood of new source addresses must not take all memory */
+	    hbd_keytab_init(&d->sources, cfg->auth_fail_rate, cfg->auth_fail_burst,
+			    4 * cfg->max_clients + 65536) ||
+	    hbd_keytab_init(&d->data_rl, cfg->data_rate, cfg->data_burst,
+			    2 * cfg->max_clients + 1024)) {
 		hb_err("out of memory for %u clients", cfg->max_clients);
 		goto out;
 	}
@@ -327,6 +339,8 @@ out:
 	hbd_maps_close(&d->maps);
 	free(d->stats_own);
 	hbd_sessions_free(&d->sessions);
+	hbd_keytab_free(&d->sources);
+	hbd_keytab_free(&d->data_rl);
 	hbd_devices_free(d->devices);
 	hb_keystore_free(d->keys);
 	free(d->workers);

@@ -10,6 +10,7 @@
 #include "auth.h"
 #include "devices.h"
 #include "hbeat_abi.h"
+#include "keytab.h"
 #include "maps.h"
 #include "sessions.h"
 
@@ -39,6 +40,18 @@ struct hbd_config {
 	int log_level;
 	unsigned rx_buffers; /* per worker, TCP provided buffers */
 	unsigned rx_buf_size;
+	/* limits (docs/RELIABILITY.md): each refusal is counted in a ustats field of its own */
+	unsigned max_per_source; /* live TCP connections from one address (0: no limit) */
+	double accept_rate; /* new TCP connections a second, whole daemon (0: no limit) */
+	double hello_timeout_s; /* a connection must authenticate within this */
+	double auth_fail_rate; /* failed HELLOs a second a source may make, after... */
+	unsigned auth_fail_burst; /* ...this many at once */
+	double data_rate; /* DATA frames a second a device may send, after... */
+	unsigned data_burst; /* ...this many at once */
+	unsigned max_payload; /* largest DATA/ECHO payload taken (<= HB_MAX_PAYLOAD) */
+	unsigned max_output; /* unsent reply bytes a TCP connection may have queued */
+	bool map_full_refuse; /* a client the kernel map has no room for is refused, not served in
+			       * userspace */
 };
 
 void hbd_config_defaults(struct hbd_config *c);
@@ -67,6 +80,9 @@ struct hbd_daemon {
 	bool offload; /* kernel fast paths loaded and in use */
 	struct hbd_devices *devices;
 	struct hbd_sessions sessions;
+	struct hbd_keytab sources; /* per source address: TCP connections, failed HELLOs */
+	struct hbd_keytab data_rl; /* per device: DATA rate */
+	bool track_sources; /* per-source limits on: workers keep each connection's entry */
 	struct hb_ustats *stats; /* HB_MAX_WORKERS slots: the ustats map, or stats_own */
 	struct hb_ustats *stats_own;
 	int sink_fd;
@@ -77,7 +93,7 @@ struct hbd_daemon {
 	struct hbd_worker **workers;
 	int *ring_fds; /* for MSG_RING between workers */
 	uint64_t mono0_ns; /* CLOCK_MONOTONIC at start: worker clocks count ms from here */
-	uint64_t interval_ms, timeout_ms, window_ms, tick_ms;
+	uint64_t interval_ms, timeout_ms, window_ms, tick_ms, hello_timeout_ms;
 	int stop; /* atomic: 1 = drain */
 	unsigned tcp_clients; /* atomic: live TCP connections, against max_clients */
 	/* start-up handshake between the control thread and the workers */
@@ -94,5 +110,16 @@ struct hbd_daemon {
 int hbd_run(const struct hbd_config *cfg);
 
 uint64_t hbd_mono_ns(void);
+
+/* Rate-limited logging: true at most once per every_ms (per *last, which the caller keeps). */
+static inline bool hbd_log_due(uint64_t *last_ms, uint64_t now_ms, uint64_t every_ms)
+{
+	uint64_t l = __atomic_load_n(last_ms, __ATOMIC_RELAXED);
+
+	if (l && now_ms - l < every_ms)
+		return false;
+	return __atomic_compare_exchange_n(last_ms, &l, now_ms ? now_ms : 1, false,
+					   __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
 
 #endif

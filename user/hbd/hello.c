@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* HELLO handling shared by TCP and UDP: MAC and clock window (auth.h), replay, superseding. */
 #include <errno.h>
+#include <inttypes.h>
+#include <string.h>
 #include <time.h>
 
+#include "log.h"
 #include "worker.h"
 
 uint64_t hbd_realtime_ms(void)
@@ -55,6 +58,28 @@ const char *hbd_auth_str(int rc)
 	if (rc < 0)
 		return "internal error";
 	return hb_auth_str(rc);
+}
+
+bool hbd_map_full(struct hbd_worker *w, int rc, const char *map, uint64_t device_id)
+{
+	static uint64_t last_log;
+	bool refuse = w->d->cfg->map_full_refuse;
+
+	if (rc == -E2BIG || rc == -ENOMEM || rc == -ENOSPC) {
+		HBD_STAT_ADD(w->st, map_full, 1);
+		if (hbd_log_due(&last_log, w->now_ms, 10000))
+			hb_warn("%s map full (hbctl load --max-conns/--max-sessions sets its size): "
+				"device %" PRIu64 " %s (--on-map-full; logged once per 10 s)",
+				map, device_id,
+				refuse ? "refused" : "served in userspace, kernel fast path skipped");
+		return refuse;
+	}
+	HBD_STAT_ADD(w->st, errors, 1);
+	if (hbd_log_due(&last_log, w->now_ms, 10000))
+		hb_warn("%s update for device %" PRIu64 ": %s: its heartbeats will be answered in "
+			"userspace (logged once per 10 s)",
+			map, device_id, strerror(-rc));
+	return false;
 }
 
 void hbd_supersede(struct hbd_worker *w, uint64_t old_loc)

@@ -236,6 +236,16 @@ int hbd_maps_stamp(struct hbd_maps *m, uint64_t now_ns, uint64_t grace_ns)
 	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
 }
 
+void hbd_addr_str(const uint8_t addr[16], char out[HB_PEER_STR])
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (!memcmp(addr, mapped, sizeof(mapped)))
+		inet_ntop(AF_INET, addr + 12, out, HB_PEER_STR);
+	else
+		inet_ntop(AF_INET6, addr, out, HB_PEER_STR);
+}
+
 void hbd_peer_str(const uint8_t addr[16], uint16_t port_be, char out[HB_PEER_STR])
 {
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };

@@ -25,6 +25,15 @@ void hbd_config_defaults(struct hbd_config *c)
 	c->log_level = HB_LOG_INFO;
 	c->rx_buffers = 512;
 	c->rx_buf_size = 512;
+	c->max_per_source = 1024;
+	c->accept_rate = 50000;
+	c->hello_timeout_s = 10;
+	c->auth_fail_rate = 1;
+	c->auth_fail_burst = 10;
+	c->data_rate = 100;
+	c->data_burst = 200;
+	c->max_payload = HB_MAX_PAYLOAD;
+	c->max_output = 65536;
 }
 
 static void usage(FILE *f)
@@ -54,6 +63,24 @@ static void usage(FILE *f)
 		"  --rx-buffers N        TCP receive buffers per worker, power of 2 (default 512)\n"
 		"  --rx-buf-size B       their size (default 512)\n"
 		"  --log-level L         error|warn|info|debug (default info)\n"
+		"\n"
+		"Limits (each refusal is counted; 0 turns a limit off where said):\n"
+		"  --max-per-source N    TCP connections from one address, IPv6 per /64; more are\n"
+		"                        refused with ERROR(FULL) (default 1024, 0 = none)\n"
+		"  --accept-rate N       new TCP connections a second; beyond it accepting pauses\n"
+		"                        and the kernel queues them (default 50000, 0 = none)\n"
+		"  --hello-timeout SEC   close connections without a HELLO by then (default 10)\n"
+		"  --auth-fail-rate R    failed HELLOs a second one source may make after\n"
+		"  --auth-fail-burst N   N at once; beyond it HELLOs from there are refused\n"
+		"                        unchecked (ERROR(RATE); none on UDP) (default 1/s, 10)\n"
+		"  --data-rate R         DATA frames a second one device may send after\n"
+		"  --data-burst N        N at once; beyond it TCP gets ERROR(RATE) and is\n"
+		"                        closed, UDP DATA is not ACKed (default 100/s, 200; 0 = none)\n"
+		"  --max-payload B       largest DATA/ECHO payload (default and most 1024)\n"
+		"  --max-output B        unsent reply bytes one TCP connection may queue before\n"
+		"                        it is closed as a slow reader (default 65536)\n"
+		"  --on-map-full WHAT    a client the kernel map has no room for is served in\n"
+		"                        userspace (default) or refused with ERROR(FULL)\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Exit codes: 0 clean shutdown, 1 runtime failure, 2 usage, 3 could not start.\n"
@@ -81,6 +108,8 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 	enum {
 		O_BIND = 256, O_PORT, O_WORKERS, O_MAX, O_KEYS, O_WINDOW, O_INTERVAL, O_MULT,
 		O_GRACE, O_SINK, O_FSYNC, O_PIN, O_NOOFF, O_LOG, O_DRAIN, O_RXN, O_RXS,
+		O_PERSRC, O_ACCRATE, O_HELLOTO, O_AFRATE, O_AFBURST, O_DRATE, O_DBURST, O_MAXPL,
+		O_MAXOUT, O_MAPFULL,
 	};
 	static const struct option opts[] = {
 		{ "bind", required_argument, NULL, O_BIND },
@@ -100,6 +129,16 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 		{ "drain-timeout", required_argument, NULL, O_DRAIN },
 		{ "rx-buffers", required_argument, NULL, O_RXN },
 		{ "rx-buf-size", required_argument, NULL, O_RXS },
+		{ "max-per-source", required_argument, NULL, O_PERSRC },
+		{ "accept-rate", required_argument, NULL, O_ACCRATE },
+		{ "hello-timeout", required_argument, NULL, O_HELLOTO },
+		{ "auth-fail-rate", required_argument, NULL, O_AFRATE },
+		{ "auth-fail-burst", required_argument, NULL, O_AFBURST },
+		{ "data-rate", required_argument, NULL, O_DRATE },
+		{ "data-burst", required_argument, NULL, O_DBURST },
+		{ "max-payload", required_argument, NULL, O_MAXPL },
+		{ "max-output", required_argument, NULL, O_MAXOUT },
+		{ "on-map-full", required_argument, NULL, O_MAPFULL },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -183,6 +222,55 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 			if (num("--rx-buf-size", optarg, 64, 65536, &v))
 				return -EINVAL;
 			c->rx_buf_size = (unsigned)v;
+			break;
+		case O_PERSRC:
+			if (num("--max-per-source", optarg, 0, 1 << 24, &v))
+				return -EINVAL;
+			c->max_per_source = (unsigned)v;
+			break;
+		case O_ACCRATE:
+			if (num("--accept-rate", optarg, 0, 1e7, &c->accept_rate))
+				return -EINVAL;
+			break;
+		case O_HELLOTO:
+			if (num("--hello-timeout", optarg, 0.01, 3600, &c->hello_timeout_s))
+				return -EINVAL;
+			break;
+		case O_AFRATE:
+			if (num("--auth-fail-rate", optarg, 0, 1e6, &c->auth_fail_rate))
+				return -EINVAL;
+			break;
+		case O_AFBURST:
+			if (num("--auth-fail-burst", optarg, 1, 1e6, &v))
+				return -EINVAL;
+			c->auth_fail_burst = (unsigned)v;
+			break;
+		case O_DRATE:
+			if (num("--data-rate", optarg, 0, 1e7, &c->data_rate))
+				return -EINVAL;
+			break;
+		case O_DBURST:
+			if (num("--data-burst", optarg, 1, 1e7, &v))
+				return -EINVAL;
+			c->data_burst = (unsigned)v;
+			break;
+		case O_MAXPL:
+			if (num("--max-payload", optarg, 1, HB_MAX_PAYLOAD, &v))
+				return -EINVAL;
+			c->max_payload = (unsigned)v;
+			break;
+		case O_MAXOUT:
+			if (num("--max-output", optarg, 1024, 1 << 30, &v))
+				return -EINVAL;
+			c->max_output = (unsigned)v;
+			break;
+		case O_MAPFULL:
+			if (strcmp(optarg, "userspace") && strcmp(optarg, "refuse")) {
+				fprintf(stderr, "hbd: --on-map-full %s: expected userspace|refuse\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->map_full_refuse = !strcmp(optarg, "refuse");
 			break;
 		case 'h':
 			usage(stdout);

@@ -53,18 +53,6 @@ static struct hbd_conn *conn_of(struct hbd_worker *w, uint32_t slot, uint16_t ge
 	return &w->conns[slot];
 }
 
-int hbd_tcp_arm_accept(struct hbd_worker *w)
-{
-	struct io_uring_sqe *sqe = hbd_sqe(w);
-
-	if (!sqe)
-		return -EBUSY;
-	io_uring_prep_multishot_accept_direct(sqe, w->lfd, NULL, NULL, 0);
-	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_ACCEPT, 0, 0, 0));
-	w->accept_armed = true;
-	return 0;
-}
-
 static int arm_recv(struct hbd_worker *w, uint32_t slot)
 {
 	struct hbd_conn *c = &w->conns[slot];
@@ -90,6 +78,8 @@ static void mark_dirty(struct hbd_worker *w, uint32_t slot)
 	}
 }
 
+static void conn_close(struct hbd_worker *w, uint32_t slot, uint8_t final_type, uint16_t code);
+
 static void drop_output(struct hbd_worker *w, struct hbd_conn *c)
 {
 	while (c->out != HBD_NONE) {
@@ -111,12 +101,29 @@ static void send_frame(struct hbd_worker *w, uint32_t slot, uint8_t type, uint16
 	struct hbd_chunk *k = NULL;
 	uint32_t tail = c->out, idx;
 
+	size_t queued = 0;
+
 	if (c->flags & CF_BROKEN)
 		return;
 	if (tail != HBD_NONE) {
-		while (hbd_chunk(&w->chunks, tail)->next != HBD_NONE)
-			tail = hbd_chunk(&w->chunks, tail)->next;
-		k = hbd_chunk(&w->chunks, tail);
+		for (;;) {
+			k = hbd_chunk(&w->chunks, tail);
+			queued += (size_t)(k->len - k->off);
+			if (k->next == HBD_NONE)
+				break;
+			tail = k->next;
+		}
+	}
+	if (queued + need > w->d->cfg->max_output) {
+		/* a peer that sends but never reads would pin the worker's buffers */
+		HBD_STAT_ADD(w->st, slow_reader, 1);
+		hb_dbg("tcp: worker %u slot %u: %zu bytes unsent: closing a slow reader", w->id, slot,
+		       queued);
+		c->flags |= CF_BROKEN;
+		if (!(c->flags & CF_SEND))
+			drop_output(w, c);
+		conn_close(w, slot, 0, 0);
+		return;
 	}
 	if (!k || hbd_chunk_cap(&w->chunks, tail) - k->len < need) {
 		idx = hbd_chunk_alloc(&w->chunks, need);
@@ -236,35 +243,22 @@ static void conn_close(struct hbd_worker *w, uint32_t slot, uint8_t final_type, 
 	advance(w, slot);
 }
 
-void hbd_tcp_on_accept(struct hbd_worker *w, struct io_uring_cqe *cqe)
+/* Admission of a connection accept.c took into slot: the daemon's and the source's limits,
+ * then the cookie (offload mode) and the first recv, hard-linked so the cookie is known before
+ * the first frame is handled.
+ */
+void hbd_tcp_open(struct hbd_worker *w, uint32_t slot, const uint8_t addr[16])
 {
 	struct hbd_daemon *d = w->d;
 	struct hbd_conn *c;
-	uint32_t slot;
-	unsigned n;
+	uint32_t n, count = 0;
+	uint8_t key[16];
+	int rc;
 
-	if (!(cqe->flags & IORING_CQE_F_MORE))
-		w->accept_armed = false;
-	if (cqe->res < 0) {
-		if (cqe->res == -ENFILE) {
-			/* the ring's table is full: the kernel closed the connection */
-			HBD_STAT_ADD(w->st, full, 1);
-			hb_dbg("worker %u: direct descriptor table full, connection refused", w->id);
-		} else if (cqe->res != -ECANCELED) {
-			hb_warn("worker %u: accept: %s", w->id, strerror(-cqe->res));
-			HBD_STAT_ADD(w->st, errors, 1);
-			w->accept_retry = !w->accept_armed; /* at the next tick, not in a tight loop */
-			return;
-		}
-		if (!w->accept_armed && !w->draining && cqe->res == -ENFILE)
-			hbd_tcp_arm_accept(w);
-		return;
-	}
-	slot = (uint32_t)cqe->res;
 	if (slot >= w->nslots || w->conns[slot].state != CONN_FREE) {
 		hb_err("worker %u: accept into slot %u that is not free", w->id, slot);
 		HBD_STAT_ADD(w->st, errors, 1);
-		goto rearm;
+		return;
 	}
 	c = &w->conns[slot];
 	c->cookie = 0;
@@ -278,14 +272,36 @@ void hbd_tcp_on_accept(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	w->nconns++;
 	HBD_STAT_ADD(w->st, tcp_accepted, 1);
 	HBD_STAT_ADD(w->st, tcp_active, 1);
-	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->timeout_ms);
+	/* until it authenticates, a connection has --hello-timeout, not the heartbeat timeout */
+	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->hello_timeout_ms);
 	n = __atomic_fetch_add(&d->tcp_clients, 1, __ATOMIC_RELAXED);
+	if (d->track_sources) {
+		w->src[slot] = HBD_KEY_NONE;
+		hbd_key_source(addr, key);
+		rc = hbd_keytab_conn_open(&d->sources, key, d->cfg->max_per_source, &w->src[slot],
+					  &count);
+		if (rc == -EMFILE && !w->draining) {
+			static uint64_t last_log;
+			char peer[HB_PEER_STR];
+
+			HBD_STAT_ADD(w->st, refused_per_source, 1);
+			if (hbd_log_due(&last_log, w->now_ms, 10000)) {
+				hbd_addr_str(addr, peer);
+				hb_warn("source %s has %u connections open (--max-per-source): refusing "
+					"more (logged once per 10 s)",
+					peer, count);
+			}
+			conn_close(w, slot, HB_ERROR, HB_ERR_FULL);
+			return;
+		}
+		/* -ENOMEM (table at its size limit): admitted untracked rather than refused */
+	}
 	if (n >= d->cfg->max_clients || w->draining) {
 		if (!w->draining)
 			HBD_STAT_ADD(w->st, full, 1);
 		conn_close(w, slot, w->draining ? HB_BYE : HB_ERROR,
 			   w->draining ? HB_BYE_SHUTDOWN : HB_ERR_FULL);
-		goto rearm;
+		return;
 	}
 	if (d->offload) {
 		struct io_uring_sqe *sqe = hbd_sqe(w);
@@ -301,9 +317,6 @@ void hbd_tcp_on_accept(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	}
 	if (arm_recv(w, slot))
 		conn_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
-rearm:
-	if (!w->accept_armed && !w->draining)
-		hbd_tcp_arm_accept(w);
 }
 
 void hbd_tcp_on_cookie(struct hbd_worker *w, struct io_uring_cqe *cqe)
@@ -330,6 +343,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	struct hbd_hello_result r;
 	struct hb_welcome wel;
 	struct hb_hello h;
+	uint32_t src;
 	int rc;
 
 	if (c->state != CONN_NEW) {
@@ -339,11 +353,24 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 		return;
 	}
 	memcpy(&h, f->payload, sizeof(h)); /* the payload may sit at any alignment */
+	src = w->src ? w->src[slot] : HBD_KEY_NONE;
+	if (src != HBD_KEY_NONE && hbd_keytab_over_at(&d->sources, src, hbd_mono_ns() / 1000)) {
+		/* this address failed too often: not worth an HMAC until its budget refills */
+		HBD_STAT_ADD(w->st, auth_rate_limited, 1);
+		conn_close(w, slot, HB_ERROR, HB_ERR_RATE);
+		return;
+	}
 	rc = hbd_hello_check(w, &h, hbd_loc(0, w->id, c->gen, slot), &r);
 	if (rc) {
+		static uint64_t last_log;
+
 		HBD_STAT_ADD(w->st, auth_fail, 1);
-		hb_info("tcp: HELLO from device %" PRIu64 " refused: %s", r.device_id,
-			hbd_auth_str(rc));
+		if (rc > 0 && src != HBD_KEY_NONE)
+			hbd_keytab_charge_at(&d->sources, src, hbd_mono_ns() / 1000);
+		if (hbd_log_due(&last_log, w->now_ms, 1000))
+			hb_info("tcp: HELLO from device %" PRIu64 " refused: %s (logged at most once "
+				"a second)",
+				r.device_id, hbd_auth_str(rc));
 		conn_close(w, slot, HB_ERROR, rc < 0 ? HB_ERR_INTERNAL : HB_ERR_AUTH);
 		return;
 	}
@@ -352,10 +379,10 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	c->last_seen = clock32(w);
 	if (d->offload && c->cookie) {
 		rc = hbd_maps_conn_auth(&d->maps, c->cookie, r.device_id, hbd_mono_ns());
-		if (rc)
-			hb_warn("conns[%" PRIu64 "] update: %s: heartbeats of device %" PRIu64
-				" will be answered in userspace",
-				c->cookie, strerror(-rc), r.device_id);
+		if (rc && hbd_map_full(w, rc, "conns", r.device_id)) {
+			conn_close(w, slot, HB_ERROR, HB_ERR_FULL);
+			return;
+		}
 	}
 	hbd_welcome(w, r.token, &wel);
 	send_frame(w, slot, HB_WELCOME, f->seq, &wel, sizeof(wel));
@@ -371,7 +398,12 @@ static void tcp_data(struct hbd_worker *w, uint32_t slot, const struct hb_frame 
 	struct hbd_ack a = { .slot = slot, .gen = c->gen, .seq = f->seq };
 	struct timespec now;
 
-	if (c->sink_pending == UINT16_MAX) {
+	uint8_t key[16];
+
+	hbd_key_u64(c->device_id, key);
+	if (c->sink_pending == UINT16_MAX ||
+	    !hbd_keytab_take(&w->d->data_rl, key, hbd_mono_ns() / 1000)) {
+		HBD_STAT_ADD(w->st, data_rate_limited, 1);
 		conn_close(w, slot, HB_ERROR, HB_ERR_RATE);
 		return;
 	}
@@ -433,7 +465,10 @@ static void handle_frame(struct hbd_worker *w, uint32_t slot, const struct hb_fr
 
 static void bad_frame(struct hbd_worker *w, uint32_t slot, int rc)
 {
-	HBD_STAT_ADD(w->st, frames_bad, 1);
+	if (rc == HB_DECODE_TOO_LARGE)
+		HBD_STAT_ADD(w->st, too_large, 1);
+	else
+		HBD_STAT_ADD(w->st, frames_bad, 1);
 	hb_dbg("tcp: worker %u slot %u: %s: closing", w->id, slot, hb_decode_str(rc));
 	conn_close(w, slot, HB_ERROR,
 		   rc == HB_DECODE_TOO_LARGE ? HB_ERR_TOO_LARGE : HB_ERR_MALFORMED);
@@ -457,7 +492,8 @@ static void tcp_input(struct hbd_worker *w, uint32_t slot, const uint8_t *p, siz
 {
 	struct hbd_conn *c = &w->conns[slot];
 	struct tcp_feed t = { w, slot };
-	int rc = hbd_reasm_feed(&w->chunks, &c->partial, HB_MAX_PAYLOAD, p, n, feed_frame, &t);
+	int rc = hbd_reasm_feed(&w->chunks, &c->partial, (uint16_t)w->d->cfg->max_payload, p, n,
+				feed_frame, &t);
 
 	if (rc == HBD_REASM_NOMEM) {
 		HBD_STAT_ADD(w->st, errors, 1);
@@ -567,6 +603,10 @@ void hbd_tcp_on_close(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	drop_output(w, c);
 	if (c->flags & CF_COUNTED)
 		__atomic_fetch_sub(&w->d->tcp_clients, 1, __ATOMIC_RELAXED);
+	if (w->src && w->src[slot] != HBD_KEY_NONE) {
+		hbd_keytab_conn_close(&w->d->sources, w->src[slot]);
+		w->src[slot] = HBD_KEY_NONE;
+	}
 	HBD_STAT_SUB(w->st, tcp_active, 1);
 	HBD_STAT_ADD(w->st, tcp_closed, 1);
 	c->gen++;
@@ -668,6 +708,20 @@ void hbd_tcp_expire(struct hbd_worker *w)
 				}
 				hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->timeout_ms);
 				advance(w, slot);
+				continue;
+			}
+			if (c->state == CONN_NEW) {
+				/* slowloris: a connection that never completes its HELLO */
+				silent = clock32(w) - c->last_seen;
+				if (silent >= d->hello_timeout_ms) {
+					HBD_STAT_ADD(w->st, hello_timeout, 1);
+					hb_dbg("tcp: worker %u slot %u: no HELLO in %u ms: closing",
+					       w->id, slot, silent);
+					conn_close(w, slot, HB_BYE, HB_BYE_EXPIRED);
+				} else {
+					hb_wheel_add(&w->tcp_wheel, slot,
+						     w->now_ms - silent + d->hello_timeout_ms);
+				}
 				continue;
 			}
 			if (c->state == CONN_AUTHED && d->offload && c->cookie &&

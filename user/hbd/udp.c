@@ -135,7 +135,10 @@ void hbd_udp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	}
 }
 
-static void put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint64_t token)
+/* Writes the kernel's copy of a session. Returns nonzero if the client must be refused
+ * (the map is full and --on-map-full says refuse); other failures leave it to userspace.
+ */
+static int put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint64_t token)
 {
 	struct hb_session v = {
 		.port = s->port,
@@ -148,10 +151,7 @@ static void put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint64
 	memcpy(v.addr, s->addr, sizeof(v.addr));
 	hbd_peer_str(s->addr, s->port, v.peer);
 	rc = hbd_maps_sess_put(&w->d->maps, token, &v);
-	if (rc)
-		hb_warn("sessions[%016" PRIx64 "] update: %s: heartbeats of device %" PRIu64
-			" will be answered in userspace",
-			token, strerror(-rc), s->device_id);
+	return rc ? hbd_map_full(w, rc, "sessions", s->device_id) : 0;
 }
 
 static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t port,
@@ -165,9 +165,16 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	struct hb_hello h;
 	struct hbd_sess *s;
 	uint32_t idx;
-	uint64_t loc;
+	uint64_t loc, now_us = hbd_mono_ns() / 1000;
+	uint8_t key[16];
 	int rc, tries;
 
+	/* a source that failed too often gets nothing, not even an ERROR: it may be spoofed */
+	hbd_key_source(addr, key);
+	if (hbd_keytab_over(&d->sources, key, now_us)) {
+		HBD_STAT_ADD(w->st, auth_rate_limited, 1);
+		return;
+	}
 	if (hbd_sess_alloc(t, w->id, &idx)) {
 		HBD_STAT_ADD(w->st, full, 1);
 		err.code = htobe16(HB_ERR_FULL);
@@ -179,10 +186,16 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	memcpy(&h, f->payload, sizeof(h));
 	rc = hbd_hello_check(w, &h, loc, &r);
 	if (rc) {
+		static uint64_t last_log;
+
 		hbd_sess_release(t, idx);
 		HBD_STAT_ADD(w->st, auth_fail, 1);
-		hb_info("udp: HELLO from device %" PRIu64 " refused: %s", r.device_id,
-			hbd_auth_str(rc));
+		if (rc > 0)
+			hbd_keytab_charge(&d->sources, key, now_us);
+		if (hbd_log_due(&last_log, w->now_ms, 1000))
+			hb_info("udp: HELLO from device %" PRIu64 " refused: %s (logged at most once "
+				"a second)",
+				r.device_id, hbd_auth_str(rc));
 		if (rc < 0)
 			err.code = htobe16(HB_ERR_INTERNAL);
 		udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err));
@@ -202,8 +215,16 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 		return;
 	}
 	/* the kernel must know the session before the device learns its token */
-	if (d->offload)
-		put_map_entry(w, s, r.token);
+	if (d->offload && put_map_entry(w, s, r.token)) {
+		struct hbd_sess gone;
+
+		err.code = htobe16(HB_ERR_FULL);
+		hbd_sess_get(t, idx, s->gen, true, &gone); /* out of the token hash */
+		hbd_devices_release(d->devices, r.device_id, loc);
+		hbd_sess_release(t, idx);
+		udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err));
+		return;
+	}
 	hb_wheel_add(&w->udp_wheel, idx, w->now_ms + d->timeout_ms);
 	HBD_STAT_ADD(w->st, udp_sessions, 1);
 	HBD_STAT_ADD(w->st, udp_active, 1);
@@ -235,6 +256,10 @@ static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, sockle
 	if (from_sockaddr(sa, salen, addr, &port) || (rc = hb_decode_dgram(p, n, &f))) {
 		HBD_STAT_ADD(w->st, frames_bad, 1);
 		return; /* never answered */
+	}
+	if (f.len > w->d->cfg->max_payload && (f.type == HB_DATA || f.type == HB_ECHO)) {
+		HBD_STAT_ADD(w->st, too_large, 1);
+		return;
 	}
 	switch (f.type) {
 	case HB_HELLO:
@@ -276,7 +301,14 @@ static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, sockle
 	case HB_DATA: {
 		struct hbd_ack a = { .token = f.token, .seq = f.seq, .udp = 1 };
 		struct timespec now;
+		uint8_t key[16];
 
+		hbd_key_u64(v.device_id, key);
+		if (!hbd_keytab_take(&w->d->data_rl, key, hbd_mono_ns() / 1000)) {
+			/* not ACKed: the device sends it again later */
+			HBD_STAT_ADD(w->st, data_rate_limited, 1);
+			break;
+		}
 		clock_gettime(CLOCK_REALTIME, &now);
 		if (hbd_sink_add(&w->sink, v.device_id, true, f.seq, &now, f.payload, f.len, &a))
 			HBD_STAT_ADD(w->st, errors, 1);

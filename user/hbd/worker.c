@@ -144,12 +144,15 @@ static int setup(struct hbd_worker *w)
 
 	w->conns = calloc(w->nslots, sizeof(*w->conns));
 	w->links = malloc(w->nslots * sizeof(*w->links));
+	if (d->track_sources && !(w->src = malloc(w->nslots * sizeof(*w->src))))
+		return -ENOMEM;
 	w->dirty = malloc(w->nslots * sizeof(*w->dirty));
 	w->rearm = malloc(w->nslots * sizeof(*w->rearm));
 	if (!w->conns || !w->links || !w->dirty || !w->rearm)
 		return -ENOMEM;
 	hb_wheel_links_init(w->links, w->nslots);
 	hbd_worker_clock(w);
+	hbd_accept_init(w);
 	rc = hb_wheel_init(&w->tcp_wheel, w->links, w->nslots, d->tick_ms, d->timeout_ms,
 			   w->now_ms);
 	if (!rc)
@@ -183,6 +186,7 @@ void hbd_worker_free(struct hbd_worker *w)
 	free(w->ux_mem);
 	free(w->conns);
 	free(w->links);
+	free(w->src);
 	free(w->dirty);
 	free(w->rearm);
 }
@@ -273,7 +277,7 @@ static void handle_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
 
 	switch (hbd_ud_op(ud)) {
 	case HBD_OP_ACCEPT:
-		hbd_tcp_on_accept(w, cqe);
+		hbd_accept_on_cqe(w, cqe);
 		break;
 	case HBD_OP_COOKIE:
 		hbd_tcp_on_cookie(w, cqe);
@@ -337,6 +341,7 @@ static void flush(struct hbd_worker *w)
 		w->ux_ret = 0;
 	}
 	hbd_tcp_flush(w);
+	hbd_accept_fill(w);
 	sink_flush(w);
 	if (!w->udp_armed && !w->udp_retry && !w->draining)
 		hbd_udp_arm(w);
@@ -347,8 +352,7 @@ static void tick(struct hbd_worker *w)
 	hbd_tcp_expire(w);
 	hbd_udp_expire(w);
 	if (!w->draining) {
-		if (w->accept_retry && !w->accept_armed && !hbd_tcp_arm_accept(w))
-			w->accept_retry = false;
+		hbd_accept_tick(w);
 		if (w->udp_retry && !w->udp_armed && !hbd_udp_arm(w))
 			w->udp_retry = false;
 	}
@@ -373,8 +377,7 @@ static void drain_start(struct hbd_worker *w)
 {
 	w->draining = true;
 	w->drain_deadline = w->now_ms + (uint64_t)(w->d->cfg->drain_s * 1000);
-	if (w->accept_armed)
-		cancel(w, hbd_ud(HBD_OP_ACCEPT, 0, 0, 0));
+	hbd_accept_stop(w);
 	if (w->udp_armed)
 		cancel(w, hbd_ud(HBD_OP_UDP_RECV, 0, 0, 0));
 	hbd_tcp_drain(w);
@@ -386,7 +389,7 @@ static bool drain_done(struct hbd_worker *w)
 
 	if (sink_idle && w->udp_wheel.count)
 		hbd_udp_drain(w);
-	return sink_idle && !w->nconns && !w->accept_armed && !w->udp_armed && !w->udp_inflight &&
+	return sink_idle && !w->nconns && !w->acc.armed && !w->udp_armed && !w->udp_inflight &&
 	       !w->udp_wheel.count;
 }
 
@@ -466,7 +469,7 @@ void *hbd_worker_main(void *arg)
 	pthread_mutex_unlock(&d->lock);
 	if (rc)
 		return NULL;
-	if (hbd_tcp_arm_accept(w) || hbd_udp_arm(w)) {
+	if (hbd_accept_fill(w) || hbd_udp_arm(w)) {
 		hb_err("worker %u: cannot arm accept/recvmsg", w->id);
 		__atomic_store_n(&d->stop, 1, __ATOMIC_RELEASE);
 	}

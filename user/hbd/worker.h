@@ -61,6 +61,21 @@ struct hbd_conn {
 
 _Static_assert(sizeof(struct hbd_conn) == 40, "per-slot state: keep it compact (issue 3)");
 
+#define HBD_ACCEPTS 32 /* single-shot accepts in flight per worker (accept.c) */
+
+/* A worker's accepts: address buffers, and its share of --accept-rate as a token bucket. */
+struct hbd_acceptq {
+	struct sockaddr_in6 addr[HBD_ACCEPTS];
+	socklen_t len[HBD_ACCEPTS];
+	uint32_t idle; /* bitmap: buffers with no accept in flight */
+	unsigned armed;
+	double tokens, cap, per_ms; /* per_ms 0: no rate limit */
+	uint64_t refill_ms;
+	bool paused; /* out of tokens (counted once per pause) */
+	bool retry; /* an unexpected error: arm again at the next tick */
+	bool stopped; /* drain or handoff: arm nothing more */
+};
+
 #define HBD_DUE_BATCH 256
 #define HBD_UDP_BUF_SIZE 1152 /* recvmsg header + sockaddr_in6 + the largest valid datagram */
 #define HBD_UDP_BUFS 128
@@ -79,6 +94,8 @@ struct hbd_worker {
 	/* TCP: one entry per direct-descriptor slot */
 	struct hbd_conn *conns;
 	struct hb_wlink *links;
+	uint32_t *src; /* per slot: its source's entry in d->sources (only if track_sources) */
+	struct hbd_acceptq acc;
 	uint32_t nslots;
 	uint32_t nconns; /* slots not FREE */
 	struct hb_wheel tcp_wheel;
@@ -99,8 +116,8 @@ struct hbd_worker {
 	struct hbd_chunks chunks;
 	struct hbd_sink sink;
 
-	bool accept_armed, udp_armed;
-	bool accept_retry, udp_retry; /* re-arm at the next tick (after an unexpected error) */
+	bool udp_armed;
+	bool udp_retry; /* re-arm at the next tick (after an unexpected error) */
 	bool draining;
 	bool tick_armed;
 	struct __kernel_timespec tick_ts;
@@ -120,9 +137,18 @@ void hbd_worker_msg(struct hbd_worker *w, unsigned target, enum hbd_op op, uint3
 		    uint16_t gen, uint8_t aux);
 uint64_t hbd_realtime_ms(void);
 
+/* accept.c */
+void hbd_accept_init(struct hbd_worker *w);
+/* Arms accepts up to HBD_ACCEPTS as the rate allows; called every loop iteration. */
+int hbd_accept_fill(struct hbd_worker *w);
+void hbd_accept_on_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe);
+/* Cancels the accepts in flight and arms no more (drain, handoff). */
+void hbd_accept_stop(struct hbd_worker *w);
+void hbd_accept_tick(struct hbd_worker *w);
+
 /* tcp.c */
-int hbd_tcp_arm_accept(struct hbd_worker *w);
-void hbd_tcp_on_accept(struct hbd_worker *w, struct io_uring_cqe *cqe);
+/* A connection accepted into slot from addr (16 bytes, IPv4 v4-mapped). */
+void hbd_tcp_open(struct hbd_worker *w, uint32_t slot, const uint8_t addr[16]);
 void hbd_tcp_on_cookie(struct hbd_worker *w, struct io_uring_cqe *cqe);
 void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe);
 void hbd_tcp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe);
@@ -161,6 +187,10 @@ int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc
 int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t loc,
 		       uint64_t now_ms, struct hbd_hello_result *r);
 const char *hbd_auth_str(int rc);
+/* A kernel map update for an admitted client failed with rc: counts and logs it (rate
+ * limited); true if the client must be refused (--on-map-full refuse and the map is full).
+ */
+bool hbd_map_full(struct hbd_worker *w, int rc, const char *map, uint64_t device_id);
 /* Ends the session a HELLO superseded, wherever it lives. */
 void hbd_supersede(struct hbd_worker *w, uint64_t old_loc);
 /* WELCOME payload for a token. */
