@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -38,6 +39,12 @@
  * (valgrind makes the first HELLO's libcrypto set-up take seconds).
  */
 #define HT_IO_MS (getenv("HBD_WRAP") && *getenv("HBD_WRAP") ? 30000 : 3000)
+
+/* Where the clients below send IPv4 (host order; loopback unless a netns test sets the
+ * server's address), and the network namespace ht_start() runs hbd in ("" = this one).
+ */
+static uint32_t ht_srv4 = INADDR_LOOPBACK;
+static char ht_netns[64];
 
 struct ht_daemon {
 	pid_t pid;
@@ -226,6 +233,15 @@ static inline int ht_start(struct ht_daemon *d, const char *const *extra)
 		int e = open(d->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		int o = open(d->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
+		if (ht_netns[0]) {
+			char ns[96];
+			int nfd;
+
+			snprintf(ns, sizeof(ns), "/run/netns/%s", ht_netns);
+			nfd = open(ns, O_RDONLY | O_CLOEXEC);
+			if (nfd < 0 || setns(nfd, CLONE_NEWNET))
+				_exit(126);
+		}
 		dup2(e, STDERR_FILENO);
 		dup2(o, STDOUT_FILENO);
 		execvp(argv[0], (char *const *)argv);
@@ -337,7 +353,7 @@ static inline int ht_tcp(uint16_t port, bool v6)
 		s6.sin6_addr = in6addr_loopback;
 		rc = connect(fd, (struct sockaddr *)&s6, sizeof(s6));
 	} else {
-		s4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		s4.sin_addr.s_addr = htonl(ht_srv4);
 		rc = connect(fd, (struct sockaddr *)&s4, sizeof(s4));
 	}
 	if (rc) {
@@ -361,7 +377,7 @@ static inline int ht_bind_src(int fd, const char *src4)
 static inline int ht_tcp_from(uint16_t port, const char *src4)
 {
 	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+				  .sin_addr.s_addr = htonl(ht_srv4) };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 
 	if (fd < 0)
@@ -546,7 +562,7 @@ static inline int ht_udp_send(int fd, uint16_t port, bool v6, uint8_t type, uint
 	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(port),
 				   .sin6_addr = in6addr_loopback };
 	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+				  .sin_addr.s_addr = htonl(ht_srv4) };
 
 	if (!n)
 		return -1;
@@ -559,7 +575,7 @@ static inline int ht_udp_send(int fd, uint16_t port, bool v6, uint8_t type, uint
 static inline int ht_udp_send_raw(int fd, uint16_t port, const void *buf, size_t n)
 {
 	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+				  .sin_addr.s_addr = htonl(ht_srv4) };
 
 	return sendto(fd, buf, n, 0, (struct sockaddr *)&s4, sizeof(s4)) == (ssize_t)n ? 0 : -1;
 }

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* A server and a client network namespace on a veth pair (scripts/netns.sh), hbeat's BPF side
+ * loaded on the server's veth with the real hbctl, and the test process able to step into the
+ * client namespace so its own sockets are real remote clients. Used with test_hbd_harness.h
+ * (ht_netns / ht_srv4 point hbd and the harness clients at the namespaces).
+ *
+ * Static functions in a header, because the Makefile builds only tests/test_*.c. Everything
+ * made is removed by hn_down(), which cmocka teardowns call after any outcome.
+ */
+#ifndef TEST_NETNS_ENV_H
+#define TEST_NETNS_ENV_H
+
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HN_SRV_ADDR "10.77.0.1" /* scripts/netns.sh's fixed addresses */
+#define HN_SRV_ADDR_HOST 0x0a4d0001u
+
+struct hn_env {
+	const char *build;
+	char name[16]; /* netns.sh NAME: NAME-srv, NAME-cli, veths NAME-s, NAME-c */
+	char srv_ns[32], cli_ns[32], srv_if[24], cli_if[24];
+	char pin[96];
+	int orig_ns; /* this process's own netns, to come back to */
+	bool up, loaded;
+};
+
+static inline int hn_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline int hn_sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	rc = system(cmd);
+	if (rc == -1 || !WIFEXITED(rc))
+		return -1;
+	return WEXITSTATUS(rc);
+}
+
+/* Creates the namespaces (nsrc client source addresses 10.77.1.1..) for a test tagged tag. */
+static inline int hn_up(struct hn_env *e, char tag, int nsrc)
+{
+	memset(e, 0, sizeof(*e));
+	e->orig_ns = -1;
+	e->build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
+	snprintf(e->name, sizeof(e->name), "hbh%c%d", tag, (int)(getpid() % 100000));
+	snprintf(e->srv_ns, sizeof(e->srv_ns), "%s-srv", e->name);
+	snprintf(e->cli_ns, sizeof(e->cli_ns), "%s-cli", e->name);
+	snprintf(e->srv_if, sizeof(e->srv_if), "%s-s", e->name);
+	snprintf(e->cli_if, sizeof(e->cli_if), "%s-c", e->name);
+	snprintf(e->pin, sizeof(e->pin), "/sys/fs/bpf/hbeat-harden-%c-%d", tag, (int)getpid());
+	e->orig_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (e->orig_ns < 0)
+		return -1;
+	if (hn_sh("BUILD=%s scripts/netns.sh up %s %d >&2", e->build, e->name, nsrc))
+		return -1;
+	e->up = true;
+	return 0;
+}
+
+/* hbctl load on the server's veth (extra: more hbctl options, may be ""). */
+static inline int hn_load(struct hn_env *e, unsigned port, const char *extra)
+{
+	if (hn_sh("nsenter --net=/run/netns/%s %s/hbctl load --dev %s --mode native --port %u "
+		  "--pin-path %s %s >&2",
+		  e->srv_ns, e->build, e->srv_if, port, e->pin, extra))
+		return -1;
+	e->loaded = true;
+	return 0;
+}
+
+static inline void hn_unload(struct hn_env *e)
+{
+	if (!e->loaded)
+		return;
+	hn_sh("nsenter --net=/run/netns/%s %s/hbctl unload --dev %s --pin-path %s >/dev/null 2>&1",
+	      e->srv_ns, e->build, e->srv_if, e->pin);
+	e->loaded = false;
+}
+
+static inline int hn_enter(struct hn_env *e, const char *ns)
+{
+	char path[96];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = setns(fd, CLONE_NEWNET);
+	close(fd);
+	(void)e;
+	return rc;
+}
+
+/* This process's sockets from now on belong to the client namespace. */
+static inline int hn_enter_cli(struct hn_env *e)
+{
+	return hn_enter(e, e->cli_ns);
+}
+
+static inline void hn_leave(struct hn_env *e)
+{
+	if (e->orig_ns >= 0)
+		setns(e->orig_ns, CLONE_NEWNET);
+}
+
+static inline void hn_down(struct hn_env *e)
+{
+	hn_leave(e);
+	hn_unload(e);
+	if (e->up)
+		hn_sh("BUILD=%s scripts/netns.sh down %s", e->build, e->name);
+	e->up = false;
+	if (e->pin[0] && !strncmp(e->pin, "/sys/fs/bpf/hbeat-harden-", 25))
+		hn_sh("rm -rf '%s'", e->pin); /* only if unload could not run */
+	if (e->orig_ns >= 0)
+		close(e->orig_ns);
+	e->orig_ns = -1;
+}
+
+/* A counter from `hbctl stats --json`, by jq path: "kernel.xdp_pong", "user.pings_user",
+ * "pings_kernel" (-1 if unreadable).
+ */
+static inline long long hn_stat(struct hn_env *e, const char *path)
+{
+	char cmd[512], line[64] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd),
+		 "nsenter --net=/run/netns/%s %s/hbctl stats --json --pin-path %s 2>/dev/null | "
+		 "jq -r '.%s'",
+		 e->srv_ns, e->build, e->pin, path);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	if (!fgets(line, sizeof(line), p))
+		line[0] = 0;
+	pclose(p);
+	return line[0] >= '0' && line[0] <= '9' ? atoll(line) : -1;
+}
+
+#endif
