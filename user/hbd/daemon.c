@@ -45,16 +45,20 @@ int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu,
 	return 0;
 }
 
-static int open_sink(const char *path)
+static int open_sink(const char *path, bool fsync)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	char why[256] = "";
+	size_t dropped;
+	int fd = hbd_sink_open(path, true, fsync, &dropped, why, sizeof(why));
 
 	if (fd < 0) {
-		int rc = -errno;
-
-		hb_err("sink %s: %s", path, strerror(-rc));
-		return rc;
+		hb_err("sink %s: %s", path, why);
+		return fd;
 	}
+	if (dropped)
+		hb_warn("sink %s ended in a line cut short by a crash: removed its %zu bytes (those "
+			"DATA frames were never acknowledged; their devices send them again)",
+			path, dropped);
 	return fd;
 }
 
@@ -279,7 +283,7 @@ int hbd_run(const struct hbd_config *cfg)
 		hb_err("out of memory for counters");
 		goto out;
 	}
-	d->sink_fd = open_sink(cfg->sink);
+	d->sink_fd = open_sink(cfg->sink, cfg->sink_fsync);
 	if (d->sink_fd < 0)
 		goto out;
 	d->tcp_fds = calloc(d->plan.workers, sizeof(int));

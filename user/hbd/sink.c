@@ -6,23 +6,115 @@
  * cache). Surviving power loss or a kernel crash needs --sink-fsync, which adds an fdatasync
  * after each batch and before its ACKs. Batches group every DATA frame of one event-loop
  * iteration, so the cost is one write (and one fdatasync) per iteration, not per frame.
+ * tests/test_durability kills hbd mid-stream and finds every ACKed frame in the file.
+ *
+ * A crash can leave one cut-short line at the end: a buffered write stops between pages when
+ * the process gets SIGKILL, and every other worker's write after that point writes nothing
+ * (the signal is pending in all its threads). Those bytes were never ACKed, so on the next
+ * start the partial line is cut off (hbd_sink_open with repair) and appending goes on from a
+ * clean line boundary. (Lines of two batches can also interleave if a write comes back short
+ * while the process lives, which on a regular file means the disk is full: nothing is ACKed
+ * then either.)
  */
 #include "sink.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hbeat_abi.h"
 
+/* Cuts a partial last line (no newline at the end) off the file. A line is at most
+ * HBD_SINK_LINE_MAX bytes, so the last newline must lie within that of the end; if it does
+ * not, the file is not a sink of ours and stays as it is.
+ */
+static int repair_tail(int fd, size_t *dropped, char *why, size_t whylen)
+{
+	char buf[HBD_SINK_LINE_MAX];
+	struct stat st;
+	off_t start;
+	ssize_t n;
+
+	*dropped = 0;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size == 0)
+		return 0;
+	start = st.st_size > (off_t)sizeof(buf) ? st.st_size - (off_t)sizeof(buf) : 0;
+	n = pread(fd, buf, (size_t)(st.st_size - start), start);
+	if (n <= 0 || buf[n - 1] == '\n')
+		return n < 0 ? -errno : 0;
+	for (ssize_t i = n - 1; i >= 0; i--) {
+		if (buf[i] == '\n' || (i == 0 && start == 0)) {
+			off_t keep = start + (buf[i] == '\n' ? i + 1 : 0);
+
+			if (ftruncate(fd, keep)) {
+				snprintf(why, whylen, "cutting a partial last line: %s", strerror(errno));
+				return -errno;
+			}
+			*dropped = (size_t)(st.st_size - keep);
+			return 0;
+		}
+	}
+	snprintf(why, whylen, "ends without a newline within %zu bytes: not a JSON-lines sink?",
+		 sizeof(buf));
+	return -EINVAL;
+}
+
+int hbd_sink_open(const char *path, bool repair, bool fsync, size_t *dropped, char *why,
+		  size_t whylen)
+{
+	int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0640), rc;
+	struct stat st;
+
+	*dropped = 0;
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "%s", strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st) || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) ||
+	    (fsync && !S_ISREG(st.st_mode))) {
+		snprintf(why, whylen, "%s", fsync ? "--sink-fsync needs a regular file"
+						  : "not a regular file, FIFO or character device");
+		close(fd);
+		return -EINVAL;
+	}
+	if (repair && (rc = repair_tail(fd, dropped, why, whylen))) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
 void hbd_sink_init(struct hbd_sink *s, int fd, bool fsync)
 {
+	struct stat st;
+
 	memset(s, 0, sizeof(*s));
 	s->fd = fd;
 	s->fsync = fsync;
+	/* O_APPEND makes a whole write land in one piece on a regular file; a pipe only promises
+	 * that for writes up to PIPE_BUF
+	 */
+	s->max_write = !fstat(fd, &st) && S_ISFIFO(st.st_mode) ? PIPE_BUF : SIZE_MAX;
+}
+
+size_t hbd_sink_next_len(const struct hbd_sink *s, const struct hbd_sink_batch *b)
+{
+	size_t left = b->len - b->done, n;
+
+	if (left <= s->max_write)
+		return left;
+	/* the longest run of whole lines within max_write (a line is < HBD_SINK_LINE_MAX) */
+	for (n = s->max_write; n > 0 && b->buf[b->done + n - 1] != '\n'; n--)
+		;
+	return n ? n : s->max_write;
 }
 
 void hbd_sink_free(struct hbd_sink *s)

@@ -31,6 +31,7 @@ struct hbd_sink_batch {
 struct hbd_sink {
 	int fd;
 	bool fsync;
+	size_t max_write; /* bytes a write may carry: PIPE_BUF on a FIFO, else unlimited */
 	unsigned fill;
 	bool busy;
 	struct hbd_sink_batch b[2];
@@ -38,6 +39,13 @@ struct hbd_sink {
 
 #define HBD_SINK_LINE_MAX 1600 /* a line for a payload of HB_MAX_PAYLOAD bytes fits */
 
+/* Opens (creates) the sink for appending: a regular file, a FIFO (a consumer reading it; not
+ * with fsync) or a character device (/dev/null for benchmarks). With repair, a last line of a
+ * regular file cut short by a crash mid-write is removed first (see sink.c); *dropped says how
+ * many bytes that was. Returns the fd or -errno (why says what failed).
+ */
+int hbd_sink_open(const char *path, bool repair, bool fsync, size_t *dropped, char *why,
+		  size_t whylen);
 void hbd_sink_init(struct hbd_sink *s, int fd, bool fsync);
 void hbd_sink_free(struct hbd_sink *s);
 /* Appends one frame's line to the filling batch; -ENOMEM leaves the batch as it was. */
@@ -51,6 +59,11 @@ static inline struct hbd_sink_batch *hbd_sink_inflight(struct hbd_sink *s)
 }
 /* Starts writing the filling batch if nothing is in flight and it has lines; returns it. */
 struct hbd_sink_batch *hbd_sink_start(struct hbd_sink *s);
+/* Bytes of the in-flight batch the next write carries: the rest, or on a FIFO the most whole
+ * lines that fit in PIPE_BUF (a pipe write that large is atomic, so the lines of several
+ * workers never interleave).
+ */
+size_t hbd_sink_next_len(const struct hbd_sink *s, const struct hbd_sink_batch *b);
 /* The in-flight batch was fully handled (ACKs delivered or dropped): reuse it. */
 void hbd_sink_done(struct hbd_sink *s);
 

@@ -206,8 +206,8 @@ static void sink_flush(struct hbd_worker *w)
 		return;
 	}
 	/* offset -1: the file position, which O_APPEND keeps at the end */
-	io_uring_prep_write(sqe, w->sink.fd, b->buf + b->done, (unsigned)(b->len - b->done),
-			    (uint64_t)-1);
+	io_uring_prep_write(sqe, w->sink.fd, b->buf + b->done,
+			    (unsigned)hbd_sink_next_len(&w->sink, b), (uint64_t)-1);
 	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_SINK_WRITE, 0, 0, 0));
 }
 
@@ -245,8 +245,8 @@ static void on_sink_write(struct hbd_worker *w, struct io_uring_cqe *cqe)
 			sink_complete(w, false);
 			return;
 		}
-		io_uring_prep_write(sqe, w->sink.fd, b->buf + b->done, (unsigned)(b->len - b->done),
-				    (uint64_t)-1);
+		io_uring_prep_write(sqe, w->sink.fd, b->buf + b->done,
+				    (unsigned)hbd_sink_next_len(&w->sink, b), (uint64_t)-1);
 		io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_SINK_WRITE, 0, 0, 0));
 		return;
 	}
