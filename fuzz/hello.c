@@ -4,7 +4,8 @@
  * of the rules in docs/PROTOCOL.md. Time is virtual (the check takes the wall clock as an
  * argument), so the model is exact at every window boundary.
  *
- * Each operation starts with one byte:
+ * The first byte sets the replay floor a restarted daemon keeps for one window (odd: a floor
+ * (byte >> 1) * 100 ms before the start). Each operation then starts with one byte:
  *   0xff: release the current session of a device; 0xfe: run the device-table sweep;
  *   else bits 0-1 device kind (explicit key, derived key, unknown id, raw 56-byte payload),
  *   bit 2 sign with the right key, bits 3-5 timestamp kind, bits 6-7 advance the clock.
@@ -71,6 +72,11 @@ int hbf_hello(const uint8_t *data, size_t n)
 		load_keys();
 	d.keys = keys;
 	d.window_ms = WINDOW_MS;
+	if (in.n && (*in.p & 1)) {
+		d.replay_floor_ms = T0_MS - (uint64_t)(*in.p >> 1) * 100;
+		d.replay_floor_until_ms = d.replay_floor_ms + WINDOW_MS;
+	}
+	hbf_u8(&in);
 	HBF_CHECK(!hbd_devices_init(&d.devices), "device table");
 
 	while (in.n && op_no < 512) {
@@ -159,6 +165,8 @@ int hbf_hello(const uint8_t *data, size_t n)
 			want = HB_AUTH_BAD_MAC;
 		else if (ts < now - WINDOW_MS || ts > now + WINDOW_MS)
 			want = HB_AUTH_CLOCK;
+		else if (now < d.replay_floor_until_ms && ts <= d.replay_floor_ms)
+			want = HBD_AUTH_REPLAY; /* may predate the restart */
 		else if (ts <= last[slot_of(id)])
 			want = HBD_AUTH_REPLAY;
 		else

@@ -100,20 +100,25 @@ static void reasm_seeds(void)
 
 static void hello_seeds(void)
 {
-	/* op bytes: bits 0-1 kind, bit 2 sign, bits 3-5 ts kind, bits 6-7 clock step */
-	static const uint8_t ok[] = { 0x04, 3, 0, 0x04 | (1 << 3), 3 }; /* accept, then replay */
-	static const uint8_t derived[] = { 0x05, 42, 0, 0x45, 42, 5, 0xff, 1, 42, 0x85, 42, 0 };
-	static const uint8_t edges[] = { 0x04 | (6 << 3), 2, 0x04 | (7 << 3), 2, 0x04 | (3 << 3), 2,
-					 0, 0x04 | (4 << 3), 2, 0, 0xfe, 0xc4, 2, 0 };
-	static const uint8_t unknown[] = { 0x06, 0, 0, 0, 0, 0, 0, 0x10, 0x01 };
-	uint8_t raw[1 + 56] = { 0x03 };
+	/* byte 0: replay floor (odd: on); then op bytes: bits 0-1 kind, bit 2 sign, bits 3-5 ts
+	 * kind, bits 6-7 clock step
+	 */
+	static const uint8_t ok[] = { 0, 0x04, 3, 0, 0x04 | (1 << 3), 3 }; /* accept, then replay */
+	static const uint8_t derived[] = { 0, 0x05, 42, 0, 0x45, 42, 5, 0xff, 1, 42, 0x85, 42, 0 };
+	static const uint8_t edges[] = { 0, 0x04 | (6 << 3), 2, 0x04 | (7 << 3), 2, 0x04 | (3 << 3),
+					 2, 0, 0x04 | (4 << 3), 2, 0, 0xfe, 0xc4, 2, 0 };
+	static const uint8_t unknown[] = { 0, 0x06, 0, 0, 0, 0, 0, 0, 0x10, 0x01 };
+	/* a restart 5 s ago: HELLOs stamped before it are refused for one window */
+	static const uint8_t floor[] = { 101, 0x04 | (6 << 3), 4, 0x04, 4, 0xc4, 4, 0 };
+	uint8_t raw[2 + 56] = { 0, 0x03 };
 
 	put("hello", "accept-then-replay", ok, sizeof(ok));
 	put("hello", "derived-release-supersede", derived, sizeof(derived));
 	put("hello", "window-edges-sweep", edges, sizeof(edges));
 	put("hello", "unknown-device", unknown, sizeof(unknown));
-	raw[8] = 5; /* device 5, zero timestamp and MAC */
+	raw[9] = 5; /* device 5, zero timestamp and MAC */
 	put("hello", "raw-payload", raw, sizeof(raw));
+	put("hello", "restart-floor", floor, sizeof(floor));
 }
 
 int main(int argc, char **argv)

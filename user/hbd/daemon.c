@@ -6,10 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/resource.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "restart.h"
 #include "sockets.h"
 #include "worker.h"
 
@@ -62,19 +65,53 @@ static int open_sink(const char *path, bool fsync)
 	return fd;
 }
 
-static void setup_maps(struct hbd_daemon *d)
+/* Whether the directory that holds (or would hold) the pins is on a bpffs. */
+static bool on_bpffs(const char *pin_path)
+{
+	char dir[PATH_MAX];
+	struct statfs st;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", pin_path);
+	if (!statfs(dir, &st))
+		return st.f_type == 0xcafe4a11; /* BPF_FS_MAGIC */
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir)
+		*slash = 0;
+	return !statfs(dir, &st) && st.f_type == 0xcafe4a11;
+}
+
+static int setup_maps(struct hbd_daemon *d)
 {
 	const struct hbd_config *cfg = d->cfg;
 	char why[512];
+	int rc;
 
 	if (cfg->no_offload) {
 		hb_info("--no-offload: answering every heartbeat in userspace");
 	} else if (hbd_maps_open_offload(&d->maps, cfg->pin_path, why, sizeof(why))) {
-		hb_warn("BPF fast path not loaded at %s (%s): answering heartbeats in userspace; "
-			"run `hbctl load --dev IFACE`",
-			cfg->pin_path, why);
+		if (!on_bpffs(cfg->pin_path))
+			hb_warn("no bpffs at %s, so no pinned fast path: answering heartbeats in "
+				"userspace; mount one (mount -t bpf bpf /sys/fs/bpf) and run `hbctl load "
+				"--dev IFACE`, then restart hbd (kill -USR2 keeps its devices)",
+				cfg->pin_path);
+		else
+			hb_warn("BPF fast path not loaded at %s (%s): answering heartbeats in "
+				"userspace; run `hbctl load --dev IFACE`",
+				cfg->pin_path, why);
 	} else {
 		d->offload = true;
+		/* one daemon per set of maps, before touching any of them: a second would undo the
+		 * first one's sessions and zero its counters
+		 */
+		rc = hbd_instance_lock(cfg->pin_path, &d->lock_fd, why, sizeof(why));
+		if (rc == -EBUSY) {
+			hb_err("%s", why);
+			return rc;
+		}
+		if (rc)
+			hb_warn("no instance lock (%s): make sure no other hbd uses %s", why,
+				cfg->pin_path);
 	}
 	/* counters are published whenever the map is there, whatever the mode */
 	if (!hbd_maps_open_ustats(&d->maps, cfg->pin_path, why, sizeof(why))) {
@@ -90,6 +127,7 @@ static void setup_maps(struct hbd_daemon *d)
 	/* counters count this daemon's life: a restarted daemon starts from zero */
 	if (d->stats)
 		memset(d->stats, 0, HB_MAX_WORKERS * sizeof(struct hb_ustats));
+	return d->stats ? 0 : -ENOMEM;
 }
 
 static int start_workers(struct hbd_daemon *d)
@@ -131,6 +169,11 @@ static int start_workers(struct hbd_daemon *d)
 	while (d->nready < started)
 		pthread_cond_wait(&d->cond, &d->lock);
 	rc = d->start_err;
+	/* every worker is set up and waiting: state from an earlier daemon goes into its tables
+	 * and wheels now, before any of them runs
+	 */
+	if (!rc && d->offload)
+		hbd_adopt_sessions(d, d->replay_floor_ms);
 	d->go = !rc;
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->lock);
@@ -199,6 +242,7 @@ static int control_loop(struct hbd_daemon *d, const sigset_t *sigs)
 			if (rc)
 				hb_warn("config stamp: %s", strerror(-rc));
 		}
+		hbd_nic_check(&d->nic, hbd_mono_ns() / 1000000);
 		hbd_devices_sweep(d->devices, hbd_realtime_ms(), d->window_ms, SWEEP_BUDGET);
 		hbd_keytab_sweep(&d->sources, hbd_mono_ns() / 1000, SWEEP_BUDGET);
 		hbd_keytab_sweep(&d->data_rl, hbd_mono_ns() / 1000, SWEEP_BUDGET);
@@ -239,10 +283,13 @@ int hbd_run(const struct hbd_config *cfg)
 	hbd_maps_init(&d->maps);
 	d->cfg = cfg;
 	d->sink_fd = -1;
+	d->lock_fd = -1;
 	d->mono0_ns = hbd_mono_ns();
+	d->replay_floor_ms = hbd_realtime_ms();
 	d->interval_ms = (uint64_t)(cfg->interval_s * 1000);
 	d->timeout_ms = (uint64_t)(cfg->interval_s * cfg->expiry_mult * 1000);
 	d->window_ms = (uint64_t)(cfg->clock_window_s * 1000);
+	d->replay_floor_until_ms = d->replay_floor_ms + d->window_ms;
 	/* 8 ticks a timeout keeps expiry within ~12% late; 250 ms is plenty at 30 s intervals */
 	d->tick_ms = d->timeout_ms / 8;
 	if (d->tick_ms < 5)
@@ -278,10 +325,20 @@ int hbd_run(const struct hbd_config *cfg)
 		hb_err("out of memory for %u clients", cfg->max_clients);
 		goto out;
 	}
-	setup_maps(d);
-	if (!d->stats) {
-		hb_err("out of memory for counters");
+	rc = setup_maps(d);
+	if (rc) {
+		if (rc == -ENOMEM)
+			hb_err("out of memory for counters");
 		goto out;
+	}
+	if (d->offload) {
+		hbd_clean_stale_conns(d);
+		{
+			struct hb_config c;
+
+			if (!hbd_maps_config(&d->maps, &c) && c.ifindex)
+				hbd_nic_init(&d->nic, (int)c.ifindex, c.ifname);
+		}
 	}
 	d->sink_fd = open_sink(cfg->sink, cfg->sink_fsync);
 	if (d->sink_fd < 0)
@@ -340,6 +397,8 @@ out:
 		hbd_sockets_close(d->plan.workers, d->tcp_fds, d->udp_fds);
 	if (d->sink_fd >= 0)
 		close(d->sink_fd);
+	if (d->lock_fd >= 0)
+		close(d->lock_fd);
 	hbd_maps_close(&d->maps);
 	free(d->stats_own);
 	hbd_sessions_free(&d->sessions);

@@ -166,6 +166,41 @@ out:
 	return rc;
 }
 
+int hbd_devices_adopt(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64_t loc)
+{
+	uint64_t h = mix(id);
+	struct shard *s = shard_of(t, h);
+	struct dev *d;
+	int rc = 0;
+
+	if (!id)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	d = &s->slot[probe(s, id, h)];
+	if (!d->id) {
+		if ((s->used + 1) * 4 > (s->mask + 1) * 3) {
+			rc = grow(s);
+			if (rc)
+				goto out;
+			d = &s->slot[probe(s, id, h)];
+		}
+		d->id = id;
+		d->last_ts_ms = 0;
+		d->loc = 0;
+		s->used++;
+	}
+	if (d->loc) {
+		rc = -EEXIST;
+		goto out;
+	}
+	if (ts_ms > d->last_ts_ms)
+		d->last_ts_ms = ts_ms;
+	d->loc = loc;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 void hbd_devices_release(struct hbd_devices *t, uint64_t id, uint64_t loc)
 {
 	uint64_t h = mix(id);

@@ -41,6 +41,11 @@ void hbd_devices_free(struct hbd_devices *t);
  */
 int hbd_devices_hello(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64_t new_loc,
 		      uint64_t *old_loc);
+/* A session taken over from an earlier daemon (pinned map, or handed over in an upgrade):
+ * records loc as the device's current session and ts_ms as its newest HELLO (if newer).
+ * -EEXIST if the device has a current session already (the caller drops the new one).
+ */
+int hbd_devices_adopt(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64_t loc);
 /* A session ended: it stops being the device's current one, if it still is. */
 void hbd_devices_release(struct hbd_devices *t, uint64_t id, uint64_t loc);
 /* Current session of a device (0 if none or unknown). */

@@ -12,6 +12,7 @@
 #include "hbeat_abi.h"
 #include "keytab.h"
 #include "maps.h"
+#include "nicwatch.h"
 #include "sessions.h"
 
 /* Exit codes of hbd. */
@@ -94,6 +95,12 @@ struct hbd_daemon {
 	int *ring_fds; /* for MSG_RING between workers */
 	uint64_t mono0_ns; /* CLOCK_MONOTONIC at start: worker clocks count ms from here */
 	uint64_t interval_ms, timeout_ms, window_ms, tick_ms, hello_timeout_ms;
+	/* HELLOs a previous daemon may have accepted are not known here: for one clock window
+	 * after the start, a HELLO must be newer than the start (restart.c)
+	 */
+	uint64_t replay_floor_ms, replay_floor_until_ms;
+	int lock_fd; /* instance lock (offload mode), -1 if none */
+	struct hbd_nicwatch nic; /* the XDP NIC (offload mode) */
 	int stop; /* atomic: 1 = drain */
 	unsigned tcp_clients; /* atomic: live TCP connections, against max_clients */
 	/* start-up handshake between the control thread and the workers */

@@ -27,6 +27,9 @@ int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t 
 	rc = hb_hello_verify(d->keys, h, now_ms, d->window_ms);
 	if (rc != HB_AUTH_OK)
 		return rc;
+	/* shortly after a restart: the previous daemon's replay state is gone (restart.c) */
+	if (now_ms < d->replay_floor_until_ms && hb_get_be64(&h->ts_ms) <= d->replay_floor_ms)
+		return HBD_AUTH_REPLAY;
 	/* Replay: the device table keeps the newest accepted timestamp per device, so a HELLO
 	 * captured and resent within the clock window is refused (it is not newer).
 	 */

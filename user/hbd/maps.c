@@ -236,6 +236,19 @@ int hbd_maps_stamp(struct hbd_maps *m, uint64_t now_ns, uint64_t grace_ns)
 	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
 }
 
+int hbd_maps_config(struct hbd_maps *m, struct hb_config *out)
+{
+	__u32 k = 0;
+
+	if (m->config < 0)
+		return -EBADF;
+	if (m->config_mem) {
+		memcpy(out, m->config_mem, sizeof(*out));
+		return 0;
+	}
+	return bpf_map_lookup_elem(m->config, &k, out) ? -errno : 0;
+}
+
 void hbd_addr_str(const uint8_t addr[16], char out[HB_PEER_STR])
 {
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };

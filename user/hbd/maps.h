@@ -46,6 +46,9 @@ int hbd_maps_sess_delete(struct hbd_maps *m, uint64_t token);
  */
 int hbd_maps_stamp(struct hbd_maps *m, uint64_t now_ns, uint64_t grace_ns);
 
+/* A copy of the config entry (the loader's fields: ifindex, ifname, port, xdp_mode). */
+int hbd_maps_config(struct hbd_maps *m, struct hb_config *out);
+
 /* "10.0.0.2" / "2001:db8::1" from a v4-mapped-or-v6 address. */
 void hbd_addr_str(const uint8_t addr[16], char out[HB_PEER_STR]);
 /* "10.0.0.2:40000" / "[2001:db8::1]:40000" from a v4-mapped-or-v6 address, for the maps' peer. */

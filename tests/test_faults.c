@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Faults, with the BPF side loaded on a veth between two namespaces:
+ *   - kill -9 of hbd: XDP goes on answering admitted UDP sessions for the grace period, then
+ *     stops (a dead service must not look alive); a new hbd brings them back;
+ *   - restart within the grace period: the new hbd takes the UDP sessions over from the pinned
+ *     map (no heartbeat of 100 devices missed, DATA/ECHO/BYE of an adopted session work),
+ *     removes conns entries of dead connections, and refuses to run beside another hbd;
+ *   - the NIC goes down and up, its XDP program disappears: hbd says so, heartbeats go on in
+ *     userspace;
+ *   - no bpffs, a BPF load that fails: a clear message, the userspace path serves;
+ *   - the pin directory and its pins are root's alone.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <bpf/bpf.h>
+#include <cmocka.h>
+#include <pwd.h>
+
+#include "test_hbd_harness.h"
+#include "test_hbload_run.h"
+#include "test_netns_env.h"
+
+#define PORT 7641
+#define PORT_S "7641"
+
+static struct hn_env E;
+
+/* hbd on the loaded port; the interval sets expiry (1.5 intervals), so a test that keeps a
+ * session silent on purpose gives it a long one.
+ */
+static const char *const *hbd_args(const char *grace, const char *interval)
+{
+	static const char *args[16];
+
+	args[0] = "--pin-path";
+	args[1] = E.pin;
+	args[2] = "--port";
+	args[3] = PORT_S;
+	args[4] = "--grace";
+	args[5] = grace;
+	args[6] = "--interval";
+	args[7] = interval;
+	args[8] = "--workers";
+	args[9] = "2";
+	args[10] = NULL;
+	return args;
+}
+
+/* One UDP PING; true if its PONG came within ms. */
+static bool udp_ping(int fd, uint64_t tok, uint16_t seq, int ms)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_ping p = { .ts = htobe64(seq) };
+	struct hb_frame f;
+	uint64_t end = ht_now_ms() + (uint64_t)ms;
+
+	if (ht_udp_send(fd, PORT, false, HB_PING, seq, tok, &p, sizeof(p)))
+		return false;
+	while (ht_now_ms() < end) {
+		if (ht_udp_recv(fd, buf, &f, (int)(end - ht_now_ms())) != 1)
+			return false;
+		if (f.type == HB_PONG && f.seq == seq)
+			return true;
+	}
+	return false;
+}
+
+static int find_hbload(char *path, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	exe[n > 0 ? n : 0] = 0;
+	return hbt_find("hbload", exe, path, len);
+}
+
+/* hbload in the client namespace; its JSON summary comes out of *out_fd. */
+static pid_t spawn_hbload(const char *keys, const char *proto, int clients, int first,
+			  double seconds, int *out_fd)
+{
+	static char hbload[PATH_MAX], ns[96], c[16], f[16], dur[16];
+	const char *argv[] = { "nsenter", ns, hbload, "--server", HN_SRV_ADDR, "--port", PORT_S,
+			       "--clients", c, "--proto", proto, "--interval", "0.2", "--duration",
+			       dur, "--keys", keys, "--first-device", f, "--source",
+			       "10.77.1.1-10.77.1.4", "--json", "--no-progress", NULL };
+
+	assert_int_equal(find_hbload(hbload, sizeof(hbload)), 0);
+	snprintf(ns, sizeof(ns), "--net=/run/netns/%s", E.cli_ns);
+	snprintf(c, sizeof(c), "%d", clients);
+	snprintf(f, sizeof(f), "%d", first);
+	snprintf(dur, sizeof(dur), "%.1f", seconds);
+	return hbt_spawn("/usr/bin/nsenter", argv, out_fd, "/dev/null");
+}
+
+static void kill9(struct ht_daemon *d)
+{
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, NULL, 0);
+	d->pid = 0;
+}
+
+/* kill -9: the kernel answers for the grace period, then stops; a new hbd brings them back. */
+static void kill9_grace_then_stop(void **state)
+{
+	struct ht_daemon d, d2;
+	uint64_t tok, t_kill, last_pong = 0;
+	long long dead0;
+	int u, tcp;
+
+	(void)state;
+	assert_int_equal(ht_start(&d, hbd_args("2", "1")), 0);
+	assert_int_equal(hn_enter_cli(&E), 0);
+	u = ht_udp(false);
+	tok = ht_udp_login(u, PORT, false, 1);
+	assert_int_not_equal(tok, 0);
+	tcp = ht_tcp_login(PORT, 2, false, NULL);
+	assert_true(tcp >= 0);
+	for (uint16_t i = 0; i < 5; i++)
+		assert_true(udp_ping(u, tok, i, 500));
+	dead0 = hn_stat(&E, "kernel.xdp_daemon_dead");
+	kill9(&d);
+	t_kill = ht_now_ms();
+	/* the TCP connection went with the process */
+	assert_true(ht_eof(tcp, 2000));
+	close(tcp);
+	for (uint16_t i = 100; ht_now_ms() - t_kill < 3500; i++) {
+		if (udp_ping(u, tok, i, 80))
+			last_pong = ht_now_ms();
+		ht_sleep_ms(20);
+	}
+	printf("kill -9 with --grace 2: XDP answered for %llu ms after the kill, then stopped\n",
+	       (unsigned long long)(last_pong - t_kill));
+	/* the last stamp is up to 250 ms older than the kill */
+	assert_true(last_pong - t_kill >= 1500);
+	assert_true(last_pong - t_kill <= 2300);
+	assert_true(hn_stat(&E, "kernel.xdp_daemon_dead") > dead0);
+
+	/* a new daemon: it takes the session over and the kernel answers it again */
+	hn_leave(&E);
+	assert_int_equal(ht_start(&d2, hbd_args("2", "1")), 0);
+	assert_true(ht_file_contains(d2.err, "took over 1 UDP sessions", NULL, 0));
+	assert_int_equal(hn_enter_cli(&E), 0);
+	assert_true(udp_ping(u, tok, 999, 1000));
+	close(u);
+	hn_leave(&E);
+	assert_int_equal(ht_stop(&d2), 0);
+	assert_int_equal(ht_exit_stat(&d2, "adopted"), 1);
+	ht_cleanup(&d2);
+	ht_cleanup(&d);
+}
+
+/* kill -9 and restart within the grace period while 100 UDP devices heartbeat. */
+static void restart_adopts_pinned_state(void **state)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_conn_key stale = { .cookie = 0x5ca1ab1e };
+	struct hb_conn sv = { .state = HB_STATE_AUTHED, .device_id = 77 };
+	struct ht_daemon d, d2, d3;
+	struct hb_frame f;
+	struct hb_bye bye = { 0 };
+	char out[4096], path[160];
+	int u, tcp, hb_out = -1, conns_fd;
+	uint64_t tok, t0;
+	pid_t hb;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(ht_start(&d, hbd_args("5", "5")), 0);
+	assert_int_equal(hn_enter_cli(&E), 0);
+	u = ht_udp(false);
+	tok = ht_udp_login(u, PORT, false, 1);
+	assert_int_not_equal(tok, 0);
+	hn_leave(&E);
+	hb = spawn_hbload(d.keys, "udp", 100, 100, 6, &hb_out);
+	assert_true(hb > 0);
+	ht_sleep_ms(2000);
+	/* a conns entry whose connection is long gone (sock_ops missed its close) */
+	snprintf(path, sizeof(path), "%s/%s", E.pin, HB_MAP_CONNS);
+	conns_fd = bpf_obj_get(path);
+	assert_true(conns_fd >= 0);
+	assert_int_equal(bpf_map_update_elem(conns_fd, &stale, &sv, BPF_ANY), 0);
+
+	kill9(&d);
+	t0 = ht_now_ms();
+	ht_sleep_ms(1000);
+	assert_int_equal(ht_start(&d2, hbd_args("5", "5")), 0);
+	printf("restart: new hbd ready %llu ms after the kill\n",
+	       (unsigned long long)(ht_now_ms() - t0));
+	assert_true(ht_file_contains(d2.err, "took over 101 UDP sessions", NULL, 0));
+	assert_int_not_equal(bpf_map_lookup_elem(conns_fd, &stale, &sv), 0);
+	close(conns_fd);
+
+	/* a second daemon on the same pins is refused */
+	assert_int_not_equal(ht_start(&d3, hbd_args("5", "5")), 0);
+
+	/* the adopted session works end to end with the token it had */
+	assert_int_equal(hn_enter_cli(&E), 0);
+	assert_true(udp_ping(u, tok, 7, 1000));
+	assert_int_equal(ht_udp_send(u, PORT, false, HB_ECHO, 8, tok, "still me", 8), 0);
+	assert_int_equal(ht_udp_recv(u, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_ECHO);
+	assert_int_equal(ht_udp_send(u, PORT, false, HB_DATA, 9, tok, "kept", 4), 0);
+	assert_int_equal(ht_udp_recv(u, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_ACK);
+	assert_int_equal(ht_udp_send(u, PORT, false, HB_BYE, 10, tok, &bye, sizeof(bye)), 0);
+	ht_sleep_ms(200);
+	assert_false(udp_ping(u, tok, 11, 300)); /* ended: the kernel no longer answers it */
+	close(u);
+	/* TCP devices reconnect to the new daemon */
+	tcp = ht_tcp_login(PORT, 3, false, NULL);
+	assert_true(tcp >= 0);
+	close(tcp);
+	hn_leave(&E);
+
+	n = hbt_drain(hb_out, out, sizeof(out), time(NULL) + 30);
+	out[n] = 0;
+	assert_int_equal(hbt_reap(hb, time(NULL) + 10), 0);
+	printf("100 UDP devices across kill -9 + restart: %s", out);
+	assert_int_equal(hbt_num(out, "connected_end"), 100);
+	assert_int_equal(hbt_num(out, "lost"), 0);
+	assert_int_equal(hbt_num(out, "pongs"), hbt_num(out, "pings"));
+	assert_int_equal(ht_stop(&d2), 0);
+	assert_true(ht_exit_stat(&d2, "adopted") >= 101);
+	assert_true(ht_exit_stat(&d2, "stale_conns") >= 1);
+	ht_cleanup(&d2);
+	ht_cleanup(&d);
+}
+
+/* NIC down and up, XDP program removed: hbd says so; heartbeats go on (userspace if need be). */
+static void nic_down_up_and_xdp_gone(void **state)
+{
+	struct ht_daemon d;
+	long long user0, kern0;
+	uint64_t tok;
+	int u, ok = 0;
+
+	(void)state;
+	assert_int_equal(ht_start(&d, hbd_args("5", "5")), 0);
+	assert_int_equal(hn_enter_cli(&E), 0);
+	u = ht_udp(false);
+	tok = ht_udp_login(u, PORT, false, 1);
+	assert_int_not_equal(tok, 0);
+	assert_true(udp_ping(u, tok, 1, 500));
+
+	assert_int_equal(hn_sh("ip -n %s link set %s down", E.srv_ns, E.srv_if), 0);
+	ht_sleep_ms(1500);
+	assert_true(ht_file_contains(d.err, "is down: no heartbeat reaches", NULL, 0));
+	assert_false(udp_ping(u, tok, 2, 300));
+	assert_int_equal(hn_sh("ip -n %s link set %s up && ip -n %s route replace 10.77.0.0/16 dev %s",
+			       E.srv_ns, E.srv_if, E.srv_ns, E.srv_if),
+			 0);
+	/* the peer notices the carrier again, routes come back */
+	for (uint16_t i = 3; i < 60 && !ok; i++)
+		ok = udp_ping(u, tok, i, 200);
+	assert_true(ok);
+	ht_sleep_ms(1200);
+	assert_true(ht_file_contains(d.err, "is up with its XDP program", NULL, 0));
+	kern0 = hn_stat(&E, "kernel.xdp_pong");
+	user0 = hn_stat(&E, "user.pings_user");
+	assert_true(udp_ping(u, tok, 70, 500));
+	assert_int_equal(hn_stat(&E, "kernel.xdp_pong"), kern0 + 1);
+	assert_int_equal(hn_stat(&E, "user.pings_user"), user0);
+
+	/* the XDP program goes: the daemon answers, and says why */
+	assert_int_equal(hn_sh("ip -n %s link set dev %s xdp off", E.srv_ns, E.srv_if), 0);
+	ht_sleep_ms(1500);
+	assert_true(ht_file_contains(d.err, "has no XDP program any more", NULL, 0));
+	for (uint16_t i = 80; i < 85; i++)
+		assert_true(udp_ping(u, tok, i, 500));
+	assert_true(hn_stat(&E, "user.pings_user") >= user0 + 5);
+	close(u);
+	hn_leave(&E);
+	assert_int_equal(ht_stop(&d), 0);
+	ht_cleanup(&d);
+}
+
+/* A load that fails and a missing bpffs: one clear line each, and hbd serves in userspace. */
+static void bpf_unavailable(void **state)
+{
+	static const char *const nobpffs[] = { "--pin-path", "/tmp/hbh-not-bpffs/hbeat", NULL };
+	struct ht_daemon d;
+	char line[512];
+	int fd;
+
+	(void)state;
+	assert_int_equal(hn_sh("nsenter --net=/run/netns/%s %s/hbctl load --dev no-such-nic "
+			       "--pin-path %s-2 2>%s-err.txt",
+			       E.srv_ns, E.build, E.pin, "/tmp/hbh-faults"),
+			 2);
+	assert_true(ht_file_contains("/tmp/hbh-faults-err.txt", "no such NIC", line, sizeof(line)));
+	unlink("/tmp/hbh-faults-err.txt");
+
+	ht_netns[0] = 0;
+	ht_srv4 = INADDR_LOOPBACK;
+	assert_int_equal(ht_start(&d, nobpffs), 0);
+	assert_true(ht_file_contains(d.err, "no bpffs at /tmp/hbh-not-bpffs/hbeat", NULL, 0));
+	assert_true(ht_file_contains(d.err, "mode=userspace(bpf-not-loaded)", NULL, 0));
+	fd = ht_tcp_login(d.port, 1, false, NULL);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(ht_stop(&d), 0);
+	ht_cleanup(&d);
+	snprintf(ht_netns, sizeof(ht_netns), "%s", E.srv_ns);
+	ht_srv4 = HN_SRV_ADDR_HOST;
+}
+
+/* The pins hold session tokens and peer addresses: root's alone. */
+static void pins_root_only(void **state)
+{
+	struct stat st;
+	char path[160];
+	pid_t pid;
+	int status;
+
+	(void)state;
+	assert_int_equal(stat(E.pin, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(st.st_uid, 0);
+	for (const char *const *m = (const char *const[]){ HB_MAP_CONNS, HB_MAP_SESSIONS,
+							    HB_MAP_CONFIG, HB_MAP_USTATS, NULL };
+	     *m; m++) {
+		snprintf(path, sizeof(path), "%s/%s", E.pin, *m);
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_mode & 0077, 0); /* nothing for group or others */
+	}
+	/* as nobody: neither the directory nor a map can be opened */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct passwd *pw = getpwnam("nobody");
+
+		if (!pw || setgid(pw->pw_gid) || setuid(pw->pw_uid))
+			_exit(2);
+		snprintf(path, sizeof(path), "%s/%s", E.pin, HB_MAP_SESSIONS);
+		if (open(E.pin, O_RDONLY | O_DIRECTORY) >= 0 || errno != EACCES)
+			_exit(3);
+		if (bpf_obj_get(path) >= 0)
+			_exit(4);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (hn_up(&E, 'f', 8) || hn_load(&E, PORT, ""))
+		return -1;
+	snprintf(ht_netns, sizeof(ht_netns), "%s", E.srv_ns);
+	ht_srv4 = HN_SRV_ADDR_HOST;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	ht_reap(state);
+	hn_down(&E);
+	ht_netns[0] = 0;
+	ht_srv4 = INADDR_LOOPBACK;
+	return 0;
+}
+
+static int each_teardown(void **state)
+{
+	hn_leave(&E);
+	return ht_reap(state);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(pins_root_only),
+		cmocka_unit_test_teardown(kill9_grace_then_stop, each_teardown),
+		cmocka_unit_test_teardown(restart_adopts_pinned_state, each_teardown),
+		cmocka_unit_test_teardown(nic_down_up_and_xdp_gone, each_teardown),
+		cmocka_unit_test_teardown(bpf_unavailable, each_teardown),
+	};
+
+	(void)hbt_run; /* a helper of test_hbload_run.h this test does not need */
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests_name("faults", tests, setup, teardown);
+}
