@@ -41,10 +41,12 @@ enum hb_type {
 	HB_PONG = 4, /* server: the PING with only the type changed */
 	HB_ECHO = 5, /* client: any payload; answered verbatim, type unchanged */
 	HB_DATA = 6, /* client: application payload, 1..HB_MAX_PAYLOAD bytes */
-	HB_ACK = 7, /* server: empty payload, seq = the DATA frame's seq */
+	HB_ACK = 7, /* either: empty payload; server: seq = the DATA frame's, device: the DOWN's */
 	HB_BYE = 8, /* either: struct hb_bye */
 	HB_ERROR = 9, /* server: struct hb_error */
-	HB_TYPE_MAX = HB_ERROR,
+	HB_DOWN = 10, /* server: downlink, 1..HB_MAX_PAYLOAD application bytes; the device ACKs
+		       * it with the same seq (from the server's own downlink sequence space) */
+	HB_TYPE_MAX = HB_DOWN,
 };
 
 #define HB_TOKEN_LEN 8 /* UDP session token after the header */
@@ -118,6 +120,7 @@ static inline __attribute__((always_inline)) int hb_payload_len_ok(__u8 type, __
 	case HB_ECHO:
 		return len <= HB_MAX_PAYLOAD;
 	case HB_DATA:
+	case HB_DOWN:
 		return len >= 1 && len <= HB_MAX_PAYLOAD;
 	case HB_ACK:
 		return len == 0;
@@ -145,6 +148,7 @@ static inline __attribute__((always_inline)) int hb_payload_len_ok(__u8 type, __
 #define HB_MAP_KSTATS "kstats"
 #define HB_MAP_USTATS "ustats"
 #define HB_MAP_CONFIG "config"
+#define HB_MAP_XDP_CHAIN "xdp_chain" /* PROG_ARRAY[1]: the XDP program run after hb_xdp */
 
 #define HB_MAX_CONNS (1 << 20) /* conns and sockhash capacity */
 #define HB_MAX_SESSIONS (1 << 20) /* sessions capacity */
@@ -255,6 +259,7 @@ struct hb_config {
 	X(data_bytes)		/* DATA payload bytes written to the sink */                       \
 	X(data_acked)		/* DATA frames acknowledged after the sink write */                \
 	X(tcp_accepted) X(tcp_closed) X(tcp_active)                                             \
+	X(tcp_authed)		/* gauge: authenticated TCP connections (devices online) */       \
 	X(udp_sessions) X(udp_active)                                                           \
 	X(expired_tcp) X(expired_udp)                                                           \
 	X(unknown_session)	/* UDP frames with a token the daemon does not know: dropped */  \
@@ -271,7 +276,12 @@ struct hb_config {
 	X(handoff_out)		/* connections and sessions handed to a new hbd (upgrade) */     \
 	X(handoff_in)		/* connections and sessions taken over from the old hbd */       \
 	X(adopted)		/* UDP sessions adopted from the pinned map at start */          \
-	X(stale_conns)		/* conns entries of a dead daemon removed at start */
+	X(stale_conns)		/* conns entries of a dead daemon removed at start */           \
+	X(down_sent)		/* DOWN frames sent to devices */                                  \
+	X(down_acked)		/* DOWN frames the device acknowledged */                          \
+	X(down_failed)		/* DOWN requests not delivered: offline, timeout, session ended */ \
+	X(revoked)		/* sessions cut because their device was revoked */              \
+	X(key_reloads)		/* key store reloads (SIGHUP or the control socket) */
 
 #define HB_STAT_FIELD(name) __u64 name;
 struct hb_kstats {

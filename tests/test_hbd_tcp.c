@@ -287,9 +287,9 @@ static void malformed_closes_only_that_client(void **state)
 	assert_true(ht_expect(bad, HB_ERROR, HB_ERR_MALFORMED));
 	assert_true(ht_eof(bad, HT_IO_MS));
 	close(bad);
-	/* a server-only frame type from a client */
+	/* a server-only frame type from a client (an ACK is the device's answer to a DOWN) */
 	bad = ht_tcp_login(D.port, 101, false, NULL);
-	assert_int_equal(ht_send_frame(bad, HB_ACK, 1, NULL, 0), 0);
+	assert_int_equal(ht_send_frame(bad, HB_DOWN, 1, "x", 1), 0);
 	assert_true(ht_expect(bad, HB_ERROR, HB_ERR_MALFORMED));
 	assert_true(ht_eof(bad, HT_IO_MS));
 	close(bad);

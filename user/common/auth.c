@@ -104,6 +104,8 @@ int hb_keystore_secret(const struct hb_keystore *ks, uint64_t device_id,
 	const struct ks_device *d = find_device(ks, device_id);
 
 	if (d) {
+		if (!d->len)
+			return -EKEYREVOKED;
 		memcpy(out, d->secret, d->len);
 		return d->len;
 	}
@@ -127,6 +129,8 @@ int hb_hello_verify(const struct hb_keystore *ks, const struct hb_hello *h, uint
 	int slen, ok;
 
 	slen = hb_keystore_secret(ks, hb_get_be64(&h->device_id), secret);
+	if (slen == -EKEYREVOKED)
+		return HB_AUTH_REVOKED;
 	if (slen < 0)
 		return HB_AUTH_UNKNOWN_DEVICE;
 	if (hb_hello_mac(secret, (size_t)slen, h, mac)) {
@@ -154,6 +158,8 @@ const char *hb_auth_str(int rc)
 		return "bad MAC";
 	case HB_AUTH_CLOCK:
 		return "timestamp outside clock window";
+	case HB_AUTH_REVOKED:
+		return "device revoked";
 	default:
 		return "?";
 	}
@@ -205,63 +211,125 @@ static void *push(void **arr, size_t *n, size_t elem)
 	return (char *)p + (*n)++ * elem;
 }
 
-static int parse_line(struct hb_keystore *ks, char *line, char *err, size_t errlen)
+/* One key-store line, parsed. The secret bytes live here only until the line is stored. */
+struct ks_parsed {
+	enum hb_ks_kind kind;
+	uint64_t first, last; /* device: first == last */
+	uint8_t len;
+	uint8_t key[HB_SECRET_MAX];
+};
+
+static int parse_fields(char *line, struct ks_parsed *p, char *err, size_t errlen)
 {
 	char *f[4] = { 0 };
 	int nf = 0, len;
 	char *save = NULL, *tok;
 
+	memset(p, 0, sizeof(*p));
 	for (tok = strtok_r(line, " \t\r\n", &save); tok && nf < 4;
 	     tok = strtok_r(NULL, " \t\r\n", &save))
 		f[nf++] = tok;
-	if (nf == 0)
+	if (nf == 0) {
+		p->kind = HB_KS_BLANK;
 		return 0;
+	}
 	if (nf == 2) {
-		struct ks_device d = { 0 };
-
-		if (parse_u64(f[0], &d.id) || d.id == 0) {
+		if (parse_u64(f[0], &p->first) || p->first == 0) {
 			snprintf(err, errlen, "bad device id '%s' (a nonzero decimal number)", f[0]);
 			return -EINVAL;
 		}
-		len = hb_hex_decode(f[1], d.secret, sizeof(d.secret));
+		p->last = p->first;
+		if (!strcmp(f[1], "revoked")) {
+			p->kind = HB_KS_REVOKED;
+			return 0;
+		}
+		len = hb_hex_decode(f[1], p->key, sizeof(p->key));
 		if (len < HB_SECRET_MIN) {
 			snprintf(err, errlen, "secret of device %" PRIu64 " must be %d..%d bytes of hex",
-				 d.id, HB_SECRET_MIN, HB_SECRET_MAX);
+				 p->first, HB_SECRET_MIN, HB_SECRET_MAX);
 			return -EINVAL;
 		}
-		d.len = (uint8_t)len;
-		struct ks_device *slot = push((void **)&ks->dev, &ks->ndev, sizeof(d));
-		if (!slot)
-			return -ENOMEM;
-		*slot = d;
-		OPENSSL_cleanse(&d, sizeof(d));
+		p->kind = HB_KS_DEVICE;
+		p->len = (uint8_t)len;
 		return 0;
 	}
 	if (nf == 3 && !strcmp(f[1], "derive")) {
-		struct ks_range r = { 0 };
 		char *dash = strchr(f[0], '-');
 
-		if (!dash || (*dash = 0, parse_u64(f[0], &r.first)) || parse_u64(dash + 1, &r.last) ||
-		    r.first == 0 || r.first > r.last) {
+		if (!dash || (*dash = 0, parse_u64(f[0], &p->first)) ||
+		    parse_u64(dash + 1, &p->last) || p->first == 0 || p->first > p->last) {
 			snprintf(err, errlen, "bad range (FIRST-LAST, nonzero, FIRST <= LAST)");
 			return -EINVAL;
 		}
-		len = hb_hex_decode(f[2], r.master, sizeof(r.master));
+		len = hb_hex_decode(f[2], p->key, sizeof(p->key));
 		if (len < HB_SECRET_MIN) {
 			snprintf(err, errlen, "master key must be %d..%d bytes of hex", HB_SECRET_MIN,
 				 HB_SECRET_MAX);
 			return -EINVAL;
 		}
-		r.len = (uint8_t)len;
-		struct ks_range *slot = push((void **)&ks->range, &ks->nrange, sizeof(r));
-		if (!slot)
-			return -ENOMEM;
-		*slot = r;
-		OPENSSL_cleanse(&r, sizeof(r));
+		p->kind = HB_KS_RANGE;
+		p->len = (uint8_t)len;
 		return 0;
 	}
-	snprintf(err, errlen, "expected '<id> <hex secret>' or '<first>-<last> derive <hex key>'");
+	snprintf(err, errlen, "expected '<id> <hex secret>', '<id> revoked' or "
+			      "'<first>-<last> derive <hex key>'");
 	return -EINVAL;
+}
+
+int hb_keystore_parse_line(const char *line, struct hb_ks_line *out, char *err, size_t errlen)
+{
+	char buf[512], *hash;
+	struct ks_parsed p;
+	int rc;
+
+	snprintf(buf, sizeof(buf), "%s", line);
+	hash = strchr(buf, '#');
+	if (hash)
+		*hash = 0;
+	rc = parse_fields(buf, &p, err, errlen);
+	OPENSSL_cleanse(buf, sizeof(buf));
+	if (!rc) {
+		out->kind = p.kind;
+		out->first = p.first;
+		out->last = p.last;
+	}
+	OPENSSL_cleanse(&p, sizeof(p));
+	return rc;
+}
+
+/* Revoked devices are single-device entries with no secret (len 0). */
+static int parse_line(struct hb_keystore *ks, char *line, char *err, size_t errlen)
+{
+	struct ks_parsed p;
+	int rc = parse_fields(line, &p, err, errlen);
+
+	if (rc || p.kind == HB_KS_BLANK)
+		goto out;
+	if (p.kind == HB_KS_RANGE) {
+		struct ks_range *slot = push((void **)&ks->range, &ks->nrange, sizeof(*slot));
+
+		if (!slot) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		slot->first = p.first;
+		slot->last = p.last;
+		slot->len = p.len;
+		memcpy(slot->master, p.key, sizeof(slot->master));
+	} else {
+		struct ks_device *slot = push((void **)&ks->dev, &ks->ndev, sizeof(*slot));
+
+		if (!slot) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		slot->id = p.first;
+		slot->len = p.kind == HB_KS_DEVICE ? p.len : 0;
+		memcpy(slot->secret, p.key, sizeof(slot->secret));
+	}
+out:
+	OPENSSL_cleanse(&p, sizeof(p));
+	return rc;
 }
 
 int hb_keystore_load(const char *path, struct hb_keystore **out, char *err, size_t errlen)
@@ -334,4 +402,25 @@ size_t hb_keystore_devices(const struct hb_keystore *ks)
 size_t hb_keystore_ranges(const struct hb_keystore *ks)
 {
 	return ks->nrange;
+}
+
+size_t hb_keystore_revoked(const struct hb_keystore *ks)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ks->ndev; i++)
+		n += !ks->dev[i].len;
+	return n;
+}
+
+bool hb_keystore_knows(const struct hb_keystore *ks, uint64_t device_id)
+{
+	const struct ks_device *d = find_device(ks, device_id);
+
+	if (d)
+		return d->len != 0;
+	for (size_t i = 0; i < ks->nrange; i++)
+		if (device_id >= ks->range[i].first && device_id <= ks->range[i].last)
+			return true;
+	return false;
 }

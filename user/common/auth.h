@@ -3,6 +3,7 @@
 #ifndef HB_AUTH_H
 #define HB_AUTH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -13,6 +14,7 @@
 
 /* Key store file, one entry per line ('#' starts a comment):
  *   <device_id> <hex secret>                 one device, 16..64 byte secret
+ *   <device_id> revoked                      refused, even inside a derive range
  *   <first>-<last> derive <hex master key>   a range of devices whose secrets are derived:
  *                                            HMAC-SHA256(master, HB_DERIVE_LABEL || be64 id)
  * Derived keys let a fleet of 500,000 devices be provisioned with one line; the device (or the
@@ -25,10 +27,26 @@ struct hb_keystore;
 /* Loads a key store. On error returns -errno and describes the problem (file, line) in err. */
 int hb_keystore_load(const char *path, struct hb_keystore **out, char *err, size_t errlen);
 void hb_keystore_free(struct hb_keystore *ks);
-/* Number of single-device entries and of ranges. */
+/* Number of single-device entries (revoked ones included), of ranges, of revoked devices. */
 size_t hb_keystore_devices(const struct hb_keystore *ks);
 size_t hb_keystore_ranges(const struct hb_keystore *ks);
-/* Copies the device's secret into out; returns its length, or -ENOENT for an unknown device. */
+size_t hb_keystore_revoked(const struct hb_keystore *ks);
+/* True if a HELLO from this device could be accepted (it has a secret and is not revoked);
+ * derives nothing, so a whole fleet can be checked after a reload.
+ */
+bool hb_keystore_knows(const struct hb_keystore *ks, uint64_t device_id);
+
+/* What one key-store line holds, without its secret: for tools that edit the file. */
+enum hb_ks_kind { HB_KS_BLANK = 0, HB_KS_DEVICE, HB_KS_RANGE, HB_KS_REVOKED };
+struct hb_ks_line {
+	enum hb_ks_kind kind;
+	uint64_t first, last; /* the device id (first == last), or the range */
+};
+/* Parses one line (a comment or blank line is HB_KS_BLANK). -EINVAL with the reason in err. */
+int hb_keystore_parse_line(const char *line, struct hb_ks_line *out, char *err, size_t errlen);
+
+/* Copies the device's secret into out; returns its length, -ENOENT for an unknown device, or
+ * -EKEYREVOKED for a revoked one. */
 int hb_keystore_secret(const struct hb_keystore *ks, uint64_t device_id,
 		       uint8_t out[HB_SECRET_MAX]);
 
@@ -49,6 +67,7 @@ enum hb_auth {
 	HB_AUTH_UNKNOWN_DEVICE = 1,
 	HB_AUTH_BAD_MAC = 2,
 	HB_AUTH_CLOCK = 3, /* timestamp outside the clock window */
+	HB_AUTH_REVOKED = 4, /* the key store marks the device revoked */
 };
 
 /* Checks a HELLO against the key store: known device, timestamp within window_ms of now_ms,

@@ -103,6 +103,16 @@ int hbc_echo(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t
 	return n;
 }
 
+int hbc_ack(struct hbc *c, void *buf, size_t cap, uint16_t seq)
+{
+	size_t n;
+
+	if (c->state != HBC_AUTHED)
+		return -ENOTCONN;
+	n = hb_encode(buf, cap, (enum hb_transport)c->transport, HB_ACK, seq, c->token, NULL, 0);
+	return n ? (int)n : -ENOSPC;
+}
+
 int hbc_bye(struct hbc *c, void *buf, size_t cap, uint16_t reason)
 {
 	struct hb_bye b = { .reason = htons(reason) };
@@ -223,6 +233,11 @@ enum hbc_event hbc_input(struct hbc *c, const struct hb_frame *f, uint64_t now,
 		ev->payload = f->payload;
 		ev->len = f->len;
 		return HBC_EV_ECHO;
+	case HB_DOWN:
+		/* the server's seq: duplicates are the application's to judge (at-least-once) */
+		ev->payload = f->payload;
+		ev->len = f->len;
+		return HBC_EV_DOWN;
 	default:
 		/* HELLO, PING, DATA: client frames the server must never send */
 		return HBC_EV_PROTO;
@@ -268,6 +283,7 @@ const char *hbc_event_str(enum hbc_event e)
 		[HBC_EV_NONE] = "none",	      [HBC_EV_WELCOME] = "welcome",
 		[HBC_EV_PONG] = "pong",	      [HBC_EV_ACK] = "ack",
 		[HBC_EV_ECHO] = "echo",	      [HBC_EV_BYE] = "bye",
+		[HBC_EV_DOWN] = "downlink",
 		[HBC_EV_ERROR] = "error",     [HBC_EV_AUTH_FAILED] = "auth failed",
 		[HBC_EV_STRAY] = "stray",     [HBC_EV_PROTO] = "protocol violation",
 	};

@@ -55,6 +55,7 @@ enum hbc_event {
 	HBC_EV_PONG, /* answer to an outstanding PING: rtt_ns set */
 	HBC_EV_ACK, /* a DATA frame was acknowledged */
 	HBC_EV_ECHO, /* an ECHO came back: payload/len point into the caller's buffer */
+	HBC_EV_DOWN, /* a downlink message: payload/len/seq; answer it with hbc_ack(seq) */
 	HBC_EV_BYE, /* server ends the session: code = reason; state is CLOSED */
 	HBC_EV_ERROR, /* server refused something: code = error; state is CLOSED */
 	HBC_EV_AUTH_FAILED, /* ERROR(HB_ERR_AUTH) answering our HELLO; state is CLOSED */
@@ -67,7 +68,7 @@ struct hbc_ev {
 	uint16_t code; /* BYE reason or ERROR code */
 	uint64_t rtt_ns; /* PONG: now - the timestamp the PING carried */
 	uint64_t ts; /* PONG: the timestamp the PING carried */
-	const uint8_t *payload; /* ECHO */
+	const uint8_t *payload; /* ECHO, DOWN */
 	uint16_t len;
 };
 
@@ -102,6 +103,10 @@ int hbc_data(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t
 	     uint16_t *seq);
 int hbc_echo(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t len,
 	     uint16_t *seq);
+/* Builds the ACK of a downlink (HBC_EV_DOWN) with its seq. The seq is the server's, so the
+ * device's own sequence and windows do not move. -ENOTCONN without an open session.
+ */
+int hbc_ack(struct hbc *c, void *buf, size_t cap, uint16_t seq);
 /* BYE ends the session from our side; state becomes CLOSED. Valid in any state with a session
  * or a pending HELLO (-ENOTCONN otherwise).
  */

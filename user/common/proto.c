@@ -136,6 +136,7 @@ const char *hb_type_str(uint8_t type)
 		[HB_HELLO] = "HELLO", [HB_WELCOME] = "WELCOME", [HB_PING] = "PING",
 		[HB_PONG] = "PONG",   [HB_ECHO] = "ECHO",	[HB_DATA] = "DATA",
 		[HB_ACK] = "ACK",     [HB_BYE] = "BYE",		[HB_ERROR] = "ERROR",
+		[HB_DOWN] = "DOWN",
 	};
 
 	if (type > HB_TYPE_MAX || !names[type])
