@@ -8,16 +8,22 @@
 #include <string.h>
 #include <limits.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "log.h"
+#include "metrics.h"
+#include "notify.h"
 #include "restart.h"
 #include "sockets.h"
 #include "worker.h"
 
-#define CONTROL_TICK_MS 250
-#define SWEEP_BUDGET 4096 /* device-table slots looked at per control tick */
+#define EVENT_QUEUE 16384 /* worker -> control events in flight; beyond, they are counted lost */
+#define CTL_RING 256
+#define WORKER_TICK_MAX_MS 250 /* 8 ticks a timeout, but no slower than this */
 
 int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu,
 		     uint64_t nofile, struct hbd_plan *p)
@@ -149,6 +155,7 @@ static int start_workers(struct hbd_daemon *d)
 		d->workers[i] = w;
 		w->d = d;
 		w->id = i;
+		hbd_down_init(&w->down);
 		w->st = &d->stats[i % HB_MAX_WORKERS];
 		w->lfd = d->tcp_fds[i];
 		w->ufd = d->udp_fds[i];
@@ -187,24 +194,12 @@ static int start_workers(struct hbd_daemon *d)
 
 static void stop_workers(struct hbd_daemon *d)
 {
-	struct io_uring ctl;
-	bool have_ctl;
-
 	__atomic_store_n(&d->stop, 1, __ATOMIC_RELEASE);
-	/* wake every loop now rather than at its next tick: MSG_RING from a small ring of ours */
-	have_ctl = io_uring_queue_init(8, &ctl, 0) == 0;
-	for (unsigned i = 0; have_ctl && i < d->plan.workers; i++) {
-		struct io_uring_sqe *sqe;
-		struct io_uring_cqe *cqe;
-
-		if (!d->workers[i] || d->ring_fds[i] < 0 || !(sqe = io_uring_get_sqe(&ctl)))
-			continue;
-		io_uring_prep_msg_ring(sqe, d->ring_fds[i], 0, hbd_ud(HBD_OP_MSG_WAKE, 0, 0, 0), 0);
-		if (io_uring_submit_and_wait(&ctl, 1) == 1 && !io_uring_peek_cqe(&ctl, &cqe))
-			io_uring_cqe_seen(&ctl, cqe);
-	}
-	if (have_ctl)
-		io_uring_queue_exit(&ctl);
+	/* wake every loop now rather than at its next tick */
+	for (unsigned i = 0; i < d->plan.workers; i++)
+		if (d->workers[i])
+			hbd_ctl_msg(d, i, hbd_ud(HBD_OP_MSG_WAKE, 0, 0, 0), 0);
+	hbd_ctl_flush(d);
 	for (unsigned i = 0; i < d->plan.workers; i++) {
 		if (d->workers[i])
 			pthread_join(d->workers[i]->thread, NULL);
@@ -225,39 +220,6 @@ static void print_stats(struct hbd_daemon *d)
 	}
 }
 
-/* Control loop: the liveness stamp every tick (one map write), an incremental device-table
- * sweep, and the signals that start the drain.
- */
-static int control_loop(struct hbd_daemon *d, const sigset_t *sigs)
-{
-	const uint64_t grace_ns = (uint64_t)(d->cfg->grace_s * 1e9);
-	const struct timespec tick = { 0, CONTROL_TICK_MS * 1000000L };
-
-	for (;;) {
-		int sig;
-
-		if (d->offload) {
-			int rc = hbd_maps_stamp(&d->maps, hbd_mono_ns(), grace_ns);
-
-			if (rc)
-				hb_warn("config stamp: %s", strerror(-rc));
-		}
-		hbd_nic_check(&d->nic, hbd_mono_ns() / 1000000);
-		hbd_devices_sweep(d->devices, hbd_realtime_ms(), d->window_ms, SWEEP_BUDGET);
-		hbd_keytab_sweep(&d->sources, hbd_mono_ns() / 1000, SWEEP_BUDGET);
-		hbd_keytab_sweep(&d->data_rl, hbd_mono_ns() / 1000, SWEEP_BUDGET);
-		sig = sigtimedwait(sigs, NULL, &tick);
-		if (sig > 0) {
-			hb_info("%s: draining", strsignal(sig));
-			return HBD_EXIT_OK;
-		}
-		if (__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
-			hb_err("a worker failed: stopping");
-			return HBD_EXIT_FAIL;
-		}
-	}
-}
-
 static const char *mode_str(const struct hbd_daemon *d)
 {
 	if (d->offload)
@@ -272,6 +234,8 @@ int hbd_run(const struct hbd_config *cfg)
 	struct rlimit rl = { 0 };
 	char why[512];
 	sigset_t sigs;
+	int sigfd = -1;
+	uint16_t mport = 0;
 	long ncpu;
 
 	if (!d)
@@ -294,14 +258,27 @@ int hbd_run(const struct hbd_config *cfg)
 	d->tick_ms = d->timeout_ms / 8;
 	if (d->tick_ms < 5)
 		d->tick_ms = 5;
-	if (d->tick_ms > CONTROL_TICK_MS)
-		d->tick_ms = CONTROL_TICK_MS;
+	if (d->tick_ms > WORKER_TICK_MAX_MS)
+		d->tick_ms = WORKER_TICK_MAX_MS;
 
 	rc = hb_keystore_load(cfg->keys, &d->keys, why, sizeof(why));
 	if (rc) {
 		hb_err("key store: %s", why);
 		goto out;
 	}
+	{
+		struct stat st;
+
+		if (!stat(cfg->keys, &st) && (st.st_mode & 077))
+			hb_warn("key store %s is readable by others (mode %03o): chmod 600 it",
+				cfg->keys, st.st_mode & 0777);
+	}
+	if (hbd_events_init(&d->events, EVENT_QUEUE) ||
+	    io_uring_queue_init(CTL_RING, &d->ctl, 0)) {
+		hb_err("control thread set-up failed (out of memory or io_uring unavailable)");
+		goto out;
+	}
+	d->ctl_ok = true;
 	getrlimit(RLIMIT_NOFILE, &rl);
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	rc = hbd_plan_workers(cfg->max_clients, cfg->workers, ncpu > 0 ? (unsigned)ncpu : 1,
@@ -357,12 +334,18 @@ int hbd_run(const struct hbd_config *cfg)
 		goto out;
 	}
 
-	/* every thread inherits the mask: only sigtimedwait below takes these signals */
+	/* every thread inherits the mask: only the control loop's signalfd takes these signals */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	sigfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (sigfd < 0) {
+		hb_err("signalfd: %s", strerror(errno));
+		goto out;
+	}
 
 	rc = start_workers(d);
 	if (rc) {
@@ -370,13 +353,32 @@ int hbd_run(const struct hbd_config *cfg)
 		stop_workers(d);
 		goto out;
 	}
+	if (cfg->control && (rc = hbd_api_open(&d->api, d, cfg->control, why, sizeof(why)))) {
+		hb_err("control socket: %s", why);
+		stop_workers(d);
+		goto out;
+	}
+	if (cfg->metrics && (rc = hbd_metrics_start(&d->metrics, d, cfg->metrics, &mport))) {
+		hb_err("metrics on %s: %s", cfg->metrics, strerror(-rc));
+		stop_workers(d);
+		goto out;
+	}
 	hb_info("ready: listening on %s port=%u tcp+udp workers=%u slots=%u max_clients=%u "
-		"interval_ms=%llu timeout_ms=%llu mode=%s sink=%s",
+		"interval_ms=%llu timeout_ms=%llu mode=%s sink=%s control=%s metrics_port=%u",
 		cfg->bind ? cfg->bind : "::", d->port, d->plan.workers, d->plan.slots,
 		cfg->max_clients, (unsigned long long)d->interval_ms,
-		(unsigned long long)d->timeout_ms, mode_str(d), cfg->sink);
-	exit_code = control_loop(d, &sigs);
+		(unsigned long long)d->timeout_ms, mode_str(d), cfg->sink,
+		cfg->control ? cfg->control : "none", mport);
+	hbd_notify_ready(d);
+	exit_code = hbd_control_loop(d, sigfd);
+	hbd_notify_stopping();
+	/* no more requests; the workers' last events are dropped with the queue */
+	hbd_api_close(d->api);
+	d->api = NULL;
 	stop_workers(d);
+	/* metrics read worker memory: stop serving before the workers are freed */
+	hbd_metrics_stop(d->metrics);
+	d->metrics = NULL;
 	if (d->offload) {
 		/* the fast paths must stop answering for a daemon that is gone: a zero stamp is
 		 * stale at once (unless the grace check is disabled)
@@ -386,6 +388,16 @@ int hbd_run(const struct hbd_config *cfg)
 	print_stats(d);
 	hb_info("stopped");
 out:
+	hbd_api_close(d->api);
+	hbd_metrics_stop(d->metrics);
+	if (sigfd >= 0)
+		close(sigfd);
+	if (d->ctl_ok)
+		io_uring_queue_exit(&d->ctl);
+	hbd_events_free(&d->events);
+	for (unsigned i = 0; i < d->nretired; i++)
+		hb_keystore_free(d->keys_retired[i]);
+	free(d->keys_retired);
 	if (d->workers) {
 		for (unsigned i = 0; i < d->plan.workers; i++) {
 			if (d->workers[i])

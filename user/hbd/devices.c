@@ -268,3 +268,17 @@ size_t hbd_devices_count(struct hbd_devices *t)
 	}
 	return n;
 }
+
+void hbd_devices_each_live(struct hbd_devices *t, void (*fn)(void *arg, uint64_t id, uint64_t loc),
+			   void *arg)
+{
+	for (unsigned i = 0; i < NSHARDS; i++) {
+		struct shard *s = &t->shard[i];
+
+		pthread_mutex_lock(&s->lock);
+		for (uint32_t k = 0; k <= s->mask; k++)
+			if (s->slot[k].id && s->slot[k].loc)
+				fn(arg, s->slot[k].id, s->slot[k].loc);
+		pthread_mutex_unlock(&s->lock);
+	}
+}

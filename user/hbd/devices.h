@@ -57,5 +57,10 @@ uint64_t hbd_devices_loc(struct hbd_devices *t, uint64_t id);
 unsigned hbd_devices_sweep(struct hbd_devices *t, uint64_t now_ms, uint64_t window_ms,
 			   unsigned budget);
 size_t hbd_devices_count(struct hbd_devices *t);
+/* Calls fn for every device with a current session. fn runs under the device's shard lock:
+ * it must not call back into the table.
+ */
+void hbd_devices_each_live(struct hbd_devices *t, void (*fn)(void *arg, uint64_t id, uint64_t loc),
+			   void *arg);
 
 #endif

@@ -7,8 +7,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <liburing.h>
+
 #include "auth.h"
 #include "devices.h"
+#include "events.h"
 #include "hbeat_abi.h"
 #include "keytab.h"
 #include "maps.h"
@@ -53,6 +56,8 @@ struct hbd_config {
 	unsigned max_output; /* unsent reply bytes a TCP connection may have queued */
 	bool map_full_refuse; /* a client the kernel map has no room for is refused, not served in
 			       * userspace */
+	const char *control; /* control socket path (api.h), NULL: none */
+	const char *metrics; /* ADDR:PORT for /metrics, NULL: none */
 };
 
 void hbd_config_defaults(struct hbd_config *c);
@@ -73,10 +78,15 @@ int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu,
 #define HBD_MAX_RINGS 1024
 
 struct hbd_worker;
+struct hbd_api;
+struct hbd_metrics;
 
 struct hbd_daemon {
 	const struct hbd_config *cfg;
-	struct hb_keystore *keys;
+	struct hb_keystore *keys; /* atomic pointer: replaced by a reload (reload.c) */
+	uint64_t keys_epoch; /* atomic: bumped by every reload */
+	struct hb_keystore **keys_retired; /* old stores a stuck worker might still read */
+	unsigned nretired;
 	struct hbd_maps maps;
 	bool offload; /* kernel fast paths loaded and in use */
 	struct hbd_devices *devices;
@@ -109,7 +119,30 @@ struct hbd_daemon {
 	unsigned nready;
 	int start_err;
 	bool go;
+	/* control thread: its ring for MSG_RING to the workers, the control socket, metrics */
+	struct io_uring ctl;
+	bool ctl_ok;
+	struct hbd_events events; /* workers -> control thread */
+	uint64_t events_lost; /* atomic, for /metrics */
+	struct hbd_api *api;
+	struct hbd_metrics *metrics;
 };
+
+/* The key store HELLOs are checked against right now. */
+static inline const struct hb_keystore *hbd_keys(struct hbd_daemon *d)
+{
+	return __atomic_load_n(&d->keys, __ATOMIC_ACQUIRE);
+}
+
+/* Control thread: queues a MSG_RING to worker target's ring (its CQE carries ud and res);
+ * hbd_ctl_flush() submits what is queued.
+ */
+void hbd_ctl_msg(struct hbd_daemon *d, unsigned target, uint64_t ud, int res);
+void hbd_ctl_flush(struct hbd_daemon *d);
+/* Control thread main loop (control.c): signals, control socket, events, ticks. Returns an
+ * enum hbd_exit when a signal or a failed worker ends the daemon.
+ */
+int hbd_control_loop(struct hbd_daemon *d, int sigfd);
 
 /* Runs the daemon until SIGTERM/SIGINT (blocked in every thread and taken by sigtimedwait in
  * the control thread). Returns an enum hbd_exit.

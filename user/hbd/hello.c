@@ -24,7 +24,7 @@ int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t 
 	r->device_id = hb_get_be64(&h->device_id);
 	r->old_loc = 0;
 	r->token = 0;
-	rc = hb_hello_verify(d->keys, h, now_ms, d->window_ms);
+	rc = hb_hello_verify(hbd_keys(d), h, now_ms, d->window_ms);
 	if (rc != HB_AUTH_OK)
 		return rc;
 	/* shortly after a restart: the previous daemon's replay state is gone (restart.c) */

@@ -9,6 +9,7 @@
 
 #include "hbd.h"
 #include "log.h"
+#include "metrics.h"
 
 void hbd_config_defaults(struct hbd_config *c)
 {
@@ -62,6 +63,12 @@ static void usage(FILE *f)
 		"  --drain-timeout SEC   longest a SIGTERM drain may take (default 10)\n"
 		"  --rx-buffers N        TCP receive buffers per worker, power of 2 (default 512)\n"
 		"  --rx-buf-size B       their size (default 512)\n"
+		"  --control PATH        control socket for applications: downlink messages,\n"
+		"                        presence events, key reload (docs/CONTROL.md);\n"
+		"                        default none (the systemd unit uses /run/hbeat/hbd.sock)\n"
+		"  --metrics ADDR:PORT   serve Prometheus metrics at http://ADDR:PORT/metrics;\n"
+		"                        ADDR defaults to 127.0.0.1 (\"9107\" or \":9107\"),\n"
+		"                        \"[::]:9107\" or \"0.0.0.0:9107\" to expose it; default off\n"
 		"  --log-level L         error|warn|info|debug (default info)\n"
 		"\n"
 		"Limits (each refusal is counted; 0 turns a limit off where said):\n"
@@ -82,6 +89,11 @@ static void usage(FILE *f)
 		"  --on-map-full WHAT    a client the kernel map has no room for is served in\n"
 		"                        userspace (default) or refused with ERROR(FULL)\n"
 		"  -h, --help            this text\n"
+		"\n"
+		"Signals: SIGTERM/SIGINT drain (BYE to every device, then exit 0); SIGHUP reloads\n"
+		"the key store and cuts the live sessions of devices it no longer admits.\n"
+		"Under systemd (Type=notify) hbd reports READY, RELOADING, STOPPING, a STATUS line,\n"
+		"and pets the watchdog if WatchdogSec= is set.\n"
 		"\n"
 		"Exit codes: 0 clean shutdown, 1 runtime failure, 2 usage, 3 could not start.\n"
 		"At exit, one JSON line with every counter goes to stdout.\n",
@@ -107,9 +119,9 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 {
 	enum {
 		O_BIND = 256, O_PORT, O_WORKERS, O_MAX, O_KEYS, O_WINDOW, O_INTERVAL, O_MULT,
-		O_GRACE, O_SINK, O_FSYNC, O_PIN, O_NOOFF, O_LOG, O_DRAIN, O_RXN, O_RXS,
+		O_GRACE, O_SINK, O_SINKSYNC, O_PIN, O_NOOFF, O_LOG, O_DRAIN, O_RXN, O_RXS,
 		O_PERSRC, O_ACCRATE, O_HELLOTO, O_AFRATE, O_AFBURST, O_DRATE, O_DBURST, O_MAXPL,
-		O_MAXOUT, O_MAPFULL,
+		O_MAXOUT, O_MAPFULL, O_CONTROL, O_METRICS,
 	};
 	static const struct option opts[] = {
 		{ "bind", required_argument, NULL, O_BIND },
@@ -122,7 +134,7 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 		{ "expiry-mult", required_argument, NULL, O_MULT },
 		{ "grace", required_argument, NULL, O_GRACE },
 		{ "sink", required_argument, NULL, O_SINK },
-		{ "sink-fsync", no_argument, NULL, O_FSYNC },
+		{ "sink-fsync", no_argument, NULL, O_SINKSYNC },
 		{ "pin-path", required_argument, NULL, O_PIN },
 		{ "no-offload", no_argument, NULL, O_NOOFF },
 		{ "log-level", required_argument, NULL, O_LOG },
@@ -139,6 +151,8 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 		{ "max-payload", required_argument, NULL, O_MAXPL },
 		{ "max-output", required_argument, NULL, O_MAXOUT },
 		{ "on-map-full", required_argument, NULL, O_MAPFULL },
+		{ "control", required_argument, NULL, O_CONTROL },
+		{ "metrics", required_argument, NULL, O_METRICS },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -188,7 +202,7 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 		case O_SINK:
 			c->sink = optarg;
 			break;
-		case O_FSYNC:
+		case O_SINKSYNC:
 			c->sink_fsync = true;
 			break;
 		case O_PIN:
@@ -272,6 +286,21 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 			}
 			c->map_full_refuse = !strcmp(optarg, "refuse");
 			break;
+		case O_CONTROL:
+			c->control = optarg;
+			break;
+		case O_METRICS: {
+			struct sockaddr_storage ss;
+			socklen_t len;
+
+			if (hbd_metrics_parse_addr(optarg, &ss, &len)) {
+				fprintf(stderr, "hbd: --metrics %s: expected PORT, :PORT, ADDR:PORT or "
+						"[V6ADDR]:PORT\n", optarg);
+				return -EINVAL;
+			}
+			c->metrics = optarg;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 1;

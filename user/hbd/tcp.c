@@ -225,6 +225,16 @@ static void conn_close(struct hbd_worker *w, uint32_t slot, uint8_t final_type, 
 
 	if (!conn_live(c))
 		return;
+	if (c->state == CONN_AUTHED) {
+		uint64_t loc = hbd_loc(0, w->id, c->gen, slot);
+		uint8_t reason = final_type == HB_BYE ? (uint8_t)code : 0;
+
+		HBD_STAT_SUB(w->st, tcp_authed, 1);
+		if (reason == HB_BYE_REVOKED)
+			HBD_STAT_ADD(w->st, revoked, 1);
+		hbd_presence(w, hbd_presence_end(reason), c->device_id, loc, NULL, 0);
+		hbd_down_gone(w, loc);
+	}
 	c->state = CONN_CLOSING;
 	c->final_type = final_type;
 	c->final_code = (uint8_t)code;
@@ -387,8 +397,10 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	hbd_welcome(w, r.token, &wel);
 	send_frame(w, slot, HB_WELCOME, f->seq, &wel, sizeof(wel));
 	HBD_STAT_ADD(w->st, auth_ok, 1);
+	HBD_STAT_ADD(w->st, tcp_authed, 1);
 	hb_dbg("tcp: device %" PRIu64 " authenticated (worker %u slot %u)", r.device_id, w->id,
 	       slot);
+	hbd_presence(w, HBD_EV_ONLINE, r.device_id, hbd_loc(0, w->id, c->gen, slot), NULL, 0);
 	hbd_supersede(w, r.old_loc);
 }
 
@@ -454,8 +466,14 @@ static void handle_frame(struct hbd_worker *w, uint32_t slot, const struct hb_fr
 		HBD_STAT_ADD(w->st, frames_bye, 1);
 		conn_close(w, slot, 0, 0);
 		return;
+	case HB_ACK:
+		/* the device acknowledges a downlink (DOWN) with that frame's seq */
+		if (!authed)
+			break;
+		hbd_down_acked(w, hbd_loc(0, w->id, c->gen, slot), f->seq);
+		return;
 	default:
-		/* WELCOME, PONG, ACK, ERROR are server frames: a client sending them is broken */
+		/* WELCOME, PONG, ERROR, DOWN are server frames: a client sending them is broken */
 		HBD_STAT_ADD(w->st, frames_other, 1);
 		conn_close(w, slot, HB_ERROR, HB_ERR_MALFORMED);
 		return;
@@ -623,6 +641,17 @@ void hbd_tcp_kill(struct hbd_worker *w, uint32_t slot, uint16_t gen, uint8_t rea
 		hb_dbg("tcp: device %" PRIu64 " slot %u: ending (BYE %u)", c->device_id, slot, reason);
 		conn_close(w, slot, reason == HBD_NO_BYE ? 0 : HB_BYE, reason);
 	}
+}
+
+int hbd_tcp_send_down(struct hbd_worker *w, uint32_t slot, uint16_t gen, uint16_t seq,
+		      const void *payload, uint16_t len)
+{
+	struct hbd_conn *c = conn_of(w, slot, gen);
+
+	if (!c || c->state != CONN_AUTHED)
+		return -ENOENT;
+	send_frame(w, slot, HB_DOWN, seq, payload, len);
+	return c->flags & CF_BROKEN ? -ENOMEM : 0;
 }
 
 void hbd_tcp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok)

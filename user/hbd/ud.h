@@ -36,6 +36,8 @@ enum hbd_op {
 	HBD_OP_MSG_KILL_TCP, /* incoming: close slot index/gen with BYE(aux) */
 	HBD_OP_MSG_KILL_UDP, /* incoming: end session index/gen with BYE(aux) */
 	HBD_OP_TICK, /* the loop's tick timeout */
+	HBD_OP_MSG_INBOX, /* incoming: downlink requests wait in this worker's inbox */
+	HBD_OP_MSG_DOWN_ACK, /* incoming: a device ACKed DOWN res on session index/gen (UDP) */
 };
 
 static inline uint64_t hbd_ud(enum hbd_op op, uint32_t index, uint16_t gen, uint8_t aux)

@@ -87,8 +87,8 @@ static int from_sockaddr(const struct sockaddr *sa, socklen_t len, uint8_t addr[
 	return -EAFNOSUPPORT;
 }
 
-static void udp_send(struct hbd_worker *w, const uint8_t addr[16], uint16_t port, uint8_t type,
-		     uint16_t seq, uint64_t token, const void *payload, uint16_t len)
+static int udp_send(struct hbd_worker *w, const uint8_t addr[16], uint16_t port, uint8_t type,
+		    uint16_t seq, uint64_t token, const void *payload, uint16_t len)
 {
 	size_t need = sizeof(struct udp_tx) + hb_frame_size(HB_UDP, len);
 	uint32_t idx = hbd_chunk_alloc(&w->chunks, need);
@@ -100,7 +100,7 @@ static void udp_send(struct hbd_worker *w, const uint8_t addr[16], uint16_t port
 
 	if (idx == HBD_NONE) {
 		HBD_STAT_ADD(w->st, errors, 1);
-		return;
+		return -ENOMEM;
 	}
 	k = hbd_chunk(&w->chunks, idx);
 	tx = (struct udp_tx *)k->data;
@@ -111,7 +111,7 @@ static void udp_send(struct hbd_worker *w, const uint8_t addr[16], uint16_t port
 	if (!n || !sqe) {
 		hbd_chunk_put(&w->chunks, idx);
 		HBD_STAT_ADD(w->st, errors, 1);
-		return;
+		return -ENOMEM;
 	}
 	tx->iov.iov_base = frame;
 	tx->iov.iov_len = n;
@@ -123,6 +123,7 @@ static void udp_send(struct hbd_worker *w, const uint8_t addr[16], uint16_t port
 	io_uring_prep_sendmsg(sqe, w->ufd, &tx->msg, 0);
 	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_UDP_SEND, idx, 0, 0));
 	w->udp_inflight++;
+	return 0;
 }
 
 void hbd_udp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe)
@@ -232,6 +233,7 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	hbd_welcome(w, r.token, &wel);
 	udp_send(w, addr, port, HB_WELCOME, f->seq, r.token, &wel, sizeof(wel));
 	hb_dbg("udp: device %" PRIu64 " authenticated (session %u)", r.device_id, idx);
+	hbd_presence(w, HBD_EV_ONLINE, r.device_id, loc, addr, port);
 	hbd_supersede(w, r.old_loc);
 }
 
@@ -278,6 +280,8 @@ static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, sockle
 	case HB_BYE:
 		HBD_STAT_ADD(w->st, frames_bye, 1);
 		break;
+	case HB_ACK: /* of a downlink */
+		break;
 	default:
 		HBD_STAT_ADD(w->st, frames_other, 1);
 		return;
@@ -316,6 +320,10 @@ static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, sockle
 	}
 	case HB_BYE:
 		hbd_worker_msg(w, v.owner, HBD_OP_MSG_KILL_UDP, v.idx, v.gen, HBD_NO_BYE);
+		break;
+	case HB_ACK:
+		/* the downlink is pending at the session's owner, which may be another worker */
+		hbd_worker_msg_res(w, v.owner, HBD_OP_MSG_DOWN_ACK, v.idx, v.gen, 0, f.seq);
 		break;
 	}
 }
@@ -386,7 +394,22 @@ void hbd_udp_kill(struct hbd_worker *w, uint32_t idx, uint16_t gen, uint8_t reas
 	hb_wheel_del(&w->udp_wheel, idx);
 	hbd_sess_release(&d->sessions, idx);
 	HBD_STAT_SUB(w->st, udp_active, 1);
+	if (reason == HB_BYE_REVOKED)
+		HBD_STAT_ADD(w->st, revoked, 1);
+	hbd_presence(w, hbd_presence_end(reason == HBD_NO_BYE ? 0 : reason), s.device_id,
+		     hbd_loc(1, w->id, gen, idx), NULL, 0);
+	hbd_down_gone(w, hbd_loc(1, w->id, gen, idx));
 	hb_dbg("udp: session %u of device %" PRIu64 " ended (reason %u)", idx, s.device_id, reason);
+}
+
+int hbd_udp_send_down(struct hbd_worker *w, uint32_t idx, uint16_t gen, uint16_t seq,
+		      const void *payload, uint16_t len)
+{
+	struct hbd_sess s;
+
+	if (hbd_sess_get(&w->d->sessions, idx, gen, false, &s) || s.owner != w->id)
+		return -ENOENT;
+	return udp_send(w, s.addr, s.port, HB_DOWN, seq, s.token, payload, len);
 }
 
 void hbd_udp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok)

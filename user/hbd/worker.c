@@ -45,8 +45,8 @@ struct io_uring_sqe *hbd_sqe(struct hbd_worker *w)
 	return sqe;
 }
 
-void hbd_worker_msg(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
-		    uint16_t gen, uint8_t aux)
+void hbd_worker_msg_res(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
+			uint16_t gen, uint8_t aux, int32_t res)
 {
 	struct io_uring_sqe *sqe;
 
@@ -55,16 +55,25 @@ void hbd_worker_msg(struct hbd_worker *w, unsigned target, enum hbd_op op, uint3
 			hbd_tcp_kill(w, index, gen, aux);
 		else if (op == HBD_OP_MSG_KILL_UDP)
 			hbd_udp_kill(w, index, gen, aux);
+		else if (op == HBD_OP_MSG_DOWN_ACK)
+			hbd_down_acked(w, hbd_loc(1, w->id, gen, index), (uint16_t)res);
 		return;
 	}
 	if (target >= w->d->plan.workers || !(sqe = hbd_sqe(w))) {
 		HBD_STAT_ADD(w->st, errors, 1);
 		return;
 	}
-	/* the target ring gets a CQE with res 0 and this user_data; ours only on failure */
-	io_uring_prep_msg_ring(sqe, w->d->ring_fds[target], 0, hbd_ud(op, index, gen, aux), 0);
+	/* the target ring gets a CQE with this res and user_data; ours only on failure */
+	io_uring_prep_msg_ring(sqe, w->d->ring_fds[target], (unsigned)res,
+			       hbd_ud(op, index, gen, aux), 0);
 	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_MSG_SENT, target, 0, 0));
+}
+
+void hbd_worker_msg(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
+		    uint16_t gen, uint8_t aux)
+{
+	hbd_worker_msg_res(w, target, op, index, gen, aux, 0);
 }
 
 /* Buffer life (provided buffer rings): the kernel picks a buffer for each receive and names it
@@ -180,6 +189,7 @@ void hbd_worker_free(struct hbd_worker *w)
 	hb_wheel_free(&w->udp_wheel);
 	hbd_chunks_free(&w->chunks);
 	hbd_sink_free(&w->sink);
+	hbd_down_free(&w->down);
 	free(w->rx_br);
 	free(w->ux_br);
 	free(w->rx_mem);
@@ -209,14 +219,17 @@ static void sink_flush(struct hbd_worker *w)
 	io_uring_prep_write(sqe, w->sink.fd, b->buf + b->done,
 			    (unsigned)hbd_sink_next_len(&w->sink, b), (uint64_t)-1);
 	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_SINK_WRITE, 0, 0, 0));
+	w->sink_t0_ns = hbd_mono_ns();
 }
 
 static void sink_complete(struct hbd_worker *w, bool ok)
 {
 	struct hbd_sink_batch *b = hbd_sink_inflight(&w->sink);
 
-	if (ok)
+	if (ok) {
 		HBD_STAT_ADD(w->st, data_bytes, b->bytes);
+		hbd_timing_add(&w->t_sink, (hbd_mono_ns() - w->sink_t0_ns) / 1000);
+	}
 	for (uint32_t i = 0; i < b->nacks; i++) {
 		if (b->acks[i].udp)
 			hbd_udp_ack(w, &b->acks[i], ok);
@@ -322,6 +335,13 @@ static void handle_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	case HBD_OP_MSG_KILL_UDP:
 		hbd_udp_kill(w, hbd_ud_index(ud), hbd_ud_gen(ud), hbd_ud_aux(ud));
 		break;
+	case HBD_OP_MSG_INBOX:
+		hbd_down_drain(w);
+		break;
+	case HBD_OP_MSG_DOWN_ACK:
+		hbd_down_acked(w, hbd_loc(1, w->id, hbd_ud_gen(ud), hbd_ud_index(ud)),
+			       (uint16_t)cqe->res);
+		break;
 	default:
 		hb_err("worker %u: CQE with unknown user_data %#llx", w->id,
 		       (unsigned long long)ud);
@@ -351,6 +371,7 @@ static void tick(struct hbd_worker *w)
 {
 	hbd_tcp_expire(w);
 	hbd_udp_expire(w);
+	hbd_down_tick(w);
 	if (!w->draining) {
 		hbd_accept_tick(w);
 		if (w->udp_retry && !w->udp_armed && !hbd_udp_arm(w))
@@ -420,6 +441,9 @@ static void run(struct hbd_worker *w)
 		int rc;
 
 		hbd_worker_clock(w);
+		/* nothing from the last iteration is still using the key store it read */
+		__atomic_store_n(&w->epoch, __atomic_load_n(&d->keys_epoch, __ATOMIC_ACQUIRE),
+				 __ATOMIC_RELEASE);
 		if (!w->draining && __atomic_load_n(&d->stop, __ATOMIC_ACQUIRE))
 			drain_start(w);
 		if (w->draining && drain_done(w))
@@ -467,12 +491,15 @@ void *hbd_worker_main(void *arg)
 		pthread_cond_wait(&d->cond, &d->lock);
 	rc = d->start_err;
 	pthread_mutex_unlock(&d->lock);
-	if (rc)
+	if (rc) {
+		__atomic_store_n(&w->exited, true, __ATOMIC_RELEASE);
 		return NULL;
+	}
 	if (hbd_accept_fill(w) || hbd_udp_arm(w)) {
 		hb_err("worker %u: cannot arm accept/recvmsg", w->id);
 		__atomic_store_n(&d->stop, 1, __ATOMIC_RELEASE);
 	}
 	run(w);
+	__atomic_store_n(&w->exited, true, __ATOMIC_RELEASE);
 	return NULL;
 }

@@ -10,10 +10,13 @@
 #include <sys/socket.h>
 
 #include "chunk.h"
+#include "downlink.h"
 #include "hbd.h"
+#include "presence.h"
 #include "proto.h"
 #include "sink.h"
 #include "stats.h"
+#include "timing.h"
 #include "ud.h"
 #include "wheel.h"
 
@@ -125,6 +128,13 @@ struct hbd_worker {
 	uint64_t now_ms; /* worker clock, ms since the daemon started */
 	uint64_t next_tick;
 	uint32_t due[HBD_DUE_BATCH];
+
+	/* the application side (issue 5): downlinks, the key reload epoch, timings for /metrics */
+	struct hbd_downlink down;
+	uint64_t epoch; /* atomic: the key reload epoch this loop has seen (reload.c) */
+	bool exited; /* atomic: the loop has returned */
+	uint64_t sink_t0_ns; /* when the in-flight sink batch was submitted */
+	struct hbd_timing t_sink, t_down;
 };
 
 /* worker.c */
@@ -135,6 +145,9 @@ uint64_t hbd_worker_clock(struct hbd_worker *w);
 /* Asks another worker's ring (or this one) to run op on (index, gen). */
 void hbd_worker_msg(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
 		    uint16_t gen, uint8_t aux);
+/* The same with a 32-bit value for the target (the CQE's res). */
+void hbd_worker_msg_res(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
+			uint16_t gen, uint8_t aux, int32_t res);
 uint64_t hbd_realtime_ms(void);
 
 /* accept.c */
@@ -158,6 +171,10 @@ void hbd_tcp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok);
 void hbd_tcp_flush(struct hbd_worker *w);
 void hbd_tcp_expire(struct hbd_worker *w);
 void hbd_tcp_drain(struct hbd_worker *w);
+/* Queues a DOWN frame on a live authenticated connection: 0, -ENOENT (not that session any
+ * more) or -ENOMEM (no output buffer). */
+int hbd_tcp_send_down(struct hbd_worker *w, uint32_t slot, uint16_t gen, uint16_t seq,
+		      const void *payload, uint16_t len);
 
 /* udp.c */
 int hbd_udp_arm(struct hbd_worker *w);
@@ -167,6 +184,9 @@ void hbd_udp_kill(struct hbd_worker *w, uint32_t idx, uint16_t gen, uint8_t reas
 void hbd_udp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok);
 void hbd_udp_expire(struct hbd_worker *w);
 void hbd_udp_drain(struct hbd_worker *w);
+/* Sends a DOWN datagram to an ACTIVE session this worker owns: 0, -ENOENT or -ENOMEM. */
+int hbd_udp_send_down(struct hbd_worker *w, uint32_t idx, uint16_t gen, uint16_t seq,
+		      const void *payload, uint16_t len);
 
 /* hello.c: HELLO checks shared by both transports */
 struct hbd_hello_result {

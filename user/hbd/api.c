@@ -1,0 +1,495 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Control socket server: line requests in, JSON lines out, non-blocking, in the control thread.
+ *
+ * Client life: accepted (at most HBD_API_MAX_CLIENTS) -> requests parsed line by line as they
+ * arrive -> replies and events appended to its output buffer, written when poll says it can ->
+ * closed on EOF, on a line too long, or when a subscriber falls so far behind that its buffer
+ * passes OUT_MAX (it is told so first). A slot's generation moves on at every close, so a
+ * downlink outcome for a client that left finds no one and is dropped.
+ */
+#include "api.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "downlink.h"
+#include "log.h"
+#include "reload.h"
+#include "worker.h"
+
+#define LINE_MAX_BYTES 2048 /* "send" with a base64 payload of HB_MAX_PAYLOAD bytes fits */
+#define OUT_MAX (4u << 20)
+#define DOWN_TIMEOUT_MS 5000
+#define DOWN_TIMEOUT_MAX_MS 600000
+
+struct client {
+	int fd; /* -1: free slot */
+	uint32_t gen;
+	uint32_t nreq;
+	bool subscribed;
+	bool closing; /* close once the output is written */
+	size_t inlen;
+	char in[LINE_MAX_BYTES];
+	char *out;
+	size_t outlen, outcap;
+};
+
+struct hbd_api {
+	struct hbd_daemon *d;
+	int lfd;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct client cl[HBD_API_MAX_CLIENTS];
+};
+
+static uint32_t client_id(const struct hbd_api *a, const struct client *c)
+{
+	return (c->gen << 8) | (uint32_t)(c - a->cl);
+}
+
+static void drop_client(struct hbd_api *a, struct client *c)
+{
+	uint32_t gen = c->gen;
+
+	if (c->subscribed)
+		__atomic_fetch_sub(&a->d->events.subscribers, 1, __ATOMIC_RELAXED);
+	close(c->fd);
+	free(c->out);
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	c->gen = (gen + 1) & 0xffffff;
+}
+
+static void out_printf(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_printf(struct client *c, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (c->fd < 0 || c->closing)
+		return;
+	for (;;) {
+		size_t room = c->outcap - c->outlen;
+
+		va_start(ap, fmt);
+		n = vsnprintf(c->out ? c->out + c->outlen : NULL, c->out ? room : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return;
+		if ((size_t)n < room)
+			break;
+		if (c->outlen + (size_t)n + 1 > OUT_MAX) {
+			/* a subscriber that does not read: say why, then let it go */
+			static const char msg[] = "{\"event\":\"overflow\",\"error\":\"client too slow\"}\n";
+
+			c->outlen = 0;
+			if (c->outcap >= sizeof(msg)) {
+				memcpy(c->out, msg, sizeof(msg) - 1);
+				c->outlen = sizeof(msg) - 1;
+			}
+			c->closing = true;
+			return;
+		}
+		size_t cap = c->outcap ? c->outcap * 2 : 4096;
+		while (cap < c->outlen + (size_t)n + 1)
+			cap *= 2;
+		char *p = realloc(c->out, cap);
+		if (!p) {
+			c->closing = true;
+			return;
+		}
+		c->out = p;
+		c->outcap = cap;
+	}
+	c->outlen += (size_t)n;
+}
+
+static void reply_err(struct client *c, uint32_t req, const char *err)
+{
+	out_printf(c, "{\"req\":%u,\"ok\":false,\"error\":\"%s\"}\n", req, err);
+}
+
+/* Base64 payload -> bytes; -1 if not base64 or not 1..HB_MAX_PAYLOAD bytes. */
+static int b64_decode(const char *s, uint8_t *out)
+{
+	size_t n = strlen(s);
+	uint8_t tmp[(LINE_MAX_BYTES / 4 + 1) * 3];
+	int len;
+
+	if (!n || n % 4 || n > LINE_MAX_BYTES)
+		return -1;
+	len = EVP_DecodeBlock(tmp, (const unsigned char *)s, (int)n);
+	if (len < 0)
+		return -1;
+	/* EVP_DecodeBlock counts the padding as zero bytes */
+	if (s[n - 1] == '=')
+		len--;
+	if (s[n - 2] == '=')
+		len--;
+	if (len < 1 || len > HB_MAX_PAYLOAD)
+		return -1;
+	memcpy(out, tmp, (size_t)len);
+	return len;
+}
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return errno || *end ? -1 : 0;
+}
+
+static void cmd_send(struct hbd_api *a, struct client *c, uint32_t req, char **arg, int nargs)
+{
+	struct hbd_down_req *r;
+	uint64_t device, tmo = DOWN_TIMEOUT_MS;
+	int len;
+
+	if (nargs < 2 || nargs > 3 || parse_u64(arg[0], &device) || !device ||
+	    (nargs == 3 && (parse_u64(arg[2], &tmo) || !tmo || tmo > DOWN_TIMEOUT_MAX_MS))) {
+		reply_err(c, req, "usage: send DEVICE BASE64 [TIMEOUT_MS]");
+		return;
+	}
+	r = malloc(sizeof(*r));
+	if (!r) {
+		reply_err(c, req, "out of memory");
+		return;
+	}
+	len = b64_decode(arg[1], r->payload);
+	if (len < 0) {
+		free(r);
+		reply_err(c, req, "payload must be base64 of 1..1024 bytes");
+		return;
+	}
+	r->len = (uint16_t)len;
+	r->device = device;
+	r->client = client_id(a, c);
+	r->req = req;
+	r->timeout_ms = (uint32_t)tmo;
+	hbd_down_submit(a->d, r); /* the outcome arrives as an event */
+}
+
+static void cmd_reload(struct hbd_api *a, struct client *c, uint32_t req)
+{
+	struct hbd_reload_result res;
+	char why[512];
+
+	if (hbd_keys_reload(a->d, &res, why, sizeof(why))) {
+		/* the message names a file and line: keep it JSON-safe */
+		for (char *p = why; *p; p++)
+			if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+				*p = '\'';
+		reply_err(c, req, why);
+		return;
+	}
+	out_printf(c,
+		   "{\"req\":%u,\"ok\":true,\"devices\":%zu,\"ranges\":%zu,\"revoked\":%zu,"
+		   "\"revoked_sessions\":%u}\n",
+		   req, res.devices, res.ranges, res.revoked, res.sessions_cut);
+}
+
+static void cmd_stats(struct hbd_api *a, struct client *c, uint32_t req)
+{
+	struct hb_ustats u;
+	char buf[4096];
+
+	hbd_stats_sum(a->d->stats, HB_MAX_WORKERS, &u);
+	if (hbd_stats_json(&u, buf, sizeof(buf)) < 0) {
+		reply_err(c, req, "internal error");
+		return;
+	}
+	out_printf(c, "{\"req\":%u,\"ok\":true,\"stats\":%s,\"subscribers\":%d}\n", req, buf,
+		   __atomic_load_n(&a->d->events.subscribers, __ATOMIC_RELAXED));
+}
+
+static void request(struct hbd_api *a, struct client *c, char *line)
+{
+	char *arg[8], *save = NULL, *tok;
+	uint32_t req = ++c->nreq;
+	int n = 0;
+
+	for (tok = strtok_r(line, " \t\r", &save); tok && n < 8; tok = strtok_r(NULL, " \t\r", &save))
+		arg[n++] = tok;
+	if (!n) {
+		c->nreq--; /* blank lines are not requests */
+		return;
+	}
+	if (!strcmp(arg[0], "send")) {
+		cmd_send(a, c, req, arg + 1, n - 1);
+	} else if (!strcmp(arg[0], "subscribe") && n == 1) {
+		if (!c->subscribed) {
+			c->subscribed = true;
+			__atomic_fetch_add(&a->d->events.subscribers, 1, __ATOMIC_RELAXED);
+		}
+		out_printf(c, "{\"req\":%u,\"ok\":true}\n", req);
+	} else if (!strcmp(arg[0], "reload") && n == 1) {
+		cmd_reload(a, c, req);
+	} else if (!strcmp(arg[0], "stats") && n == 1) {
+		cmd_stats(a, c, req);
+	} else if (!strcmp(arg[0], "ping") && n == 1) {
+		out_printf(c, "{\"req\":%u,\"ok\":true}\n", req);
+	} else {
+		reply_err(c, req, "unknown request; try: send, subscribe, reload, stats, ping");
+	}
+}
+
+static void on_readable(struct hbd_api *a, struct client *c)
+{
+	for (;;) {
+		ssize_t k = read(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen);
+		char *nl;
+
+		if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
+			drop_client(a, c);
+			return;
+		}
+		if (k < 0)
+			return;
+		c->inlen += (size_t)k;
+		while (c->fd >= 0 && (nl = memchr(c->in, '\n', c->inlen))) {
+			size_t used = (size_t)(nl - c->in) + 1;
+
+			*nl = 0;
+			request(a, c, c->in);
+			memmove(c->in, c->in + used, c->inlen - used);
+			c->inlen -= used;
+		}
+		if (c->inlen == sizeof(c->in)) {
+			reply_err(c, c->nreq + 1, "line too long");
+			c->closing = true;
+			c->inlen = 0;
+			return;
+		}
+	}
+}
+
+static void on_writable(struct hbd_api *a, struct client *c)
+{
+	while (c->outlen) {
+		ssize_t k = send(c->fd, c->out, c->outlen, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (k < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return;
+			drop_client(a, c);
+			return;
+		}
+		memmove(c->out, c->out + k, c->outlen - (size_t)k);
+		c->outlen -= (size_t)k;
+	}
+	if (c->closing)
+		drop_client(a, c);
+}
+
+static void on_accept(struct hbd_api *a)
+{
+	for (;;) {
+		int fd = accept4(a->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct client *c = NULL;
+
+		if (fd < 0)
+			return;
+		for (int i = 0; i < HBD_API_MAX_CLIENTS; i++)
+			if (a->cl[i].fd < 0) {
+				c = &a->cl[i];
+				break;
+			}
+		if (!c) {
+			static const char busy[] = "{\"ok\":false,\"error\":\"too many clients\"}\n";
+
+			if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+			}
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+	}
+}
+
+int hbd_api_open(struct hbd_api **out, struct hbd_daemon *d, const char *path, char *why,
+		 size_t whylen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct hbd_api *a;
+	struct stat st;
+	int rc;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(why, whylen, "%s: path longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->d = d;
+	for (int i = 0; i < HBD_API_MAX_CLIENTS; i++)
+		a->cl[i].fd = -1;
+	strcpy(sa.sun_path, path);
+	strcpy(a->path, path);
+	a->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (a->lfd < 0)
+		goto fail;
+	if (!lstat(path, &st)) {
+		int probe;
+
+		if (!S_ISSOCK(st.st_mode)) {
+			errno = EEXIST;
+			snprintf(why, whylen, "%s exists and is not a socket", path);
+			goto fail_why;
+		}
+		/* a socket someone still accepts on belongs to a live hbd: never steal it */
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		rc = probe >= 0 ? connect(probe, (struct sockaddr *)&sa, sizeof(sa)) : -1;
+		if (probe >= 0)
+			close(probe);
+		if (!rc) {
+			errno = EADDRINUSE;
+			snprintf(why, whylen, "%s: another hbd is listening there", path);
+			goto fail_why;
+		}
+		unlink(path);
+	}
+	/* 0660 from the start: no window in which anyone else could connect */
+	mode_t old = umask(0117);
+	rc = bind(a->lfd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (rc || listen(a->lfd, 16))
+		goto fail;
+	*out = a;
+	return 0;
+fail:
+	snprintf(why, whylen, "%s: %s", path, strerror(errno));
+fail_why:
+	rc = -errno;
+	if (a->lfd >= 0)
+		close(a->lfd);
+	free(a);
+	return rc;
+}
+
+void hbd_api_close(struct hbd_api *a)
+{
+	if (!a)
+		return;
+	for (int i = 0; i < HBD_API_MAX_CLIENTS; i++) {
+		struct client *c = &a->cl[i];
+
+		if (c->fd < 0)
+			continue;
+		/* last words are best effort: the socket is non-blocking */
+		if (c->outlen && send(c->fd, c->out, c->outlen, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		}
+		drop_client(a, c);
+	}
+	close(a->lfd);
+	unlink(a->path);
+	free(a);
+}
+
+int hbd_api_pollfds(struct hbd_api *a, struct pollfd *pfd, int max)
+{
+	int n = 0;
+
+	if (n < max)
+		pfd[n++] = (struct pollfd){ .fd = a->lfd, .events = POLLIN };
+	for (int i = 0; i < HBD_API_MAX_CLIENTS && n < max; i++) {
+		struct client *c = &a->cl[i];
+
+		if (c->fd < 0)
+			continue;
+		pfd[n++] = (struct pollfd){
+			.fd = c->fd,
+			.events = (short)((c->closing ? 0 : POLLIN) | (c->outlen ? POLLOUT : 0)),
+		};
+	}
+	return n;
+}
+
+static struct client *by_fd(struct hbd_api *a, int fd)
+{
+	for (int i = 0; i < HBD_API_MAX_CLIENTS; i++)
+		if (a->cl[i].fd == fd)
+			return &a->cl[i];
+	return NULL;
+}
+
+void hbd_api_handle(struct hbd_api *a, const struct pollfd *pfd, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct client *c;
+
+		if (!pfd[i].revents)
+			continue;
+		if (pfd[i].fd == a->lfd) {
+			on_accept(a);
+			continue;
+		}
+		c = by_fd(a, pfd[i].fd);
+		if (!c)
+			continue;
+		if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+			on_readable(a, c);
+		if (c->fd >= 0 && (pfd[i].revents & POLLOUT))
+			on_writable(a, c);
+	}
+	/* replies produced above go out now if the socket takes them */
+	for (int i = 0; i < HBD_API_MAX_CLIENTS; i++)
+		if (a->cl[i].fd >= 0 && (a->cl[i].outlen || a->cl[i].closing))
+			on_writable(a, &a->cl[i]);
+}
+
+static void presence(struct hbd_api *a, const struct hbd_event *ev)
+{
+	for (int i = 0; i < HBD_API_MAX_CLIENTS; i++) {
+		struct client *c = &a->cl[i];
+
+		if (c->fd < 0 || !c->subscribed)
+			continue;
+		out_printf(c,
+			   "{\"event\":\"%s\",\"device\":%" PRIu64 ",\"transport\":\"%s\","
+			   "\"session\":\"%016" PRIx64 "\",\"ts_ms\":%" PRIu64 "%s%s%s}\n",
+			   hbd_ev_kind_str((enum hbd_ev_kind)ev->kind), ev->device,
+			   ev->udp ? "udp" : "tcp", ev->session, ev->ts_ms,
+			   ev->peer[0] ? ",\"peer\":\"" : "", ev->peer, ev->peer[0] ? "\"" : "");
+	}
+}
+
+void hbd_api_event(struct hbd_api *a, const struct hbd_event *ev)
+{
+	struct client *c;
+
+	if (ev->kind != HBD_EV_DOWN_RESULT) {
+		presence(a, ev);
+		return;
+	}
+	c = &a->cl[ev->client & 0xff];
+	if ((ev->client & 0xff) >= HBD_API_MAX_CLIENTS || c->fd < 0 || c->gen != ev->client >> 8)
+		return; /* the requester left */
+	out_printf(c,
+		   "{\"req\":%u,\"ok\":%s,\"status\":\"%s\",\"device\":%" PRIu64 ",\"seq\":%u%s",
+		   ev->req, ev->status == HBD_DOWN_DELIVERED ? "true" : "false",
+		   hbd_down_status_str((enum hbd_down_status)ev->status), ev->device, ev->seq,
+		   ev->status == HBD_DOWN_DELIVERED ? "" : "}\n");
+	if (ev->status == HBD_DOWN_DELIVERED)
+		out_printf(c, ",\"rtt_us\":%u}\n", ev->rtt_us);
+}
+
+void hbd_api_lost(struct hbd_api *a, uint64_t n)
+{
+	for (int i = 0; i < HBD_API_MAX_CLIENTS; i++)
+		if (a->cl[i].fd >= 0 && a->cl[i].subscribed)
+			out_printf(&a->cl[i], "{\"event\":\"lost\",\"count\":%" PRIu64 "}\n", n);
+}

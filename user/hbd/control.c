@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The control thread's loop: one poll over the signals, the control socket and the workers'
+ * event doorbell, with a tick for the liveness stamp, the device-table sweep and systemd.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "log.h"
+#include "notify.h"
+#include "reload.h"
+#include "worker.h"
+
+#define CONTROL_TICK_MS 250
+#define SWEEP_BUDGET 4096 /* device-table slots looked at per control tick */
+#define EVENT_BATCH 256
+
+void hbd_ctl_msg(struct hbd_daemon *d, unsigned target, uint64_t ud, int res)
+{
+	struct io_uring_sqe *sqe;
+
+	if (!d->ctl_ok || target >= d->plan.workers || d->ring_fds[target] < 0)
+		return;
+	sqe = io_uring_get_sqe(&d->ctl);
+	if (!sqe) {
+		hbd_ctl_flush(d);
+		sqe = io_uring_get_sqe(&d->ctl);
+		if (!sqe)
+			return;
+	}
+	io_uring_prep_msg_ring(sqe, d->ring_fds[target], (unsigned)res, ud, 0);
+	/* only failures come back: the control ring's CQ never fills with successes */
+	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(sqe, target);
+}
+
+void hbd_ctl_flush(struct hbd_daemon *d)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+	int rc;
+
+	if (!d->ctl_ok)
+		return;
+	rc = io_uring_submit(&d->ctl);
+	if (rc < 0)
+		hb_warn("control ring submit: %s", strerror(-rc));
+	io_uring_for_each_cqe(&d->ctl, head, cqe)
+	{
+		hb_warn("message to worker %llu failed: %s", (unsigned long long)cqe->user_data,
+			strerror(-cqe->res));
+		n++;
+	}
+	io_uring_cq_advance(&d->ctl, n);
+}
+
+static void deliver_events(struct hbd_daemon *d)
+{
+	struct hbd_event ev[EVENT_BATCH];
+	uint64_t dropped;
+	uint32_t n;
+
+	do {
+		n = hbd_events_take(&d->events, ev, EVENT_BATCH, &dropped);
+		for (uint32_t i = 0; d->api && i < n; i++)
+			hbd_api_event(d->api, &ev[i]);
+		if (dropped) {
+			__atomic_fetch_add(&d->events_lost, dropped, __ATOMIC_RELAXED);
+			if (d->api)
+				hbd_api_lost(d->api, dropped);
+		}
+	} while (n == EVENT_BATCH);
+}
+
+static void tick(struct hbd_daemon *d, uint64_t grace_ns)
+{
+	if (d->offload) {
+		int rc = hbd_maps_stamp(&d->maps, hbd_mono_ns(), grace_ns);
+
+		if (rc)
+			hb_warn("config stamp: %s", strerror(-rc));
+	}
+	hbd_nic_check(&d->nic, hbd_mono_ns() / 1000000);
+	hbd_devices_sweep(d->devices, hbd_realtime_ms(), d->window_ms, SWEEP_BUDGET);
+	hbd_keytab_sweep(&d->sources, hbd_mono_ns() / 1000, SWEEP_BUDGET);
+	hbd_keytab_sweep(&d->data_rl, hbd_mono_ns() / 1000, SWEEP_BUDGET);
+	hbd_notify_tick(d, hbd_mono_ns() / 1000000);
+}
+
+static int on_signal(struct hbd_daemon *d, int sigfd)
+{
+	struct signalfd_siginfo si;
+	struct hbd_reload_result res;
+	char why[512];
+
+	while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) {
+			hb_info("SIGHUP: reloading the key store");
+			hbd_keys_reload(d, &res, why, sizeof(why)); /* it logs either way */
+			continue;
+		}
+		hb_info("%s: draining", strsignal((int)si.ssi_signo));
+		return 1;
+	}
+	return 0;
+}
+
+int hbd_control_loop(struct hbd_daemon *d, int sigfd)
+{
+	const uint64_t grace_ns = (uint64_t)(d->cfg->grace_s * 1e9);
+	struct pollfd pfd[2 + 1 + HBD_API_MAX_CLIENTS];
+	uint64_t next_tick = 0;
+
+	for (;;) {
+		uint64_t now = hbd_mono_ns() / 1000000;
+		int n = 0, rc;
+
+		if (now >= next_tick) {
+			tick(d, grace_ns);
+			next_tick = now + CONTROL_TICK_MS;
+		}
+		if (__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
+			hb_err("a worker failed: stopping");
+			return HBD_EXIT_FAIL;
+		}
+		pfd[n++] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
+		pfd[n++] = (struct pollfd){ .fd = d->events.efd, .events = POLLIN };
+		if (d->api)
+			n += hbd_api_pollfds(d->api, pfd + n, (int)(sizeof(pfd) / sizeof(pfd[0])) - n);
+		rc = poll(pfd, (nfds_t)n, (int)(next_tick > now ? next_tick - now : 0));
+		if (rc < 0 && errno != EINTR) {
+			hb_err("control poll: %s", strerror(errno));
+			return HBD_EXIT_FAIL;
+		}
+		if (rc <= 0)
+			continue;
+		if ((pfd[0].revents & POLLIN) && on_signal(d, sigfd))
+			return HBD_EXIT_OK;
+		if (pfd[1].revents & POLLIN)
+			deliver_events(d);
+		if (d->api)
+			hbd_api_handle(d->api, pfd + 2, n - 2);
+		hbd_ctl_flush(d); /* downlink wake-ups queued while handling requests */
+	}
+}

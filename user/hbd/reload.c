@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Key store reload: swap, wait until no worker can still hold the old store, cut revoked
+ * sessions.
+ *
+ * Workers read d->keys once per HELLO and publish, at the top of every loop iteration, the
+ * reload epoch they have seen. The store is swapped before the epoch moves on, so once every
+ * worker shows the new epoch none is inside a HELLO check that began with the old store: it
+ * can be freed, and every session admitted with it is in the device table, where the
+ * revocation sweep below finds it.
+ */
+#include "reload.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "notify.h"
+#include "worker.h"
+
+#define EPOCH_WAIT_MS 5000
+
+static bool workers_passed(struct hbd_daemon *d, uint64_t epoch)
+{
+	for (unsigned i = 0; i < d->plan.workers; i++) {
+		struct hbd_worker *w = d->workers[i];
+
+		/* a worker that has stopped looping holds no store either */
+		if (w && !__atomic_load_n(&w->exited, __ATOMIC_ACQUIRE) &&
+		    __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE) < epoch)
+			return false;
+	}
+	return true;
+}
+
+struct sweep {
+	struct hbd_daemon *d;
+	const struct hb_keystore *ks;
+	unsigned cut;
+};
+
+static void cut_if_revoked(void *arg, uint64_t device, uint64_t loc)
+{
+	struct sweep *s = arg;
+
+	if (hb_keystore_knows(s->ks, device))
+		return;
+	hbd_ctl_msg(s->d, hbd_loc_worker(loc),
+		    hbd_ud((loc & HBD_LOC_UDP) ? HBD_OP_MSG_KILL_UDP : HBD_OP_MSG_KILL_TCP,
+			   hbd_loc_index(loc), hbd_loc_gen(loc), HB_BYE_REVOKED),
+		    0);
+	s->cut++;
+}
+
+int hbd_keys_reload(struct hbd_daemon *d, struct hbd_reload_result *res, char *why,
+		    size_t whylen)
+{
+	struct timespec ms = { 0, 1000000 };
+	struct hb_keystore *nk, *old;
+	struct sweep s = { .d = d };
+	uint64_t epoch;
+	int rc, waited = 0;
+
+	memset(res, 0, sizeof(*res));
+	rc = hb_keystore_load(d->cfg->keys, &nk, why, whylen);
+	if (rc) {
+		hb_warn("key store reload failed, the old keys stay in use: %s", why);
+		return rc;
+	}
+	hbd_notify_reloading();
+	old = __atomic_exchange_n(&d->keys, nk, __ATOMIC_ACQ_REL);
+	epoch = __atomic_add_fetch(&d->keys_epoch, 1, __ATOMIC_ACQ_REL);
+	/* wake every loop so the epoch is passed in microseconds, not at the next tick */
+	for (unsigned i = 0; i < d->plan.workers; i++)
+		hbd_ctl_msg(d, i, hbd_ud(HBD_OP_MSG_WAKE, 0, 0, 0), 0);
+	hbd_ctl_flush(d);
+	while (!workers_passed(d, epoch) && waited < EPOCH_WAIT_MS) {
+		nanosleep(&ms, NULL);
+		waited++;
+	}
+	if (waited < EPOCH_WAIT_MS) {
+		hb_keystore_free(old);
+	} else {
+		/* a worker is stuck: its HELLO may still read the old store, so keep it to the end */
+		hb_warn("a worker did not pass the key reload within %d ms; revocations may miss a "
+			"HELLO it was checking", EPOCH_WAIT_MS);
+		struct hb_keystore **r = realloc(d->keys_retired,
+						 (d->nretired + 1) * sizeof(*r));
+
+		if (r) {
+			d->keys_retired = r;
+			r[d->nretired++] = old;
+		}
+	}
+	s.ks = nk;
+	hbd_devices_each_live(d->devices, cut_if_revoked, &s);
+	hbd_ctl_flush(d);
+	HBD_STAT_ADD(&d->stats[0], key_reloads, 1);
+	res->devices = hb_keystore_devices(nk) - hb_keystore_revoked(nk);
+	res->ranges = hb_keystore_ranges(nk);
+	res->revoked = hb_keystore_revoked(nk);
+	res->sessions_cut = s.cut;
+	hb_info("key store reloaded from %s: %zu devices, %zu ranges, %zu revoked; %u live "
+		"sessions of devices no longer admitted are being cut",
+		d->cfg->keys, res->devices, res->ranges, res->revoked, s.cut);
+	hbd_notify_reloaded(d);
+	return 0;
+}
