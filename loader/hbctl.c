@@ -30,6 +30,9 @@ static const struct hbctl_opt load_opts[] = {
 	{ "port", 'p', "N", "service port (TCP and UDP)", "7600" },
 	OPT_PIN,
 	{ "cgroup", 'c', "PATH", "cgroup v2 directory for the sock_ops program", HBK_DEFAULT_CGROUP },
+	{ "then", 't', "FILE[:PROG]",
+	  "run this XDP program after hb_xdp on what hbeat passes (shares the NIC where libxdp's "
+	  "dispatcher is unavailable)", NULL },
 	OPT_HELP,
 	{ 0 },
 };
@@ -52,8 +55,51 @@ static const struct hbctl_opt conns_opts[] = {
 	OPT_JSON,
 	OPT_PIN,
 	{ "limit", 'n', "N", "print at most N rows of each kind (0: all)", "0" },
+	{ "device", 'D', "ID", "only this device", NULL },
+	{ "state", 's', "new|authed|closing", "only connections/sessions in this state", NULL },
+	{ "transport", 't', "tcp|udp", "only this transport", NULL },
+	{ "silent", 'S', "SECONDS", "only those with no heartbeat for more than SECONDS", NULL },
+	{ "sort", 'o', "KEY", "order by device, peer, silent (longest first), pings (most first)",
+	  NULL },
 	OPT_HELP,
 	{ 0 },
+};
+
+#define OPT_CONTROL { "control", 'c', "PATH", "hbd's control socket (hbd --control)", HBCTL_DEFAULT_CONTROL }
+
+static const struct hbctl_opt devices_opts[] = {
+	{ "keys", 'k', "FILE", "the key store hbd --keys reads", HBCTL_DEFAULT_KEYS },
+	{ "secret", 0, "HEX", "add: use this secret (16..64 bytes of hex) instead of a random one",
+	  NULL },
+	OPT_CONTROL,
+	{ "no-reload", 0, NULL, "add/remove: do not ask hbd to reload the key store", NULL },
+	OPT_JSON,
+	OPT_HELP,
+	{ 0 },
+};
+
+static const struct hbctl_opt send_opts[] = {
+	OPT_CONTROL,
+	{ "hex", 'x', NULL, "PAYLOAD is hex", NULL },
+	{ "base64", 'b', NULL, "PAYLOAD is base64", NULL },
+	{ "timeout", 'T', "MS", "how long to wait for the device's ACK", "5000" },
+	OPT_JSON,
+	OPT_HELP,
+	{ 0 },
+};
+
+static const struct hbctl_opt events_opts[] = {
+	OPT_CONTROL,
+	{ "count", 'n', "N", "exit after N events (0: run until hbd goes away)", "0" },
+	OPT_JSON,
+	OPT_HELP,
+	{ 0 },
+};
+
+enum hbctl_env {
+	ENV_NONE = 0, /* talks to hbd or edits files: no BPF environment needed */
+	ENV_PINS, /* reads pinned objects: root and bpffs */
+	ENV_FULL, /* load/unload: also BTF and the kernel features */
 };
 
 struct hbctl_cmd {
@@ -61,17 +107,40 @@ struct hbctl_cmd {
 	const char *summary;
 	const struct hbctl_opt *opts;
 	int (*run)(const struct hbctl_args *a);
-	bool mutates; /* load/unload: needs the full environment */
+	enum hbctl_env env;
+	const char *args; /* positional arguments, for the usage line */
+	int min_args, max_args;
+	const char *more; /* extra --help text, or NULL */
 };
 
 static const struct hbctl_cmd cmds[] = {
-	{ "load", "attach hbeat's BPF programs and pin its maps", load_opts, hbctl_do_load, true },
-	{ "unload", "remove everything load made", unload_opts, hbctl_do_unload, true },
+	{ "load", "attach hbeat's BPF programs and pin its maps", load_opts, hbctl_do_load, ENV_FULL,
+	  NULL, 0, 0, NULL },
+	{ "unload", "remove everything load made", unload_opts, hbctl_do_unload, ENV_FULL, NULL, 0,
+	  0, NULL },
 	{ "status", "what is loaded where, map fill levels, daemon liveness", show_opts,
-	  hbctl_do_status, false },
+	  hbctl_do_status, ENV_PINS, NULL, 0, 0, NULL },
 	{ "conns", "TCP connections and UDP sessions the kernel knows", conns_opts, hbctl_do_conns,
-	  false },
-	{ "stats", "kernel and daemon counters", show_opts, hbctl_do_stats, false },
+	  ENV_PINS, NULL, 0, 0,
+	  "Filters combine (all must hold); --limit applies after filtering and sorting.\n" },
+	{ "stats", "kernel and daemon counters", show_opts, hbctl_do_stats, ENV_PINS, NULL, 0, 0,
+	  NULL },
+	{ "devices", "provision and revoke devices in hbd's key store", devices_opts,
+	  hbctl_do_devices, ENV_NONE, "list | add ID | remove ID", 1, 2,
+	  "  list         the devices, ranges and revocations in the key store (never secrets)\n"
+	  "  add ID       give device ID a fresh random secret, printed once for the device\n"
+	  "  remove ID    revoke device ID: its line goes (or, inside a derive range, an\n"
+	  "               'ID revoked' line is added); hbd reloads and cuts its live session\n"
+	  "The file is rewritten atomically (temp file, fsync, rename) with mode 0600 under a\n"
+	  "lock (FILE.lock), and hbd is asked to reload it through its control socket.\n" },
+	{ "send", "send a downlink message to a connected device and wait for its ACK", send_opts,
+	  hbctl_do_send, ENV_NONE, "DEVICE PAYLOAD", 2, 2,
+	  "PAYLOAD is text unless --hex or --base64 says otherwise (1..1024 bytes).\n"
+	  "Exit status 0 once the device acknowledged it, 3 if it was offline, did not answer\n"
+	  "in time or its session ended.\n" },
+	{ "events", "follow presence changes: online, offline, expired, revoked, ...", events_opts,
+	  hbctl_do_events, ENV_NONE, NULL, 0, 0,
+	  "One line per event as hbd reports it (--json: the control socket's JSON lines).\n" },
 };
 
 const char *hbctl_arg(const struct hbctl_args *a, const char *name)
@@ -92,7 +161,11 @@ bool hbctl_flag(const struct hbctl_args *a, const char *name)
 
 static void cmd_usage(const struct hbctl_cmd *c, FILE *f)
 {
-	fprintf(f, "Usage: hbctl %s [options]\n\n%s.\n\nOptions:\n", c->name, c->summary);
+	fprintf(f, "Usage: hbctl %s [options]%s%s\n\n%s.\n", c->name, c->args ? " " : "",
+		c->args ? c->args : "", c->summary);
+	if (c->more)
+		fprintf(f, "\n%s", c->more);
+	fprintf(f, "\nOptions:\n");
 	for (int i = 0; c->opts[i].name; i++) {
 		const struct hbctl_opt *o = &c->opts[i];
 		char left[48];
@@ -119,6 +192,8 @@ static void usage(FILE *f)
 		   "%s.\n\nCommands:\n", HB_PIN_DEFAULT);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
+	fprintf(f, "\nload, unload, status, conns and stats work on the pinned BPF objects (root,\n"
+		   "bpffs); devices, send and events on hbd's key store and control socket.\n");
 	fprintf(f, "\nExit status:\n"
 		   "  0  success\n"
 		   "  1  usage error (unknown command or option, missing or bad value)\n"
@@ -150,6 +225,7 @@ static int parse(const struct hbctl_cmd *c, int argc, char **argv, struct hbctl_
 	so[s] = 0;
 	optind = 1;
 	opterr = 0;
+	/* '+' would stop at the first positional; GNU permutation lets options follow them */
 	while ((opt = getopt_long(argc, argv, so, lo, &idx)) != -1) {
 		if (opt == '?' || opt == ':') {
 			fprintf(stderr, "hbctl %s: %s option '%s'\n", c->name,
@@ -162,8 +238,16 @@ static int parse(const struct hbctl_cmd *c, int argc, char **argv, struct hbctl_
 				;
 		a->val[idx] = optarg ? optarg : "1";
 	}
-	if (optind < argc) {
-		fprintf(stderr, "hbctl %s: unexpected argument '%s'\n", c->name, argv[optind]);
+	for (; optind < argc; optind++) {
+		if (a->argc == c->max_args) {
+			fprintf(stderr, "hbctl %s: unexpected argument '%s'\n", c->name, argv[optind]);
+			cmd_usage(c, stderr);
+			return -EINVAL;
+		}
+		a->argv[a->argc++] = argv[optind];
+	}
+	if (a->argc < c->min_args && !hbctl_flag(a, "help")) {
+		fprintf(stderr, "hbctl %s: expected %s\n", c->name, c->args);
 		cmd_usage(c, stderr);
 		return -EINVAL;
 	}
@@ -208,8 +292,10 @@ int hbctl_main(int argc, char **argv)
 		return HBCTL_OK;
 	}
 	hbk_route_logs();
+	if (c->env == ENV_NONE)
+		return c->run(&a);
 
-	/* Environment first, for every command: all of them read or write pinned BPF objects. */
+	/* Environment first, for every command on pinned BPF objects. */
 	if (hbe_check_root())
 		return HBCTL_ENV;
 	{
@@ -220,7 +306,7 @@ int hbctl_main(int argc, char **argv)
 		if (mounted)
 			hb_info("bpffs was not mounted; mounted it at /sys/fs/bpf");
 	}
-	if (c->mutates && (hbe_check_btf() || hbe_probe_features()))
+	if (c->env == ENV_FULL && (hbe_check_btf() || hbe_probe_features()))
 		return HBCTL_ENV;
 	return c->run(&a);
 }
@@ -269,7 +355,9 @@ int hbctl_do_load(const struct hbctl_args *a)
 {
 	const char *dev = hbctl_arg(a, "dev"), *mode_s = hbctl_arg(a, "mode");
 	const char *pin = hbctl_arg(a, "pin-path"), *cg = hbctl_arg(a, "cgroup");
+	const char *then = hbctl_arg(a, "then");
 	struct hbk_opts o = { .xdp_defer_load = true };
+	__u32 then_id = 0;
 	enum hb_xdp_mode mode;
 	struct hbk *h = NULL;
 	int ifindex, lock, err, rc = HBCTL_FAIL;
@@ -337,12 +425,27 @@ int hbctl_do_load(const struct hbctl_args *a)
 			hb_err("%s already runs hb_xdp (another hbeat instance?); run: hbctl unload "
 			       "--dev %s", dev, dev);
 		else if (err == -EBUSY)
-			hb_err("%s already has an XDP program that cannot share the NIC; remove it "
-			       "(xdp-loader unload %s --all, or ip link set dev %s xdp off) or use "
-			       "another NIC", dev, dev, dev);
+			hb_err("%s already has an XDP program that is not multi-program aware (not "
+			       "under a libxdp dispatcher), so hbeat cannot join it; detach it (ip link "
+			       "set dev %s xdp off, or xdp-loader unload %s --all) and either load it "
+			       "again through libxdp after hbeat, or hand its object file to hbeat: "
+			       "hbctl load --dev %s --then FILE[:PROG]", dev, dev, dev, dev);
 		else
 			hb_err("attaching XDP to %s failed: %s", dev, strerror(-err));
 		goto out;
+	}
+	if (then) {
+		char file[PATH_MAX], *colon;
+		const char *prog = NULL;
+
+		snprintf(file, sizeof(file), "%s", then);
+		colon = strrchr(file, ':');
+		if (colon && !strchr(colon, '/')) {
+			*colon = 0;
+			prog = colon + 1;
+		}
+		if ((err = hbk_chain_xdp(h, file, prog, &then_id)))
+			goto out;
 	}
 	if ((err = hbk_write_config(h, ifindex, dev, mode)))
 		goto out;
@@ -356,6 +459,8 @@ int hbctl_do_load(const struct hbctl_args *a)
 	       prog_id(hbk_prog_fd(h, "hb_verdict")));
 	printf("  sockops  hb_sockops id %u on %s (link id %u, pinned)\n",
 	       prog_id(hbk_prog_fd(h, "hb_sockops")), cg, link_id(h->sockops_link));
+	if (then)
+		printf("  then     %s (id %u) runs after hb_xdp on what hbeat passes\n", then, then_id);
 	rc = HBCTL_OK;
 out:
 	if (rc != HBCTL_OK && h)

@@ -7,6 +7,7 @@
 #define HBCTL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Exit codes (also printed by hbctl --help). */
 enum hbctl_exit {
@@ -25,11 +26,14 @@ struct hbctl_opt {
 	const char *def; /* default shown in --help, NULL if none */
 };
 
-#define HBCTL_MAX_OPTS 12
+#define HBCTL_MAX_OPTS 14
+#define HBCTL_MAX_ARGS 4
 
 struct hbctl_args {
 	const struct hbctl_opt *opts;
 	const char *val[HBCTL_MAX_OPTS]; /* NULL if not given; "1" for given flags */
+	int argc; /* positional arguments after the command */
+	const char *argv[HBCTL_MAX_ARGS];
 };
 
 /* Value of an option (or its default), NULL if neither. */
@@ -41,6 +45,18 @@ int hbctl_do_unload(const struct hbctl_args *a);
 int hbctl_do_status(const struct hbctl_args *a);
 int hbctl_do_conns(const struct hbctl_args *a);
 int hbctl_do_stats(const struct hbctl_args *a);
+int hbctl_do_devices(const struct hbctl_args *a); /* hbctl_devices.c */
+int hbctl_do_send(const struct hbctl_args *a); /* hbctl_app.c */
+int hbctl_do_events(const struct hbctl_args *a);
+
+/* Defaults shared by the commands that talk to hbd or edit its files. */
+#define HBCTL_DEFAULT_KEYS "/etc/hbeat/keys"
+#define HBCTL_DEFAULT_CONTROL "/run/hbeat/hbd.sock"
+
+/* hbctl_app.c: one request on hbd's control socket; the first reply line (without newline)
+ * goes to reply. Returns 0, or -errno (ENOENT/ECONNREFUSED: hbd not listening there). */
+int hbctl_ctl_request(const char *path, const char *request, char *reply, size_t cap,
+		      int timeout_ms);
 
 /* Entry point used by loader/main.c (and usable from tests). */
 int hbctl_main(int argc, char **argv);

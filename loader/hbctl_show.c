@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "hb_bpf.h"
+#include "hb_env.h"
 #include "hb_json.h"
 #include "log.h"
 
@@ -40,7 +41,7 @@ static int open_pin(const char *dir, const char *name)
 
 /* fd of every map, or -1 each; false (and a message) if hbeat is not loaded. */
 struct pinned {
-	int fd[8];
+	int fd[12];
 };
 
 static int pinned_fd(const struct pinned *p, const char *name)
@@ -114,7 +115,9 @@ int hbctl_do_status(const struct hbctl_args *a)
 	__u32 zero = 0, parser, verdict, fill[3], max[3];
 	static const char *const fill_maps[3] = { HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_SOCKHASH };
 	__u64 now = now_ns(), age;
-	bool alive, stamped;
+	bool alive, stamped, dispatcher_ok = true;
+	char then_name[BPF_OBJ_NAME_LEN] = "", dispatcher_why[256] = "";
+	__u32 then_id = 0;
 	int fd;
 
 	if (!open_all(pin, &p, true)) {
@@ -142,6 +145,9 @@ int hbctl_do_status(const struct hbctl_args *a)
 		bpf_obj_get_info_by_fd(fd, &sl, &len);
 		close(fd);
 	}
+	hbk_chain_query(pinned_fd(&p, HB_MAP_XDP_CHAIN), &then_id, then_name, sizeof(then_name));
+	if (xi.how == HBK_XDP_LIBXDP_LEGACY || xi.how == HBK_XDP_LINK)
+		dispatcher_ok = hbe_probe_freplace(dispatcher_why, sizeof(dispatcher_why)) == 0;
 	parser = first_prog(pinned_fd(&p, HB_MAP_SOCKHASH), BPF_SK_SKB_STREAM_PARSER);
 	verdict = first_prog(pinned_fd(&p, HB_MAP_SOCKHASH), BPF_SK_SKB_STREAM_VERDICT);
 	for (int i = 0; i < 3; i++)
@@ -164,6 +170,12 @@ int hbctl_do_status(const struct hbctl_args *a)
 		hbj_str(&j, "mode", xi.mode == HB_XDP_SKB ? "skb" : xi.mode == HB_XDP_NATIVE ? "native" : "none");
 		hbj_str(&j, "attach", how_str(xi.how));
 		hbj_u64(&j, "prog_id", xi.prog_id);
+		if (!dispatcher_ok)
+			hbj_str(&j, "dispatcher_unavailable", dispatcher_why);
+		hbj_obj(&j, "then");
+		hbj_u64(&j, "prog_id", then_id);
+		hbj_str(&j, "name", then_name);
+		hbj_obj_end(&j);
 		hbj_obj_end(&j);
 		hbj_obj(&j, "sockmap");
 		hbj_u64(&j, "parser_id", parser);
@@ -201,6 +213,10 @@ int hbctl_do_status(const struct hbctl_args *a)
 			printf("  xdp       %s (ifindex %u), %s mode, hb_xdp id %u via %s\n", cfg.ifname,
 			       cfg.ifindex, xi.mode == HB_XDP_SKB ? "skb" : "native", xi.prog_id,
 			       how_str(xi.how));
+		if (!dispatcher_ok)
+			printf("            not shared through libxdp's dispatcher: %s\n", dispatcher_why);
+		if (then_id)
+			printf("            then %s (id %u) on what hb_xdp passes\n", then_name, then_id);
 		printf("  sockhash  hb_parser id %u, hb_verdict id %u%s\n", parser, verdict,
 		       parser && verdict ? "" : "  (NOT attached)");
 		if (sl.id)
@@ -273,111 +289,281 @@ static void ago(__u64 now, __u64 t, char *out, size_t len)
 		snprintf(out, len, "%llus ago", (unsigned long long)((now - t) / 1000000000ull));
 }
 
-int hbctl_do_conns(const struct hbctl_args *a)
+/* One row of hbctl conns, from either map. */
+struct row {
+	bool udp;
+	__u64 cookie; /* tcp */
+	__u64 device_id;
+	enum hb_state state;
+	__u64 last_seen_ns; /* 0: never */
+	__u64 pings, echoes;
+	__u32 last_seq;
+	char peer[HB_PEER_STR + 48];
+};
+
+struct filter {
+	int transport; /* -1 any, 0 tcp, 1 udp */
+	int state; /* -1 any */
+	bool by_device;
+	__u64 device;
+	__u64 silent_ns; /* 0: any */
+	__u64 now;
+};
+
+static bool keep(const struct filter *f, const struct row *r)
 {
-	const char *pin = hbctl_arg(a, "pin-path");
-	bool json = hbctl_flag(a, "json");
-	long limit = strtol(hbctl_arg(a, "limit"), NULL, 10);
+	if (f->transport >= 0 && r->udp != (f->transport == 1))
+		return false;
+	if (f->state >= 0 && (int)r->state != f->state)
+		return false;
+	if (f->by_device && r->device_id != f->device)
+		return false;
+	/* "silent for more than N s": never heard from counts as silent forever */
+	if (f->silent_ns && r->last_seen_ns && f->now > r->last_seen_ns &&
+	    f->now - r->last_seen_ns <= f->silent_ns)
+		return false;
+	if (f->silent_ns && r->last_seen_ns && f->now <= r->last_seen_ns)
+		return false;
+	return true;
+}
+
+static int sort_key; /* for qsort's comparator: 0 none, 1 device, 2 peer, 3 silent, 4 pings */
+
+static int cmp_rows(const void *x, const void *y)
+{
+	const struct row *a = x, *b = y;
+
+	switch (sort_key) {
+	case 1:
+		return a->device_id < b->device_id ? -1 : a->device_id > b->device_id;
+	case 2:
+		return strcmp(a->peer, b->peer);
+	case 3: /* longest silence first: the oldest last_seen, never-seen first of all */
+		return a->last_seen_ns < b->last_seen_ns ? -1 : a->last_seen_ns > b->last_seen_ns;
+	case 4:
+		return a->pings > b->pings ? -1 : a->pings < b->pings;
+	default:
+		return 0;
+	}
+}
+
+static int push_row(struct row **rows, size_t *n, size_t *cap, const struct row *r)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 1024;
+		struct row *p = realloc(*rows, nc * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		*rows = p;
+		*cap = nc;
+	}
+	(*rows)[(*n)++] = *r;
+	return 0;
+}
+
+static int parse_filter(const struct hbctl_args *a, struct filter *f)
+{
+	const char *t = hbctl_arg(a, "transport"), *st = hbctl_arg(a, "state");
+	const char *dev = hbctl_arg(a, "device"), *silent = hbctl_arg(a, "silent");
+	const char *sort = hbctl_arg(a, "sort");
+	char *end;
+
+	memset(f, 0, sizeof(*f));
+	f->transport = f->state = -1;
+	f->now = now_ns();
+	if (t && (f->transport = !strcmp(t, "tcp") ? 0 : !strcmp(t, "udp") ? 1 : -2) == -2) {
+		fprintf(stderr, "hbctl conns: --transport must be tcp or udp\n");
+		return -EINVAL;
+	}
+	if (st) {
+		f->state = !strcmp(st, "new")	    ? HB_STATE_NEW
+			   : !strcmp(st, "authed")  ? HB_STATE_AUTHED
+			   : !strcmp(st, "closing") ? HB_STATE_CLOSING
+						    : -2;
+		if (f->state == -2) {
+			fprintf(stderr, "hbctl conns: --state must be new, authed or closing\n");
+			return -EINVAL;
+		}
+	}
+	if (dev) {
+		errno = 0;
+		f->device = strtoull(dev, &end, 10);
+		if (!*dev || *end || errno || *dev == '-') {
+			fprintf(stderr, "hbctl conns: --device must be a decimal device id\n");
+			return -EINVAL;
+		}
+		f->by_device = true;
+	}
+	if (silent) {
+		double v = strtod(silent, &end);
+
+		if (!*silent || *end || v < 0 || v > 1e9) {
+			fprintf(stderr, "hbctl conns: --silent must be a number of seconds\n");
+			return -EINVAL;
+		}
+		f->silent_ns = (__u64)(v * 1e9);
+		if (!f->silent_ns)
+			f->silent_ns = 1; /* "more than 0 s": anything not stamped this instant */
+	}
+	sort_key = 0;
+	if (sort) {
+		static const char *const keys[] = { "", "device", "peer", "silent", "pings" };
+
+		for (int i = 1; i < 5; i++)
+			if (!strcmp(sort, keys[i]))
+				sort_key = i;
+		if (!sort_key) {
+			fprintf(stderr, "hbctl conns: --sort must be device, peer, silent or pings\n");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Reads both maps into rows that pass the filter. Entries can vanish between next_key and
+ * lookup (connections closing): those are skipped. */
+static int collect(int cfd, int sfd, const struct filter *f, struct row **rows, size_t *n)
+{
 	struct hb_conn_key ck, cnext, *cprev = NULL;
 	struct hb_session_key sk, snext, *sprev = NULL;
 	struct hb_conn c;
 	struct hb_session s;
-	struct pinned p;
-	struct hbj j;
-	char peer[HB_PEER_STR + 48], last[32];
-	__u64 now = now_ns(), ntcp = 0, nudp = 0;
-	int cfd, sfd;
+	size_t cap = 0;
+	struct row r;
 
-	if (!open_all(pin, &p, false)) {
-		close_all(&p);
-		return HBCTL_FAIL;
-	}
-	cfd = pinned_fd(&p, HB_MAP_CONNS);
-	sfd = pinned_fd(&p, HB_MAP_SESSIONS);
-	if (json) {
-		hbj_init(&j, stdout);
-		hbj_obj(&j, NULL);
-		hbj_arr(&j, "conns");
-	} else {
-		printf("%-9s %-47s %-20s %-8s %-14s %10s %8s\n", "TRANSPORT", "PEER", "DEVICE", "STATE",
-		       "LAST HEARTBEAT", "PINGS", "LAST SEQ");
-	}
-	/* Entries can vanish between next_key and lookup (connections closing): skip those. */
 	while (!bpf_map_get_next_key(cfd, cprev, &cnext)) {
 		ck = cnext;
 		cprev = &ck;
 		if (bpf_map_lookup_elem(cfd, &ck, &c))
 			continue;
-		if (limit > 0 && ntcp >= (__u64)limit) {
-			ntcp++;
-			continue;
-		}
-		ntcp++;
+		memset(&r, 0, sizeof(r));
+		r.cookie = ck.cookie;
+		r.device_id = c.device_id;
+		r.state = c.state;
+		r.last_seen_ns = c.last_seen_ns;
+		r.pings = c.pings;
+		r.echoes = c.echoes;
+		r.last_seq = c.last_seq;
 		c.peer[HB_PEER_STR - 1] = 0;
-		pretty_peer(c.peer, peer, sizeof(peer));
-		if (json) {
-			hbj_obj(&j, NULL);
-			hbj_str(&j, "transport", "tcp");
-			hbj_u64(&j, "cookie", ck.cookie);
-			hbj_str(&j, "peer", peer);
-			hbj_u64(&j, "device_id", c.device_id);
-			hbj_str(&j, "state", state_str(c.state));
-			hbj_u64(&j, "last_seen_ms_ago", now > c.last_seen_ns ? (now - c.last_seen_ns) / 1000000 : 0);
-			hbj_u64(&j, "pings", c.pings);
-			hbj_u64(&j, "echoes", c.echoes);
-			hbj_u64(&j, "last_seq", c.last_seq);
-			hbj_obj_end(&j);
-		} else {
-			char dev[24], seq[16];
-
-			snprintf(dev, sizeof(dev), c.device_id ? "%llu" : "-", (unsigned long long)c.device_id);
-			snprintf(seq, sizeof(seq), c.pings ? "%u" : "-", c.last_seq);
-			ago(now, c.last_seen_ns, last, sizeof(last));
-			printf("%-9s %-47s %-20s %-8s %-14s %10llu %8s\n", "tcp", peer, dev, state_str(c.state),
-			       last, (unsigned long long)c.pings, seq);
-		}
-	}
-	if (json) {
-		hbj_arr_end(&j);
-		hbj_arr(&j, "sessions");
+		pretty_peer(c.peer, r.peer, sizeof(r.peer));
+		if (keep(f, &r) && push_row(rows, n, &cap, &r))
+			return -ENOMEM;
 	}
 	while (!bpf_map_get_next_key(sfd, sprev, &snext)) {
 		sk = snext;
 		sprev = &sk;
 		if (bpf_map_lookup_elem(sfd, &sk, &s))
 			continue;
-		if (limit > 0 && nudp >= (__u64)limit) {
-			nudp++;
-			continue;
-		}
-		nudp++;
-		session_peer(&s, peer, sizeof(peer));
-		/* the token is what authenticates a UDP heartbeat: never printed */
-		if (json) {
-			hbj_obj(&j, NULL);
-			hbj_str(&j, "transport", "udp");
-			hbj_str(&j, "peer", peer);
-			hbj_u64(&j, "device_id", s.device_id);
-			hbj_str(&j, "state", state_str(s.state));
-			if (s.last_seen_ns)
-				hbj_u64(&j, "last_seen_ms_ago", now > s.last_seen_ns ? (now - s.last_seen_ns) / 1000000 : 0);
-			else
-				hbj_null(&j, "last_seen_ms_ago");
-			hbj_u64(&j, "pings", s.pings);
-			hbj_u64(&j, "last_seq", s.last_seq);
-			hbj_obj_end(&j);
-		} else {
-			char dev[24], seq[16];
+		memset(&r, 0, sizeof(r));
+		r.udp = true;
+		r.device_id = s.device_id;
+		r.state = s.state;
+		r.last_seen_ns = s.last_seen_ns;
+		r.pings = s.pings;
+		r.last_seq = s.last_seq;
+		session_peer(&s, r.peer, sizeof(r.peer));
+		if (keep(f, &r) && push_row(rows, n, &cap, &r))
+			return -ENOMEM;
+	}
+	return 0;
+}
 
-			snprintf(dev, sizeof(dev), s.device_id ? "%llu" : "-", (unsigned long long)s.device_id);
-			snprintf(seq, sizeof(seq), s.pings ? "%u" : "-", s.last_seq);
-			ago(now, s.last_seen_ns, last, sizeof(last));
-			printf("%-9s %-47s %-20s %-8s %-14s %10llu %8s\n", "udp", peer, dev, state_str(s.state),
-			       last, (unsigned long long)s.pings, seq);
+static void print_json_row(struct hbj *j, const struct row *r, __u64 now)
+{
+	hbj_obj(j, NULL);
+	hbj_str(j, "transport", r->udp ? "udp" : "tcp");
+	/* the UDP token authenticates heartbeats: never printed; TCP rows carry the cookie */
+	if (!r->udp)
+		hbj_u64(j, "cookie", r->cookie);
+	hbj_str(j, "peer", r->peer);
+	hbj_u64(j, "device_id", r->device_id);
+	hbj_str(j, "state", state_str(r->state));
+	if (r->last_seen_ns)
+		hbj_u64(j, "last_seen_ms_ago", now > r->last_seen_ns ? (now - r->last_seen_ns) / 1000000 : 0);
+	else
+		hbj_null(j, "last_seen_ms_ago");
+	hbj_u64(j, "pings", r->pings);
+	if (!r->udp)
+		hbj_u64(j, "echoes", r->echoes);
+	hbj_u64(j, "last_seq", r->last_seq);
+	hbj_obj_end(j);
+}
+
+int hbctl_do_conns(const struct hbctl_args *a)
+{
+	const char *pin = hbctl_arg(a, "pin-path");
+	bool json = hbctl_flag(a, "json");
+	long limit = strtol(hbctl_arg(a, "limit"), NULL, 10);
+	__u64 ntcp = 0, nudp = 0, shown_tcp = 0, shown_udp = 0;
+	struct row *rows = NULL;
+	struct filter f;
+	struct pinned p;
+	struct hbj j;
+	size_t n = 0;
+	char last[32];
+	int err;
+
+	if (parse_filter(a, &f))
+		return HBCTL_USAGE;
+	if (!open_all(pin, &p, false)) {
+		close_all(&p);
+		return HBCTL_FAIL;
+	}
+	err = collect(pinned_fd(&p, HB_MAP_CONNS), pinned_fd(&p, HB_MAP_SESSIONS), &f, &rows, &n);
+	close_all(&p);
+	if (err) {
+		hb_err("reading the maps: %s", strerror(-err));
+		free(rows);
+		return HBCTL_FAIL;
+	}
+	if (sort_key)
+		qsort(rows, n, sizeof(*rows), cmp_rows);
+	for (size_t i = 0; i < n; i++)
+		rows[i].udp ? nudp++ : ntcp++;
+	if (json) {
+		hbj_init(&j, stdout);
+		hbj_obj(&j, NULL);
+	} else {
+		printf("%-9s %-47s %-20s %-8s %-14s %10s %8s\n", "TRANSPORT", "PEER", "DEVICE", "STATE",
+		       "LAST HEARTBEAT", "PINGS", "LAST SEQ");
+	}
+	/* JSON keeps the two arrays; a sorted table is one list in the chosen order, an unsorted
+	 * one lists TCP first */
+	bool one_list = !json && sort_key;
+
+	for (int pass = 0; pass < 2; pass++) {
+		if (json)
+			hbj_arr(&j, pass ? "sessions" : "conns");
+		for (size_t i = 0; i < n; i++) {
+			const struct row *r = &rows[i];
+			__u64 *shown = r->udp ? &shown_udp : &shown_tcp;
+
+			if (!one_list && r->udp != (pass == 1))
+				continue;
+			if (limit > 0 && *shown >= (__u64)limit)
+				continue;
+			(*shown)++;
+			if (json) {
+				print_json_row(&j, r, f.now);
+			} else {
+				char dev[24], seq[16];
+
+				snprintf(dev, sizeof(dev), r->device_id ? "%llu" : "-",
+					 (unsigned long long)r->device_id);
+				snprintf(seq, sizeof(seq), r->pings ? "%u" : "-", r->last_seq);
+				ago(f.now, r->last_seen_ns, last, sizeof(last));
+				printf("%-9s %-47s %-20s %-8s %-14s %10llu %8s\n", r->udp ? "udp" : "tcp",
+				       r->peer, dev, state_str(r->state), last,
+				       (unsigned long long)r->pings, seq);
+			}
 		}
+		if (json)
+			hbj_arr_end(&j);
+		if (one_list)
+			break;
 	}
 	if (json) {
-		hbj_arr_end(&j);
 		hbj_obj(&j, "count");
 		hbj_u64(&j, "tcp", ntcp);
 		hbj_u64(&j, "udp", nudp);
@@ -386,9 +572,10 @@ int hbctl_do_conns(const struct hbctl_args *a)
 		hbj_end(&j);
 	} else {
 		printf("%llu TCP connection(s), %llu UDP session(s)%s\n", (unsigned long long)ntcp,
-		       (unsigned long long)nudp, limit > 0 && (ntcp > (__u64)limit || nudp > (__u64)limit) ? " (listing cut at --limit)" : "");
+		       (unsigned long long)nudp,
+		       limit > 0 && (ntcp > (__u64)limit || nudp > (__u64)limit) ? " (listing cut at --limit)" : "");
 	}
-	close_all(&p);
+	free(rows);
 	return HBCTL_OK;
 }
 
