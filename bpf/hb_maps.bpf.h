@@ -72,6 +72,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } config SEC(".maps");
 
+/* The XDP program that runs after hb_xdp on every packet hb_xdp passes, where libxdp's
+ * dispatcher is unavailable (docs/COEXISTENCE.md). Slot 0 is set by `hbctl load --then`;
+ * empty, the tail call falls through and the packet simply passes. Only hb_xdp uses it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xdp_chain SEC(".maps");
+
 /* Bump one kernel counter. Per-CPU value: a plain increment is race free. */
 #define HB_COUNT(field)                                                   \
 	do {                                                              \

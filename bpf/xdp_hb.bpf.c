@@ -13,8 +13,9 @@
  *  - everything else: XDP_PASS untouched (xdp_other).
  *
  * Kernel features: XDP (4.8), bpf_ktime_get_ns, BTF-defined maps with pinning (libbpf), global
- * const volatile data (5.2, frozen .rodata map), bounded loops are unrolled. Attached through
- * libxdp's dispatcher (freplace, 5.10) or a plain XDP bpf_link (5.9) as a fallback.
+ * const volatile data (5.2, frozen .rodata map), bounded loops are unrolled, tail calls.
+ * Attached through libxdp's dispatcher (freplace, 5.10) or, where the kernel refuses freplace,
+ * alone, with an optional next program in xdp_chain.
  */
 #include "hb_vmlinux.bpf.h"
 #include <bpf/bpf_endian.h>
@@ -175,8 +176,7 @@ other:
 	return XDP_PASS;
 }
 
-SEC("xdp")
-int hb_xdp(struct xdp_md *ctx)
+static __always_inline int hb_xdp_verdict(struct xdp_md *ctx)
 {
 	void *data_end = (void *)(long)ctx->data_end;
 	void *data = (void *)(long)ctx->data;
@@ -197,6 +197,19 @@ int hb_xdp(struct xdp_md *ctx)
 	}
 	HB_COUNT(xdp_other);
 	return XDP_PASS;
+}
+
+/* Every packet hbeat passes goes on to the chained program, if one is set: libxdp's chain
+ * rule (run the next program on XDP_PASS) where its dispatcher cannot be used. A tail call
+ * that finds the slot empty returns, and the packet passes as before. */
+SEC("xdp")
+int hb_xdp(struct xdp_md *ctx)
+{
+	int verdict = hb_xdp_verdict(ctx);
+
+	if (verdict == XDP_PASS)
+		bpf_tail_call(ctx, &xdp_chain, 0);
+	return verdict;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

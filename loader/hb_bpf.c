@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* hbeat loader library: load, attach, pin, detach and unload the BPF side (see hb_bpf.h). */
 #include "hb_bpf.h"
+#include "hb_env.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -28,7 +29,8 @@
 #endif
 
 const char *const hbk_map_names[] = {
-	HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_SOCKHASH, HB_MAP_KSTATS, HB_MAP_USTATS, HB_MAP_CONFIG, NULL,
+	HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_SOCKHASH, HB_MAP_KSTATS, HB_MAP_USTATS, HB_MAP_CONFIG,
+	HB_MAP_XDP_CHAIN, NULL,
 };
 
 #define HBK_NAME(n) #n,
@@ -402,10 +404,18 @@ int hbk_attach_xdp(struct hbk *h, int ifindex, enum hb_xdp_mode mode)
 		h->xdp_how = mp && !xdp_multiprog__is_legacy(mp) ? HBK_XDP_DISPATCHER
 								  : HBK_XDP_LIBXDP_LEGACY;
 		xdp_multiprog__close(mp);
-		if (h->xdp_how == HBK_XDP_LIBXDP_LEGACY)
-			hb_warn("libxdp could not use its multi-program dispatcher (hbctl -v shows "
-				"why; expected where the kernel refuses freplace programs) and attached "
-				"hb_xdp alone: other XDP programs cannot share this NIC");
+		if (h->xdp_how == HBK_XDP_LIBXDP_LEGACY) {
+			char why[256];
+
+			if (hbe_probe_freplace(why, sizeof(why)))
+				hb_warn("libxdp's multi-program dispatcher is unavailable: %s. hb_xdp is "
+					"attached alone (libxdp legacy mode): other XDP programs cannot "
+					"share this NIC (docs/COEXISTENCE.md)", why);
+			else
+				hb_warn("libxdp could not use its multi-program dispatcher although the "
+					"kernel loads freplace programs (hbctl -v shows libxdp's reason); "
+					"hb_xdp is attached alone: other XDP programs cannot share this NIC");
+		}
 		goto done;
 	}
 
@@ -451,6 +461,73 @@ int hbk_detach_xdp(struct hbk *h)
 	h->xdp_link_fd = -1;
 	h->xdp_how = HBK_XDP_NONE;
 	return err;
+}
+
+int hbk_chain_xdp(struct hbk *h, const char *file, const char *prog, __u32 *id)
+{
+	struct bpf_object *obj = bpf_object__open_file(file, NULL);
+	struct bpf_program *p = NULL, *q;
+	struct bpf_prog_info info = { 0 };
+	__u32 zero = 0, len = sizeof(info);
+	int err, fd;
+
+	if (!obj) {
+		err = -errno;
+		hb_err("opening %s: %s", file, strerror(-err));
+		return err;
+	}
+	bpf_object__for_each_program(q, obj) {
+		bool want = prog ? !strcmp(bpf_program__name(q), prog)
+				 : !p && bpf_program__type(q) == BPF_PROG_TYPE_XDP;
+
+		bpf_program__set_autoload(q, want);
+		if (want)
+			p = q;
+	}
+	if (!p || bpf_program__type(p) != BPF_PROG_TYPE_XDP) {
+		hb_err("%s has no XDP program%s%s", file, prog ? " named " : "", prog ? prog : "");
+		err = -ENOENT;
+		goto out;
+	}
+	err = bpf_object__load(obj);
+	if (err) {
+		hb_err("loading %s from %s: %s", bpf_program__name(p), file, strerror(-err));
+		goto out;
+	}
+	fd = bpf_program__fd(p);
+	/* the prog array holds the program from here on; the object can go */
+	if (bpf_map_update_elem(hbk_map_fd(h, HB_MAP_XDP_CHAIN), &zero, &fd, BPF_ANY)) {
+		err = -errno;
+		hb_err("chaining %s after hb_xdp: %s%s", bpf_program__name(p), strerror(-err),
+		       err == -EINVAL ? " (it must be a plain XDP program without frags)" : "");
+		goto out;
+	}
+	bpf_obj_get_info_by_fd(fd, &info, &len);
+	*id = info.id;
+out:
+	bpf_object__close(obj);
+	return err;
+}
+
+int hbk_chain_query(int chain_fd, __u32 *id, char *name, size_t len)
+{
+	struct bpf_prog_info info = { 0 };
+	__u32 zero = 0, ilen = sizeof(info);
+	int fd;
+
+	*id = 0;
+	if (len)
+		name[0] = 0;
+	/* a prog array lookup from user space gives the program's id */
+	if (chain_fd < 0 || bpf_map_lookup_elem(chain_fd, &zero, id))
+		return errno == ENOENT ? 0 : -errno;
+	fd = bpf_prog_get_fd_by_id(*id);
+	if (fd >= 0) {
+		if (!bpf_obj_get_info_by_fd(fd, &info, &ilen))
+			snprintf(name, len, "%s", info.name);
+		close(fd);
+	}
+	return 0;
 }
 
 int hbk_write_config(struct hbk *h, int ifindex, const char *ifname, enum hb_xdp_mode mode)
@@ -505,7 +582,7 @@ static bool dir_is_empty(const char *dir)
 
 int hbk_pin(struct hbk *h, const char *dir)
 {
-	char pinned[8][PATH_MAX];
+	char pinned[12][PATH_MAX];
 	int n = 0, err = 0, i;
 	bool created = false;
 

@@ -92,6 +92,12 @@ int hbk_attach_sockops(struct hbk *h, const char *cgroup_path);
  * native XDP (try HB_XDP_SKB); -EEXIST means the NIC already runs a program that cannot share. */
 int hbk_attach_xdp(struct hbk *h, int ifindex, enum hb_xdp_mode mode);
 int hbk_detach_xdp(struct hbk *h);
+/* Loads the XDP program prog (NULL: the first XDP program) of the object file and puts it in
+ * xdp_chain, so it runs after hb_xdp on every packet hb_xdp passes: coexistence on a NIC where
+ * libxdp's dispatcher is unavailable (docs/COEXISTENCE.md). *id gets its program id. */
+int hbk_chain_xdp(struct hbk *h, const char *file, const char *prog, __u32 *id);
+/* The program in an xdp_chain map (by fd): its id and name, or 0 / "" if none. */
+int hbk_chain_query(int chain_fd, __u32 *id, char *name, size_t len);
 int hbk_write_config(struct hbk *h, int ifindex, const char *ifname, enum hb_xdp_mode mode);
 
 /* Pins every shared map and every link of the handle under dir, created with mode 0700. dir must

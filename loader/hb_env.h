@@ -8,6 +8,7 @@
 #define HB_ENV_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Root (the BPF, netlink and cgroup operations need CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN). */
 int hbe_check_root(void);
@@ -20,5 +21,8 @@ int hbe_check_btf(void);
 int hbe_check_cgroup2(const char *path);
 /* Every program/map type, helper and kfunc hbeat uses; names the first missing one. */
 int hbe_probe_features(void);
+/* Whether the kernel loads freplace (BPF_PROG_TYPE_EXT) programs, which libxdp's
+ * multi-program dispatcher needs (hb_freplace.c). 0 if it does; else -errno and why. Quiet. */
+int hbe_probe_freplace(char *why, size_t whylen);
 
 #endif
