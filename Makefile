@@ -6,6 +6,7 @@
 #   make demo       install missing packages, build, run the veth/netns demo end to end
 #   make SAN=1      build with ASan+UBSan into build/asan (tests under sanitizers)
 #   make fuzz       libFuzzer binaries (clang) in build/fuzz; scripts/fuzz.sh runs them
+#   make install    binaries, device library, systemd units (PREFIX, DESTDIR, SYSCONFDIR)
 #   make V=1        show full commands
 #   BUILD=dir       build elsewhere (parallel builds must not share a directory)
 
@@ -34,11 +35,12 @@ endif
 .SUFFIXES:
 .SECONDARY:
 
-INCLUDES := -Ibpf -Iuser/common -Iuser/hbd -Iuser/hbload -Iloader -Ifuzz -I$(BUILD)/skel
+INCLUDES := -Ibpf -Iuser/common -Iuser/device -Iuser/hbd -Iuser/hbload -Iloader -Ifuzz -I$(BUILD)/skel \
+	    -I$(BUILD)/gen
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
 	  -fno-omit-frame-pointer -MMD -MP $(INCLUDES)
-LDLIBS := -lbpf -lxdp -luring -lcrypto -lelf -lz -lpthread -lm
+LDLIBS := -lbpf -lxdp -luring -lcrypto -lmicrohttpd -lsystemd -lelf -lz -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
@@ -68,15 +70,27 @@ LIBHBD := $(BUILD)/libhbd.a
 LIBHBLOAD := $(BUILD)/libhbload.a
 LIBHBCTL := $(BUILD)/libhbctl.a
 LIBFUZZ := $(BUILD)/libhbfuzz.a
+# The device library is self-contained (link it with -lcrypto alone): the blocking wrapper and
+# the protocol core it drives.
+LIBDEVICE := $(BUILD)/libhbdevice.a
+DEVICE_SRCS := $(wildcard user/device/*.c) user/common/hbclient.c user/common/proto.c \
+	       user/common/auth.c
 BINS := $(BUILD)/hbd $(BUILD)/hbload $(BUILD)/hbctl
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(filter-out %.bpf.c,$(wildcard examples/*.c)))
+EXAMPLE_BPF := $(patsubst examples/%.bpf.c,$(BUILD)/examples/%.bpf.o,$(wildcard examples/*.bpf.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 
-.PHONY: all bpf tests test demo deps vmlinux clean bench fuzz fuzz-seeds
-all: $(BINS) $(BPF_OBJS)
+.PHONY: all bpf tests test demo deps vmlinux clean bench fuzz fuzz-seeds install FORCE
+all: $(BINS) $(BPF_OBJS) $(LIBDEVICE) $(EXAMPLES) $(EXAMPLE_BPF)
 bpf: $(BPF_OBJS) $(SKELS)
 tests: $(TESTS) all
 
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(VMLINUX)
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/examples/%.bpf.o: examples/%.bpf.c $(VMLINUX)
 	$(call msg,BPF,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
@@ -86,8 +100,18 @@ $(BUILD)/skel/%.skel.h: $(BUILD)/bpf/%.bpf.o
 	$(Q)mkdir -p $(@D)
 	$(Q)$(BPFTOOL) gen skeleton $< name $* > $@
 
+# The version string (git describe), rewritten only when it changes so nothing rebuilds for
+# nothing; objects that include it depend on it through -MMD.
+VERSION_H := $(BUILD)/gen/version.h
+$(VERSION_H): FORCE
+	$(Q)mkdir -p $(@D)
+	$(Q)v=$$(git describe --always --dirty 2>/dev/null || echo unknown); \
+	printf '#define HBEAT_VERSION "%s"\n' "$$v" > $@.tmp; \
+	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+FORCE:
+
 # Every user object may include a skeleton; -MMD records which one it really uses.
-$(BUILD)/obj/%.o: %.c | $(SKELS)
+$(BUILD)/obj/%.o: %.c | $(SKELS) $(VERSION_H)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
@@ -97,12 +121,14 @@ $(LIBHBD): $(call obj,$(HBD_SRCS))
 $(LIBHBLOAD): $(call obj,$(HBLOAD_SRCS))
 $(LIBHBCTL): $(call obj,$(HBCTL_SRCS))
 $(LIBFUZZ): $(call obj,$(FUZZ_TARGET_SRCS))
+$(LIBDEVICE): $(call obj,$(DEVICE_SRCS))
 $(BUILD)/%.a:
 	$(call msg,AR,$@)
 	$(Q)rm -f $@
 	$(Q)ar rcs $@ $^
 
-ALL_LIBS := -Wl,--start-group $(LIBFUZZ) $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBCOMMON) -Wl,--end-group
+ALL_LIBS := -Wl,--start-group $(LIBFUZZ) $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBDEVICE) \
+	    $(LIBCOMMON) -Wl,--end-group
 
 $(BUILD)/hbd: $(call obj,user/hbd/main.c) $(LIBHBD) $(LIBCOMMON)
 $(BUILD)/hbload: $(call obj,user/hbload/main.c) $(LIBHBLOAD) $(LIBCOMMON)
@@ -111,7 +137,13 @@ $(BINS):
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS)
 
-$(BUILD)/tests/%: $(call obj,tests/%.c) $(LIBFUZZ) $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBCOMMON) $(BPF_OBJS)
+# Examples use only what a device has: the device library and libcrypto.
+$(BUILD)/examples/%: $(call obj,examples/%.c) $(LIBDEVICE)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lcrypto
+
+$(BUILD)/tests/%: $(call obj,tests/%.c) $(LIBFUZZ) $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBDEVICE) $(LIBCOMMON) $(BPF_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) -lcmocka
@@ -162,6 +194,21 @@ bench: deps
 deps:
 	$(Q)scripts/deps.sh
 
+PREFIX ?= /usr/local
+SBINDIR ?= $(PREFIX)/sbin
+SYSCONFDIR ?= /etc
+DOCDIR ?= $(PREFIX)/share/doc/hbeat
+UNITDIR ?= /etc/systemd/system
+install: all
+	$(Q)install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/hbeat \
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	$(Q)install -m 0755 $(BINS) $(DESTDIR)$(SBINDIR)
+	$(Q)install -m 0644 $(LIBDEVICE) $(DESTDIR)$(PREFIX)/lib
+	$(Q)install -m 0644 user/device/hbdev.h user/common/hbclient.h user/common/proto.h \
+		user/common/auth.h bpf/hbeat_abi.h $(DESTDIR)$(PREFIX)/include/hbeat
+	$(Q)scripts/gen-units.sh $(DESTDIR)$(UNITDIR) $(SBINDIR) $(SYSCONFDIR) $(DOCDIR)
+	$(Q)install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)
+
 # Regenerate vmlinux.h from the running kernel's BTF; replaces the file only if it changed.
 vmlinux:
 	$(Q)scripts/gen-vmlinux.sh $(VMLINUX)
@@ -169,4 +216,4 @@ vmlinux:
 clean:
 	$(Q)rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj $(BUILD)/bpf $(BUILD)/fuzz -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/bpf $(BUILD)/fuzz $(BUILD)/examples -name '*.d' 2>/dev/null)

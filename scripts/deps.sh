@@ -7,6 +7,8 @@ pkgs=(
 	clang llvm make gcc pkg-config          # BPF and user builds
 	libbpf-dev bpftool libxdp-dev xdp-tools # BPF loading, skeletons, libxdp dispatcher
 	liburing-dev libssl-dev libelf-dev zlib1g-dev
+	libmicrohttpd-dev libsystemd-dev        # hbd: /metrics, sd_notify
+	systemd curl                            # tests: systemd-analyze verify, scraping /metrics
 	libcmocka-dev                           # tests
 	libclang-rt-14-dev                      # ASan/UBSan/libFuzzer runtimes for clang
 	iproute2 ethtool jq valgrind            # netns tests and demo
