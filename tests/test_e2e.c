@@ -23,10 +23,16 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "hbeat_abi.h"
+
 #define CLIENTS 1000
 #define SILENT 2 /* devices that authenticate and then never heartbeat */
 #define DURATION 6 /* seconds of heartbeats per transport */
 #define PORT 7611
+#define METRICS_PORT 7612 /* inside the server namespace */
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 struct e2e {
 	const char *build;
@@ -82,6 +88,12 @@ static long long sh_num(const char *fmt, ...)
 static long long jnum(const char *file, const char *path)
 {
 	return sh_num("jq -r '%s' %s/%s", path, E.dir, file);
+}
+
+/* A sample from the scraped metrics.txt (-1 if absent). */
+static long long metric(const char *series)
+{
+	return sh_num("awk -v s='%s' '$1 == s { print $2 }' %s/metrics.txt", series, E.dir);
 }
 
 static void stop_hbd(void)
@@ -144,7 +156,7 @@ static int setup(void **state)
 	if (E.hbd < 0)
 		goto fail;
 	if (E.hbd == 0) {
-		char ns[64], port[8], keys[96], sink[96], log[96], hbd[128];
+		char ns[64], port[8], keys[96], sink[96], log[96], hbd[128], ctl[96];
 		int fd;
 
 		snprintf(ns, sizeof(ns), "/run/netns/%s", E.srv_ns);
@@ -159,8 +171,10 @@ static int setup(void **state)
 		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd >= 0)
 			dup2(fd, STDERR_FILENO);
+		snprintf(ctl, sizeof(ctl), "%s/ctl.sock", E.dir);
 		execl(hbd, "hbd", "--port", port, "--keys", keys, "--sink", sink, "--interval", "1",
-		      "--pin-path", E.pin, "--max-clients", "4096", (char *)NULL);
+		      "--pin-path", E.pin, "--max-clients", "4096", "--control", ctl, "--metrics",
+		      "127.0.0.1:" STR(METRICS_PORT), (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; i < 100; i++) {
@@ -298,12 +312,133 @@ static void test_stats_and_sink(void **state)
 	assert_int_equal(jnum("stats.json", ".user.auth_fail"), 0);
 	assert_int_equal(jnum("stats.json", ".user.frames_bad"), 0);
 
+	/* /metrics (curl inside the server namespace) says what hbctl stats says */
+	assert_int_equal(sh("nsenter --net=/run/netns/%s curl -sS --max-time 5 -o %s/metrics.txt "
+			    "http://127.0.0.1:%d/metrics",
+			    E.srv_ns, E.dir, METRICS_PORT),
+			 0);
+	assert_int_equal(metric("hbeat_heartbeats_kernel_total{transport=\"udp\"}") +
+				 metric("hbeat_heartbeats_kernel_total{transport=\"tcp\"}"),
+			 jnum("stats.json", ".pings_kernel"));
+	assert_int_equal(metric("hbeat_heartbeats_kernel_total{transport=\"tcp\"}"), tcp_pings);
+	assert_int_equal(metric("hbeat_heartbeats_kernel_total{transport=\"udp\"}"), udp_pings);
+	assert_int_equal(metric("hbeat_heartbeats_user_total"), jnum("stats.json", ".pings_user"));
+	assert_int_equal(metric("hbeat_expired_total{transport=\"tcp\"}"), SILENT);
+	assert_int_equal(metric("hbeat_expired_total{transport=\"udp\"}"), SILENT);
+	assert_int_equal(metric("hbeat_auth_total{result=\"ok\"}"), jnum("stats.json", ".user.auth_ok"));
+	assert_int_equal(metric("hbeat_auth_total{result=\"failed\"}"), 0);
+	assert_int_equal(metric("hbeat_data_frames_total"), jnum("stats.json", ".user.frames_data"));
+	assert_int_equal(metric("hbeat_data_acked_total"), acked);
+	assert_int_equal(metric("hbeat_data_bytes_total"), jnum("stats.json", ".user.data_bytes"));
+	assert_int_equal(metric("hbeat_drops_total{reason=\"xdp_malformed\"}"),
+			 jnum("stats.json", ".kernel.xdp_drop_malformed"));
+	assert_int_equal(metric("hbeat_devices_connected{transport=\"tcp\"}"), 0);
+	assert_int_equal(metric("hbeat_devices_connected{transport=\"udp\"}"), 0);
+	assert_int_equal(metric("hbeat_kernel_counter_total{counter=\"sk_pong\"}"),
+			 jnum("stats.json", ".kernel.sk_pong"));
+	assert_int_equal(sh("grep -q '^hbeat_build_info{.*mode=\"offload\"} 1$' %s/metrics.txt",
+			    E.dir),
+			 0);
+
 	/* every acknowledged DATA frame is a valid JSON line in the sink */
 	assert_int_equal(sh_num("wc -l < %s/sink.jsonl", E.dir), acked);
 	assert_int_equal(sh_num("jq -c 'select(.device >= 1 and (.payload | length) > 0)' "
 				"%s/sink.jsonl | wc -l",
 				E.dir),
 			 acked);
+}
+
+/* One example device (examples/device.c on the device library) in the client namespace,
+ * provisioned with hbctl devices add: its heartbeats are answered in the kernel, a downlink
+ * reaches it, and removing it with hbctl devices remove cuts it off in the kernel (its map
+ * entry goes) and in hbd (BYE REVOKED). */
+static void device_lifecycle(const char *proto, unsigned long long id)
+{
+	char secret[160], out[128];
+	long long pings;
+	pid_t pid;
+	int status;
+
+	assert_int_equal(sh("%s/hbctl devices add %llu --keys %s/keys --control %s/ctl.sock > "
+			    "%s/add-%llu.txt",
+			    E.build, id, E.dir, E.dir, E.dir, id),
+			 0);
+	assert_int_equal(sh("sed -n 's/^secret (shown once; store it in the device): //p' "
+			    "%s/add-%llu.txt > %s/secret-%llu",
+			    E.dir, id, E.dir, id),
+			 0);
+	{
+		FILE *f;
+
+		snprintf(out, sizeof(out), "%s/secret-%llu", E.dir, id);
+		f = fopen(out, "r");
+		assert_non_null(f);
+		assert_int_equal(fscanf(f, "%159s", secret), 1);
+		fclose(f);
+	}
+	snprintf(out, sizeof(out), "%s/device-%llu.out", E.dir, id);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char cmd[1024];
+
+		snprintf(cmd, sizeof(cmd),
+			 "exec nsenter --net=/run/netns/%s %s/examples/device --server 10.77.0.1 "
+			 "--port %d --id %llu --secret %s --every 0 %s > %s 2>&1",
+			 E.cli_ns, E.build, PORT, id, secret, strcmp(proto, "udp") ? "" : "--udp",
+			 out);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 300 && sh("grep -q connected %s", out); i++)
+		usleep(10000);
+	assert_int_equal(sh("grep -q connected %s", out), 0);
+	/* a few heartbeats (interval 1 s), each answered by XDP or the sockmap verdict */
+	sleep(3);
+	assert_int_equal(sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --device %llu "
+			    "--state authed --json > %s/conns-%llu.json",
+			    E.srv_ns, E.build, E.pin, id, E.dir, id),
+			 0);
+	snprintf(out, sizeof(out), "conns-%llu.json", id);
+	pings = jnum(out, strcmp(proto, "udp") ? ".conns[0].pings" : ".sessions[0].pings");
+	assert_true(pings >= 2);
+	/* a downlink, acknowledged by the device */
+	assert_int_equal(sh("%s/hbctl send %llu 'set interval 60' --control %s/ctl.sock >&2",
+			    E.build, id, E.dir),
+			 0);
+	snprintf(out, sizeof(out), "%s/device-%llu.out", E.dir, id);
+	for (int i = 0; i < 100 && sh("grep -q 'downlink set interval 60' %s", out); i++)
+		usleep(10000);
+	assert_int_equal(sh("grep -q 'downlink set interval 60' %s", out), 0);
+	/* revoked: the kernel forgets it and the device is told */
+	assert_int_equal(sh("%s/hbctl devices remove %llu --keys %s/keys --control %s/ctl.sock "
+			    "--json > %s/rm-%llu.json",
+			    E.build, id, E.dir, E.dir, E.dir, id),
+			 0);
+	snprintf(out, sizeof(out), "rm-%llu.json", id);
+	assert_int_equal(jnum(out, ".sessions_cut"), 1);
+	snprintf(out, sizeof(out), "%s/device-%llu.out", E.dir, id);
+	for (int i = 0; i < 100 && sh("grep -q 'disconnected %d' %s", HB_BYE_REVOKED, out); i++)
+		usleep(10000);
+	assert_int_equal(sh("grep -q 'disconnected %d' %s", HB_BYE_REVOKED, out), 0);
+	assert_int_equal(sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --device %llu "
+			    "--json > %s/conns-%llu.json",
+			    E.srv_ns, E.build, E.pin, id, E.dir, id),
+			 0);
+	snprintf(out, sizeof(out), "conns-%llu.json", id);
+	assert_int_equal(jnum(out, strcmp(proto, "udp") ? ".count.tcp" : ".count.udp"), 0);
+	kill(pid, SIGTERM);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+}
+
+static void test_device_tcp(void **state)
+{
+	device_lifecycle("tcp", 900001);
+}
+
+static void test_device_udp(void **state)
+{
+	device_lifecycle("udp", 900002);
 }
 
 static void test_drain(void **state)
@@ -323,6 +458,8 @@ int main(void)
 		cmocka_unit_test(test_tcp),
 		cmocka_unit_test(test_udp),
 		cmocka_unit_test(test_stats_and_sink),
+		cmocka_unit_test(test_device_tcp),
+		cmocka_unit_test(test_device_udp),
 		cmocka_unit_test(test_drain),
 	};
 

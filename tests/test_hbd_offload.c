@@ -311,6 +311,72 @@ static void udp_expiry_reads_last_seen_from_map(void **state)
 	close(fd);
 }
 
+/* The key store without device 8 and with 108 revoked (inside the 100-199 range), or back to
+ * the harness's store. */
+static void rewrite_keys(bool revoke)
+{
+	FILE *f;
+
+	if (!revoke) {
+		assert_int_equal(ht_write_keys(D.keys), 0);
+		return;
+	}
+	f = fopen(D.keys, "w");
+	assert_non_null(f);
+	for (uint64_t d = 1; d <= 7; d++) {
+		uint8_t s[HB_SECRET_MAX];
+
+		ht_secret(d, s);
+		fprintf(f, "%" PRIu64 " ", d);
+		for (int i = 0; i < 16; i++)
+			fprintf(f, "%02x", s[i]);
+		fprintf(f, "\n");
+	}
+	fprintf(f, "100-199 derive %s\n108 revoked\n", HT_MASTER);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* Revocation (SIGHUP reload) takes the devices' entries out of the maps, so the kernel stops
+ * answering their heartbeats, and tells them BYE(REVOKED). */
+static void revocation_deletes_map_entries(void **state)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_session_key k;
+	struct hb_session sv;
+	struct hb_conn cv;
+	struct hb_frame f;
+	__u64 cookie;
+	int tcp = ht_tcp_login(D.port, 8, false, NULL), udp = ht_udp(false);
+
+	(void)state;
+	assert_true(tcp >= 0);
+	k.token = ht_udp_login(udp, D.port, false, 108);
+	assert_int_not_equal(k.token, 0);
+	assert_true(find_conn(8, &cookie, &cv));
+	assert_int_equal(bpf_map_lookup_elem(P.sessions, &k, &sv), 0);
+	rewrite_keys(true);
+	kill(D.pid, SIGHUP);
+	assert_true(ht_expect(tcp, HB_BYE, HB_BYE_REVOKED));
+	assert_int_equal(ht_udp_recv(udp, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_BYE);
+	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_BYE_REVOKED);
+	/* the entries went before the BYE: nothing for the kernel to answer any more */
+	assert_false(find_conn(8, &cookie, &cv));
+	assert_int_not_equal(bpf_map_lookup_elem(P.sessions, &k, &sv), 0);
+	assert_true(ht_eof(tcp, HT_IO_MS));
+	close(tcp);
+	close(udp);
+	rewrite_keys(false);
+	kill(D.pid, SIGHUP);
+	for (int i = 0; i < 300; i++) {
+		if ((tcp = ht_tcp_login(D.port, 8, false, NULL)) >= 0)
+			break;
+		ht_sleep_ms(10);
+	}
+	assert_true(tcp >= 0);
+	close(tcp);
+}
+
 static void stamp_refreshes(void **state)
 {
 	struct hb_config a, b;
@@ -532,6 +598,7 @@ int main(void)
 		cmocka_unit_test(udp_expiry_reads_last_seen_from_map),
 		cmocka_unit_test(stamp_refreshes),
 		cmocka_unit_test(pings_reaching_daemon_are_answered_and_counted),
+		cmocka_unit_test(revocation_deletes_map_entries),
 	};
 	const struct CMUnitTest own[] = {
 		cmocka_unit_test_teardown(stamp_without_mmap, reap_all),

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbeat beside other XDP programs on one NIC (a veth between two namespaces of our own):
+ *  - a NIC that already runs a program outside libxdp's dispatcher is refused, clearly, and
+ *    that program is left alone;
+ *  - where the kernel loads freplace programs, hb_xdp joins libxdp's dispatcher and a second
+ *    program loads beside it with xdp-loader; where it does not (this project's 6.18 machines),
+ *    hbctl says so and why, xdp-loader lists hb_xdp, and a second xdp-loader load is refused
+ *    without disturbing hbeat;
+ *  - hbctl load --then chains an unrelated program after hb_xdp: hb_xdp still answers a
+ *    heartbeat with XDP_TX, and the other program drops what it was written to drop.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <bpf/bpf.h>
+#include <cmocka.h>
+
+#include "hb_env.h"
+#include "test_hbd_harness.h"
+
+#define HB_PORT 7600
+#define DROP_PORT 9999 /* examples/xdp_portfilter.bpf.c drops UDP to it */
+#define PASS_PORT 9998
+
+static struct {
+	const char *build;
+	char name[16], srv[32], cli[32], sif[24], pin[64], out[64];
+	int home; /* this process's own network namespace */
+} C;
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	rc = system(cmd);
+	return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
+}
+
+static int hbctl(const char *args)
+{
+	return sh("nsenter --net=/run/netns/%s %s/hbctl %s --pin-path %s > %s 2>&1", C.srv, C.build,
+		  args, C.pin, C.out);
+}
+
+static bool out_has(const char *s)
+{
+	return ht_file_contains(C.out, s, NULL, 0);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (C.home >= 0)
+		setns(C.home, CLONE_NEWNET);
+	sh("nsenter --net=/run/netns/%s %s/hbctl unload --dev %s --pin-path %s >/dev/null 2>&1",
+	   C.srv, C.build, C.sif, C.pin);
+	sh("rm -rf %s %s", C.pin, C.out);
+	sh("BUILD=%s scripts/netns.sh down %s", C.build, C.name);
+	if (C.home >= 0)
+		close(C.home);
+	return 0;
+}
+
+static int setup(void **state)
+{
+	C.build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
+	snprintf(C.name, sizeof(C.name), "hbo%d", (int)(getpid() % 100000));
+	snprintf(C.srv, sizeof(C.srv), "%s-srv", C.name);
+	snprintf(C.cli, sizeof(C.cli), "%s-cli", C.name);
+	snprintf(C.sif, sizeof(C.sif), "%s-s", C.name);
+	snprintf(C.pin, sizeof(C.pin), "/sys/fs/bpf/hbeat-ops-%d", (int)getpid());
+	snprintf(C.out, sizeof(C.out), "/tmp/hbo-coexist-%d.out", (int)getpid());
+	C.home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (C.home < 0 || sh("BUILD=%s scripts/netns.sh up %s 1 >&2", C.build, C.name)) {
+		teardown(state);
+		return -1;
+	}
+	return 0;
+}
+
+static void enter(const char *ns)
+{
+	char p[64];
+	int fd;
+
+	snprintf(p, sizeof(p), "/run/netns/%s", ns);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(setns(fd, CLONE_NEWNET), 0);
+	close(fd);
+}
+
+static int udp_bound(const char *ns, const char *addr, uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd;
+
+	enter(ns);
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	inet_pton(AF_INET, addr, &sa.sin_addr);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(setns(C.home, CLONE_NEWNET), 0);
+	return fd;
+}
+
+static void send_to(int fd, uint16_t port, const void *buf, size_t n)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+
+	inet_pton(AF_INET, "10.77.0.1", &sa.sin_addr);
+	assert_int_equal(sendto(fd, buf, n, 0, (struct sockaddr *)&sa, sizeof(sa)), (ssize_t)n);
+}
+
+static bool arrives(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char b[64];
+
+	return poll(&p, 1, ms) == 1 && recv(fd, b, sizeof(b), 0) > 0;
+}
+
+static long long jq(const char *filter)
+{
+	char cmd[512], line[64] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "jq -r '%s' %s", filter, C.out);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	if (!fgets(line, sizeof(line), p))
+		line[0] = 0;
+	pclose(p);
+	return line[0] && line[0] != 'n' ? atoll(line) : -1;
+}
+
+static void refuses_a_program_outside_the_dispatcher(void **state)
+{
+	char id_before[32] = "", id_after[32] = "";
+
+	(void)state;
+	assert_int_equal(sh("ip -n %s link set dev %s xdpdrv obj %s/bpf/xdp_pass.bpf.o sec xdp",
+			    C.srv, C.sif, C.build),
+			 0);
+	assert_int_equal(sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
+			    C.sif, C.out),
+			 0);
+	assert_true(ht_file_contains(C.out, "", id_before, sizeof(id_before)));
+	assert_int_equal(hbctl("load --dev hbo-none --mode native"), 2); /* no such NIC: env */
+	{
+		char args[96];
+
+		snprintf(args, sizeof(args), "load --dev %s --mode native", C.sif);
+		assert_int_equal(hbctl(args), 3);
+	}
+	assert_true(out_has("already runs XDP program xdp_pass"));
+	assert_true(out_has("not multi-program aware"));
+	assert_true(out_has("--then FILE[:PROG]"));
+	assert_true(out_has("everything it attached has been removed again"));
+	/* the other program is exactly where it was */
+	assert_int_equal(sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
+			    C.sif, C.out),
+			 0);
+	assert_true(ht_file_contains(C.out, "", id_after, sizeof(id_after)));
+	assert_string_equal(id_before, id_after);
+	assert_int_not_equal(access(C.pin, F_OK), 0);
+	assert_int_equal(sh("ip -n %s link set dev %s xdpdrv off", C.srv, C.sif), 0);
+}
+
+static void dispatcher_or_a_clear_refusal(void **state)
+{
+	char args[160], why[256];
+	bool freplace = hbe_probe_freplace(why, sizeof(why)) == 0;
+
+	(void)state;
+	snprintf(args, sizeof(args), "load --dev %s --mode native", C.sif);
+	assert_int_equal(hbctl(args), 0);
+	assert_int_equal(sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1", C.srv,
+			    C.sif, C.out),
+			 0);
+	assert_true(out_has("hb_xdp"));
+	if (freplace) {
+		/* a kernel with BPF trampolines: hb_xdp sits in the dispatcher, others join */
+		assert_int_equal(hbctl("status --json"), 0);
+		assert_true(out_has("\"attach\":\"libxdp-dispatcher\""));
+		assert_int_equal(sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
+				    "%s/examples/xdp_portfilter.bpf.o >/dev/null 2>&1",
+				    C.srv, C.sif, C.build),
+				 0);
+		assert_int_equal(sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
+				    C.srv, C.sif, C.out),
+				 0);
+		assert_true(out_has("hb_xdp") && out_has("portfilter"));
+	} else {
+		/* this kernel: said at load, said by status, and nothing else can join */
+		assert_int_equal(hbctl("status --json"), 0);
+		assert_true(out_has("\"attach\":\"libxdp-single\""));
+		assert_true(out_has("\"dispatcher_unavailable\":\"the kernel refuses freplace "
+				    "(BPF_PROG_TYPE_EXT) programs"));
+		assert_int_not_equal(sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
+					"%s/examples/xdp_portfilter.bpf.o > %s 2>&1",
+					C.srv, C.sif, C.build, C.out),
+				     0);
+		assert_true(out_has("not using a dispatcher"));
+		assert_int_equal(sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
+				    C.srv, C.sif, C.out),
+				 0);
+		assert_true(out_has("hb_xdp"));
+		assert_false(out_has("portfilter"));
+	}
+	snprintf(args, sizeof(args), "unload --dev %s", C.sif);
+	assert_int_equal(hbctl(args), 0);
+}
+
+/* A PING for an admitted session (written into the pinned map as hbd would), from the client
+ * namespace: answered by hb_xdp with XDP_TX, whatever runs after it. */
+static void heartbeat_answered_by_xdp(int fd, uint64_t token)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_session s = { .state = HB_STATE_AUTHED, .device_id = 1, .port = htons(40000) };
+	struct hb_session_key k = { .token = token };
+	struct hb_ping ping = { .ts = htobe64(42) };
+	char path[128];
+	struct hb_frame f;
+	size_t n;
+	int mfd;
+
+	s.addr[10] = s.addr[11] = 0xff;
+	inet_pton(AF_INET, "10.77.0.2", s.addr + 12);
+	snprintf(path, sizeof(path), "%s/%s", C.pin, HB_MAP_SESSIONS);
+	mfd = bpf_obj_get(path);
+	assert_true(mfd >= 0);
+	assert_int_equal(bpf_map_update_elem(mfd, &k, &s, BPF_ANY), 0);
+	close(mfd);
+	n = hb_encode(buf, sizeof(buf), HB_UDP, HB_PING, 5, token, &ping, sizeof(ping));
+	send_to(fd, HB_PORT, buf, n);
+	assert_int_equal(ht_udp_recv(fd, buf, &f, 2000), 1);
+	assert_int_equal(f.type, HB_PONG);
+	assert_int_equal(f.seq, 5);
+}
+
+static void then_chains_an_unrelated_program(void **state)
+{
+	int ping = udp_bound(C.cli, "10.77.0.2", 40000), tx = udp_bound(C.cli, "10.77.0.2", 0);
+	int rx_drop = udp_bound(C.srv, "0.0.0.0", DROP_PORT);
+	int rx_pass = udp_bound(C.srv, "0.0.0.0", PASS_PORT);
+	char args[256];
+
+	(void)state;
+	/* without the chain, both ports get their datagrams (the control case) */
+	snprintf(args, sizeof(args), "load --dev %s --mode native", C.sif);
+	assert_int_equal(hbctl(args), 0);
+	send_to(tx, DROP_PORT, "a", 1);
+	assert_true(arrives(rx_drop, 2000));
+	snprintf(args, sizeof(args), "unload --dev %s", C.sif);
+	assert_int_equal(hbctl(args), 0);
+
+	snprintf(args, sizeof(args), "load --dev %s --mode native --then %s/examples/xdp_portfilter.bpf.o",
+		 C.sif, C.build);
+	assert_int_equal(hbctl(args), 0);
+	assert_true(out_has("then     "));
+	assert_int_equal(hbctl("status --json"), 0);
+	assert_true(out_has("\"then\":{\"prog_id\":"));
+	assert_true(out_has("\"name\":\"portfilter\""));
+	assert_true(jq(".xdp.then.prog_id") > 0);
+	/* hbeat first: its heartbeat is answered in the driver */
+	heartbeat_answered_by_xdp(ping, 0x1122334455667788ull);
+	/* then the other program on what hbeat passed: one port dropped, another delivered */
+	for (int i = 0; i < 3; i++)
+		send_to(tx, DROP_PORT, "b", 1);
+	send_to(tx, PASS_PORT, "c", 1);
+	assert_true(arrives(rx_pass, 2000));
+	assert_false(arrives(rx_drop, 300));
+	/* a chained program that is not XDP is refused before anything is attached */
+	snprintf(args, sizeof(args), "unload --dev %s", C.sif);
+	assert_int_equal(hbctl(args), 0);
+	snprintf(args, sizeof(args), "load --dev %s --then %s/bpf/sk_skb_hb.bpf.o", C.sif, C.build);
+	assert_int_equal(hbctl(args), 3);
+	assert_true(out_has("has no XDP program"));
+	assert_int_not_equal(access(C.pin, F_OK), 0);
+	close(ping);
+	close(tx);
+	close(rx_drop);
+	close(rx_pass);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(refuses_a_program_outside_the_dispatcher),
+		cmocka_unit_test(dispatcher_or_a_clear_refusal),
+		cmocka_unit_test(then_chains_an_unrelated_program),
+	};
+
+	return cmocka_run_group_tests_name("coexist", tests, setup, teardown);
+}

@@ -1,0 +1,523 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* hbd's application side against the real daemon (--no-offload): the control socket's
+ * requests, downlink over TCP and UDP with every outcome, presence events, key reload with
+ * revocation of live sessions (control socket and SIGHUP), /metrics checked against the
+ * daemon's own counters, and sd_notify readiness.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "metrics.h"
+#include "test_ctl_helpers.h"
+
+static struct ht_daemon D;
+static char CTL[108];
+static uint16_t MPORT;
+
+static int group_setup(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "2", "--interval", "100",
+					    NULL };
+
+	(void)state;
+	return tc_start(&D, CTL, sizeof(CTL), true, &MPORT, args);
+}
+
+static int group_teardown(void **state)
+{
+	int rc = ht_stop(&D);
+
+	(void)state;
+	if (rc || ht_exit_stat(&D, "errors") != 0) {
+		fprintf(stderr, "daemon exit %d, errors %lld\n", rc, ht_exit_stat(&D, "errors"));
+		rc = -1;
+	}
+	ht_cleanup(&D);
+	return rc;
+}
+
+static long long stat_of(const char *ctl, const char *name)
+{
+	char line[4096];
+
+	if (tc_req(ctl, "stats\n", line, sizeof(line)))
+		return -1;
+	return tc_num(line, name);
+}
+
+static void control_requests(void **state)
+{
+	char line[4096], big[3000];
+	int fd;
+
+	(void)state;
+	assert_int_equal(tc_req(CTL, "ping\n", line, sizeof(line)), 0);
+	assert_string_equal(line, "{\"req\":1,\"ok\":true}");
+	assert_int_equal(tc_req(CTL, "stats\n", line, sizeof(line)), 0);
+	assert_non_null(strstr(line, "\"ok\":true,\"stats\":{\"pings_user\":"));
+	assert_int_equal(tc_req(CTL, "bogus\n", line, sizeof(line)), 0);
+	assert_non_null(strstr(line, "\"ok\":false,\"error\":\"unknown request"));
+	assert_int_equal(tc_req(CTL, "send 5\n", line, sizeof(line)), 0);
+	assert_non_null(strstr(line, "usage: send DEVICE BASE64"));
+	assert_int_equal(tc_req(CTL, "send 5 !!!!\n", line, sizeof(line)), 0);
+	assert_non_null(strstr(line, "payload must be base64"));
+	assert_int_equal(tc_req(CTL, "send 0 aGk=\n", line, sizeof(line)), 0);
+	assert_non_null(strstr(line, "usage"));
+	/* nobody connected as device 7: answered at once */
+	assert_int_equal(tc_req(CTL, "send 7 aGk=\n", line, sizeof(line)), 0);
+	assert_non_null(strstr(line, "\"ok\":false,\"status\":\"offline\",\"device\":7"));
+	/* blank lines are not requests; the request counter says so */
+	fd = tc_connect(CTL);
+	assert_true(fd >= 0);
+	assert_int_equal(tc_write(fd, "\n\nping\n"), 0);
+	assert_int_equal(tc_line(fd, line, sizeof(line), HT_IO_MS), 0);
+	assert_string_equal(line, "{\"req\":1,\"ok\":true}");
+	/* a line longer than any request: refused, then the connection ends */
+	memset(big, 'x', sizeof(big));
+	assert_int_equal(ht_send_all(fd, big, sizeof(big)), 0);
+	assert_int_equal(tc_line(fd, line, sizeof(line), HT_IO_MS), 0);
+	assert_non_null(strstr(line, "line too long"));
+	assert_true(ht_eof(fd, HT_IO_MS));
+	close(fd);
+}
+
+/* Sends "send DEV <payload>" on fd (the reply comes later). */
+static void request_send(int fd, uint64_t dev, const char *payload, int timeout_ms)
+{
+	char b64[64], req[160];
+
+	tc_b64(payload, (int)strlen(payload), b64);
+	if (timeout_ms)
+		snprintf(req, sizeof(req), "send %" PRIu64 " %s %d\n", dev, b64, timeout_ms);
+	else
+		snprintf(req, sizeof(req), "send %" PRIu64 " %s\n", dev, b64);
+	assert_int_equal(tc_write(fd, req), 0);
+}
+
+static uint16_t expect_down_tcp(int dev_fd, const char *payload)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_frame f;
+
+	assert_int_equal(ht_recv_frame(dev_fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_DOWN);
+	assert_int_equal(f.len, strlen(payload));
+	assert_memory_equal(f.payload, payload, f.len);
+	return f.seq;
+}
+
+static void tcp_downlink(void **state)
+{
+	long long sent0 = stat_of(CTL, "down_sent"), acked0 = stat_of(CTL, "down_acked");
+	long long failed0 = stat_of(CTL, "down_failed");
+	int dev = ht_tcp_login(D.port, 9, false, NULL), ctl = tc_connect(CTL);
+	uint16_t seq;
+	char line[512];
+
+	(void)state;
+	assert_true(dev >= 0 && ctl >= 0);
+	/* delivered: the device ACKs with the DOWN's seq */
+	request_send(ctl, 9, "open valve 3", 0);
+	seq = expect_down_tcp(dev, "open valve 3");
+	assert_int_equal(ht_send_frame(dev, HB_ACK, seq, NULL, 0), 0);
+	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	assert_non_null(strstr(line, "{\"req\":1,\"ok\":true,\"status\":\"delivered\",\"device\":9"));
+	assert_int_equal(tc_num(line, "seq"), seq);
+	assert_true(tc_num(line, "rtt_us") >= 0);
+	/* an ACK for nothing in flight changes nothing: the session goes on */
+	assert_int_equal(ht_send_frame(dev, HB_ACK, (uint16_t)(seq + 100), NULL, 0), 0);
+	/* no ACK: timeout */
+	request_send(ctl, 9, "no answer", 300);
+	(void)expect_down_tcp(dev, "no answer");
+	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	assert_non_null(strstr(line, "{\"req\":2,\"ok\":false,\"status\":\"timeout\""));
+	/* the session ends before the ACK: closed */
+	request_send(ctl, 9, "gone soon", 0);
+	(void)expect_down_tcp(dev, "gone soon");
+	close(dev);
+	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	assert_non_null(strstr(line, "{\"req\":3,\"ok\":false,\"status\":\"closed\""));
+	close(ctl);
+	assert_int_equal(stat_of(CTL, "down_sent") - sent0, 3);
+	assert_int_equal(stat_of(CTL, "down_acked") - acked0, 1);
+	assert_int_equal(stat_of(CTL, "down_failed") - failed0, 2);
+}
+
+static void udp_downlink(void **state)
+{
+	int dev = ht_udp(false), ctl = tc_connect(CTL);
+	uint64_t token = ht_udp_login(dev, D.port, false, 5);
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_frame f;
+	char line[512];
+
+	(void)state;
+	assert_true(ctl >= 0);
+	assert_int_not_equal(token, 0);
+	request_send(ctl, 5, "reboot at 3am", 0);
+	assert_int_equal(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_DOWN);
+	assert_int_equal(f.token, token);
+	assert_memory_equal(f.payload, "reboot at 3am", f.len);
+	assert_int_equal(ht_udp_send(dev, D.port, false, HB_ACK, f.seq, token, NULL, 0), 0);
+	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	assert_non_null(strstr(line, "\"ok\":true,\"status\":\"delivered\",\"device\":5"));
+	/* an ACK with another session's token is nobody's */
+	request_send(ctl, 5, "second", 300);
+	assert_int_equal(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(ht_udp_send(dev, D.port, false, HB_ACK, f.seq, token ^ 1, NULL, 0), 0);
+	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	assert_non_null(strstr(line, "\"status\":\"timeout\""));
+	assert_int_equal(ht_udp_send(dev, D.port, false, HB_BYE, 2, token, "\0\0", 2), 0);
+	close(dev);
+	close(ctl);
+}
+
+/* Next event line of a subscriber, of the given kind and device (others are skipped). */
+static void expect_event(int sub, const char *kind, uint64_t dev, char *line, size_t cap)
+{
+	char want_kind[48], want_dev[48];
+
+	snprintf(want_kind, sizeof(want_kind), "\"event\":\"%s\"", kind);
+	snprintf(want_dev, sizeof(want_dev), "\"device\":%" PRIu64 ",", dev);
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(tc_line(sub, line, cap, HT_IO_MS), 0);
+		if (strstr(line, want_kind) && strstr(line, want_dev))
+			return;
+	}
+	fail_msg("no %s event for device %" PRIu64, kind, dev);
+}
+
+static void presence_events(void **state)
+{
+	int sub = tc_connect(CTL), tcp, u1 = ht_udp(false), u2 = ht_udp(false);
+	char line[512], first_session[40], *p;
+	struct hb_bye bye = { .reason = htobe16(HB_BYE_NORMAL) };
+	uint64_t t1, t2;
+
+	(void)state;
+	assert_true(sub >= 0);
+	assert_int_equal(tc_write(sub, "subscribe\n"), 0);
+	assert_int_equal(tc_line(sub, line, sizeof(line), HT_IO_MS), 0);
+	assert_string_equal(line, "{\"req\":1,\"ok\":true}");
+	tcp = ht_tcp_login(D.port, 3, false, NULL);
+	assert_true(tcp >= 0);
+	expect_event(sub, "online", 3, line, sizeof(line));
+	assert_non_null(strstr(line, "\"transport\":\"tcp\""));
+	assert_int_equal(ht_send_frame(tcp, HB_BYE, 2, &bye, sizeof(bye)), 0);
+	expect_event(sub, "offline", 3, line, sizeof(line));
+	close(tcp);
+	/* UDP: online with the peer; a second HELLO supersedes the first session */
+	t1 = ht_udp_login(u1, D.port, false, 4);
+	assert_int_not_equal(t1, 0);
+	expect_event(sub, "online", 4, line, sizeof(line));
+	assert_non_null(strstr(line, "\"transport\":\"udp\""));
+	assert_non_null(strstr(line, "\"peer\":\"127.0.0.1:"));
+	p = strstr(line, "\"session\":\"");
+	assert_non_null(p);
+	snprintf(first_session, sizeof(first_session), "%.16s", p + 11);
+	ht_sleep_ms(2); /* a newer HELLO timestamp */
+	t2 = ht_udp_login(u2, D.port, false, 4);
+	assert_int_not_equal(t2, 0);
+	expect_event(sub, "superseded", 4, line, sizeof(line));
+	assert_non_null(strstr(line, first_session)); /* the old session, not the new one */
+	assert_int_equal(ht_udp_send(u2, D.port, false, HB_BYE, 2, t2, &bye, sizeof(bye)), 0);
+	expect_event(sub, "offline", 4, line, sizeof(line));
+	close(u1);
+	close(u2);
+	close(sub);
+}
+
+static void metrics_parse_addr(void **state)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	socklen_t len;
+
+	(void)state;
+	assert_int_equal(hbd_metrics_parse_addr("9107", &ss, &len), 0);
+	assert_int_equal(s4->sin_family, AF_INET);
+	assert_int_equal(s4->sin_addr.s_addr, htonl(INADDR_LOOPBACK)); /* local by default */
+	assert_int_equal(ntohs(s4->sin_port), 9107);
+	assert_int_equal(hbd_metrics_parse_addr(":9107", &ss, &len), 0);
+	assert_int_equal(s4->sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+	assert_int_equal(hbd_metrics_parse_addr("0.0.0.0:80", &ss, &len), 0);
+	assert_int_equal(s4->sin_addr.s_addr, 0);
+	assert_int_equal(hbd_metrics_parse_addr("[::1]:80", &ss, &len), 0);
+	assert_int_equal(ss.ss_family, AF_INET6);
+	assert_int_equal(len, sizeof(struct sockaddr_in6));
+	assert_int_not_equal(hbd_metrics_parse_addr("", &ss, &len), 0);
+	assert_int_not_equal(hbd_metrics_parse_addr("host:80", &ss, &len), 0);
+	assert_int_not_equal(hbd_metrics_parse_addr("1.2.3.4:65536", &ss, &len), 0);
+	assert_int_not_equal(hbd_metrics_parse_addr("[::1]80", &ss, &len), 0);
+	assert_int_not_equal(hbd_metrics_parse_addr("127.0.0.1:-1", &ss, &len), 0);
+}
+
+/* Every sample line is "name value" or "name{labels} value"; histogram buckets grow. */
+static void check_exposition(const char *text)
+{
+	char prev_hist[96] = "";
+	long long prev = -1;
+
+	for (const char *p = text; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+		char l[512];
+
+		snprintf(l, sizeof(l), "%.*s", (int)n, p);
+		p += n + (nl ? 1 : 0);
+		if (!l[0] || !strncmp(l, "# HELP ", 7) || !strncmp(l, "# TYPE ", 7))
+			continue;
+		char *sp = strrchr(l, ' ');
+		assert_non_null(sp);
+		assert_true(sp[1] == '-' || (sp[1] >= '0' && sp[1] <= '9'));
+		assert_true((l[0] >= 'a' && l[0] <= 'z') || l[0] == '_');
+		char *b = strstr(l, "_bucket{le=");
+		if (b) {
+			long long v = atoll(sp + 1);
+
+			if (!strncmp(prev_hist, l, (size_t)(b - l)))
+				assert_true(v >= prev); /* cumulative */
+			snprintf(prev_hist, sizeof(prev_hist), "%.*s", (int)(b - l), l);
+			prev = v;
+		}
+	}
+}
+
+static void metrics_match_counters(void **state)
+{
+	int fd = ht_tcp_login(D.port, 8, false, NULL), status = 0;
+	uint8_t buf[HB_MAX_FRAME];
+	char line[4096], series[128];
+	struct hb_ping ping = { .ts = htobe64(1) };
+	struct hb_frame f;
+	char *text;
+
+	(void)state;
+	assert_true(fd >= 0 && MPORT);
+	for (uint16_t i = 0; i < 5; i++) {
+		assert_int_equal(ht_send_frame(fd, HB_PING, i, &ping, sizeof(ping)), 0);
+		assert_true(ht_expect(fd, HB_PONG, -1));
+	}
+	assert_int_equal(ht_send_frame(fd, HB_DATA, 9, "t=21", 4), 0);
+	assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_ACK);
+	/* quiet now: the counters hold still between the two reads */
+	text = tc_curl(MPORT, "/metrics", &status);
+	assert_int_equal(tc_req(CTL, "stats\n", line, sizeof(line)), 0);
+	assert_non_null(text);
+	assert_int_equal(status, 200);
+	check_exposition(text);
+	assert_non_null(strstr(text, "hbeat_build_info{version=\""));
+	assert_non_null(strstr(text, "mode=\"userspace\"} 1\n"));
+	assert_int_equal(tc_metric(text, "hbeat_devices_connected{transport=\"tcp\"}"), 1);
+	assert_int_equal(tc_metric(text, "hbeat_heartbeats_user_total"), tc_num(line, "pings_user"));
+	assert_true(tc_metric(text, "hbeat_heartbeats_user_total") >= 5);
+	assert_int_equal(tc_metric(text, "hbeat_heartbeats_kernel_total{transport=\"udp\"}"), 0);
+	assert_int_equal(tc_metric(text, "hbeat_auth_total{result=\"ok\"}"), tc_num(line, "auth_ok"));
+	assert_int_equal(tc_metric(text, "hbeat_auth_total{result=\"failed\"}"),
+			 tc_num(line, "auth_fail"));
+	assert_int_equal(tc_metric(text, "hbeat_data_frames_total"), tc_num(line, "frames_data"));
+	assert_int_equal(tc_metric(text, "hbeat_data_bytes_total"), tc_num(line, "data_bytes"));
+	assert_int_equal(tc_metric(text, "hbeat_drops_total{reason=\"malformed\"}"),
+			 tc_num(line, "frames_bad"));
+	/* every daemon counter under its own name, equal to what the control socket says */
+#define CHECK(name)                                                                              \
+	snprintf(series, sizeof(series), "hbeat_daemon_counter{counter=\"%s\"}", #name);         \
+	assert_int_equal(tc_metric(text, series), tc_num(line, #name));
+	HB_USTATS(CHECK)
+#undef CHECK
+	/* the sink write the DATA frame waited for was timed */
+	assert_true(tc_metric(text, "hbeat_sink_write_seconds_count") >= 1);
+	assert_int_equal(tc_metric(text, "hbeat_sink_write_seconds_bucket{le=\"+Inf\"}"),
+			 tc_metric(text, "hbeat_sink_write_seconds_count"));
+	free(text);
+	close(fd);
+	/* nothing else is served */
+	text = tc_curl(MPORT, "/", &status);
+	assert_int_equal(status, 404);
+	free(text);
+}
+
+/* Keys of the shared test set, minus device 9, plus device 101 revoked; or a broken file. */
+static void write_keys(const char *path, bool drop9, bool revoke101, bool broken)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	for (uint64_t d = 1; d <= 9; d++) {
+		uint8_t s[HB_SECRET_MAX];
+
+		if (d == 9 && drop9)
+			continue;
+		ht_secret(d, s);
+		fprintf(f, "%" PRIu64 " ", d);
+		for (int i = 0; i < 16; i++)
+			fprintf(f, "%02x", s[i]);
+		fprintf(f, "\n");
+	}
+	fprintf(f, "100-199 derive %s\n", HT_MASTER);
+	if (revoke101)
+		fprintf(f, "101 revoked\n");
+	if (broken)
+		fprintf(f, "12 not-hex-at-all\n");
+	assert_int_equal(fclose(f), 0);
+}
+
+static void reload_revokes_live_sessions(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "2", NULL };
+	struct ht_daemon d;
+	char ctl[108], line[512];
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_frame f;
+	struct hb_ping ping = { .ts = htobe64(7) };
+	int tcp, u101 = ht_udp(false), u102 = ht_udp(false), sub, fd;
+	uint64_t t101, t102;
+
+	(void)state;
+	assert_int_equal(tc_start(&d, ctl, sizeof(ctl), false, NULL, args), 0);
+	sub = tc_connect(ctl);
+	assert_int_equal(tc_write(sub, "subscribe\n"), 0);
+	assert_int_equal(tc_line(sub, line, sizeof(line), HT_IO_MS), 0);
+	tcp = ht_tcp_login(d.port, 9, false, NULL);
+	t101 = ht_udp_login(u101, d.port, false, 101);
+	t102 = ht_udp_login(u102, d.port, false, 102);
+	assert_true(tcp >= 0 && t101 && t102);
+
+	/* a store that does not parse changes nothing */
+	write_keys(d.keys, true, true, true);
+	assert_int_equal(tc_req(ctl, "reload\n", line, sizeof(line)), 0);
+	assert_non_null(strstr(line, "\"ok\":false"));
+	assert_non_null(strstr(line, "keys:11"));
+	assert_int_equal(ht_send_frame(tcp, HB_PING, 1, &ping, sizeof(ping)), 0);
+	assert_true(ht_expect(tcp, HB_PONG, -1));
+
+	/* device 9 removed, 101 revoked inside its range: both live sessions are cut */
+	write_keys(d.keys, true, true, false);
+	assert_int_equal(tc_req(ctl, "reload\n", line, sizeof(line)), 0);
+	assert_non_null(strstr(line, "\"ok\":true"));
+	assert_int_equal(tc_num(line, "revoked"), 1);
+	assert_int_equal(tc_num(line, "revoked_sessions"), 2);
+	assert_true(ht_expect(tcp, HB_BYE, HB_BYE_REVOKED));
+	assert_true(ht_eof(tcp, HT_IO_MS));
+	close(tcp);
+	assert_int_equal(ht_udp_recv(u101, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_BYE);
+	assert_int_equal(be16toh(*(const uint16_t *)f.payload), HB_BYE_REVOKED);
+	/* the revoked UDP session is gone: its heartbeats get nothing */
+	assert_int_equal(ht_udp_send(u101, d.port, false, HB_PING, 2, t101, &ping, sizeof(ping)), 0);
+	assert_int_equal(ht_udp_recv(u101, buf, &f, 300), -1);
+	/* the rest of the range is untouched */
+	assert_int_equal(ht_udp_send(u102, d.port, false, HB_PING, 2, t102, &ping, sizeof(ping)), 0);
+	assert_int_equal(ht_udp_recv(u102, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_PONG);
+	expect_event(sub, "revoked", 9, line, sizeof(line));
+	/* and neither device gets back in */
+	fd = ht_tcp(d.port, false);
+	{
+		struct hb_hello h;
+
+		ht_hello(&h, 9, 0);
+		assert_int_equal(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0);
+		assert_true(ht_expect(fd, HB_ERROR, HB_ERR_AUTH));
+		close(fd);
+	}
+	assert_int_equal(ht_udp_login(u101, d.port, false, 101), 0);
+	assert_int_equal(stat_of(ctl, "revoked"), 2);
+	assert_int_equal(stat_of(ctl, "key_reloads"), 1);
+
+	/* SIGHUP reloads too: device 9 is back */
+	write_keys(d.keys, false, true, false);
+	kill(d.pid, SIGHUP);
+	for (int i = 0; i < 300 && stat_of(ctl, "key_reloads") < 2; i++)
+		ht_sleep_ms(10);
+	assert_int_equal(stat_of(ctl, "key_reloads"), 2);
+	tcp = ht_tcp_login(d.port, 9, false, NULL);
+	assert_true(tcp >= 0);
+	close(tcp);
+	close(sub);
+	close(u101);
+	close(u102);
+	assert_int_equal(ht_stop(&d), 0);
+	assert_int_equal(ht_exit_stat(&d, "errors"), 0);
+	ht_cleanup(&d);
+}
+
+/* Next datagram on the notify socket containing want (others skipped); false after ms. */
+static bool notified(int fd, const char *want, char *msg, size_t cap, int ms)
+{
+	uint64_t end = ht_now_ms() + (uint64_t)ms;
+
+	while (ht_now_ms() < end) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, (int)(end - ht_now_ms())) <= 0)
+			break;
+		n = recv(fd, msg, cap - 1, 0);
+		if (n <= 0)
+			break;
+		msg[n] = 0;
+		if (strstr(msg, want))
+			return true;
+	}
+	return false;
+}
+
+static void sd_notify_readiness(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "1", NULL };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ht_daemon d;
+	char msg[512];
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	(void)state;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/hbo-notify-%d.sock", (int)getpid());
+	unlink(sa.sun_path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	/* what systemd gives a Type=notify service with WatchdogSec=0.4 */
+	setenv("NOTIFY_SOCKET", sa.sun_path, 1);
+	setenv("WATCHDOG_USEC", "400000", 1);
+	assert_int_equal(ht_start(&d, args), 0);
+	unsetenv("NOTIFY_SOCKET");
+	unsetenv("WATCHDOG_USEC");
+	assert_true(notified(fd, "READY=1", msg, sizeof(msg), HT_IO_MS));
+	assert_non_null(strstr(msg, "STATUS=0 devices online (tcp 0, udp 0)"));
+	assert_true(notified(fd, "WATCHDOG=1", msg, sizeof(msg), HT_IO_MS));
+	kill(d.pid, SIGHUP);
+	assert_true(notified(fd, "RELOADING=1", msg, sizeof(msg), HT_IO_MS));
+	assert_true(notified(fd, "READY=1", msg, sizeof(msg), HT_IO_MS));
+	kill(d.pid, SIGTERM);
+	assert_true(notified(fd, "STOPPING=1", msg, sizeof(msg), HT_IO_MS));
+	assert_int_equal(ht_stop(&d), 0);
+	ht_cleanup(&d);
+	close(fd);
+	unlink(sa.sun_path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest shared[] = {
+		cmocka_unit_test(control_requests),
+		cmocka_unit_test(tcp_downlink),
+		cmocka_unit_test(udp_downlink),
+		cmocka_unit_test(presence_events),
+		cmocka_unit_test(metrics_parse_addr),
+		cmocka_unit_test(metrics_match_counters),
+	};
+	const struct CMUnitTest own[] = {
+		cmocka_unit_test_teardown(reload_revokes_live_sessions, ht_reap),
+		cmocka_unit_test_teardown(sd_notify_readiness, ht_reap),
+	};
+	int rc;
+
+	signal(SIGPIPE, SIG_IGN);
+	rc = cmocka_run_group_tests_name("hbd_control", shared, group_setup, group_teardown);
+	rc |= cmocka_run_group_tests_name("hbd_control_own_daemon", own, NULL, NULL);
+	return rc;
+}

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The device library (user/device/hbdev.h) and the example device against the real hbd:
+ * sessions over TCP and UDP with heartbeats, DATA until ACKed, downlinks, reconnection with
+ * backoff across a daemon restart, refused HELLOs, revocation, and examples/device.c.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "hbdev.h"
+#include "test_ctl_helpers.h"
+
+static struct ht_daemon D;
+static char CTL[108];
+
+static int group_setup(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "2", "--interval", "0.2",
+					    "--expiry-mult", "10", NULL };
+
+	(void)state;
+	return tc_start(&D, CTL, sizeof(CTL), false, NULL, args);
+}
+
+static int group_teardown(void **state)
+{
+	int rc = ht_stop(&D);
+
+	(void)state;
+	ht_cleanup(&D);
+	return rc;
+}
+
+static struct hbdev *open_dev(uint16_t port, uint64_t id, enum hb_transport t,
+			      const struct hbc_backoff *bo)
+{
+	uint8_t secret[HB_SECRET_MAX];
+	struct hbdev_config cfg = {
+		.host = "127.0.0.1",
+		.port = port,
+		.transport = t,
+		.device_id = id,
+		.secret = secret,
+		.secret_len = (size_t)ht_secret(id, secret),
+		.io_timeout_ms = (uint32_t)HT_IO_MS,
+		.data_retry_ms = 200,
+	};
+	struct hbdev *d = NULL;
+
+	if (bo)
+		cfg.backoff = *bo;
+	assert_int_equal(hbdev_open(&d, &cfg), 0);
+	return d;
+}
+
+/* Polls until an event of type arrives (others are passed over); fails after ms. */
+static void wait_event(struct hbdev *d, enum hbdev_event type, int ms, struct hbdev_ev *ev)
+{
+	uint64_t end = ht_now_ms() + (uint64_t)ms;
+
+	while (ht_now_ms() < end) {
+		if (hbdev_poll(d, (int)(end - ht_now_ms()), ev) == 1 && ev->type == type)
+			return;
+	}
+	fail_msg("no event %d within %d ms", type, ms);
+}
+
+/* Sends a downlink through the control socket; returns the fd its answer will come on. */
+static int downlink(uint64_t dev, const char *text)
+{
+	char b64[64], req[128];
+	int fd = tc_connect(CTL);
+
+	assert_true(fd >= 0);
+	tc_b64(text, (int)strlen(text), b64);
+	snprintf(req, sizeof(req), "send %" PRIu64 " %s\n", dev, b64);
+	assert_int_equal(tc_write(fd, req), 0);
+	return fd;
+}
+
+static void session(enum hb_transport t, uint64_t id)
+{
+	struct hbdev *d = open_dev(D.port, id, t, NULL);
+	struct hbdev_ev ev;
+	char line[512], want[64];
+	int pongs = 0, ctl;
+	uint64_t end;
+
+	assert_false(hbdev_connected(d));
+	assert_int_equal(hbdev_connect(d), 0);
+	assert_true(hbdev_connected(d));
+	assert_int_equal(hbdev_state(d)->interval_ms, 200);
+	/* heartbeats at the server's interval: a second is about five */
+	for (end = ht_now_ms() + 1000; ht_now_ms() < end;)
+		if (hbdev_poll(d, (int)(end - ht_now_ms()), &ev) == 1 && ev.type == HBDEV_EV_PONG) {
+			assert_true(ev.rtt_ns > 0);
+			pongs++;
+		}
+	assert_in_range(pongs, 3, 8);
+	/* DATA: acknowledged once written */
+	assert_int_equal(hbdev_send(d, "t=21.5", 6, HT_IO_MS), 0);
+	snprintf(want, sizeof(want), "\"device\":%" PRIu64 ",\"transport\":\"%s\"", id,
+		 t == HB_UDP ? "udp" : "tcp");
+	assert_true(ht_file_contains(D.sink, want, line, sizeof(line)));
+	assert_non_null(strstr(line, "\"payload\":\"dD0yMS41\""));
+	assert_int_equal(hbdev_send(d, "", 0, 100), -EINVAL);
+	/* a downlink arrives, already acknowledged: the application hears "delivered" */
+	ctl = downlink(id, "set rate 60");
+	wait_event(d, HBDEV_EV_DOWNLINK, HT_IO_MS, &ev);
+	assert_int_equal(ev.len, 11);
+	assert_memory_equal(ev.payload, "set rate 60", 11);
+	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	assert_non_null(strstr(line, "\"status\":\"delivered\""));
+	close(ctl);
+	hbdev_close(d); /* says BYE */
+}
+
+static void tcp_session(void **state)
+{
+	(void)state;
+	session(HB_TCP, 3);
+}
+
+static void udp_session(void **state)
+{
+	(void)state;
+	session(HB_UDP, 103);
+}
+
+static void refused_hello_backs_off(void **state)
+{
+	const struct hbc_backoff bo = { .base_ms = 100, .max_ms = 400, .jitter_pct = 0 };
+	uint8_t wrong[16] = { 1 };
+	struct hbdev_config cfg = { .host = "127.0.0.1", .port = D.port, .transport = HB_TCP,
+				    .device_id = 4, .secret = wrong, .secret_len = 16,
+				    .backoff = bo };
+	uint64_t t[5];
+	struct hbdev *d;
+	struct hbdev_ev ev;
+
+	(void)state;
+	assert_int_equal(hbdev_open(&d, &cfg), 0);
+	assert_int_equal(hbdev_connect(d), -EACCES);
+	/* retried on its own, each time after a longer wait: 100, 200, 400, 400 ms */
+	for (int i = 0; i < 5; i++) {
+		wait_event(d, HBDEV_EV_AUTH_FAILED, 2000, &ev);
+		t[i] = ht_now_ms();
+	}
+	assert_true(t[1] - t[0] >= 150);
+	assert_true(t[2] - t[1] >= 350);
+	assert_true(t[3] - t[2] >= 350 && t[3] - t[2] < 1000); /* capped at max_ms */
+	hbdev_close(d);
+	/* configuration errors are caught before any I/O */
+	cfg.secret_len = 3;
+	assert_int_equal(hbdev_open(&d, &cfg), -EINVAL);
+}
+
+static void reconnects_after_restart(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "1", "--interval", "0.2",
+					    NULL };
+	const struct hbc_backoff bo = { .base_ms = 50, .max_ms = 400, .jitter_pct = 100 };
+	const char *again[] = { "--no-offload", "--workers", "1", "--interval", "0.2", "--port",
+				NULL, NULL };
+	struct ht_daemon a, b;
+	struct hbdev *d;
+	struct hbdev_ev ev;
+	char port[8];
+
+	(void)state;
+	assert_int_equal(ht_start(&a, args), 0);
+	d = open_dev(a.port, 5, HB_TCP, &bo);
+	assert_int_equal(hbdev_connect(d), 0);
+	/* the daemon drains: BYE(SHUTDOWN) */
+	kill(a.pid, SIGTERM);
+	wait_event(d, HBDEV_EV_DISCONNECTED, HT_IO_MS, &ev);
+	assert_int_equal(ev.code, HB_BYE_SHUTDOWN);
+	assert_int_equal(ht_stop(&a), 0);
+	/* nobody listens for a while: attempts fail, quietly, and the backoff grows */
+	assert_int_equal(hbdev_poll(d, 600, &ev), 0);
+	assert_true(hbdev_state(d)->attempt >= 2);
+	assert_int_equal(hbdev_send(d, "x", 1, 300), -ETIMEDOUT);
+	/* back on the same port: the device reconnects by itself */
+	snprintf(port, sizeof(port), "%u", a.port);
+	again[6] = port;
+	ht_cleanup(&a);
+	assert_int_equal(ht_start(&b, again), 0);
+	wait_event(d, HBDEV_EV_CONNECTED, 5000, &ev);
+	assert_int_equal(hbdev_state(d)->attempt, 0); /* a WELCOME resets the backoff */
+	assert_int_equal(hbdev_send(d, "after", 5, HT_IO_MS), 0);
+	hbdev_close(d);
+	assert_int_equal(ht_stop(&b), 0);
+	assert_int_equal(ht_exit_stat(&b, "data_acked"), 1);
+	ht_cleanup(&b);
+}
+
+static void revoked_device_is_told(void **state)
+{
+	struct hbdev *d = open_dev(D.port, 150, HB_UDP, NULL);
+	struct hbdev_ev ev;
+	char line[512];
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(hbdev_connect(d), 0);
+	f = fopen(D.keys, "a");
+	assert_non_null(f);
+	fprintf(f, "150 revoked\n");
+	fclose(f);
+	assert_int_equal(tc_req(CTL, "reload\n", line, sizeof(line)), 0);
+	assert_int_equal(tc_num(line, "revoked_sessions"), 1);
+	wait_event(d, HBDEV_EV_DISCONNECTED, HT_IO_MS, &ev);
+	assert_int_equal(ev.code, HB_BYE_REVOKED);
+	wait_event(d, HBDEV_EV_AUTH_FAILED, 5000, &ev);
+	hbdev_close(d);
+}
+
+/* examples/device.c, the program itself: connects, reports, prints a downlink. */
+static void example_device(void **state)
+{
+	char bin[PATH_MAX], cmd[PATH_MAX + 256], out[128], line[512], hex[33];
+	uint8_t s[HB_SECRET_MAX];
+	int ctl, st;
+	pid_t pid;
+
+	(void)state;
+	tc_bin("examples/device", bin, sizeof(bin));
+	snprintf(out, sizeof(out), "%s/device.out", D.dir);
+	ht_secret(7, s);
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", s[i]);
+	snprintf(cmd, sizeof(cmd),
+		 "exec %s --port %u --id 7 --secret %s --every 0.3 --duration 3 > %s 2>&1", bin,
+		 D.port, hex, out);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 300 && !ht_file_contains(out, "connected", NULL, 0); i++)
+		ht_sleep_ms(10);
+	ctl = downlink(7, "hello device");
+	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	assert_non_null(strstr(line, "\"status\":\"delivered\""));
+	close(ctl);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_true(ht_file_contains(out, "connected", NULL, 0));
+	assert_true(ht_file_contains(out, "downlink hello device", NULL, 0));
+	assert_true(ht_file_contains(out, "data 1 acked", NULL, 0));
+	assert_true(ht_file_contains(D.sink, "\"device\":7,", line, sizeof(line)));
+	assert_non_null(strstr(line, "\"payload\":\"cmVhZGluZz0x")); /* "reading=1" */
+}
+
+int main(void)
+{
+	const struct CMUnitTest shared[] = {
+		cmocka_unit_test(tcp_session),
+		cmocka_unit_test(udp_session),
+		cmocka_unit_test(refused_hello_backs_off),
+		cmocka_unit_test(revoked_device_is_told),
+		cmocka_unit_test(example_device),
+	};
+	const struct CMUnitTest own[] = {
+		cmocka_unit_test_teardown(reconnects_after_restart, ht_reap),
+	};
+	int rc;
+
+	signal(SIGPIPE, SIG_IGN);
+	rc = cmocka_run_group_tests_name("hbdev", shared, group_setup, group_teardown);
+	rc |= cmocka_run_group_tests_name("hbdev_own_daemon", own, NULL, NULL);
+	return rc;
+}

@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The systemd units in contrib/systemd: `systemd-analyze verify` accepts them without a word,
+ * and hbd.service's own command line, run with exactly its CapabilityBoundingSet, starts,
+ * reports READY over sd_notify, uses the pinned maps (CAP_BPF), and serves its control socket
+ * and metrics. Without CAP_BPF in the set it falls back to userspace, which shows the set is
+ * what the daemon really gets.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <bpf/bpf.h>
+#include <cmocka.h>
+#include <ctype.h>
+
+#include "test_ctl_helpers.h"
+
+static char dir[64]; /* generated units and scratch files */
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	rc = system(cmd);
+	return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
+}
+
+static int setup(void **state)
+{
+	char bin[PATH_MAX], sbin[PATH_MAX];
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/hbo-units.XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	tc_bin("hbd", bin, sizeof(bin));
+	if (!realpath(bin, sbin))
+		return -1;
+	*strrchr(sbin, '/') = 0;
+	/* the units with this build's binaries, so verify finds every ExecStart */
+	return sh("scripts/gen-units.sh %s %s /etc /usr/share/doc/hbeat", dir, sbin);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	ht_reap(state);
+	if (dir[0])
+		sh("rm -rf %s", dir);
+	return 0;
+}
+
+static void verify_units(void **state)
+{
+	(void)state;
+	/* a template is verified as an instance */
+	assert_int_equal(sh("cp %s/hbeat-bpf@.service %s/hbeat-bpf@eth0.service", dir, dir), 0);
+	assert_int_equal(sh("systemd-analyze verify %s/hbd.service %s/hbeat-bpf@eth0.service "
+			    "> %s/verify.out 2>&1",
+			    dir, dir, dir),
+			 0);
+	/* not even a warning (an unknown key is only a warning, with exit status 0) */
+	assert_int_equal(sh("test ! -s %s/verify.out || { cat %s/verify.out >&2; false; }", dir, dir),
+			 0);
+	/* and verify does catch a broken unit, so the check above means something */
+	assert_int_equal(sh("sed 's|^ExecStart=[^ ]*|ExecStart=/nonexistent/hbd|' %s/hbd.service > "
+			    "%s/broken.service",
+			    dir, dir),
+			 0);
+	assert_int_not_equal(sh("systemd-analyze verify %s/broken.service 2>/dev/null", dir), 0);
+}
+
+/* Value of a key in the generated hbd.service, continuation lines joined. */
+static void unit_value(const char *key, char *out, size_t cap)
+{
+	char path[128], line[1024];
+	size_t klen = strlen(key), n = 0;
+	bool in = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/hbd.service", dir);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	out[0] = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *s = line;
+
+		if (!in && (strncmp(line, key, klen) || line[klen] != '='))
+			continue;
+		if (!in)
+			s += klen + 1;
+		while (isspace((unsigned char)*s))
+			s++;
+		size_t l = strcspn(s, "\n");
+		in = l && s[l - 1] == '\\';
+		if (in)
+			l--;
+		n += (size_t)snprintf(out + n, cap - n, "%.*s ", (int)l, s);
+		if (!in)
+			break;
+	}
+	fclose(f);
+	assert_true(out[0]);
+}
+
+/* "CAP_BPF CAP_NET_ADMIN" -> "-all,+bpf,+net_admin" (setpriv's form), without drop if given. */
+static void setpriv_caps(const char *caps, const char *drop, char *out, size_t cap)
+{
+	char copy[256], *save = NULL;
+	size_t n = (size_t)snprintf(out, cap, "-all");
+
+	snprintf(copy, sizeof(copy), "%s", caps);
+	for (char *t = strtok_r(copy, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+		if (drop && !strcmp(t, drop))
+			continue;
+		n += (size_t)snprintf(out + n, cap - n, ",+");
+		for (const char *c = t + 4; *c; c++) /* past "CAP_" */
+			out[n++] = (char)tolower((unsigned char)*c);
+		out[n] = 0;
+	}
+}
+
+/* Maps shaped as the ABI says, pinned in a private directory, for offload mode. */
+static void make_pins(const char *pins)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, mm, .map_flags = BPF_F_MMAPABLE);
+	struct {
+		const char *name;
+		int fd;
+	} m[] = {
+		{ HB_MAP_CONNS, bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_CONNS, 8, sizeof(struct hb_conn), 64, NULL) },
+		{ HB_MAP_SESSIONS, bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_SESSIONS, 8, sizeof(struct hb_session), 64, NULL) },
+		{ HB_MAP_CONFIG, bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_CONFIG, 4, sizeof(struct hb_config), 1, &mm) },
+	};
+	char path[160];
+
+	assert_int_equal(mkdir(pins, 0700), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_true(m[i].fd >= 0);
+		snprintf(path, sizeof(path), "%s/%s", pins, m[i].name);
+		assert_int_equal(bpf_obj_pin(m[i].fd, path), 0);
+		close(m[i].fd);
+	}
+}
+
+/* Runs hbd.service's ExecStart with scratch paths under setpriv's bounding set; returns the
+ * mode hbd reports in its ready line. */
+static void run_unit_hbd(const char *drop_cap, const char *want_mode)
+{
+	char exec[2048], caps[256], sp[256], cmd[4096], pins[96], line[1024], notify[108];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char msg[512];
+	int nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0), status = 0;
+	uint16_t mport = 0;
+	char *p, *text;
+	pid_t pid;
+
+	unit_value("ExecStart", exec, sizeof(exec));
+	unit_value("CapabilityBoundingSet", caps, sizeof(caps));
+	setpriv_caps(caps, drop_cap, sp, sizeof(sp));
+	snprintf(pins, sizeof(pins), "/sys/fs/bpf/hbeat-test-%d-unit", (int)getpid());
+	make_pins(pins);
+	assert_int_equal(ht_write_keys(strcat(strcpy(line, dir), "/keys")), 0);
+	chmod(line, 0600);
+	snprintf(notify, sizeof(notify), "%s/notify.sock", dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", notify);
+	unlink(notify);
+	assert_int_equal(bind(nfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	/* the unit's paths, redirected into the scratch directory; $HBD_OPTS as a site would */
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && exec setpriv --bounding-set=%s -- $(echo '%s' | sed "
+		 "-e 's|/etc/hbeat/keys|%s/keys|' -e 's|/var/lib/hbeat/|%s/|' "
+		 "-e 's|/run/hbeat/hbd.sock|%s/hbd.sock|' -e 's|127.0.0.1:9107|127.0.0.1:0|' "
+		 "-e 's|\\$HBD_OPTS|--port 0 --workers 1 --pin-path %s|') 2> %s/hbd.err",
+		 dir, sp, exec, dir, dir, dir, pins, dir);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("NOTIFY_SOCKET", notify, 1);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	{
+		struct ht_daemon d = { .pid = pid };
+
+		snprintf(d.dir, sizeof(d.dir), "%s", dir);
+		ht_track(&d, true); /* reaped by the teardown if an assertion fails */
+	}
+	/* READY=1 over sd_notify, as systemd's Type=notify waits for */
+	{
+		struct pollfd pfd = { .fd = nfd, .events = POLLIN };
+		ssize_t n;
+
+		assert_int_equal(poll(&pfd, 1, 10000), 1);
+		n = recv(nfd, msg, sizeof(msg) - 1, 0);
+		assert_true(n > 0);
+		msg[n] = 0;
+		assert_non_null(strstr(msg, "READY=1"));
+	}
+	snprintf(msg, sizeof(msg), "%s/hbd.err", dir);
+	assert_true(ht_file_contains(msg, "ready:", line, sizeof(line)));
+	assert_non_null(strstr(line, want_mode));
+	p = strstr(line, "metrics_port=");
+	assert_non_null(p);
+	mport = (uint16_t)atoi(p + 13);
+	text = tc_curl(mport, "/metrics", &status);
+	assert_int_equal(status, 200);
+	free(text);
+	snprintf(msg, sizeof(msg), "%s/hbd.sock", dir);
+	assert_int_equal(tc_req(msg, "ping\n", line, sizeof(line)), 0);
+	assert_string_equal(line, "{\"req\":1,\"ok\":true}");
+	kill(pid, SIGTERM);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	{
+		struct ht_daemon d = { .pid = 0 };
+
+		snprintf(d.dir, sizeof(d.dir), "%s", dir);
+		ht_track(&d, false);
+	}
+	sh("rm -rf %s", pins);
+	close(nfd);
+}
+
+static void unit_command_runs_with_its_capabilities(void **state)
+{
+	(void)state;
+	run_unit_hbd(NULL, "mode=offload");
+}
+
+static void without_cap_bpf_no_offload(void **state)
+{
+	(void)state;
+	run_unit_hbd("CAP_BPF", "mode=userspace(bpf-not-loaded)");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(verify_units),
+		cmocka_unit_test_teardown(unit_command_runs_with_its_capabilities, ht_reap),
+		cmocka_unit_test_teardown(without_cap_bpf_no_offload, ht_reap),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests_name("systemd", tests, setup, teardown);
+}
