@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The systemd units in contrib/systemd: `systemd-analyze verify` accepts them without a word,
- * and hbd.service's own command line, run with exactly its CapabilityBoundingSet, starts,
- * reports READY over sd_notify, uses the pinned maps (CAP_BPF), and serves its control socket
- * and metrics. Without CAP_BPF in the set it falls back to userspace, which shows the set is
- * what the daemon really gets.
+ * and hbd.service's own command line, run with exactly its CapabilityBoundingSet (checked in
+ * /proc), starts, reports READY over sd_notify, uses the pinned maps, binds a port below 1024,
+ * and serves its control socket and metrics. Without CAP_NET_BIND_SERVICE in the set it cannot
+ * bind that port, which shows the set is what the daemon really gets.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -149,36 +149,54 @@ static void make_pins(const char *pins)
 	}
 }
 
-/* Runs hbd.service's ExecStart with scratch paths under setpriv's bounding set; returns the
- * mode hbd reports in its ready line. */
-static void run_unit_hbd(const char *drop_cap, const char *want_mode)
+/* The effective capability set of a process, from /proc. */
+static unsigned long long cap_eff(pid_t pid)
 {
-	char exec[2048], caps[256], sp[256], cmd[4096], pins[96], line[1024], notify[108];
+	char path[64], line[256];
+	unsigned long long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/* Runs hbd.service's ExecStart, its paths redirected into the scratch directory and $HBD_OPTS
+ * as a site would set it (a service port below 1024), under setpriv with the unit's
+ * CapabilityBoundingSet minus drop_cap. Returns hbd's pid once it is READY, or 0 if it exited
+ * first (its exit status in *status). */
+static pid_t run_unit_hbd(const char *drop_cap, uint16_t port, int *status)
+{
+	char exec[2048], caps[256], sp[256], cmd[4096], pins[96], keys[96], notify[108];
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	char msg[512];
-	int nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0), status = 0;
-	uint16_t mport = 0;
-	char *p, *text;
 	pid_t pid;
 
 	unit_value("ExecStart", exec, sizeof(exec));
 	unit_value("CapabilityBoundingSet", caps, sizeof(caps));
 	setpriv_caps(caps, drop_cap, sp, sizeof(sp));
 	snprintf(pins, sizeof(pins), "/sys/fs/bpf/hbeat-test-%d-unit", (int)getpid());
+	sh("rm -rf %s", pins);
 	make_pins(pins);
-	assert_int_equal(ht_write_keys(strcat(strcpy(line, dir), "/keys")), 0);
-	chmod(line, 0600);
+	snprintf(keys, sizeof(keys), "%s/keys", dir);
+	assert_int_equal(ht_write_keys(keys), 0);
+	chmod(keys, 0600);
 	snprintf(notify, sizeof(notify), "%s/notify.sock", dir);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", notify);
 	unlink(notify);
 	assert_int_equal(bind(nfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	/* the unit's paths, redirected into the scratch directory; $HBD_OPTS as a site would */
 	snprintf(cmd, sizeof(cmd),
 		 "cd %s && exec setpriv --bounding-set=%s -- $(echo '%s' | sed "
 		 "-e 's|/etc/hbeat/keys|%s/keys|' -e 's|/var/lib/hbeat/|%s/|' "
 		 "-e 's|/run/hbeat/hbd.sock|%s/hbd.sock|' -e 's|127.0.0.1:9107|127.0.0.1:0|' "
-		 "-e 's|\\$HBD_OPTS|--port 0 --workers 1 --pin-path %s|') 2> %s/hbd.err",
-		 dir, sp, exec, dir, dir, dir, pins, dir);
+		 "-e 's|\\$HBD_OPTS|--port %u --workers 1 --pin-path %s|') > %s/hbd.out 2> %s/hbd.err",
+		 dir, sp, exec, dir, dir, dir, port, pins, dir, dir);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -192,53 +210,93 @@ static void run_unit_hbd(const char *drop_cap, const char *want_mode)
 		snprintf(d.dir, sizeof(d.dir), "%s", dir);
 		ht_track(&d, true); /* reaped by the teardown if an assertion fails */
 	}
-	/* READY=1 over sd_notify, as systemd's Type=notify waits for */
-	{
+	/* READY=1 over sd_notify, what systemd's Type=notify waits for; or an early exit */
+	for (int i = 0; i < 1000; i++) {
 		struct pollfd pfd = { .fd = nfd, .events = POLLIN };
 		ssize_t n;
 
-		assert_int_equal(poll(&pfd, 1, 10000), 1);
-		n = recv(nfd, msg, sizeof(msg) - 1, 0);
-		assert_true(n > 0);
-		msg[n] = 0;
-		assert_non_null(strstr(msg, "READY=1"));
+		if (waitpid(pid, status, WNOHANG) == pid) {
+			pid = 0;
+			break;
+		}
+		if (poll(&pfd, 1, 10) == 1 && (n = recv(nfd, msg, sizeof(msg) - 1, 0)) > 0) {
+			msg[n] = 0;
+			if (strstr(msg, "READY=1"))
+				break;
+		}
 	}
-	snprintf(msg, sizeof(msg), "%s/hbd.err", dir);
-	assert_true(ht_file_contains(msg, "ready:", line, sizeof(line)));
-	assert_non_null(strstr(line, want_mode));
-	p = strstr(line, "metrics_port=");
-	assert_non_null(p);
-	mport = (uint16_t)atoi(p + 13);
-	text = tc_curl(mport, "/metrics", &status);
-	assert_int_equal(status, 200);
-	free(text);
-	snprintf(msg, sizeof(msg), "%s/hbd.sock", dir);
-	assert_int_equal(tc_req(msg, "ping\n", line, sizeof(line)), 0);
-	assert_string_equal(line, "{\"req\":1,\"ok\":true}");
+	close(nfd);
+	return pid;
+}
+
+static void stop_unit_hbd(pid_t pid)
+{
+	int status;
+
 	kill(pid, SIGTERM);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
-	{
-		struct ht_daemon d = { .pid = 0 };
+}
 
-		snprintf(d.dir, sizeof(d.dir), "%s", dir);
-		ht_track(&d, false);
-	}
+static void forget_unit_hbd(void)
+{
+	struct ht_daemon d = { .pid = 0 };
+	char pins[96];
+
+	snprintf(d.dir, sizeof(d.dir), "%s", dir);
+	ht_track(&d, false);
+	snprintf(pins, sizeof(pins), "/sys/fs/bpf/hbeat-test-%d-unit", (int)getpid());
 	sh("rm -rf %s", pins);
-	close(nfd);
+}
+
+/* A port below 1024 that nothing else here uses. */
+static uint16_t low_port(void)
+{
+	return (uint16_t)(1023 - getpid() % 300);
 }
 
 static void unit_command_runs_with_its_capabilities(void **state)
 {
+	const unsigned long long want = 1ull << 39 /* CAP_BPF */ | 1ull << 12 /* CAP_NET_ADMIN */ |
+					1ull << 10 /* CAP_NET_BIND_SERVICE */;
+	char line[1024], path[128], *p, *text;
+	int status = 0;
+	pid_t pid;
+
 	(void)state;
-	run_unit_hbd(NULL, "mode=offload");
+	pid = run_unit_hbd(NULL, low_port(), &status);
+	assert_true(pid > 0);
+	/* exactly the unit's capabilities, no more */
+	assert_int_equal(cap_eff(pid), want);
+	snprintf(path, sizeof(path), "%s/hbd.err", dir);
+	assert_true(ht_file_contains(path, "ready:", line, sizeof(line)));
+	assert_non_null(strstr(line, "mode=offload"));
+	p = strstr(line, "metrics_port=");
+	assert_non_null(p);
+	text = tc_curl((uint16_t)atoi(p + 13), "/metrics", &status);
+	assert_int_equal(status, 200);
+	free(text);
+	snprintf(path, sizeof(path), "%s/hbd.sock", dir);
+	assert_int_equal(tc_req(path, "ping\n", line, sizeof(line)), 0);
+	assert_string_equal(line, "{\"req\":1,\"ok\":true}");
+	stop_unit_hbd(pid);
+	forget_unit_hbd();
 }
 
-static void without_cap_bpf_no_offload(void **state)
+/* The set is what hbd gets: without CAP_NET_BIND_SERVICE the low port is out of reach. */
+static void without_a_capability_it_cannot(void **state)
 {
+	char path[128];
+	int status = 0;
+
 	(void)state;
-	run_unit_hbd("CAP_BPF", "mode=userspace(bpf-not-loaded)");
+	assert_int_equal(run_unit_hbd("CAP_NET_BIND_SERVICE", low_port(), &status), 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 3);
+	snprintf(path, sizeof(path), "%s/hbd.err", dir);
+	assert_true(ht_file_contains(path, "Permission denied", NULL, 0));
+	forget_unit_hbd();
 }
 
 int main(void)
@@ -246,7 +304,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(verify_units),
 		cmocka_unit_test_teardown(unit_command_runs_with_its_capabilities, ht_reap),
-		cmocka_unit_test_teardown(without_cap_bpf_no_offload, ht_reap),
+		cmocka_unit_test_teardown(without_a_capability_it_cannot, ht_reap),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -31,22 +31,27 @@ void hbd_down_free(struct hbd_downlink *dl)
 	pthread_mutex_destroy(&dl->lock);
 }
 
-static void result(struct hbd_daemon *d, const struct hbd_down_req *r, uint64_t device,
-		   uint32_t client, uint32_t req, enum hbd_down_status st, uint16_t seq,
-		   uint64_t rtt_ns)
+static void report(struct hbd_daemon *d, uint32_t client, uint32_t req, uint64_t device,
+		   enum hbd_down_status st, uint16_t seq, uint64_t rtt_ns)
 {
 	struct hbd_event ev = {
 		.kind = HBD_EV_DOWN_RESULT,
 		.status = (uint8_t)st,
-		.client = r ? r->client : client,
-		.req = r ? r->req : req,
-		.device = r ? r->device : device,
+		.client = client,
+		.req = req,
+		.device = device,
 		.seq = seq,
 		.rtt_us = (uint32_t)(rtt_ns / 1000 > UINT32_MAX ? UINT32_MAX : rtt_ns / 1000),
 		.ts_ms = hbd_realtime_ms(),
 	};
 
 	hbd_events_push(&d->events, &ev);
+}
+
+/* The outcome of a request that never became a DOWN frame. */
+static void refuse(struct hbd_daemon *d, const struct hbd_down_req *r, enum hbd_down_status st)
+{
+	report(d, r->client, r->req, r->device, st, 0, 0);
 }
 
 void hbd_down_submit(struct hbd_daemon *d, struct hbd_down_req *r)
@@ -56,7 +61,7 @@ void hbd_down_submit(struct hbd_daemon *d, struct hbd_down_req *r)
 	unsigned target;
 
 	if (!loc || (target = hbd_loc_worker(loc)) >= d->plan.workers || !d->workers[target]) {
-		result(d, r, 0, 0, 0, HBD_DOWN_OFFLINE, 0, 0);
+		refuse(d, r, HBD_DOWN_OFFLINE);
 		free(r);
 		return;
 	}
@@ -98,7 +103,7 @@ static void send_one(struct hbd_worker *w, struct hbd_down_req *r)
 
 	if (!p) {
 		HBD_STAT_ADD(w->st, down_failed, 1);
-		result(w->d, r, 0, 0, 0, HBD_DOWN_BUSY, 0, 0);
+		refuse(w->d, r, HBD_DOWN_BUSY);
 		return;
 	}
 	if (loc & HBD_LOC_UDP)
@@ -109,7 +114,7 @@ static void send_one(struct hbd_worker *w, struct hbd_down_req *r)
 				       r->len);
 	if (rc) {
 		HBD_STAT_ADD(w->st, down_failed, 1);
-		result(w->d, r, 0, 0, 0, rc == -ENOENT ? HBD_DOWN_OFFLINE : HBD_DOWN_FAILED, 0, 0);
+		refuse(w->d, r, rc == -ENOENT ? HBD_DOWN_OFFLINE : HBD_DOWN_FAILED);
 		return;
 	}
 	dl->seq++;
@@ -157,7 +162,7 @@ static void finish(struct hbd_worker *w, struct hbd_down_pending *p, enum hbd_do
 	} else {
 		HBD_STAT_ADD(w->st, down_failed, 1);
 	}
-	result(w->d, NULL, p->device, p->client, p->req, st, p->seq, rtt);
+	report(w->d, p->client, p->req, p->device, st, p->seq, rtt);
 	p->loc = 0;
 	w->down.npending--;
 }

@@ -20,7 +20,9 @@
 #include "notify.h"
 #include "worker.h"
 
-#define EPOCH_WAIT_MS 5000
+/* Workers pass the epoch within microseconds of their wake-up; a worker that takes longer is
+ * stuck, and the control thread must get back to the liveness stamp well inside --grace. */
+#define EPOCH_WAIT_MS 1000
 
 static bool workers_passed(struct hbd_daemon *d, uint64_t epoch)
 {
