@@ -11,15 +11,15 @@
 /* Payload length rule per type, from the protocol document (not from hb_payload_len_ok). */
 static int ref_len_ok(uint8_t type, uint16_t len)
 {
-	static const int fixed[] = { -1, 56, 16, 8, 8, -2, -3, 0, 2, 2 };
+	static const int fixed[] = { -1, 56, 16, 8, 8, -2, -3, 0, 2, 2, -3 /* DOWN */ };
 
-	if (type == 0 || type > 9)
+	if (type == 0 || type > 10)
 		return 0;
 	if (fixed[type] >= 0)
 		return len == fixed[type];
 	if (fixed[type] == -2) /* ECHO */
 		return len <= 1024;
-	return len >= 1 && len <= 1024; /* DATA */
+	return len >= 1 && len <= 1024; /* DATA, DOWN */
 }
 
 static int ref_hdr(const uint8_t *b, uint16_t *len)
@@ -28,7 +28,7 @@ static int ref_hdr(const uint8_t *b, uint16_t *len)
 		return HB_DECODE_BAD_MAGIC;
 	if (b[2] != 1)
 		return HB_DECODE_BAD_VERSION;
-	if (b[3] == 0 || b[3] > 9)
+	if (b[3] == 0 || b[3] > 10)
 		return HB_DECODE_BAD_TYPE;
 	*len = (uint16_t)(b[4] << 8 | b[5]);
 	if (*len > 1024)

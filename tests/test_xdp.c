@@ -189,7 +189,8 @@ enum frame {
 	F_BAD_MAGIC,
 	F_BAD_VERSION,
 	F_TYPE0,
-	F_TYPE10,
+	F_TYPE11, /* one past the last type (DOWN, 10) */
+	F_DOWN, /* a server-only type from a client: valid frame, the daemon refuses it */
 	F_LEN_MORE, /* PING declaring 8, 9 bytes present */
 	F_LEN_LESS, /* PING declaring 8, 7 bytes present */
 	F_PING_LEN7, /* PING declaring and carrying 7 */
@@ -236,7 +237,8 @@ static const struct xdp_case cases[] = {
 	{ "v4 bad magic -> drop", 4, 0, F_BAD_MAGIC, {}, S_AUTHED, D_NOCHECK, XDP_DROP, "xdp_drop_malformed", false },
 	{ "v6 bad version -> drop", 6, 0, F_BAD_VERSION, {}, S_AUTHED, D_NOCHECK, XDP_DROP, "xdp_drop_malformed", false },
 	{ "v4 type 0 -> drop", 4, 0, F_TYPE0, {}, S_AUTHED, D_NOCHECK, XDP_DROP, "xdp_drop_malformed", false },
-	{ "v4 type 10 -> drop", 4, 0, F_TYPE10, {}, S_AUTHED, D_NOCHECK, XDP_DROP, "xdp_drop_malformed", false },
+	{ "v4 type 11 -> drop", 4, 0, F_TYPE11, {}, S_AUTHED, D_NOCHECK, XDP_DROP, "xdp_drop_malformed", false },
+	{ "v4 DOWN -> pass to daemon", 4, 0, F_DOWN, {}, S_AUTHED, D_NOCHECK, XDP_PASS, "xdp_pass", false },
 	{ "v4 PING longer than declared -> drop", 4, 0, F_LEN_MORE, {}, S_AUTHED, D_NOCHECK, XDP_DROP, "xdp_drop_malformed", false },
 	{ "v6 PING shorter than declared -> drop", 6, 0, F_LEN_LESS, {}, S_AUTHED, D_NOCHECK, XDP_DROP, "xdp_drop_malformed", false },
 	{ "v4 PING declaring 7 bytes -> drop", 4, 0, F_PING_LEN7, {}, S_AUTHED, D_NOCHECK, XDP_DROP, "xdp_drop_malformed", false },
@@ -271,7 +273,8 @@ static size_t frame_bytes(enum frame f, __u8 *out, __u16 seq)
 	case F_BAD_MAGIC: return hb_udp(out, 0x4843, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 8);
 	case F_BAD_VERSION: return hb_udp(out, HB_MAGIC, 2, HB_PING, 8, seq, TOKEN, pl, 8);
 	case F_TYPE0: return hb_udp(out, HB_MAGIC, HB_VERSION, 0, 8, seq, TOKEN, pl, 8);
-	case F_TYPE10: return hb_udp(out, HB_MAGIC, HB_VERSION, 10, 8, seq, TOKEN, pl, 8);
+	case F_TYPE11: return hb_udp(out, HB_MAGIC, HB_VERSION, 11, 8, seq, TOKEN, pl, 8);
+	case F_DOWN: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_DOWN, 8, seq, TOKEN, pl, 8);
 	case F_LEN_MORE: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 9);
 	case F_LEN_LESS: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 7);
 	case F_PING_LEN7: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 7, seq, TOKEN, pl, 7);
