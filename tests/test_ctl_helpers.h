@@ -23,6 +23,31 @@ static inline void tc_bin(const char *name, char *out, size_t cap)
 		out[0] = 0;
 }
 
+/* Control sockets made by tc_start: hbd removes its own at exit, but not when a failed test
+ * had to kill it. tc_reap (a cmocka teardown) removes what is left. */
+static char tc_socks[16][108];
+
+static inline int tc_reap(void **state)
+{
+	ht_reap(state);
+	for (int i = 0; i < 16; i++)
+		if (tc_socks[i][0]) {
+			unlink(tc_socks[i]);
+			tc_socks[i][0] = 0;
+		}
+	return 0;
+}
+
+/* Another socket path for tc_reap to remove if the test fails before it does. */
+static inline void tc_track_sock(const char *path)
+{
+	for (int i = 15; i >= 0; i--)
+		if (!tc_socks[i][0]) {
+			snprintf(tc_socks[i], sizeof(tc_socks[0]), "%s", path);
+			return;
+		}
+}
+
 /* hbd with --control (in its scratch dir) and the extra arguments; *ctl gets the socket path.
  * metrics: also --metrics 127.0.0.1:0, the port lands in *mport.
  */
@@ -35,7 +60,9 @@ static inline int tc_start(struct ht_daemon *d, char *ctl, size_t cap, bool metr
 	char line[1024], *p;
 
 	/* the scratch dir is made by ht_start: the socket lives beside it, removed by hbd */
-	snprintf(ctl, cap, "/tmp/hbo-ctl-%d-%d.sock", (int)getpid(), n++);
+	snprintf(ctl, cap, "/tmp/hbo-ctl-%d-%d.sock", (int)getpid(), n);
+	snprintf(tc_socks[n % 16], sizeof(tc_socks[0]), "%s", ctl);
+	n++;
 	args[k++] = "--control";
 	args[k++] = ctl;
 	if (metrics) {

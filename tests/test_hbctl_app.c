@@ -31,6 +31,7 @@ static int group_teardown(void **state)
 
 	(void)state;
 	ht_cleanup(&D);
+	tc_reap(state);
 	return rc;
 }
 

@@ -36,6 +36,7 @@ static int group_teardown(void **state)
 		rc = -1;
 	}
 	ht_cleanup(&D);
+	tc_reap(state);
 	return rc;
 }
 
@@ -479,6 +480,7 @@ static void sd_notify_readiness(void **state)
 	(void)state;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/hbo-notify-%d.sock", (int)getpid());
 	unlink(sa.sun_path);
+	tc_track_sock(sa.sun_path);
 	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	/* what systemd gives a Type=notify service with WatchdogSec=0.4 */
 	setenv("NOTIFY_SOCKET", sa.sun_path, 1);
@@ -511,8 +513,8 @@ int main(void)
 		cmocka_unit_test(metrics_match_counters),
 	};
 	const struct CMUnitTest own[] = {
-		cmocka_unit_test_teardown(reload_revokes_live_sessions, ht_reap),
-		cmocka_unit_test_teardown(sd_notify_readiness, ht_reap),
+		cmocka_unit_test_teardown(reload_revokes_live_sessions, tc_reap),
+		cmocka_unit_test_teardown(sd_notify_readiness, tc_reap),
 	};
 	int rc;
 

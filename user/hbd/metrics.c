@@ -193,6 +193,17 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 	fprintf(f, "hbeat_drops_total{reason=\"full\"} %" PRIu64 "\n", (uint64_t)u.full);
 	fprintf(f, "hbeat_drops_total{reason=\"unexpected_type\"} %" PRIu64 "\n",
 		(uint64_t)u.frames_other);
+	/* the limits (docs/RELIABILITY.md), each a reason of its own */
+#define DROP(reason, field)                                                                   \
+	fprintf(f, "hbeat_drops_total{reason=\"" reason "\"} %" PRIu64 "\n", (uint64_t)u.field);
+	DROP("too_large", too_large)
+	DROP("per_source_limit", refused_per_source)
+	DROP("hello_timeout", hello_timeout)
+	DROP("auth_rate_limited", auth_rate_limited)
+	DROP("data_rate_limited", data_rate_limited)
+	DROP("slow_reader", slow_reader)
+	DROP("map_full", map_full)
+#undef DROP
 
 	family(f, "hbeat_downlink_total", "counter", "Downlink messages by outcome.");
 	fprintf(f, "hbeat_downlink_total{result=\"sent\"} %" PRIu64 "\n", (uint64_t)u.down_sent);
