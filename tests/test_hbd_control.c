@@ -172,6 +172,21 @@ static void udp_downlink(void **state)
 	assert_int_equal(ht_udp_send(dev, D.port, false, HB_ACK, f.seq, token ^ 1, NULL, 0), 0);
 	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
 	assert_non_null(strstr(line, "\"status\":\"timeout\""));
+	/* ACKs from new source ports (NAT rebinding): SO_REUSEPORT hands each to either worker,
+	 * so most of the eight reach a worker that does not own the session and are forwarded
+	 * to the owner by MSG_RING; every one must count, and each moves the session along */
+	for (int i = 0; i < 8; i++) {
+		int next = ht_udp(false);
+
+		request_send(ctl, 5, "hop", 0);
+		assert_int_equal(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1);
+		assert_int_equal(f.type, HB_DOWN);
+		assert_int_equal(ht_udp_send(next, D.port, false, HB_ACK, f.seq, token, NULL, 0), 0);
+		assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+		assert_non_null(strstr(line, "\"status\":\"delivered\""));
+		close(dev);
+		dev = next;
+	}
 	assert_int_equal(ht_udp_send(dev, D.port, false, HB_BYE, 2, token, "\0\0", 2), 0);
 	close(dev);
 	close(ctl);
