@@ -15,6 +15,7 @@
 
 #include "hb_bpf.h"
 #include "hb_env.h"
+#include "hb_json.h"
 #include "log.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -33,6 +34,7 @@ static const struct hbctl_opt load_opts[] = {
 	{ "then", 't', "FILE[:PROG]",
 	  "run this XDP program after hb_xdp on what hbeat passes (shares the NIC where libxdp's "
 	  "dispatcher is unavailable)", NULL },
+	OPT_JSON,
 	OPT_HELP,
 	{ 0 },
 };
@@ -40,6 +42,7 @@ static const struct hbctl_opt load_opts[] = {
 static const struct hbctl_opt unload_opts[] = {
 	{ "dev", 'd', "IFACE", "NIC the XDP program was attached to (required)", NULL },
 	OPT_PIN,
+	OPT_JSON,
 	OPT_HELP,
 	{ 0 },
 };
@@ -340,6 +343,17 @@ static const char *how_str(enum hbk_xdp_how how)
 	}
 }
 
+/* The same, as hbctl status --json names it. */
+static const char *how_id(enum hbk_xdp_how how)
+{
+	switch (how) {
+	case HBK_XDP_DISPATCHER: return "libxdp-dispatcher";
+	case HBK_XDP_LIBXDP_LEGACY: return "libxdp-single";
+	case HBK_XDP_LINK: return "bpf_link";
+	default: return "none";
+	}
+}
+
 static int parse_port(const char *s, __u16 *port)
 {
 	char *end;
@@ -452,6 +466,30 @@ int hbctl_do_load(const struct hbctl_args *a)
 	if ((err = hbk_pin(h, pin)))
 		goto out;
 
+	if (hbctl_flag(a, "json")) {
+		struct hbj j;
+
+		hbj_init(&j, stdout);
+		hbj_obj(&j, NULL);
+		hbj_bool(&j, "loaded", true);
+		hbj_str(&j, "dev", dev);
+		hbj_u64(&j, "ifindex", (uint64_t)ifindex);
+		hbj_u64(&j, "port", o.port);
+		hbj_str(&j, "pin_path", pin);
+		hbj_obj(&j, "xdp");
+		hbj_u64(&j, "prog_id", prog_id(hbk_prog_fd(h, HBK_PROG_XDP)));
+		hbj_str(&j, "mode", mode_s);
+		hbj_str(&j, "attach", how_id(h->xdp_how));
+		hbj_u64(&j, "then_prog_id", then_id);
+		hbj_obj_end(&j);
+		hbj_u64(&j, "parser_id", prog_id(hbk_prog_fd(h, "hb_parser")));
+		hbj_u64(&j, "verdict_id", prog_id(hbk_prog_fd(h, "hb_verdict")));
+		hbj_u64(&j, "sockops_id", prog_id(hbk_prog_fd(h, "hb_sockops")));
+		hbj_obj_end(&j);
+		hbj_end(&j);
+		rc = HBCTL_OK;
+		goto out;
+	}
 	printf("hbeat loaded on %s (ifindex %d), port %u, pins in %s\n", dev, ifindex, o.port, pin);
 	printf("  xdp      hb_xdp id %u, %s mode, attached via %s\n",
 	       prog_id(hbk_prog_fd(h, HBK_PROG_XDP)), mode_s, how_str(h->xdp_how));
@@ -495,19 +533,45 @@ int hbctl_do_unload(const struct hbctl_args *a)
 	err = hbk_unload(pin, ifindex ? dev : NULL, &rep);
 	if (err == -ENOENT) {
 		/* Nothing pinned. A crashed load may still have left hb_xdp on the NIC. */
-		printf("hbeat is not loaded (no pins in %s)\n", pin);
-		if (ifindex && hbk_detach_xdp_ifindex(ifindex) == 0)
-			printf("removed a stray hb_xdp from %s\n", dev);
+		bool stray = ifindex && hbk_detach_xdp_ifindex(ifindex) == 0;
+
+		if (hbctl_flag(a, "json")) {
+			printf("{\"loaded\":false,\"stray_xdp_removed\":%s}\n", stray ? "true" : "false");
+		} else {
+			printf("hbeat is not loaded (no pins in %s)\n", pin);
+			if (stray)
+				printf("removed a stray hb_xdp from %s\n", dev);
+		}
 		hbk_unlock(lock);
 		return HBCTL_OK;
 	}
-	if (rep.xdp_detached)
+	if (hbctl_flag(a, "json")) {
+		struct hbj j;
+
+		hbj_init(&j, stdout);
+		hbj_obj(&j, NULL);
+		hbj_bool(&j, "loaded", true);
+		hbj_bool(&j, "xdp_detached", rep.xdp_detached);
+		if (!rep.xdp_detached)
+			hbj_str(&j, "xdp_note", rep.xdp_note);
+		hbj_bool(&j, "sockops_detached", rep.sockops_detached);
+		hbj_bool(&j, "sockmap_detached", rep.sockmap_detached);
+		hbj_u64(&j, "pins_removed", (uint64_t)rep.pins_removed);
+		hbj_bool(&j, "pin_dir_removed", access(pin, F_OK) != 0);
+		hbj_obj_end(&j);
+		hbj_end(&j);
+	} else if (rep.xdp_detached)
 		printf("detached hb_xdp from %s\n", dev);
-	else
-		printf("hb_xdp not detached: %s\n", rep.xdp_note[0] ? rep.xdp_note : "unknown reason");
-	printf("%s hb_sockops\n", rep.sockops_detached ? "detached" : "could not detach");
-	printf("%s hb_parser/hb_verdict\n", rep.sockmap_detached ? "detached" : "could not detach");
-	printf("removed %d pins%s\n", rep.pins_removed, access(pin, F_OK) ? " and the pin directory" : "");
+	if (!hbctl_flag(a, "json")) {
+		if (!rep.xdp_detached)
+			printf("hb_xdp not detached: %s\n",
+			       rep.xdp_note[0] ? rep.xdp_note : "unknown reason");
+		printf("%s hb_sockops\n", rep.sockops_detached ? "detached" : "could not detach");
+		printf("%s hb_parser/hb_verdict\n",
+		       rep.sockmap_detached ? "detached" : "could not detach");
+		printf("removed %d pins%s\n", rep.pins_removed,
+		       access(pin, F_OK) ? " and the pin directory" : "");
+	}
 	hbk_unlock(lock);
 	if (err) {
 		hb_err("unload incomplete: %s", strerror(-err));

@@ -183,8 +183,11 @@ static void dispatcher_or_a_clear_refusal(void **state)
 	bool freplace = hbe_probe_freplace(why, sizeof(why)) == 0;
 
 	(void)state;
-	snprintf(args, sizeof(args), "load --dev %s --mode native", C.sif);
+	snprintf(args, sizeof(args), "load --dev %s --mode native --json", C.sif);
 	assert_int_equal(hbctl(args), 0);
+	assert_true(out_has("{\"loaded\":true,\"dev\":\""));
+	assert_true(out_has(freplace ? "\"attach\":\"libxdp-dispatcher\""
+				     : "\"attach\":\"libxdp-single\""));
 	assert_int_equal(sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1", C.srv,
 			    C.sif, C.out),
 			 0);
@@ -218,8 +221,11 @@ static void dispatcher_or_a_clear_refusal(void **state)
 		assert_true(out_has("hb_xdp"));
 		assert_false(out_has("portfilter"));
 	}
-	snprintf(args, sizeof(args), "unload --dev %s", C.sif);
+	snprintf(args, sizeof(args), "unload --dev %s --json", C.sif);
 	assert_int_equal(hbctl(args), 0);
+	assert_true(out_has("\"xdp_detached\":true,\"sockops_detached\":true,"
+			    "\"sockmap_detached\":true"));
+	assert_true(out_has("\"pin_dir_removed\":true"));
 }
 
 /* A PING for an admitted session (written into the pinned map as hbd would), from the client
