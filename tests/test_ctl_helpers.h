@@ -38,6 +38,21 @@ static inline int tc_reap(void **state)
 	return 0;
 }
 
+/* ht_cleanup, and whatever else a test put into the daemon's scratch directory (outputs of
+ * the example device and hbctl, the key store's lock file), so the directory goes too. */
+static inline void tc_cleanup(struct ht_daemon *d)
+{
+	char dir[sizeof(d->dir)], cmd[sizeof(d->dir) + 16];
+
+	snprintf(dir, sizeof(dir), "%s", d->dir);
+	ht_cleanup(d);
+	if (!strncmp(dir, "/tmp/hbdtest.", 13) && !getenv("HT_KEEP")) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd)) {
+		}
+	}
+}
+
 /* Another socket path for tc_reap to remove if the test fails before it does. */
 static inline void tc_track_sock(const char *path)
 {

@@ -35,7 +35,7 @@ static int group_teardown(void **state)
 		fprintf(stderr, "daemon exit %d, errors %lld\n", rc, ht_exit_stat(&D, "errors"));
 		rc = -1;
 	}
-	ht_cleanup(&D);
+	tc_cleanup(&D);
 	tc_reap(state);
 	return rc;
 }

@@ -29,7 +29,7 @@ static int group_teardown(void **state)
 	int rc = ht_stop(&D);
 
 	(void)state;
-	ht_cleanup(&D);
+	tc_cleanup(&D);
 	tc_reap(state);
 	return rc;
 }
