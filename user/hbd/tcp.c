@@ -590,6 +590,21 @@ void hbd_tcp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		return;
 	}
 	k = hbd_chunk(&w->chunks, c->out);
+	if (w->d->offload && c->state == CONN_AUTHED && cqe->res < k->len - k->off) {
+		/* A short send means the peer left the send buffer full. In offload mode the
+		 * kernel writes PONGs into this same stream (sk_skb redirect), so sending the rest
+		 * later could put a PONG in the middle of our frame. The peer is not reading
+		 * anyway: close rather than risk a stream it would misparse.
+		 */
+		hb_dbg("tcp: worker %u slot %u: short send (%d of %u): closing", w->id, slot,
+		       cqe->res, (unsigned)(k->len - k->off));
+		HBD_STAT_ADD(w->st, errors, 1);
+		c->flags |= CF_BROKEN;
+		drop_output(w, c);
+		conn_close(w, slot, 0, 0);
+		advance(w, slot);
+		return;
+	}
 	k->off += (uint16_t)cqe->res;
 	if (k->off == k->len) {
 		uint32_t next = k->next;
