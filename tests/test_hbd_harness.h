@@ -220,8 +220,19 @@ static inline int ht_start(struct ht_daemon *d, const char *const *extra)
 	argv[argc++] = "0";
 	argv[argc++] = "--log-level";
 	argv[argc++] = "debug";
-	for (int i = 0; extra && extra[i] && argc < 62; i++)
+	bool own_pins = false;
+	for (int i = 0; extra && extra[i] && argc < 60; i++) {
+		own_pins |= !strcmp(extra[i], "--pin-path");
 		argv[argc++] = extra[i];
+	}
+	/* Never the default pin path: a test daemon must not adopt (and stamp, and count into)
+	 * the maps of an hbeat that is really loaded on this machine, such as a running demo.
+	 * The scratch dir holds no pins, so the daemon runs in userspace mode.
+	 */
+	if (!own_pins) {
+		argv[argc++] = "--pin-path";
+		argv[argc++] = d->dir;
+	}
 	argv[argc] = NULL;
 
 	d->pid = fork();

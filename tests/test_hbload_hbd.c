@@ -84,7 +84,9 @@ static int setup(void **state)
 	 */
 	const char *argv[] = { hbd_path, "--no-offload", "--port", fx->port, "--keys", fx->keys,
 			       "--interval", "0.2", "--expiry-mult", "3", "--sink", fx->sink,
-			       "--max-clients", "2000", "--workers", "2", NULL };
+			       "--max-clients", "2000", "--workers", "2",
+			       /* never the default pins of a really loaded hbeat (a running demo) */
+			       "--pin-path", fx->dir, NULL };
 	fx->hbd = hbt_spawn(hbd_path, argv, &fx->hbd_out, fx->log);
 	assert_true(fx->hbd > 0);
 	for (int i = 0; i < 100 && !listening(port); i++)
