@@ -13,6 +13,7 @@
 #include "log.h"
 #include "notify.h"
 #include "reload.h"
+#include "upgrade.h"
 #include "worker.h"
 
 #define CONTROL_TICK_MS 250
@@ -103,6 +104,18 @@ static int on_signal(struct hbd_daemon *d, int sigfd)
 			hbd_keys_reload(d, &res, why, sizeof(why)); /* it logs either way */
 			continue;
 		}
+		if (si.ssi_signo == SIGUSR2) {
+			hbd_upgrade_request(d); /* it logs either way */
+			continue;
+		}
+		if (hbd_upgrade_busy(d) && !d->ho_new) {
+			/* an old daemon mid-upgrade finishes it (it exits after it anyway); if the
+			 * upgrade fails, it drains then
+			 */
+			hb_info("%s: finishing the upgrade under way first", strsignal((int)si.ssi_signo));
+			d->term_pending = (int)si.ssi_signo;
+			continue;
+		}
 		hb_info("%s: draining", strsignal((int)si.ssi_signo));
 		return 1;
 	}
@@ -127,11 +140,21 @@ int hbd_control_loop(struct hbd_daemon *d, int sigfd)
 			hb_err("a worker failed: stopping");
 			return HBD_EXIT_FAIL;
 		}
+		if (hbd_upgrade_poll(d)) {
+			d->upgraded = true; /* every device is the successor's now */
+			return HBD_EXIT_OK;
+		}
+		if (d->term_pending && !hbd_upgrade_busy(d)) {
+			hb_info("%s: draining", strsignal(d->term_pending));
+			return HBD_EXIT_OK;
+		}
 		pfd[n++] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
 		pfd[n++] = (struct pollfd){ .fd = d->events.efd, .events = POLLIN };
 		if (d->api)
 			n += hbd_api_pollfds(d->api, pfd + n, (int)(sizeof(pfd) / sizeof(pfd[0])) - n);
-		rc = poll(pfd, (nfds_t)n, (int)(next_tick > now ? next_tick - now : 0));
+		/* an upgrade under way is driven every 10 ms */
+		rc = poll(pfd, (nfds_t)n,
+			  hbd_upgrade_busy(d) ? 10 : (int)(next_tick > now ? next_tick - now : 0));
 		if (rc < 0 && errno != EINTR) {
 			hb_err("control poll: %s", strerror(errno));
 			return HBD_EXIT_FAIL;

@@ -19,6 +19,7 @@
 #include "notify.h"
 #include "restart.h"
 #include "sockets.h"
+#include "upgrade.h"
 #include "worker.h"
 
 #define EVENT_QUEUE 16384 /* worker -> control events in flight; beyond, they are counted lost */
@@ -54,11 +55,11 @@ int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu,
 	return 0;
 }
 
-static int open_sink(const char *path, bool fsync)
+static int open_sink(const char *path, bool fsync, bool repair)
 {
 	char why[256] = "";
 	size_t dropped;
-	int fd = hbd_sink_open(path, true, fsync, &dropped, why, sizeof(why));
+	int fd = hbd_sink_open(path, repair, fsync, &dropped, why, sizeof(why));
 
 	if (fd < 0) {
 		hb_err("sink %s: %s", path, why);
@@ -110,7 +111,8 @@ static int setup_maps(struct hbd_daemon *d)
 		/* one daemon per set of maps, before touching any of them: a second would undo the
 		 * first one's sessions and zero its counters
 		 */
-		rc = hbd_instance_lock(cfg->pin_path, &d->lock_fd, why, sizeof(why));
+		rc = d->ho_new ? 0 /* inherited from the old daemon */
+			       : hbd_instance_lock(cfg->pin_path, &d->lock_fd, why, sizeof(why));
 		if (rc == -EBUSY) {
 			hb_err("%s", why);
 			return rc;
@@ -130,8 +132,10 @@ static int setup_maps(struct hbd_daemon *d)
 		d->stats_own = aligned_alloc(64, HB_MAX_WORKERS * sizeof(struct hb_ustats));
 		d->stats = d->stats_own;
 	}
-	/* counters count this daemon's life: a restarted daemon starts from zero */
-	if (d->stats)
+	/* counters count this daemon's life: a restarted daemon starts from zero; an upgraded
+	 * one goes on from its predecessor's (both add to them while they overlap)
+	 */
+	if (d->stats && (!d->ho_new || d->stats == d->stats_own))
 		memset(d->stats, 0, HB_MAX_WORKERS * sizeof(struct hb_ustats));
 	return d->stats ? 0 : -ENOMEM;
 }
@@ -156,6 +160,7 @@ static int start_workers(struct hbd_daemon *d)
 		w->d = d;
 		w->id = i;
 		hbd_down_init(&w->down);
+		hbd_ho_init(w);
 		w->st = &d->stats[i % HB_MAX_WORKERS];
 		w->lfd = d->tcp_fds[i];
 		w->ufd = d->udp_fds[i];
@@ -179,8 +184,15 @@ static int start_workers(struct hbd_daemon *d)
 	/* every worker is set up and waiting: state from an earlier daemon goes into its tables
 	 * and wheels now, before any of them runs
 	 */
-	if (!rc && d->offload)
+	if (!rc && d->ho_new) {
+		char why[256];
+
+		rc = hbd_upgrade_child_ready(d, why, sizeof(why));
+		if (rc)
+			hb_err("upgrade: %s", why);
+	} else if (!rc && d->offload) {
 		hbd_adopt_sessions(d, d->replay_floor_ms);
+	}
 	d->go = !rc;
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->lock);
@@ -220,6 +232,24 @@ static void print_stats(struct hbd_daemon *d)
 	}
 }
 
+int hbd_services_open(struct hbd_daemon *d)
+{
+	const struct hbd_config *cfg = d->cfg;
+	char why[512];
+	int rc;
+
+	d->services_pending = false;
+	if (cfg->control && (rc = hbd_api_open(&d->api, d, cfg->control, why, sizeof(why)))) {
+		hb_err("control socket: %s", why);
+		return rc;
+	}
+	if (cfg->metrics && (rc = hbd_metrics_start(&d->metrics, d, cfg->metrics, &d->metrics_port))) {
+		hb_err("metrics on %s: %s", cfg->metrics, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
 static const char *mode_str(const struct hbd_daemon *d)
 {
 	if (d->offload)
@@ -235,8 +265,9 @@ int hbd_run(const struct hbd_config *cfg)
 	char why[512];
 	sigset_t sigs;
 	int sigfd = -1;
-	uint16_t mport = 0;
 	long ncpu;
+	int ho_tcp[125], ho_udp[125];
+	unsigned ho_n = 0, want;
 
 	if (!d)
 		return HBD_EXIT_FAIL;
@@ -281,7 +312,21 @@ int hbd_run(const struct hbd_config *cfg)
 	d->ctl_ok = true;
 	getrlimit(RLIMIT_NOFILE, &rl);
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	rc = hbd_plan_workers(cfg->max_clients, cfg->workers, ncpu > 0 ? (unsigned)ncpu : 1,
+	/* started by an upgrade: the old daemon's sockets come first (as many workers at least) */
+	ho_n = sizeof(ho_tcp) / sizeof(ho_tcp[0]);
+	rc = hbd_upgrade_child_offer(d, ho_tcp, ho_udp, &ho_n, why, sizeof(why));
+	if (rc < 0) {
+		hb_err("upgrade: %s", why);
+		goto out;
+	}
+	if (!rc)
+		ho_n = 0;
+	else
+		d->replay_floor_until_ms = 0; /* the old daemon hands its replay state over */
+	want = cfg->workers ? cfg->workers : (ncpu > 0 ? (unsigned)ncpu : 1);
+	if (want < ho_n)
+		want = ho_n;
+	rc = hbd_plan_workers(cfg->max_clients, want, ncpu > 0 ? (unsigned)ncpu : 1,
 			      rl.rlim_cur, &d->plan);
 	if (rc) {
 		hb_err("cannot plan %u clients with RLIMIT_NOFILE %llu: %s", cfg->max_clients,
@@ -309,7 +354,8 @@ int hbd_run(const struct hbd_config *cfg)
 		goto out;
 	}
 	if (d->offload) {
-		hbd_clean_stale_conns(d);
+		if (!d->ho_new) /* an old daemon still owns its connections */
+			hbd_clean_stale_conns(d);
 		{
 			struct hb_config c;
 
@@ -317,7 +363,8 @@ int hbd_run(const struct hbd_config *cfg)
 				hbd_nic_init(&d->nic, (int)c.ifindex, c.ifname);
 		}
 	}
-	d->sink_fd = open_sink(cfg->sink, cfg->sink_fsync);
+	/* no repair while an old daemon may be mid-write on the same file */
+	d->sink_fd = open_sink(cfg->sink, cfg->sink_fsync, !d->ho_new);
 	if (d->sink_fd < 0)
 		goto out;
 	d->tcp_fds = calloc(d->plan.workers, sizeof(int));
@@ -327,8 +374,16 @@ int hbd_run(const struct hbd_config *cfg)
 		goto out;
 	for (unsigned i = 0; i < d->plan.workers; i++)
 		d->tcp_fds[i] = d->udp_fds[i] = d->ring_fds[i] = -1;
-	rc = hbd_sockets_open(cfg->bind, cfg->port, d->plan.workers, d->tcp_fds, d->udp_fds,
-			      &d->port, &d->family, why, sizeof(why));
+	for (unsigned i = 0; i < ho_n; i++) {
+		d->tcp_fds[i] = ho_tcp[i];
+		d->udp_fds[i] = ho_udp[i];
+	}
+	/* more workers than the old daemon had: their sockets join its SO_REUSEPORT groups */
+	rc = d->plan.workers > ho_n
+		     ? hbd_sockets_open(cfg->bind, ho_n ? d->port : cfg->port, d->plan.workers - ho_n,
+					d->tcp_fds + ho_n, d->udp_fds + ho_n, &d->port, &d->family,
+					why, sizeof(why))
+		     : 0;
 	if (rc) {
 		hb_err("listen on %s port %u: %s", cfg->bind ? cfg->bind : "::", cfg->port, why);
 		goto out;
@@ -339,6 +394,7 @@ int hbd_run(const struct hbd_config *cfg)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGUSR2);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	sigfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -353,25 +409,22 @@ int hbd_run(const struct hbd_config *cfg)
 		stop_workers(d);
 		goto out;
 	}
-	if (cfg->control && (rc = hbd_api_open(&d->api, d, cfg->control, why, sizeof(why)))) {
-		hb_err("control socket: %s", why);
-		stop_workers(d);
-		goto out;
-	}
-	if (cfg->metrics && (rc = hbd_metrics_start(&d->metrics, d, cfg->metrics, &mport))) {
-		hb_err("metrics on %s: %s", cfg->metrics, strerror(-rc));
+	/* a successor opens them once its predecessor has closed them (control.c) */
+	if (!d->ho_new && hbd_services_open(d)) {
 		stop_workers(d);
 		goto out;
 	}
 	hb_info("ready: listening on %s port=%u tcp+udp workers=%u slots=%u max_clients=%u "
-		"interval_ms=%llu timeout_ms=%llu mode=%s sink=%s control=%s metrics_port=%u",
+		"interval_ms=%llu timeout_ms=%llu mode=%s sink=%s control=%s metrics_port=%u pid=%d%s",
 		cfg->bind ? cfg->bind : "::", d->port, d->plan.workers, d->plan.slots,
 		cfg->max_clients, (unsigned long long)d->interval_ms,
 		(unsigned long long)d->timeout_ms, mode_str(d), cfg->sink,
-		cfg->control ? cfg->control : "none", mport);
+		cfg->control ? cfg->control : "none", d->metrics_port, (int)getpid(),
+		d->ho_new ? " (upgrade: taking over)" : "");
 	hbd_notify_ready(d);
 	exit_code = hbd_control_loop(d, sigfd);
-	hbd_notify_stopping();
+	if (!d->upgraded)
+		hbd_notify_stopping();
 	/* no more requests; the workers' last events are dropped with the queue */
 	hbd_api_close(d->api);
 	d->api = NULL;
@@ -379,9 +432,10 @@ int hbd_run(const struct hbd_config *cfg)
 	/* metrics read worker memory: stop serving before the workers are freed */
 	hbd_metrics_stop(d->metrics);
 	d->metrics = NULL;
-	if (d->offload) {
+	if (d->offload && !d->upgraded) {
 		/* the fast paths must stop answering for a daemon that is gone: a zero stamp is
-		 * stale at once (unless the grace check is disabled)
+		 * stale at once (unless the grace check is disabled); after an upgrade the
+		 * successor stamps, and a zero here would silence the fast paths under it
 		 */
 		hbd_maps_stamp(&d->maps, 0, (uint64_t)(cfg->grace_s * 1e9));
 	}
@@ -422,6 +476,7 @@ out:
 	free(d->tcp_fds);
 	free(d->udp_fds);
 	free(d->ring_fds);
+	hbd_upgrade_free(d);
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->cond);
 	free(d);

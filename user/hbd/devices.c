@@ -282,3 +282,47 @@ void hbd_devices_each_live(struct hbd_devices *t, void (*fn)(void *arg, uint64_t
 		pthread_mutex_unlock(&s->lock);
 	}
 }
+
+void hbd_devices_foreach(struct hbd_devices *t,
+			 void (*fn)(void *ctx, uint64_t id, uint64_t last_ts_ms), void *ctx)
+{
+	for (unsigned i = 0; i < NSHARDS; i++) {
+		struct shard *s = &t->shard[i];
+
+		pthread_mutex_lock(&s->lock);
+		for (uint32_t k = 0; k <= s->mask; k++)
+			if (s->slot[k].id)
+				fn(ctx, s->slot[k].id, s->slot[k].last_ts_ms);
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+int hbd_devices_note(struct hbd_devices *t, uint64_t id, uint64_t ts_ms)
+{
+	uint64_t h = mix(id);
+	struct shard *s = shard_of(t, h);
+	struct dev *d;
+	int rc = 0;
+
+	if (!id)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	d = &s->slot[probe(s, id, h)];
+	if (!d->id) {
+		if ((s->used + 1) * 4 > (s->mask + 1) * 3) {
+			rc = grow(s);
+			if (rc)
+				goto out;
+			d = &s->slot[probe(s, id, h)];
+		}
+		d->id = id;
+		d->last_ts_ms = 0;
+		d->loc = 0;
+		s->used++;
+	}
+	if (ts_ms > d->last_ts_ms)
+		d->last_ts_ms = ts_ms;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}

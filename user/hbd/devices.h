@@ -62,5 +62,12 @@ size_t hbd_devices_count(struct hbd_devices *t);
  */
 void hbd_devices_each_live(struct hbd_devices *t, void (*fn)(void *arg, uint64_t id, uint64_t loc),
 			   void *arg);
+/* Calls fn for every device (each shard locked while it is walked); for the upgrade. */
+void hbd_devices_foreach(struct hbd_devices *t,
+			 void (*fn)(void *ctx, uint64_t id, uint64_t last_ts_ms), void *ctx);
+/* Records ts_ms as the device's newest accepted HELLO if it is newer (an upgrade hands the
+ * replay state over).
+ */
+int hbd_devices_note(struct hbd_devices *t, uint64_t id, uint64_t ts_ms);
 
 #endif

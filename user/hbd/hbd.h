@@ -58,6 +58,8 @@ struct hbd_config {
 			       * userspace */
 	const char *control; /* control socket path (api.h), NULL: none */
 	const char *metrics; /* ADDR:PORT for /metrics, NULL: none */
+	char *const *argv; /* as started: an upgrade (SIGUSR2) starts exe with them again */
+	char exe[4096];
 };
 
 void hbd_config_defaults(struct hbd_config *c);
@@ -112,6 +114,13 @@ struct hbd_daemon {
 	int lock_fd; /* instance lock (offload mode), -1 if none */
 	struct hbd_nicwatch nic; /* the XDP NIC (offload mode) */
 	int stop; /* atomic: 1 = drain */
+	int ho_phase; /* atomic: upgrade phase the old daemon's workers follow (upgrade.c) */
+	bool ho_new; /* this daemon was started by an upgrade and takes connections over */
+	bool upgraded; /* everything was handed to a successor: exit without a drain */
+	bool services_pending; /* a successor: control socket and metrics once the old one left */
+	int term_pending; /* a drain signal that waits for an upgrade under way */
+	uint16_t metrics_port;
+	struct hbd_upgrade *up;
 	unsigned tcp_clients; /* atomic: live TCP connections, against max_clients */
 	/* start-up handshake between the control thread and the workers */
 	pthread_mutex_t lock;
@@ -143,6 +152,14 @@ void hbd_ctl_flush(struct hbd_daemon *d);
  * enum hbd_exit when a signal or a failed worker ends the daemon.
  */
 int hbd_control_loop(struct hbd_daemon *d, int sigfd);
+/* Opens the control socket and the metrics endpoint if configured (logs what failed). */
+int hbd_services_open(struct hbd_daemon *d);
+enum hbd_ho_phase {
+	HBD_HO_PHASE_NONE = 0, /* serving (or, after an aborted upgrade, serving again) */
+	HBD_HO_PHASE_STOP, /* no new work: accepts and UDP receives cancelled */
+	HBD_HO_PHASE_EXPORT, /* TCP connections are handed over */
+	HBD_HO_PHASE_EXIT, /* done: workers leave their loops without a drain */
+};
 
 /* Runs the daemon until SIGTERM/SIGINT (blocked in every thread and taken by sigtimedwait in
  * the control thread). Returns an enum hbd_exit.

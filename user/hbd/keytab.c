@@ -176,6 +176,16 @@ void hbd_keytab_conn_close(struct hbd_keytab *t, uint32_t idx)
 	pthread_mutex_unlock(&t->lock);
 }
 
+void hbd_keytab_key(struct hbd_keytab *t, uint32_t idx, uint8_t key[16])
+{
+	pthread_mutex_lock(&t->lock);
+	if (idx < t->fresh && t->e[idx].conns != FREE_MARK)
+		memcpy(key, t->e[idx].key, 16);
+	else
+		memset(key, 0, 16);
+	pthread_mutex_unlock(&t->lock);
+}
+
 /* GCRA: an event at now is within the rate if the bucket, emptied at tat, has room for it:
  * max(tat, now) - now <= tau.
  */

@@ -47,6 +47,8 @@ void hbd_key_u64(uint64_t id, uint8_t key[16]);
 int hbd_keytab_conn_open(struct hbd_keytab *t, const uint8_t key[16], uint32_t max_conns,
 			 uint32_t *idx, uint32_t *count);
 void hbd_keytab_conn_close(struct hbd_keytab *t, uint32_t idx);
+/* The key of a live entry (zeroes if idx is not one). */
+void hbd_keytab_key(struct hbd_keytab *t, uint32_t idx, uint8_t key[16]);
 
 /* GCRA. Over the rate: true if the key's budget is spent (nothing counted). */
 bool hbd_keytab_over(struct hbd_keytab *t, const uint8_t key[16], uint64_t now_us);

@@ -50,6 +50,12 @@ void hbd_notify_stopping(void)
 	sd_notify(0, "STOPPING=1\nSTATUS=draining: BYE to every device");
 }
 
+void hbd_notify_mainpid(int pid)
+{
+	if (pid > 0)
+		sd_notifyf(0, "MAINPID=%d\nSTATUS=handed every device over to pid %d", pid, pid);
+}
+
 void hbd_notify_tick(struct hbd_daemon *d, uint64_t now_ms)
 {
 	if (watchdog_ms && now_ms >= next_watchdog_ms) {

@@ -6,6 +6,7 @@
 #define HBD_NOTIFY_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 struct hbd_daemon;
 
@@ -13,6 +14,8 @@ void hbd_notify_ready(struct hbd_daemon *d);
 void hbd_notify_reloading(void);
 void hbd_notify_reloaded(struct hbd_daemon *d);
 void hbd_notify_stopping(void);
+/* After an upgrade (SIGUSR2): the successor pid is the service's main process from now on. */
+void hbd_notify_mainpid(int pid);
 /* Control tick: refreshes STATUS= every few seconds and pets the watchdog if WatchdogSec= is
  * set (at half its period). now_ms is CLOCK_MONOTONIC.
  */

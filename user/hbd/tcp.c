@@ -553,6 +553,8 @@ void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	if (more)
 		return;
 	if (conn_live(c)) {
+		if (w->ho.exporting && cqe->res == -ECANCELED)
+			return; /* quiesced for the handoff: the socket goes on in the new daemon */
 		if (cqe->res == -ENOBUFS || cqe->res > 0) {
 			/* out of provided buffers (or the multishot simply ended): re-arm once
 			 * the buffers of this batch are back in the ring
@@ -625,7 +627,7 @@ void hbd_tcp_on_close(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	uint32_t slot = hbd_ud_index(cqe->user_data);
 	struct hbd_conn *c = conn_of(w, slot, hbd_ud_gen(cqe->user_data));
 
-	if (!c || c->state != CONN_CLOSED)
+	if (!c || (c->state != CONN_CLOSED && c->state != CONN_HANDED))
 		return;
 	if (cqe->res < 0) {
 		/* the slot stays taken in the kernel's table; nothing better to do than say so */
@@ -641,7 +643,10 @@ void hbd_tcp_on_close(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		w->src[slot] = HBD_KEY_NONE;
 	}
 	HBD_STAT_SUB(w->st, tcp_active, 1);
-	HBD_STAT_ADD(w->st, tcp_closed, 1);
+	if (c->state == CONN_HANDED)
+		HBD_STAT_ADD(w->st, handoff_out, 1); /* not closed: it lives on in the new daemon */
+	else
+		HBD_STAT_ADD(w->st, tcp_closed, 1);
 	c->gen++;
 	c->state = CONN_FREE;
 	c->flags = 0;
@@ -692,7 +697,7 @@ void hbd_tcp_flush(struct hbd_worker *w)
 		struct hbd_conn *c = &w->conns[slot];
 
 		c->flags &= ~CF_REARM;
-		if (conn_live(c) && !(c->flags & CF_RECV) && arm_recv(w, slot))
+		if (conn_live(c) && !(c->flags & CF_RECV) && !w->ho.exporting && arm_recv(w, slot))
 			conn_close(w, slot, 0, 0);
 	}
 	w->nrearm = 0;
@@ -797,5 +802,142 @@ void hbd_tcp_drain(struct hbd_worker *w)
 	for (uint32_t slot = 0; slot < w->nslots; slot++) {
 		if (conn_live(&w->conns[slot]))
 			conn_close(w, slot, HB_BYE, HB_BYE_SHUTDOWN);
+	}
+}
+
+/* ---- upgrade handoff (handoff.c drives these) ------------------------------------------- */
+
+int hbd_tcp_quiesce(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct io_uring_sqe *sqe;
+
+	if (!conn_live(c))
+		return 0;
+	if ((c->flags & CF_RECV) && !(c->flags & CF_CANCEL) && (sqe = hbd_sqe(w))) {
+		/* whatever arrives before the cancel is handled here; the rest waits in the socket */
+		io_uring_prep_cancel64(sqe, hbd_ud(HBD_OP_RECV, slot, c->gen, 0), 0);
+		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+		io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_CANCEL, slot, c->gen, 0));
+		c->flags |= CF_CANCEL;
+	}
+	if (c->flags & (CF_RECV | CF_SEND | CF_COOKIE | CF_DIRTY | CF_REARM) ||
+	    c->out != HBD_NONE || c->sink_pending)
+		return -1;
+	return 1;
+}
+
+size_t hbd_tcp_export(struct hbd_worker *w, uint32_t slot, uint8_t *out)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct hbd_ho_conn rec = { .cookie = c->cookie, .device_id = c->device_id,
+				   .authed = c->state == CONN_AUTHED };
+	uint32_t age = clock32(w) - c->last_seen;
+	size_t plen = 0;
+
+	rec.age_ms = (int32_t)age > 0 ? age : 0;
+	if (w->src && w->src[slot] != HBD_KEY_NONE)
+		hbd_keytab_key(&w->d->sources, w->src[slot], rec.src);
+	if (c->partial != HBD_NONE) {
+		plen = hbd_chunk(&w->chunks, c->partial)->len;
+		memcpy(out + sizeof(rec), hbd_chunk(&w->chunks, c->partial)->data, plen);
+		memset(out + sizeof(rec) + plen, 0, ((plen + 7) & ~(size_t)7) - plen);
+	}
+	rec.partial_len = (uint16_t)plen;
+	memcpy(out, &rec, sizeof(rec));
+	return sizeof(rec) + ((plen + 7) & ~(size_t)7);
+}
+
+/* The connection lives on in the new daemon: forget it here without a word to the peer and
+ * without touching its conns entry, then close this process's direct descriptor.
+ */
+void hbd_tcp_handed(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct io_uring_sqe *sqe;
+
+	hbd_reasm_drop(&w->chunks, &c->partial);
+	if (c->state == CONN_AUTHED) {
+		uint64_t loc = hbd_loc(0, w->id, c->gen, slot);
+
+		/* still online (no presence event), but not here: downlinks waiting for its ACK
+		 * are reported undelivered
+		 */
+		HBD_STAT_SUB(w->st, tcp_authed, 1);
+		hbd_down_gone(w, loc);
+		hbd_devices_release(w->d->devices, c->device_id, loc);
+	}
+	c->state = CONN_HANDED;
+	sqe = hbd_sqe(w);
+	if (!sqe) {
+		/* a full SQ here is unexpected: the slot stays taken until the worker exits */
+		HBD_STAT_ADD(w->st, errors, 1);
+		return;
+	}
+	io_uring_prep_close_direct(sqe, slot);
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_CLOSE, slot, c->gen, 0));
+}
+
+void hbd_tcp_drop(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+
+	HBD_STAT_ADD(w->st, errors, 1);
+	c->flags |= CF_BROKEN;
+	conn_close(w, slot, 0, 0);
+	advance(w, slot);
+}
+
+void hbd_tcp_adopt(struct hbd_worker *w, uint32_t slot, const struct hbd_ho_conn *rec,
+		   const uint8_t *partial)
+{
+	struct hbd_daemon *d = w->d;
+	struct hbd_conn *c;
+	uint64_t due;
+
+	if (slot >= w->nslots || w->conns[slot].state != CONN_FREE) {
+		hb_err("worker %u: handed-over connection in slot %u that is not free", w->id, slot);
+		HBD_STAT_ADD(w->st, errors, 1);
+		return;
+	}
+	c = &w->conns[slot];
+	c->cookie = rec->cookie;
+	c->device_id = rec->authed ? rec->device_id : 0;
+	c->last_seen = clock32(w) - rec->age_ms;
+	c->partial = c->out = HBD_NONE;
+	c->sink_pending = 0;
+	c->state = rec->authed ? CONN_AUTHED : CONN_NEW;
+	c->flags = CF_COUNTED;
+	c->final_type = 0;
+	w->nconns++;
+	__atomic_fetch_add(&d->tcp_clients, 1, __ATOMIC_RELAXED);
+	HBD_STAT_ADD(w->st, tcp_active, 1);
+	if (rec->authed)
+		HBD_STAT_ADD(w->st, tcp_authed, 1);
+	HBD_STAT_ADD(w->st, handoff_in, 1);
+	if (w->src) {
+		/* counted, never refused: a live device is not turned away by its own upgrade */
+		w->src[slot] = HBD_KEY_NONE;
+		hbd_keytab_conn_open(&d->sources, rec->src, 0, &w->src[slot], NULL);
+	}
+	due = (rec->authed ? d->timeout_ms : d->hello_timeout_ms);
+	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms - (rec->age_ms < due ? rec->age_ms : due) + due);
+	if (rec->partial_len) {
+		struct tcp_feed t = { w, slot };
+
+		/* an incomplete frame: fed to an empty reassembler, it comes out as c->partial */
+		hbd_reasm_feed(&w->chunks, &c->partial, (uint16_t)d->cfg->max_payload, partial,
+			       rec->partial_len, feed_frame, &t);
+	}
+	if (arm_recv(w, slot)) {
+		conn_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
+		return;
+	}
+	if (c->device_id) {
+		uint64_t loc = hbd_loc(0, w->id, c->gen, slot);
+
+		/* the device authenticated again meanwhile (here): this older session goes */
+		if (hbd_devices_adopt(d->devices, c->device_id, 0, loc))
+			conn_close(w, slot, HB_BYE, HB_BYE_SUPERSEDED);
 	}
 }

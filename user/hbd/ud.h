@@ -38,6 +38,9 @@ enum hbd_op {
 	HBD_OP_TICK, /* the loop's tick timeout */
 	HBD_OP_MSG_INBOX, /* incoming: downlink requests wait in this worker's inbox */
 	HBD_OP_MSG_DOWN_ACK, /* incoming: a device ACKed DOWN res on session index/gen (UDP) */
+	HBD_OP_FD_INSTALL, /* upgrade: a direct descriptor made a regular fd; index = batch slot */
+	HBD_OP_HO_RECV, /* upgrade: recvmsg of a batch of handed-over connections */
+	HBD_OP_HO_UPDATE, /* upgrade: their fds registered as direct descriptors */
 };
 
 static inline uint64_t hbd_ud(enum hbd_op op, uint32_t index, uint16_t gen, uint8_t aux)

@@ -429,6 +429,9 @@ void hbd_udp_expire(struct hbd_worker *w)
 	struct hbd_sessions *t = &d->sessions;
 	uint32_t n;
 
+	if (hbd_handing_off(w))
+		return; /* the sessions are being (or have been) handed to the successor */
+
 	do {
 		n = hb_wheel_due(&w->udp_wheel, w->now_ms, w->due, HBD_DUE_BATCH);
 		for (uint32_t i = 0; i < n; i++) {

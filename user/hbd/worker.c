@@ -197,6 +197,7 @@ void hbd_worker_free(struct hbd_worker *w)
 	free(w->conns);
 	free(w->links);
 	free(w->src);
+	hbd_ho_free(w);
 	free(w->dirty);
 	free(w->rearm);
 }
@@ -342,6 +343,15 @@ static void handle_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		hbd_down_acked(w, hbd_loc(1, w->id, hbd_ud_gen(ud), hbd_ud_index(ud)),
 			       (uint16_t)cqe->res);
 		break;
+	case HBD_OP_FD_INSTALL:
+		hbd_ho_on_install(w, cqe->res, hbd_ud_index(ud));
+		break;
+	case HBD_OP_HO_RECV:
+		hbd_ho_on_recv(w, cqe->res);
+		break;
+	case HBD_OP_HO_UPDATE:
+		hbd_ho_on_update(w, cqe->res);
+		break;
 	default:
 		hb_err("worker %u: CQE with unknown user_data %#llx", w->id,
 		       (unsigned long long)ud);
@@ -363,7 +373,7 @@ static void flush(struct hbd_worker *w)
 	hbd_tcp_flush(w);
 	hbd_accept_fill(w);
 	sink_flush(w);
-	if (!w->udp_armed && !w->udp_retry && !w->draining)
+	if (!w->udp_armed && !w->udp_retry && !w->draining && !hbd_handing_off(w))
 		hbd_udp_arm(w);
 }
 
@@ -444,7 +454,13 @@ static void run(struct hbd_worker *w)
 		/* nothing from the last iteration is still using the key store it read */
 		__atomic_store_n(&w->epoch, __atomic_load_n(&d->keys_epoch, __ATOMIC_ACQUIRE),
 				 __ATOMIC_RELEASE);
-		if (!w->draining && __atomic_load_n(&d->stop, __ATOMIC_ACQUIRE))
+		hbd_ho_step(w);
+		/* handed everything to a successor: leave without a drain, which would say BYE to
+		 * devices that now belong to it
+		 */
+		if (__atomic_load_n(&d->ho_phase, __ATOMIC_ACQUIRE) == HBD_HO_PHASE_EXIT && w->ho.done)
+			break;
+		if (!w->draining && !hbd_handing_off(w) && __atomic_load_n(&d->stop, __ATOMIC_ACQUIRE))
 			drain_start(w);
 		if (w->draining && drain_done(w))
 			break;

@@ -11,6 +11,7 @@
 
 #include "chunk.h"
 #include "downlink.h"
+#include "handoff.h"
 #include "hbd.h"
 #include "presence.h"
 #include "proto.h"
@@ -28,6 +29,7 @@ enum hbd_conn_state {
 	CONN_CLOSING, /* finishing: sink ACKs, final frame, output */
 	CONN_SHUTDOWN, /* output done: waiting for the recv and cookie ops to end */
 	CONN_CLOSED, /* close of the direct descriptor submitted */
+	CONN_HANDED, /* handed to a new daemon (upgrade): our direct descriptor is being closed */
 };
 
 enum {
@@ -118,6 +120,7 @@ struct hbd_worker {
 
 	struct hbd_chunks chunks;
 	struct hbd_sink sink;
+	struct hbd_ho_worker ho; /* upgrade handoff (handoff.c) */
 
 	bool udp_armed;
 	bool udp_retry; /* re-arm at the next tick (after an unexpected error) */
@@ -136,6 +139,15 @@ struct hbd_worker {
 	uint64_t sink_t0_ns; /* when the in-flight sink batch was submitted */
 	struct hbd_timing t_sink, t_down;
 };
+
+/* An old daemon's worker during an upgrade: no new work, no expiry of UDP sessions (they
+ * are the successor's), no drain.
+ */
+static inline bool hbd_handing_off(const struct hbd_worker *w)
+{
+	return !w->d->ho_new &&
+	       __atomic_load_n(&w->d->ho_phase, __ATOMIC_ACQUIRE) != HBD_HO_PHASE_NONE;
+}
 
 /* worker.c */
 void *hbd_worker_main(void *arg);
@@ -175,6 +187,20 @@ void hbd_tcp_drain(struct hbd_worker *w);
  * more) or -ENOMEM (no output buffer). */
 int hbd_tcp_send_down(struct hbd_worker *w, uint32_t slot, uint16_t gen, uint16_t seq,
 		      const void *payload, uint16_t len);
+/* Upgrade handoff: 1 if slot is a live connection quiet enough to travel (no operation in
+ * flight, nothing unsent), -1 if live but not yet (its receive is being cancelled), 0 if not
+ * live.
+ */
+int hbd_tcp_quiesce(struct hbd_worker *w, uint32_t slot);
+/* Writes slot's record and partial frame (struct hbd_ho_conn + bytes); returns their size. */
+size_t hbd_tcp_export(struct hbd_worker *w, uint32_t slot, uint8_t *out);
+/* slot now lives in the new daemon: forget it here, close our direct descriptor. */
+void hbd_tcp_handed(struct hbd_worker *w, uint32_t slot);
+/* Closes slot without a final frame (it could not be handed over); counted as an error. */
+void hbd_tcp_drop(struct hbd_worker *w, uint32_t slot);
+/* A connection from the old daemon, registered into slot: state, partial frame, recv armed. */
+void hbd_tcp_adopt(struct hbd_worker *w, uint32_t slot, const struct hbd_ho_conn *rec,
+		   const uint8_t *partial);
 
 /* udp.c */
 int hbd_udp_arm(struct hbd_worker *w);
