@@ -20,7 +20,7 @@
 #include "sink.h"
 #include "stats.h"
 #include "ud.h"
-#include "wheel.h"
+#include "hb_wheel.h"
 
 #define CAP 1000
 
@@ -180,7 +180,7 @@ static void devices_replay_and_supersede(void **state)
 	uint64_t old = 123;
 
 	(void)state;
-	assert_int_equal(hbd_devices_init(&t), 0);
+	assert_int_equal(hbd_devices_init(&t, 0), 0);
 	assert_int_equal(hbd_devices_hello(t, 42, 1000, hbd_loc(0, 1, 7, 9), &old), 0);
 	assert_int_equal(old, 0);
 	/* the same or an older timestamp is a replay */
@@ -204,14 +204,16 @@ static void devices_replay_and_supersede(void **state)
 	hbd_devices_free(t);
 }
 
-static void devices_grow_and_sweep(void **state)
+/* expect: what the table is sized for; far below n it grows many times (by half, to
+ * capacities that are not powers of two), at n it never grows.
+ */
+static void devices_grow_and_sweep_sized(size_t expect)
 {
 	struct hbd_devices *t;
 	uint64_t old;
 	const uint64_t n = 50000;
 
-	(void)state;
-	assert_int_equal(hbd_devices_init(&t), 0);
+	assert_int_equal(hbd_devices_init(&t, expect), 0);
 	for (uint64_t id = 1; id <= n; id++)
 		assert_int_equal(hbd_devices_hello(t, id, 1000 + id, id % 2 ? hbd_loc(0, 0, 0, 1) : 0,
 						   &old),
@@ -232,6 +234,13 @@ static void devices_grow_and_sweep(void **state)
 	/* within the window nothing goes */
 	assert_int_equal(hbd_devices_sweep(t, 1000 + n, 100000, 1 << 20), 0);
 	hbd_devices_free(t);
+}
+
+static void devices_grow_and_sweep(void **state)
+{
+	(void)state;
+	devices_grow_and_sweep_sized(1000);
+	devices_grow_and_sweep_sized(50000);
 }
 
 static void sessions_lifecycle(void **state)

@@ -218,6 +218,123 @@ static void test_storm(void **state)
 	assert_true(secs > 0 && secs < 1.5);
 }
 
+/* The number after "key" inside the JSON object that follows "obj": (the first of each). */
+static long long jnum_in(const struct fx *fx, const char *obj, const char *key)
+{
+	const char *o = strstr(fx->out, obj);
+	long long v;
+
+	if (!o)
+		fail_msg("no %s in hbload's output", obj);
+	v = hbt_num(o, key);
+	if (v == LLONG_MIN)
+		fail_msg("no \"%s\" after %s in hbload's output", key, obj);
+	return v;
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* Measurement windows and a rate ramp: the steady window counts its own PINGs and PONGs,
+ * every step runs near its rate, each window's PONGs match its PINGs, the events come in
+ * order and the histograms add up.
+ */
+static void test_windows_and_steps(void **state)
+{
+	struct fx *fx = *state;
+	char ev[] = "/tmp/test_hbload_ev.XXXXXX", hist[] = "/tmp/test_hbload_hist.XXXXXX";
+	char evbuf[4096] = "", histbuf[65536] = "";
+	long long pongs = 0;
+	FILE *f;
+
+	close(mkstemp(ev));
+	close(mkstemp(hist));
+	/* 200 clients every 0.2 s = 1000/s in the steady window; then 500/s and 2000/s */
+	run(fx, "--server", "127.0.0.1", "--clients", "200", "--proto", "tcp", "--interval", "0.2",
+	    "--duration", "1.6", "--warmup", "0.3", "--steady", "1", "--steps", "500,2000",
+	    "--step-s", "1.2", "--step-settle", "0.4", "--events", ev, "--hist", hist, "--json",
+	    NULL);
+	assert_int_equal(fx->status, 0);
+	assert_int_equal(jnum(fx, "lost"), 0);
+	assert_int_equal(jnum_in(fx, "\"steady\":", "rate"), 1000);
+	assert_true(jnum_in(fx, "\"steady\":", "pings") > 800);
+	assert_true(jnum_in(fx, "\"steady\":", "pings") < 1200);
+	assert_int_equal(jnum_in(fx, "\"steady\":", "pongs"), jnum_in(fx, "\"steady\":", "pings"));
+	assert_int_equal(count_of(strstr(fx->out, "\"steps\":"), "\"rate\":"), 2);
+	/* 0.8 s measured a step: ~400 and ~1600 PINGs */
+	assert_true(jnum_in(fx, "\"steps\":[{", "pings") > 300);
+	assert_true(jnum_in(fx, "\"steps\":[{", "pings") < 500);
+	assert_true(jnum_in(fx, "},{\"rate\":2000", "pings") > 1300);
+	assert_true(jnum_in(fx, "},{\"rate\":2000", "pings") < 1900);
+	assert_int_equal(jnum_in(fx, "},{\"rate\":2000", "pongs"),
+			 jnum_in(fx, "},{\"rate\":2000", "pings"));
+	assert_int_equal(jnum(fx, "ceiling_hb_per_s"), 2000);
+	assert_int_equal(jnum(fx, "breaks_at_hb_per_s"), -1);
+
+	f = fopen(ev, "r");
+	assert_non_null(f);
+	assert_true(fread(evbuf, 1, sizeof(evbuf) - 1, f) > 0);
+	fclose(f);
+	print_message("events:\n%s", evbuf);
+	const char *order[] = { " setup_done ", " window_start steady 1000", " window_end steady",
+				" step 1 500", " window_start step1 500", " window_end step1",
+				" step 2 2000", " window_start step2 2000", " window_end step2",
+				" run_end" };
+	const char *p = evbuf;
+
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		p = strstr(p, order[i]);
+		if (!p)
+			fail_msg("event '%s' missing or out of order", order[i]);
+	}
+
+	/* the histograms: one block per window, the steady block's counts = its PONGs */
+	f = fopen(hist, "r");
+	assert_non_null(f);
+	assert_true(fread(histbuf, 1, sizeof(histbuf) - 1, f) > 0);
+	fclose(f);
+	assert_int_equal(count_of(histbuf, "# "), 3);
+	p = strstr(histbuf, "# steady:");
+	assert_non_null(p);
+	p = strchr(p, '\n') + 1;
+	while (*p && *p != '\n' && *p != '#') {
+		unsigned long long lo, hi, n;
+
+		assert_int_equal(sscanf(p, "%llu %llu %llu", &lo, &hi, &n), 3);
+		assert_true(lo <= hi);
+		pongs += (long long)n;
+		p = strchr(p, '\n') + 1;
+	}
+	assert_int_equal(pongs, jnum_in(fx, "\"steady\":", "pongs"));
+	unlink(ev);
+	unlink(hist);
+}
+
+/* A step whose p99 exceeds --step-stop-p99 ends the ramp there: later steps never run. */
+static void test_ramp_stops(void **state)
+{
+	struct fx *fx = *state;
+
+	/* no loopback answer takes less than 1 us: the first step fails */
+	run(fx, "--server", "127.0.0.1", "--clients", "100", "--proto", "tcp", "--interval", "0.2",
+	    "--duration", "0.5", "--steps", "500,1000,2000", "--step-s", "1", "--step-settle",
+	    "0.3", "--step-stop-p99", "0.001", "--json", NULL);
+	assert_int_equal(fx->status, 0);
+	assert_int_equal(count_of(strstr(fx->out, "\"steps\":"), "\"rate\":"), 1);
+	assert_non_null(strstr(fx->out, "\"ok\":false"));
+	assert_non_null(strstr(fx->out, "\"ramp_stopped\":true"));
+	assert_int_equal(jnum(fx, "ceiling_hb_per_s"), 0);
+	assert_int_equal(jnum(fx, "breaks_at_hb_per_s"), 500);
+	/* stopped after one step and the judgement, not after three */
+	assert_true(jnum(fx, "duration_s") < 3.5);
+}
+
 static void test_unreachable(void **state)
 {
 	struct fx *fx = *state;
@@ -387,6 +504,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_ipv6, setup6, teardown),
 		cmocka_unit_test_setup_teardown(test_silent_expire, setup4_fast, teardown),
 		cmocka_unit_test_setup_teardown(test_storm, setup4, teardown),
+		cmocka_unit_test_setup_teardown(test_windows_and_steps, setup4, teardown),
+		cmocka_unit_test_setup_teardown(test_ramp_stops, setup4, teardown),
 		cmocka_unit_test_setup_teardown(test_unreachable, setup4, teardown),
 		cmocka_unit_test_setup_teardown(test_local_failures, setup4, teardown),
 		cmocka_unit_test_setup_teardown(test_auth_refused, setup4, teardown),

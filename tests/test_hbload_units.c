@@ -12,10 +12,11 @@
 #include <string.h>
 #include <cmocka.h>
 
-/* by path: user/hbd/ is on the include path too and has a wheel.h of its own */
+/* by path, as the other hbload tests do */
 #include "../user/hbload/opts.h"
 #include "../user/hbload/tokmap.h"
-#include "../user/hbload/wheel.h"
+#include "../user/hbload/wakeups.h"
+#include "../user/hbload/window.h"
 
 #define MS 1000000ULL
 #define EPOCH (1000 * MS)
@@ -250,6 +251,89 @@ static void test_args(void **state)
 	assert_int_equal(hbl_parse_args(ARGC(too_silent), too_silent, &o), -EINVAL);
 }
 
+/* --steps and --step-stop-p99: parsing and the limits */
+static void test_steps_args(void **state)
+{
+	struct hbl_opts o;
+	char *ok[] = { "hbload", "--server", "x", "--clients", "10", "--interval", "1", "--duration",
+		       "1", "--steps", "100,250.5,1e3", "--step-s", "4", "--step-settle", "1",
+		       "--step-stop-p99", "0", NULL };
+	char *bad_list[] = { "hbload", "--server", "x", "--clients", "10", "--interval", "1",
+			     "--duration", "1", "--steps", "100,,200", NULL };
+	char *negative[] = { "hbload", "--server", "x", "--clients", "10", "--interval", "1",
+			     "--duration", "1", "--steps", "100,-5", NULL };
+	char *settle_too_long[] = { "hbload", "--server", "x", "--clients", "10", "--interval", "1",
+				    "--duration", "1", "--steps", "100", "--step-s", "2",
+				    "--step-settle", "2", NULL };
+
+	(void)state;
+	assert_int_equal(hbl_parse_args(ARGC(ok), ok, &o), 0);
+	assert_int_equal(o.nsteps, 3);
+	assert_true(o.steps[0] == 100 && o.steps[1] == 250.5 && o.steps[2] == 1000);
+	assert_true(o.step_s == 4 && o.step_settle_s == 1 && o.step_stop_ms == 0);
+	assert_int_equal(hbl_parse_args(ARGC(bad_list), bad_list, &o), -EINVAL);
+	assert_int_equal(hbl_parse_args(ARGC(negative), negative, &o), -EINVAL);
+	assert_int_equal(hbl_parse_args(ARGC(settle_too_long), settle_too_long, &o), -EINVAL);
+}
+
+/* Windows: a scheduled time belongs to the window that holds it, [from, to); a percentile that
+ * falls among the unanswered PINGs is reported as such, never as a fast answer.
+ */
+static void test_windows(void **state)
+{
+	struct hbl_windows w = { .def = { { 100, 200, 1 }, { 200, 300, 2 }, { 500, 600, 3 } } };
+	struct hbl_wstats s[2], sum;
+	char buf[256] = "";
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(hbl_window_of(&w, 150), -1); /* nothing published yet */
+	__atomic_store_n(&w.n, 3, __ATOMIC_RELEASE);
+	assert_int_equal(hbl_window_of(&w, 99), -1);
+	assert_int_equal(hbl_window_of(&w, 100), 0);
+	assert_int_equal(hbl_window_of(&w, 199), 0);
+	assert_int_equal(hbl_window_of(&w, 200), 1);
+	assert_int_equal(hbl_window_of(&w, 400), -1);
+	assert_int_equal(hbl_window_of(&w, 599), 2);
+
+	/* 1000 PINGs; 985 answered in 100 us, 5 in 50 ms; 10 never */
+	hbl_wstats_init(s, 2);
+	s[0].pings = 600;
+	s[1].pings = 400;
+	for (int i = 0; i < 985; i++) {
+		hb_hist_add(&s[i % 2].rtt, 100);
+		s[i % 2].pongs++;
+	}
+	for (int i = 0; i < 5; i++) {
+		hb_hist_add(&s[1].rtt, 50000);
+		s[1].pongs++;
+	}
+	hbl_wstats_init(&sum, 1);
+	hbl_wstats_merge(&sum, &s[0]);
+	hbl_wstats_merge(&sum, &s[1]);
+	assert_int_equal(sum.pings, 1000);
+	assert_int_equal(sum.pongs, 990);
+	assert_int_equal(hbl_wstats_percentile(&sum, 50), 100);
+	/* rank 985 is the last fast answer; 986..990 the slow ones; 991.. the unanswered */
+	assert_int_equal(hbl_wstats_percentile(&sum, 98.5), 100);
+	assert_true(hbl_wstats_percentile(&sum, 98.6) >= 50000);
+	assert_true(hbl_wstats_percentile(&sum, 99) >= 50000);
+	assert_true(hbl_wstats_percentile(&sum, 99) != UINT64_MAX);
+	assert_int_equal(hbl_wstats_percentile(&sum, 99.1), UINT64_MAX);
+	sum.pings = 990; /* all answered: the tail is a real answer */
+	assert_true(hbl_wstats_percentile(&sum, 99.9) >= 50000);
+	assert_true(hbl_wstats_percentile(&sum, 99.9) != UINT64_MAX);
+
+	/* the dump: one line per nonzero bucket, counts adding up */
+	f = fmemopen(buf, sizeof(buf), "w");
+	assert_non_null(f);
+	assert_int_equal(hbl_hist_dump(f, "steady", &sum.rtt), 0);
+	fclose(f);
+	assert_non_null(strstr(buf, "# steady: low_us high_us count\n"));
+	assert_non_null(strstr(buf, "\n100 100 985\n"));
+	assert_non_null(strstr(buf, " 5\n"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -259,6 +343,8 @@ int main(void)
 		cmocka_unit_test(test_tokmap),
 		cmocka_unit_test(test_sources),
 		cmocka_unit_test(test_args),
+		cmocka_unit_test(test_steps_args),
+		cmocka_unit_test(test_windows),
 	};
 
 	return cmocka_run_group_tests_name("hbload units", tests, NULL, NULL);

@@ -338,7 +338,7 @@ int hbd_run(const struct hbd_config *cfg)
 	if (d->hello_timeout_ms > d->timeout_ms)
 		d->hello_timeout_ms = d->timeout_ms;
 	d->track_sources = cfg->max_per_source || cfg->auth_fail_rate > 0;
-	if (hbd_devices_init(&d->devices) || hbd_sessions_init(&d->sessions, cfg->max_clients) ||
+	if (hbd_devices_init(&d->devices, cfg->max_clients) || hbd_sessions_init(&d->sessions, cfg->max_clients) ||
 	    /* bounded: a flood of new source addresses must not take all memory */
 	    hbd_keytab_init(&d->sources, cfg->auth_fail_rate, cfg->auth_fail_burst,
 			    4 * cfg->max_clients + 65536) ||

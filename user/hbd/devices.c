@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Device table: 64 shards, each an open-addressing hash (linear probing) under its own lock.
  *
- * Memory: 24 bytes an entry at a load factor between 3/8 and 3/4, so 32..64 bytes a device.
+ * Memory: 24 bytes an entry. Shards are sized up front for the expected number of devices at
+ * a load of 3/4, with any capacity (not only powers of two: an index is the hash scaled to the
+ * capacity), and grow by half when they pass 7/8; so ~32 bytes a device at the expected count
+ * instead of 32..64 with doubling. calloc'd: pages are touched only as entries land in them.
  * Hand-written rather than a library hash: it must be compact at 500k devices and needs
  * deletion without tombstones (backward shift), which glibc's hsearch does not offer.
  */
@@ -25,7 +28,7 @@ struct dev {
 struct shard {
 	pthread_mutex_t lock;
 	struct dev *slot;
-	uint32_t mask, used, sweep;
+	uint32_t cap, used, sweep;
 } __attribute__((aligned(64)));
 
 struct hbd_devices {
@@ -43,18 +46,23 @@ static inline uint64_t mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-int hbd_devices_init(struct hbd_devices **out)
+int hbd_devices_init(struct hbd_devices **out, size_t expect)
 {
 	struct hbd_devices *t = calloc(1, sizeof(*t));
+	size_t per = (expect * 4 / 3 + NSHARDS - 1) / NSHARDS;
 
 	if (!t)
 		return -ENOMEM;
+	if (per < SHARD_MIN)
+		per = SHARD_MIN;
+	if (per > UINT32_MAX / 4)
+		per = UINT32_MAX / 4;
 	for (unsigned i = 0; i < NSHARDS; i++) {
 		struct shard *s = &t->shard[i];
 
 		pthread_mutex_init(&s->lock, NULL);
-		s->slot = calloc(SHARD_MIN, sizeof(*s->slot));
-		s->mask = SHARD_MIN - 1;
+		s->slot = calloc(per, sizeof(*s->slot));
+		s->cap = (uint32_t)per;
 		if (!s->slot) {
 			hbd_devices_free(t);
 			return -ENOMEM;
@@ -80,26 +88,36 @@ static inline struct shard *shard_of(struct hbd_devices *t, uint64_t h)
 	return &t->shard[h >> (64 - SHARD_BITS)];
 }
 
+/* Home slot of a hash: its low 32 bits scaled to the capacity (the top bits chose the shard). */
+static inline uint32_t home_of(const struct shard *s, uint64_t h)
+{
+	return (uint32_t)(((h & 0xffffffffull) * s->cap) >> 32);
+}
+
+static inline uint32_t next_slot(const struct shard *s, uint32_t i)
+{
+	return i + 1 == s->cap ? 0 : i + 1;
+}
+
 /* Slot holding id, or the empty slot where it would go. */
 static uint32_t probe(const struct shard *s, uint64_t id, uint64_t h)
 {
-	uint32_t i = (uint32_t)h & s->mask;
+	uint32_t i = home_of(s, h);
 
 	while (s->slot[i].id && s->slot[i].id != id)
-		i = (i + 1) & s->mask;
+		i = next_slot(s, i);
 	return i;
 }
 
 static int grow(struct shard *s)
 {
-	uint32_t n = (s->mask + 1) * 2;
+	uint32_t oldn = s->cap, n = oldn + oldn / 2;
 	struct dev *old = s->slot, *nw = calloc(n, sizeof(*nw));
-	uint32_t oldn = s->mask + 1;
 
 	if (!nw)
 		return -ENOMEM;
 	s->slot = nw;
-	s->mask = n - 1;
+	s->cap = n;
 	for (uint32_t i = 0; i < oldn; i++) {
 		if (old[i].id)
 			nw[probe(s, old[i].id, mix(old[i].id))] = old[i];
@@ -119,12 +137,12 @@ static void remove_at(struct shard *s, uint32_t i)
 	for (;;) {
 		uint32_t home;
 
-		j = (j + 1) & s->mask;
+		j = next_slot(s, j);
 		if (!s->slot[j].id)
 			break;
-		home = (uint32_t)mix(s->slot[j].id) & s->mask;
+		home = home_of(s, mix(s->slot[j].id));
 		/* move j into the hole at i unless its home lies cyclically in (i, j] */
-		if (((j - home) & s->mask) >= ((j - i) & s->mask)) {
+		if ((j + s->cap - home) % s->cap >= (j + s->cap - i) % s->cap) {
 			s->slot[i] = s->slot[j];
 			i = j;
 		}
@@ -144,7 +162,7 @@ int hbd_devices_hello(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64
 	pthread_mutex_lock(&s->lock);
 	d = &s->slot[probe(s, id, h)];
 	if (!d->id) {
-		if ((s->used + 1) * 4 > (s->mask + 1) * 3) {
+		if ((uint64_t)(s->used + 1) * 8 > (uint64_t)s->cap * 7) {
 			rc = grow(s);
 			if (rc)
 				goto out;
@@ -237,7 +255,7 @@ unsigned hbd_devices_sweep(struct hbd_devices *t, uint64_t now_ms, uint64_t wind
 		struct shard *s = &t->shard[t->sweep_shard];
 
 		pthread_mutex_lock(&s->lock);
-		while (budget && s->sweep <= s->mask) {
+		while (budget && s->sweep < s->cap) {
 			struct dev *d = &s->slot[s->sweep];
 
 			budget--;
@@ -248,7 +266,7 @@ unsigned hbd_devices_sweep(struct hbd_devices *t, uint64_t now_ms, uint64_t wind
 			}
 			s->sweep++;
 		}
-		if (s->sweep > s->mask) {
+		if (s->sweep >= s->cap) {
 			s->sweep = 0;
 			t->sweep_shard = (t->sweep_shard + 1) % NSHARDS;
 		}

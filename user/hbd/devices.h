@@ -31,7 +31,8 @@ static inline uint32_t hbd_loc_index(uint64_t loc)
 
 struct hbd_devices;
 
-int hbd_devices_init(struct hbd_devices **out);
+/* A table sized for about expect devices (it grows beyond). */
+int hbd_devices_init(struct hbd_devices **out, size_t expect);
 void hbd_devices_free(struct hbd_devices *t);
 
 /* Called for a HELLO whose MAC and clock window already checked out. Refuses a replay: ts_ms

@@ -24,7 +24,7 @@ void hbd_config_defaults(struct hbd_config *c)
 	c->sink = "hbeat-data.jsonl";
 	c->pin_path = HB_PIN_DEFAULT;
 	c->log_level = HB_LOG_INFO;
-	c->rx_buffers = 512;
+	c->rx_buffers = 128; /* per ring: ~28 rings at 500k clients; see worker.h */
 	c->rx_buf_size = 512;
 	c->max_per_source = 1024;
 	c->accept_rate = 50000;
@@ -61,7 +61,7 @@ static void usage(FILE *f)
 		"  --no-offload          answer every heartbeat in userspace; never mark sessions\n"
 		"                        AUTHED in the kernel maps\n"
 		"  --drain-timeout SEC   longest a SIGTERM drain may take (default 10)\n"
-		"  --rx-buffers N        TCP receive buffers per worker, power of 2 (default 512)\n"
+		"  --rx-buffers N        TCP receive buffers per worker, power of 2 (default 128)\n"
 		"  --rx-buf-size B       their size (default 512)\n"
 		"  --control PATH        control socket for applications: downlink messages,\n"
 		"                        presence events, key reload (docs/CONTROL.md);\n"

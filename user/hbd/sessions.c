@@ -20,7 +20,9 @@ int hbd_sessions_init(struct hbd_sessions *t, uint32_t cap)
 	t->cap = cap;
 	t->s = calloc(cap, sizeof(*t->s));
 	t->links = calloc(cap, sizeof(*t->links));
-	t->bucket = malloc(nb * sizeof(*t->bucket));
+	/* heads hold index + 1 (0: empty), so the array needs no filling: its pages stay unbacked
+	 * until sessions land in them (a TCP-only daemon never touches them) */
+	t->bucket = calloc(nb, sizeof(*t->bucket));
 	t->locks = calloc(NLOCKS, sizeof(*t->locks));
 	if (!t->s || !t->links || !t->bucket || !t->locks) {
 		hbd_sessions_free(t);
@@ -28,8 +30,6 @@ int hbd_sessions_init(struct hbd_sessions *t, uint32_t cap)
 	}
 	t->bmask = nb - 1;
 	t->lmask = NLOCKS - 1;
-	for (uint32_t i = 0; i < nb; i++)
-		t->bucket[i] = HB_WHEEL_NONE;
 	/* Nothing per session is touched here (calloc'd pages stay unbacked): indexes come from
 	 * 'fresh' in order, and only freed ones go through the free list.
 	 */
@@ -109,7 +109,7 @@ static inline pthread_mutex_t *lock_of(struct hbd_sessions *t, uint32_t b)
 /* Caller holds the bucket's lock. */
 static uint32_t find(const struct hbd_sessions *t, uint32_t b, uint64_t token)
 {
-	uint32_t i = t->bucket[b];
+	uint32_t i = t->bucket[b] - 1; /* an empty head (0) gives HB_WHEEL_NONE */
 
 	while (i != HB_WHEEL_NONE && t->s[i].token != token)
 		i = t->s[i].next;
@@ -130,8 +130,8 @@ int hbd_sess_publish(struct hbd_sessions *t, uint32_t idx, uint64_t token)
 	} else {
 		__atomic_store_n(&s->token, token, __ATOMIC_RELAXED);
 		s->state = HBD_SESS_ACTIVE;
-		s->next = t->bucket[b];
-		t->bucket[b] = idx;
+		s->next = t->bucket[b] - 1;
+		t->bucket[b] = idx + 1;
 	}
 	pthread_mutex_unlock(lock_of(t, b));
 	return rc;
@@ -202,11 +202,15 @@ int hbd_sess_get(struct hbd_sessions *t, uint32_t idx, uint16_t gen, bool unhash
 	} else {
 		*out = *s;
 		if (unhash) {
-			uint32_t *pp = &t->bucket[b];
+			if (t->bucket[b] - 1 == idx) {
+				t->bucket[b] = s->next + 1; /* HB_WHEEL_NONE + 1 == 0: empty */
+			} else {
+				uint32_t *pp = &t->s[t->bucket[b] - 1].next;
 
-			while (*pp != idx)
-				pp = &t->s[*pp].next;
-			*pp = s->next;
+				while (*pp != idx)
+					pp = &t->s[*pp].next;
+				*pp = s->next;
+			}
 			s->next = HB_WHEEL_NONE;
 			s->state = HBD_SESS_DEAD;
 		}

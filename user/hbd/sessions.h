@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "wheel.h"
+#include "hb_wheel.h"
 
 /* Session lifecycle (UDP):
  *   free --alloc--> RESERVED (owner = the worker that verified the HELLO)
@@ -37,7 +37,7 @@ struct hbd_sessions {
 	struct hbd_sess *s;
 	struct hb_wlink *links; /* wheel links, shared by the workers' UDP wheels */
 	uint32_t cap;
-	uint32_t *bucket;
+	uint32_t *bucket; /* chain heads as index + 1; 0 = empty */
 	uint32_t bmask;
 	uint32_t free_head; /* freed indexes, through ->next */
 	uint32_t fresh; /* indexes >= fresh were never used: memory untouched until needed */

@@ -19,7 +19,7 @@
 #include "stats.h"
 #include "timing.h"
 #include "ud.h"
-#include "wheel.h"
+#include "hb_wheel.h"
 
 /* TCP connection state; the lifecycle is written down in tcp.c. */
 enum hbd_conn_state {
@@ -83,7 +83,7 @@ struct hbd_acceptq {
 
 #define HBD_DUE_BATCH 256
 #define HBD_UDP_BUF_SIZE 1152 /* recvmsg header + sockaddr_in6 + the largest valid datagram */
-#define HBD_UDP_BUFS 128
+#define HBD_UDP_BUFS 64
 #define HBD_BGID_TCP 0
 #define HBD_BGID_UDP 1
 

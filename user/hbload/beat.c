@@ -26,11 +26,19 @@ void hbl_pattern(uint8_t *p, unsigned len, uint64_t dev, uint16_t seq)
 	}
 }
 
+/* The interval now: --interval, or the rate step under way (--steps). */
+uint64_t hbl_interval_ns(const struct hbl_ring *r)
+{
+	uint64_t iv = __atomic_load_n(&r->sh->interval_ns, __ATOMIC_RELAXED);
+
+	return iv ? iv : 1;
+}
+
 static uint64_t next_beat(struct hbl_ring *r, uint64_t b)
 {
 	double j = r->cfg->o.jitter;
 	double u = (double)(hbl_rand(r) >> 11) * 0x1.0p-53; /* [0, 1) */
-	double d = (double)r->cfg->interval_ns * (1.0 + j * (2.0 * u - 1.0));
+	double d = (double)hbl_interval_ns(r) * (1.0 + j * (2.0 * u - 1.0));
 
 	return b + (d < 1e6 ? 1000000 : (uint64_t)d);
 }
@@ -63,7 +71,12 @@ static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t
 	if (kind == HB_PING) {
 		n = hbc_ping(&c->c, p, cap, c->beat_ns, NULL);
 		if (n > 0) {
+			int w = hbl_window_of(&r->sh->win, c->beat_ns);
+
 			HBL_INC(r, pings);
+			if (w >= 0)
+				__atomic_store_n(&r->win[w].pings, r->win[w].pings + 1,
+						 __ATOMIC_RELEASE);
 			/* our own lateness: already inside the RTT, reported apart so a reader can
 			 * tell a slow hbload from a slow server
 			 */

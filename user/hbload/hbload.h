@@ -25,7 +25,10 @@
 #include "hist.h"
 #include "opts.h"
 #include "tokmap.h"
-#include "wheel.h"
+#include "wakeups.h"
+#include "window.h"
+
+_Static_assert(HBL_MAX_STEPS_OPT == HBL_MAX_STEPS, "one limit for --steps and the windows");
 
 /* Regular fds a ring table leaves for everything else when sized against RLIMIT_NOFILE. */
 #define HBL_FD_MARGIN 500
@@ -81,6 +84,9 @@ struct hbl_shared {
 	uint64_t run_end_ns; /* heartbeats scheduled at or after this are not sent (atomic) */
 	uint64_t storm_at_ns; /* TCP clients all drop at this time; UINT64_MAX: never (atomic) */
 	uint64_t measure_from_ns; /* RTTs of PINGs scheduled earlier are not recorded (atomic) */
+	uint64_t interval_ns; /* heartbeat interval now; a rate step changes it (atomic) */
+	uint32_t rate_gen; /* bumped with every interval change: rings reschedule (atomic) */
+	struct hbl_windows win; /* measurement windows (window.h) */
 };
 
 /* Counters, one set per ring. The X-macro gives the struct and the names reports print. */
@@ -133,7 +139,7 @@ enum hbl_lstate {
 	HBL_LS_DONE, /* finished: refused, silent and expired, or the run ended */
 };
 
-enum hbl_sweep { HBL_SWEEP_NONE = 0, HBL_SWEEP_STORM, HBL_SWEEP_BYE };
+enum hbl_sweep { HBL_SWEEP_NONE = 0, HBL_SWEEP_STORM, HBL_SWEEP_BYE, HBL_SWEEP_RATE };
 
 /* What a TCP close (or a UDP session end) leads to. */
 enum hbl_after_close {
@@ -235,6 +241,8 @@ struct hbl_ring {
 	int phase; /* the phase this ring has acted on */
 	int stormed;
 	int sweep; /* enum hbl_sweep: a pass over every client, HBL_SWEEP_BATCH at a time */
+	uint32_t rate_gen; /* the interval change this ring has acted on */
+	int rate_pending; /* an interval change waits for another sweep to finish */
 	uint32_t sweep_pos;
 	uint64_t bye_deadline;
 
@@ -253,6 +261,7 @@ struct hbl_ring {
 	struct hbl_stats st;
 	struct hb_hist rtt;
 	struct hb_hist lag; /* how late each PING left after its scheduled time (us) */
+	struct hbl_wstats win[HBL_MAX_WINDOWS]; /* per measurement window (window.h) */
 };
 
 static inline int hbl_is_tcp(const struct hbl_ring *r)
@@ -290,6 +299,7 @@ void hbl_retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t dela
 int hbl_probe_kernel(const struct hbl_cfg *cfg);
 
 /* beat.c: what a client sends on its own schedule */
+uint64_t hbl_interval_ns(const struct hbl_ring *r);
 void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now);
 void hbl_send_bye(struct hbl_ring *r, uint32_t l, uint64_t now);
 void hbl_pattern(uint8_t *p, unsigned len, uint64_t dev, uint16_t seq);
@@ -297,6 +307,7 @@ void hbl_pattern(uint8_t *p, unsigned len, uint64_t dev, uint16_t seq);
 /* sweep.c: passes over all clients (storm, BYE) */
 void hbl_phase_change(struct hbl_ring *r, int phase, uint64_t now);
 void hbl_storm(struct hbl_ring *r, uint64_t now);
+void hbl_rate_change(struct hbl_ring *r);
 void hbl_sweep(struct hbl_ring *r, uint64_t now);
 void hbl_count_errno(struct hbl_ring *r, int res);
 

@@ -156,6 +156,8 @@ int main(int argc, char **argv)
 		hbl_report_json(stdout, &cfg, res);
 	else
 		hbl_report_text(stdout, &cfg, res);
+	if (cfg.o.hist && (rc = hbl_report_hist(&cfg, res)))
+		hb_err("--hist %s: %s", cfg.o.hist, strerror(-rc));
 	rc = res->unreachable ? EXIT_UNREACHABLE : EXIT_DONE;
 	if (res->unreachable)
 		hb_err("no client authenticated: %llu connect failures, %llu auth refusals, %llu "

@@ -55,6 +55,21 @@ void hbl_usage(FILE *f)
 		"  --connect-timeout S   TCP connect timeout (default 5)\n"
 		"  --hello-timeout S     HELLO to WELCOME timeout (default 5)\n"
 		"  --udp-sockets N       UDP sockets per thread (default 1024, at most one per client)\n"
+		"Measurement windows (reported apart under \"steady\" and \"steps\"):\n"
+		"  --steady S            the steady window: S seconds from the end of the warmup\n"
+		"                        (default: until --duration ends)\n"
+		"  --steps R1,R2,...     a rate ramp after the steady phase: heartbeats per second of\n"
+		"                        each step (all clients, interval = clients / rate)\n"
+		"  --steps-at S          the ramp starts S seconds after setup (default --duration);\n"
+		"                        the run lasts until the ramp ends\n"
+		"  --step-s S            length of a step (default 15)\n"
+		"  --step-settle S       first seconds of a step left out of its window (default 3)\n"
+		"  --step-stop-p99 MS    end the ramp after the first step whose p99 RTT exceeds MS\n"
+		"                        (unanswered PINGs count as slow; default 10, 0 = never)\n"
+		"  --events FILE         append phase events as they happen: 'SECONDS EVENT [ARGS]'\n"
+		"                        (setup_done, window_start NAME RATE, window_end NAME, storm,\n"
+		"                        storm_done, run_end), e.g. a FIFO a CPU sampler reads\n"
+		"  --hist FILE           write each window's RTT histogram at the end (for plots)\n"
 		"  --no-progress         no progress lines\n"
 		"  -v, --verbose         debug logging\n"
 		"  -h, --help            this text\n"
@@ -69,7 +84,8 @@ enum {
 	O_SERVER = 256, O_PORT, O_CLIENTS, O_PROTO, O_INTERVAL, O_DURATION, O_JSON, O_KEYS,
 	O_FIRST, O_SOURCE, O_THREADS, O_JITTER, O_RATE, O_INFLIGHT, O_DATA, O_ECHO, O_PAYLOAD,
 	O_SILENT, O_DRAIN, O_STORM, O_STORM_WIN, O_SETUP_TO, O_CONN_TO, O_HELLO_TO, O_UDPSOCK,
-	O_NOPROG, O_WARMUP,
+	O_NOPROG, O_WARMUP, O_STEADY, O_STEPS, O_STEPS_AT, O_STEP_S, O_STEP_SETTLE, O_STEP_STOP,
+	O_EVENTS, O_HIST,
 };
 
 static const struct option longopts[] = {
@@ -100,6 +116,14 @@ static const struct option longopts[] = {
 	{ "udp-sockets", required_argument, NULL, O_UDPSOCK },
 	{ "no-progress", no_argument, NULL, O_NOPROG },
 	{ "warmup", required_argument, NULL, O_WARMUP },
+	{ "steady", required_argument, NULL, O_STEADY },
+	{ "steps", required_argument, NULL, O_STEPS },
+	{ "steps-at", required_argument, NULL, O_STEPS_AT },
+	{ "step-s", required_argument, NULL, O_STEP_S },
+	{ "step-settle", required_argument, NULL, O_STEP_SETTLE },
+	{ "step-stop-p99", required_argument, NULL, O_STEP_STOP },
+	{ "events", required_argument, NULL, O_EVENTS },
+	{ "hist", required_argument, NULL, O_HIST },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
@@ -167,7 +191,43 @@ static void defaults(struct hbl_opts *o)
 	o->connect_timeout_s = 5;
 	o->hello_timeout_s = 5;
 	o->udp_sockets = 1024;
+	o->steady_s = -1;
+	o->steps_at_s = -1;
+	o->step_s = 15;
+	o->step_settle_s = 3;
+	o->step_stop_ms = 10;
 	o->progress = 1;
+}
+
+/* "R1,R2,...": rates in heartbeats per second, each > 0. */
+static int parse_steps(struct hbl_opts *o, const char *arg)
+{
+	const char *p = arg;
+
+	o->nsteps = 0;
+	while (*p) {
+		char *end;
+		double v;
+
+		errno = 0;
+		v = strtod(p, &end);
+		if (end == p || errno || !isfinite(v) || v <= 0 || (*end && *end != ',')) {
+			hb_err("--steps: '%s' is not a list of rates per second (e.g. 20000,30000)",
+			       arg);
+			return -EINVAL;
+		}
+		if (o->nsteps == HBL_MAX_STEPS_OPT) {
+			hb_err("--steps: at most %d steps", HBL_MAX_STEPS_OPT);
+			return -EINVAL;
+		}
+		o->steps[o->nsteps++] = v;
+		p = *end ? end + 1 : end;
+	}
+	if (!o->nsteps) {
+		hb_err("--steps: empty list");
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static int one(struct hbl_opts *o, int c, const char *arg)
@@ -224,6 +284,14 @@ static int one(struct hbl_opts *o, int c, const char *arg)
 	case O_UDPSOCK: return num_u32(name, arg, 1, 16384, &o->udp_sockets);
 	case O_NOPROG: o->progress = 0; return 0;
 	case O_WARMUP: return num_dbl(name, arg, 0, 86400, NULL, &o->warmup_s);
+	case O_STEADY: return num_dbl(name, arg, 0, 30 * 86400, NULL, &o->steady_s);
+	case O_STEPS: return parse_steps(o, arg);
+	case O_STEPS_AT: return num_dbl(name, arg, 0, 30 * 86400, NULL, &o->steps_at_s);
+	case O_STEP_S: return num_dbl(name, arg, 0.1, 86400, NULL, &o->step_s);
+	case O_STEP_SETTLE: return num_dbl(name, arg, 0, 86400, NULL, &o->step_settle_s);
+	case O_STEP_STOP: return num_dbl(name, arg, 0, 1e6, NULL, &o->step_stop_ms);
+	case O_EVENTS: o->events = arg; return 0;
+	case O_HIST: o->hist = arg; return 0;
 	case 'v': o->verbose = 1; return 0;
 	default: return -EINVAL;
 	}
@@ -256,6 +324,11 @@ int hbl_parse_args(int argc, char **argv, struct hbl_opts *o)
 	}
 	if (o->silent > o->clients) {
 		hb_err("--silent %u exceeds --clients %u", o->silent, o->clients);
+		return -EINVAL;
+	}
+	if (o->nsteps && o->step_settle_s >= o->step_s) {
+		hb_err("--step-settle %g leaves nothing of a %g s step to measure", o->step_settle_s,
+		       o->step_s);
 		return -EINVAL;
 	}
 	if (o->storm_at_s >= 0 && o->proto != HB_TCP) {

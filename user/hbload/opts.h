@@ -13,6 +13,7 @@
 
 #define HBL_MAX_SOURCES 65536
 #define HBL_MAX_PAYLOAD 200 /* DATA/ECHO payload hbload sends (the protocol allows 1024) */
+#define HBL_MAX_STEPS_OPT 32 /* --steps entries (window.h: HBL_MAX_STEPS) */
 
 struct hbl_opts {
 	const char *server; /* --server: IPv4/IPv6 literal or host name */
@@ -42,6 +43,17 @@ struct hbl_opts {
 	double connect_timeout_s; /* --connect-timeout: TCP connect */
 	double hello_timeout_s; /* --hello-timeout: HELLO -> WELCOME */
 	uint32_t udp_sockets; /* --udp-sockets: UDP sockets per ring */
+	double steady_s; /* --steady: length of the steady window after the warmup (<0: until
+			  * --duration ends) */
+	double steps[HBL_MAX_STEPS_OPT]; /* --steps: heartbeat rates (per second) of a ramp, in order */
+	uint32_t nsteps;
+	double steps_at_s; /* --steps-at: the ramp starts this long after setup (<0: --duration) */
+	double step_s; /* --step-s: length of each step */
+	double step_settle_s; /* --step-settle: start of a step left out of its window */
+	double step_stop_ms; /* --step-stop-p99: a step whose p99 exceeds this ends the ramp (0:
+			      * never) */
+	const char *events; /* --events: phase and window events, one line each, as they happen */
+	const char *hist; /* --hist: RTT histograms of the windows, written at the end */
 	int progress; /* progress line on stderr every second (--no-progress clears) */
 	int verbose; /* -v: debug logging */
 };

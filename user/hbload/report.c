@@ -14,7 +14,16 @@
  *   reconnects, server_closed, server_errors, stray, errors, send_stalls, beats_skipped,
  *   errno {addrnotavail, connrefused, timeout, other}, and with --storm-at:
  *   storm {dropped, back, seconds (-1: not all back), failures}.
+ * Measurement windows (window.h; PINGs by scheduled time, their PONGs with them):
+ *   steady {from_s (after setup), seconds, rate (wanted), hb_per_s (sent), pings, pongs, lost,
+ *   rtt_us {p50, p99, p999, max}}; with --steps: steps [{rate, hb_per_s, pings, pongs, lost,
+ *   rtt_us {...}, ok}] for the steps measured, ramp_stopped (bool), ceiling_hb_per_s (rate of
+ *   the last step that passed before the first that failed; 0 if the first failed) and
+ *   breaks_at_hb_per_s (the first failed step's rate, -1 if none failed). In windows an
+ *   unanswered PING counts as slower than every answer: a percentile that falls among them is
+ *   -1. A step passes if its p99 is within --step-stop-p99 (any p99 if that is 0).
  */
+#include <errno.h>
 #include <stdio.h>
 
 #include "run.h"
@@ -24,6 +33,79 @@ typedef unsigned long long ull;
 static ull lost(const struct hbl_stats *t)
 {
 	return t->pings > t->pongs ? t->pings - t->pongs : 0;
+}
+
+static long long pct(const struct hbl_wstats *w, double p)
+{
+	uint64_t v = hbl_wstats_percentile(w, p);
+
+	return v == UINT64_MAX ? -1 : (long long)v;
+}
+
+static int step_ok(const struct hbl_cfg *cfg, const struct hbl_wstats *w)
+{
+	long long p99 = pct(w, 99);
+
+	if (cfg->o.step_stop_ms <= 0)
+		return p99 >= 0;
+	return p99 >= 0 && p99 <= (long long)(cfg->o.step_stop_ms * 1000);
+}
+
+static void window_json(FILE *f, const struct hbl_result *res, uint32_t i)
+{
+	const struct hbl_window_def *d = &res->def[i];
+	const struct hbl_wstats *w = &res->win[i];
+	double secs = (double)(d->to_ns - d->from_ns) / 1e9;
+
+	fprintf(f,
+		"\"rate\":%.0f,\"hb_per_s\":%.1f,\"seconds\":%.3f,\"pings\":%llu,\"pongs\":%llu,"
+		"\"lost\":%llu,\"rtt_us\":{\"p50\":%lld,\"p99\":%lld,\"p999\":%lld,\"max\":%llu}",
+		d->rate, secs > 0 ? (double)w->pings / secs : 0.0, secs, (ull)w->pings,
+		(ull)w->pongs, (ull)(w->pings > w->pongs ? w->pings - w->pongs : 0), pct(w, 50),
+		pct(w, 99), pct(w, 99.9), (ull)w->rtt.max);
+}
+
+static void windows_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result *res)
+{
+	double ceiling = 0, breaks = -1;
+
+	if (!res->nwin)
+		return;
+	fprintf(f, ",\"steady\":{\"from_s\":%.3f,",
+		(double)(res->def[0].from_ns - cfg->t0_ns) / 1e9 - res->setup_s);
+	window_json(f, res, 0);
+	fputc('}', f);
+	if (!cfg->o.nsteps)
+		return;
+	fprintf(f, ",\"steps\":[");
+	for (uint32_t i = 1; i <= res->steps_run; i++) {
+		int ok = step_ok(cfg, &res->win[i]);
+
+		fprintf(f, "%s{", i > 1 ? "," : "");
+		window_json(f, res, i);
+		fprintf(f, ",\"ok\":%s}", ok ? "true" : "false");
+		if (ok && breaks < 0)
+			ceiling = res->def[i].rate;
+		else if (!ok && breaks < 0)
+			breaks = res->def[i].rate;
+	}
+	fprintf(f, "],\"ramp_stopped\":%s,\"ceiling_hb_per_s\":%.0f,\"breaks_at_hb_per_s\":%.0f",
+		res->ramp_stopped ? "true" : "false", ceiling, breaks);
+}
+
+int hbl_report_hist(const struct hbl_cfg *cfg, const struct hbl_result *res)
+{
+	FILE *f = fopen(cfg->o.hist, "w");
+	char name[16];
+	int rc = 0;
+
+	if (!f)
+		return -errno;
+	for (uint32_t i = 0; i < res->nwin && i <= res->steps_run && !rc; i++)
+		rc = hbl_hist_dump(f, hbl_window_name(res, i, name, sizeof(name)), &res->win[i].rtt);
+	if (fclose(f) && !rc)
+		rc = -errno;
+	return rc;
 }
 
 void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result *res)
@@ -69,6 +151,7 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 			   "\"failures\":%llu}",
 			(ull)t->storm_dropped, (ull)t->storm_back, res->storm_s,
 			(ull)t->storm_failures);
+	windows_json(f, cfg, res);
 	fprintf(f, "}\n");
 	fflush(f);
 }
@@ -113,4 +196,16 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		fprintf(f, "  storm      %llu dropped, %llu back in %.3f s, %llu failures\n",
 			(ull)t->storm_dropped, (ull)t->storm_back, res->storm_s,
 			(ull)t->storm_failures);
+	for (uint32_t i = 0; i < res->nwin && i <= res->steps_run; i++) {
+		const struct hbl_wstats *w = &res->win[i];
+		double secs = (double)(res->def[i].to_ns - res->def[i].from_ns) / 1e9;
+		char name[16];
+
+		fprintf(f, "  %-10s %.0f/s wanted, %.0f/s sent: %llu pings, %llu pongs; p50 %.3f ms, "
+			   "p99 %.3f ms%s\n",
+			hbl_window_name(res, i, name, sizeof(name)), res->def[i].rate,
+			secs > 0 ? (double)w->pings / secs : 0.0, (ull)w->pings, (ull)w->pongs,
+			pct(w, 50) / 1e3, pct(w, 99) / 1e3,
+			i && cfg->o.nsteps ? (step_ok(cfg, w) ? " ok" : " FAILED") : "");
+	}
 }

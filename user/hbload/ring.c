@@ -210,6 +210,7 @@ static int ring_setup(struct hbl_ring *r)
 		r->rng = hbl_now() ^ ((uint64_t)r->id << 32);
 	hb_hist_init(&r->rtt);
 	hb_hist_init(&r->lag);
+	hbl_wstats_init(r->win, HBL_MAX_WINDOWS);
 	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN |
 		  IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
 	p.cq_entries = HBL_CQ_ENTRIES;
@@ -308,6 +309,11 @@ static void loop(struct hbl_ring *r)
 		    now >= __atomic_load_n(&r->sh->storm_at_ns, __ATOMIC_RELAXED)) {
 			r->stormed = 1;
 			hbl_storm(r, now);
+		}
+		if (phase == HBL_PH_RUN &&
+		    __atomic_load_n(&r->sh->rate_gen, __ATOMIC_ACQUIRE) != r->rate_gen) {
+			r->rate_gen = __atomic_load_n(&r->sh->rate_gen, __ATOMIC_ACQUIRE);
+			hbl_rate_change(r);
 		}
 		if (r->sweep)
 			hbl_sweep(r, now);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #define TICK_NS 20000000ULL /* main thread poll period */
 #define INIT_WAIT_NS 10000000000ULL /* rings must be set up within 10 s */
 #define UNREACHABLE_FAILS 8 /* failures, with no success at all, that mean "unreachable" */
+#define STEP_EVAL_NS 1000000000ULL /* a step is judged this long after its window closed */
 
 static volatile sig_atomic_t stop_requests;
 
@@ -140,7 +142,130 @@ struct timeline {
 	uint64_t setup_done; /* 0 until setup is over */
 	uint64_t run_end, drain_end, bye_end;
 	uint64_t storm_at;
+	int storm_told, storm_done_told;
+	uint64_t steps_base; /* step k runs from steps_base + k * step_s */
+	uint32_t next_step, next_eval; /* next step to start, to judge */
+	uint8_t started[HBL_MAX_WINDOWS], ended[HBL_MAX_WINDOWS];
+	FILE *events;
 };
+
+/* One event line: seconds since the start of the run, the event, its arguments. */
+static void event(const struct hbl_cfg *cfg, struct timeline *tl, uint64_t now, const char *fmt,
+		  ...)
+{
+	va_list ap;
+
+	if (!tl->events)
+		return;
+	fprintf(tl->events, "%.3f ", (double)(now - cfg->t0_ns) / 1e9);
+	va_start(ap, fmt);
+	vfprintf(tl->events, fmt, ap);
+	va_end(ap);
+	fputc('\n', tl->events);
+	fflush(tl->events); /* a reader (a CPU sampler) acts on each line as it comes */
+}
+
+const char *hbl_window_name(const struct hbl_result *res, uint32_t i, char *buf, size_t len)
+{
+	(void)res;
+	if (i == 0)
+		return "steady";
+	snprintf(buf, len, "step%u", i);
+	return buf;
+}
+
+static uint64_t rate_interval_ns(const struct hbl_cfg *cfg, double rate)
+{
+	double beating = (double)(cfg->o.clients - cfg->o.silent);
+
+	return (uint64_t)(beating / rate * 1e9);
+}
+
+/* Once setup is over: the steady window and the steps, all before any ring can reach them.
+ * The run lasts until the later of --duration and the end of the ramp.
+ */
+static void define_windows(const struct hbl_cfg *cfg, struct hbl_shared *sh, struct timeline *tl,
+			   struct hbl_result *res)
+{
+	const struct hbl_opts *o = &cfg->o;
+	struct hbl_windows *w = &sh->win;
+	uint64_t from = tl->setup_done + (o->warmup_s > 0 ? s2ns(o->warmup_s) : 0);
+	uint64_t to = o->steady_s >= 0 ? from + s2ns(o->steady_s) : tl->setup_done + s2ns(o->duration_s);
+	uint32_t n = 0;
+
+	w->def[n++] = (struct hbl_window_def){ from, to > from ? to : from,
+					       (double)(o->clients - o->silent) / o->interval_s };
+	tl->steps_base = tl->setup_done + s2ns(o->steps_at_s >= 0 ? o->steps_at_s : o->duration_s);
+	for (uint32_t k = 0; k < o->nsteps; k++) {
+		uint64_t start = tl->steps_base + k * s2ns(o->step_s);
+
+		w->def[n++] = (struct hbl_window_def){ start + s2ns(o->step_settle_s),
+						       start + s2ns(o->step_s), o->steps[k] };
+	}
+	if (o->nsteps && tl->steps_base + o->nsteps * s2ns(o->step_s) > tl->run_end)
+		tl->run_end = tl->steps_base + o->nsteps * s2ns(o->step_s);
+	memcpy(res->def, w->def, sizeof(res->def));
+	res->nwin = n;
+	__atomic_store_n(&w->n, n, __ATOMIC_RELEASE);
+}
+
+static void merge_window(struct hbl_ring *rings, unsigned nrings, uint32_t i, struct hbl_wstats *out)
+{
+	hbl_wstats_init(out, 1);
+	for (unsigned r = 0; r < nrings; r++)
+		hbl_wstats_merge(out, &rings[r].win[i]);
+}
+
+/* Window events, step starts (a new interval for every ring), and the judgement of each step
+ * but the last: a step whose p99 (unanswered PINGs counting as slow) exceeds --step-stop-p99
+ * ends the ramp and the run.
+ */
+static void windows_tick(const struct hbl_cfg *cfg, struct hbl_shared *sh, struct hbl_ring *rings,
+			 uint64_t now, struct timeline *tl, struct hbl_result *res)
+{
+	const struct hbl_opts *o = &cfg->o;
+	char name[16];
+
+	for (uint32_t i = 0; i < res->nwin; i++) {
+		const struct hbl_window_def *d = &res->def[i];
+
+		if (!tl->started[i] && now >= d->from_ns && d->from_ns < tl->run_end) {
+			tl->started[i] = 1;
+			event(cfg, tl, now, "window_start %s %.0f", hbl_window_name(res, i, name, 16),
+			      d->rate);
+		}
+		if (tl->started[i] && !tl->ended[i] && now >= d->to_ns) {
+			tl->ended[i] = 1;
+			event(cfg, tl, now, "window_end %s", hbl_window_name(res, i, name, 16));
+		}
+	}
+	if (tl->next_step < o->nsteps && now < tl->run_end &&
+	    now >= tl->steps_base + tl->next_step * s2ns(o->step_s)) {
+		__atomic_store_n(&sh->interval_ns, rate_interval_ns(cfg, o->steps[tl->next_step]),
+				 __ATOMIC_RELAXED);
+		__atomic_fetch_add(&sh->rate_gen, 1, __ATOMIC_RELEASE);
+		event(cfg, tl, now, "step %u %.0f", tl->next_step + 1, o->steps[tl->next_step]);
+		tl->next_step++;
+	}
+	while (tl->next_eval + 1 < o->nsteps && tl->next_eval < tl->next_step &&
+	       now >= res->def[1 + tl->next_eval].to_ns + STEP_EVAL_NS) {
+		struct hbl_wstats ws;
+		uint64_t p99;
+
+		merge_window(rings, cfg->rings, 1 + tl->next_eval, &ws);
+		p99 = hbl_wstats_percentile(&ws, 99);
+		tl->next_eval++;
+		if (o->step_stop_ms > 0 && p99 > (uint64_t)(o->step_stop_ms * 1000)) {
+			hb_info("step %u (%.0f/s): p99 %s %.1f ms: ramp stopped", tl->next_eval,
+				o->steps[tl->next_eval - 1], p99 == UINT64_MAX ? ">" : "",
+				p99 == UINT64_MAX ? o->step_stop_ms : (double)p99 / 1000);
+			res->ramp_stopped = tl->next_eval; /* steps after it are not reported */
+			tl->run_end = now;
+			__atomic_store_n(&sh->run_end_ns, now, __ATOMIC_RELAXED);
+			break;
+		}
+	}
+}
 
 /* Setup ends when every client authenticated (or was refused), at the setup timeout, or as
  * soon as it is clear that the server cannot be reached at all.
@@ -171,6 +296,8 @@ static void check_setup(struct hbl_cfg *cfg, struct hbl_shared *sh, const struct
 		res->unreachable = 1;
 	res->setup_s = (double)(tl->setup_done - cfg->t0_ns) / 1e9;
 	tl->run_end = res->unreachable ? now : tl->setup_done + s2ns(o->duration_s);
+	if (!res->unreachable)
+		define_windows(cfg, sh, tl, res);
 	__atomic_store_n(&sh->run_end_ns, tl->run_end, __ATOMIC_RELAXED);
 	if (o->warmup_s >= 0)
 		__atomic_store_n(&sh->measure_from_ns, tl->setup_done + s2ns(o->warmup_s),
@@ -193,7 +320,8 @@ int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res)
 	struct hbl_shared sh = { .phase = HBL_PH_RUN, .run_end_ns = UINT64_MAX,
 				 .storm_at_ns = UINT64_MAX,
 				 /* with --warmup nothing counts until setup is over */
-				 .measure_from_ns = cfg->o.warmup_s >= 0 ? UINT64_MAX : 0 };
+				 .measure_from_ns = cfg->o.warmup_s >= 0 ? UINT64_MAX : 0,
+				 .interval_ns = cfg->interval_ns };
 	struct hbl_stats t, prev;
 	struct timeline tl = { 0 };
 	struct hbl_ring *rings;
@@ -212,9 +340,16 @@ int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (cfg->o.events && !(tl.events = fopen(cfg->o.events, "a"))) {
+		hb_err("--events %s: %s", cfg->o.events, strerror(errno));
+		free(rings);
+		return -1;
+	}
 	cfg->t0_ns = hbl_now();
 	if (start_rings(cfg, &sh, rings) || wait_rings_ready(cfg, rings)) {
 		join_rings(cfg, &sh, rings);
+		if (tl.events)
+			fclose(tl.events);
 		free(rings);
 		return -1;
 	}
@@ -240,10 +375,28 @@ int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res)
 			tl.run_end = now;
 			__atomic_store_n(&sh.run_end_ns, now, __ATOMIC_RELAXED);
 		}
+		if (ph == HBL_PH_RUN && !tl.setup_done) {
+			check_setup(cfg, &sh, &t, now, &tl, res);
+			if (tl.setup_done)
+				event(cfg, &tl, now, "setup_done %.3f %llu", res->setup_s,
+				      (unsigned long long)t.connected);
+		}
+		if (ph <= HBL_PH_DRAIN && tl.setup_done && !res->unreachable) {
+			windows_tick(cfg, &sh, rings, now, &tl, res);
+			if (res->storm && !tl.storm_told && now >= tl.storm_at) {
+				tl.storm_told = 1;
+				event(cfg, &tl, now, "storm");
+			}
+			if (tl.storm_told && !tl.storm_done_told && t.storm_done_ns >= tl.storm_at &&
+			    t.storm_back == t.storm_dropped) {
+				tl.storm_done_told = 1;
+				event(cfg, &tl, now, "storm_done %.3f",
+				      (double)(t.storm_done_ns - tl.storm_at) / 1e9);
+			}
+		}
 		if (ph == HBL_PH_RUN) {
-			if (!tl.setup_done)
-				check_setup(cfg, &sh, &t, now, &tl, res);
 			if (tl.setup_done && now >= tl.run_end) {
+				event(cfg, &tl, now, "run_end");
 				ph = HBL_PH_DRAIN;
 				drain_start = now;
 				res->connected_end = t.authed_now;
@@ -269,7 +422,15 @@ int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res)
 		}
 	}
 	join_rings(cfg, &sh, rings);
+	if (tl.events)
+		fclose(tl.events);
 
+	for (uint32_t i = 0; i < res->nwin; i++) {
+		merge_window(rings, cfg->rings, i, &res->win[i]);
+		if (i && res->def[i].to_ns <= tl.run_end &&
+		    (!res->ramp_stopped || i <= (uint32_t)res->ramp_stopped))
+			res->steps_run = i;
+	}
 	hbl_stats_sum(rings, cfg->rings, &res->tot);
 	hb_hist_init(&res->rtt);
 	hb_hist_init(&res->lag);

@@ -17,6 +17,13 @@ struct hbl_result {
 	int storm; /* a storm was requested and happened */
 	double storm_s; /* from the drop until every dropped client was back; -1 if never */
 	int unreachable; /* no client ever authenticated */
+	/* measurement windows: [0] steady, then the steps (steps_run of them were measured) */
+	uint32_t nwin;
+	struct hbl_window_def def[HBL_MAX_WINDOWS];
+	struct hbl_wstats win[HBL_MAX_WINDOWS];
+	uint32_t steps_run; /* steps whose window was measured */
+	int ramp_stopped; /* a step failed before the last one: the ramp ended there (its
+			   * number, 1-based; 0 if the ramp ran to its end) */
 };
 
 /* Runs the load described by cfg. Returns 0 when the run completed (whatever it measured),
@@ -27,8 +34,13 @@ int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res);
 /* Sums the counters of n rings into tot. */
 void hbl_stats_sum(struct hbl_ring *rings, unsigned n, struct hbl_stats *tot);
 
+/* Name of window i of a result ("steady", "step1", ...). */
+const char *hbl_window_name(const struct hbl_result *res, uint32_t i, char *buf, size_t len);
+
 /* report.c: the summary on stdout, as one JSON line or as text. */
 void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result *res);
 void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result *res);
+/* --hist: every measured window's RTT histogram (window.h format). Returns 0 or -errno. */
+int hbl_report_hist(const struct hbl_cfg *cfg, const struct hbl_result *res);
 
 #endif

@@ -224,7 +224,7 @@ static void on_welcome(struct hbl_ring *r, uint32_t l, uint64_t now)
 		return;
 	}
 	/* first beat uniformly spread over one interval */
-	c->beat_ns = now + hbl_rand(r) % (r->cfg->interval_ns ? r->cfg->interval_ns : 1);
+	c->beat_ns = now + hbl_rand(r) % hbl_interval_ns(r);
 	hbl_wheel_set(&r->wheel, l, c->beat_ns);
 }
 
@@ -238,12 +238,19 @@ void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_
 	case HBC_EV_WELCOME:
 		on_welcome(r, l, now);
 		break;
-	case HBC_EV_PONG:
+	case HBC_EV_PONG: {
+		int w = hbl_window_of(&r->sh->win, ev.ts);
+
 		HBL_INC(r, pongs);
 		/* the echoed timestamp is the scheduled time: --warmup leaves early ones out */
 		if (ev.ts >= __atomic_load_n(&r->sh->measure_from_ns, __ATOMIC_RELAXED))
 			hb_hist_add(&r->rtt, ev.rtt_ns / 1000);
+		if (w >= 0) {
+			hb_hist_add(&r->win[w].rtt, ev.rtt_ns / 1000);
+			__atomic_store_n(&r->win[w].pongs, r->win[w].pongs + 1, __ATOMIC_RELEASE);
+		}
 		break;
+	}
 	case HBC_EV_ACK:
 		HBL_INC(r, data_acked);
 		break;

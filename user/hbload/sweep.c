@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Passes over every client of a ring: the reconnect storm and the end-of-run BYE. A pass
+/* Passes over every client of a ring: the reconnect storm, a heartbeat rate change and the
+ * end-of-run BYE. A pass
  * visits HBL_SWEEP_BATCH clients per loop iteration, so the completions it causes (closes,
  * cancels, sends) never outrun the CQ.
  */
@@ -23,6 +24,31 @@ void hbl_storm(struct hbl_ring *r, uint64_t now)
 	(void)now;
 	r->sweep = HBL_SWEEP_STORM;
 	r->sweep_pos = 0;
+}
+
+/* A rate step (--steps) changed the interval. Every heartbeating client gets its next beat
+ * anew, uniform over one new interval: the new rate holds at once instead of after the old
+ * interval has run out (30 s at the default). Another sweep under way goes first.
+ */
+void hbl_rate_change(struct hbl_ring *r)
+{
+	if (r->sweep != HBL_SWEEP_NONE) {
+		r->rate_pending = 1;
+		return;
+	}
+	r->rate_pending = 0;
+	r->sweep = HBL_SWEEP_RATE;
+	r->sweep_pos = 0;
+}
+
+static void sweep_rate(struct hbl_ring *r, uint32_t l, uint64_t now)
+{
+	struct hbl_client *c = &r->cl[l];
+
+	if (c->ls != HBL_LS_AUTHED || (c->flags & HBL_F_SILENT) || r->phase != HBL_PH_RUN)
+		return;
+	c->beat_ns = now + hbl_rand(r) % hbl_interval_ns(r);
+	hbl_wheel_set(&r->wheel, l, c->beat_ns);
 }
 
 static void sweep_bye(struct hbl_ring *r, uint32_t l, uint64_t now)
@@ -73,6 +99,8 @@ void hbl_sweep(struct hbl_ring *r, uint64_t now)
 	for (uint32_t l = r->sweep_pos; l < end; l++) {
 		if (r->sweep == HBL_SWEEP_BYE)
 			sweep_bye(r, l, now);
+		else if (r->sweep == HBL_SWEEP_RATE)
+			sweep_rate(r, l, now);
 		else
 			sweep_storm(r, l);
 	}
@@ -82,5 +110,7 @@ void hbl_sweep(struct hbl_ring *r, uint64_t now)
 	if (r->sweep == HBL_SWEEP_STORM && r->st.storm_back == r->st.storm_dropped)
 		HBL_ST_SET(&r->st, storm_done_ns, now); /* nothing dropped, or all back already */
 	r->sweep = HBL_SWEEP_NONE;
+	if (r->rate_pending && r->phase == HBL_PH_RUN)
+		hbl_rate_change(r);
 }
 

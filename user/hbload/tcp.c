@@ -2,7 +2,7 @@
 /* TCP clients on a ring: one connection per client in the client's own fixed-file slot.
  *
  * Connection lifecycle: SOCKET (direct, into slot l) -> SO_LINGER {1,0} -> TCP_NODELAY ->
- * BIND (source address, if --source) -> CONNECT, one linked chain with a link timeout,
+ * IP_BIND_ADDRESS_NO_PORT + BIND (source address, if --source) -> CONNECT, one linked chain with a link timeout,
  * submitted together; only failures and the CONNECT post CQEs (IOSQE_CQE_SKIP_SUCCESS). A
  * failed step's CQE is the last of its chain: the kernel skips the CQEs of the cancelled rest.
  * Then a multishot recv on the slot (provided buffers) and the HELLO. Closing cancels the recv
@@ -33,7 +33,7 @@ void hbl_tcp_connect(struct hbl_ring *r, uint32_t l)
 	struct io_uring_sqe *sqe;
 	const unsigned chain = IOSQE_IO_LINK | IOSQE_FIXED_FILE;
 
-	hbl_sq_reserve(r, 6);
+	hbl_sq_reserve(r, 7);
 	sqe = hbl_sqe(r);
 	io_uring_prep_socket_direct(sqe, cfg->family, SOCK_STREAM, IPPROTO_TCP, l, 0);
 	sqe->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
@@ -52,6 +52,16 @@ void hbl_tcp_connect(struct hbl_ring *r, uint32_t l)
 
 	if (cfg->nsrc) {
 		const struct sockaddr_storage *src = &cfg->src[hbl_global_index(r, l) % cfg->nsrc];
+
+		/* the port is picked at connect time, against the full 4-tuple: bind no longer
+		 * searches the address's bind hash for a port no other socket holds (a profile of
+		 * 500k clients connecting had io_bind at 4.8% of all samples, nearly all of it in
+		 * that search)
+		 */
+		sqe = hbl_sqe(r);
+		hb_prep_setsockopt(sqe, (int)l, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+		sqe->flags |= chain | IOSQE_CQE_SKIP_SUCCESS;
+		sqe->user_data = hbl_ud(HBL_OP_TCP_STEP, 0, c->gen, l);
 
 		sqe = hbl_sqe(r);
 		hb_prep_bind(sqe, (int)l, (const struct sockaddr *)src, cfg->src_len);

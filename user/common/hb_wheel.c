@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Timer wheel for keepalive expiry: no scan of all devices, only of those due in a tick. */
-#include "wheel.h"
+/* Hashed timer wheel: no scan of all entries, only of those due in a tick. */
+#include "hb_wheel.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -16,15 +16,15 @@ void hb_wheel_links_init(struct hb_wlink *links, uint32_t cap)
 		links[i].next = links[i].prev = HB_WHEEL_NONE;
 }
 
-int hb_wheel_init(struct hb_wheel *w, struct hb_wlink *links, uint32_t cap, uint64_t tick_ms,
-		  uint64_t span_ms, uint64_t now_ms)
+int hb_wheel_init(struct hb_wheel *w, struct hb_wlink *links, uint32_t cap, uint64_t tick,
+		  uint64_t span, uint64_t now)
 {
 	uint64_t want, n = 2;
 
-	if (!tick_ms || cap >= UINT32_MAX / 2)
+	if (!tick || cap >= UINT32_MAX / 2)
 		return -EINVAL;
 	/* +2: the bucket being handed out and rounding of the deadline up to a tick */
-	want = span_ms / tick_ms + 2;
+	want = span / tick + 2;
 	while (n < want) {
 		if (n >= (1u << 24))
 			return -EINVAL;
@@ -36,8 +36,8 @@ int hb_wheel_init(struct hb_wheel *w, struct hb_wlink *links, uint32_t cap, uint
 	w->links = links;
 	w->cap = cap;
 	w->mask = (uint32_t)n - 1;
-	w->tick_ms = tick_ms;
-	w->cur = now_ms / tick_ms;
+	w->tick = tick;
+	w->cur = now / tick;
 	w->count = 0;
 	for (uint32_t b = 0; b < n; b++)
 		w->heads[b].next = w->heads[b].prev = cap + b;
@@ -50,9 +50,9 @@ void hb_wheel_free(struct hb_wheel *w)
 	w->heads = NULL;
 }
 
-void hb_wheel_add(struct hb_wheel *w, uint32_t id, uint64_t due_ms)
+void hb_wheel_add(struct hb_wheel *w, uint32_t id, uint64_t due)
 {
-	uint64_t t = (due_ms + w->tick_ms - 1) / w->tick_ms; /* first tick at or after due */
+	uint64_t t = (due + w->tick - 1) / w->tick; /* first tick at or after due */
 	uint32_t s;
 	struct hb_wlink *e = &w->links[id], *h;
 
@@ -86,11 +86,14 @@ void hb_wheel_del(struct hb_wheel *w, uint32_t id)
 		unlink_id(w, id);
 }
 
-uint32_t hb_wheel_due(struct hb_wheel *w, uint64_t now_ms, uint32_t *out, uint32_t max)
+uint32_t hb_wheel_due(struct hb_wheel *w, uint64_t now, uint32_t *out, uint32_t max)
 {
-	uint64_t now_tick = now_ms / w->tick_ms;
+	uint64_t now_tick = now / w->tick;
 	uint32_t n = 0;
 
+	/* after a stall longer than the wheel every bucket is due: one lap visits them all */
+	if (now_tick > w->cur + w->mask)
+		w->cur = now_tick - w->mask;
 	while (w->cur <= now_tick && n < max) {
 		uint32_t s = w->cap + (uint32_t)(w->cur & w->mask);
 		struct hb_wlink *h = node(w, s);
@@ -109,4 +112,19 @@ uint32_t hb_wheel_due(struct hb_wheel *w, uint64_t now_ms, uint32_t *out, uint32
 			w->cur++;
 	}
 	return n;
+}
+
+uint32_t hb_wheel_first(const struct hb_wheel *w, uint64_t t)
+{
+	uint32_t s = w->cap + (uint32_t)(t & w->mask);
+	uint32_t id = w->heads[s - w->cap].next;
+
+	return id == s ? HB_WHEEL_NONE : id;
+}
+
+uint32_t hb_wheel_next(const struct hb_wheel *w, uint32_t id)
+{
+	uint32_t nx = w->links[id].next;
+
+	return nx >= w->cap ? HB_WHEEL_NONE : nx; /* a sentinel ends the bucket */
 }

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+# Prints docs/BENCHMARKS.md from $OUT/result.json (called by scripts/bench-report.sh).
+set -euo pipefail
+OUT=${OUT:-build/bench}
+R=$OUT/result.json
+PNG=${PNG:-docs/bench-rtt.png}
+q() { jq -r "$1" "$R"; }
+# a number, or "n/a" when the phase that gives it did not run
+v() { jq -r "($1) as \$x | if \$x == null then \"n/a\" else \$x end" "$R"; }
+
+cat <<EOF
+# hbeat benchmarks
+
+Produced by \`scripts/bench.sh\` (all numbers below are from one run of it; nothing here was
+typed in by hand). Raw outputs: \`build/bench/\` (\`result.json\`, and per phase the hbload
+summary, the CPU/memory samples, the RTT histograms).
+
+| | |
+|---|---|
+| command | \`$(q .command)\` |
+| date | $(date -u +%Y-%m-%d) |
+| machine | ${BENCH_MACHINE:-unknown} |
+| placement | $(q .placement) $( [ "$(q .placement)" = split ] && echo "(server: CPU 1 — hbd, server veth NAPI thread, kworkers; client: CPU 0 — hbload, client veth NAPI thread)") |
+| run time | $(q .seconds) s |
+
+## Results
+
+| figure | kernel fast path | userspace (\`hbd --no-offload\`, no BPF) | target | method |
+|---|---|---|---|---|
+| TCP clients connected | $(v .tcp.connected) of $(v .tcp.clients) | $(v .tcp.user.connected) | 500,000, 0 failures | hbload \`connected\` |
+| TCP setup time | $(v .tcp.setup_s) s | $(v .tcp.user.setup_s) s | ≤ 25 s | first connect to last WELCOME |
+| TCP steady window | $(v .tcp.steady_s) s, $(v .tcp.hb_per_s) hb/s | $(v .tcp.user.steady_s) s | ≥ 180 s at ≈16.7k hb/s | PINGs scheduled in the window |
+| TCP PINGs / PONGs | $(v .tcp.pings) / $(v .tcp.pongs) | $(v .tcp.user.pings) / $(v .tcp.user.pongs) | all answered | PONGs of the window's PINGs |
+| TCP heartbeats answered in userspace | $(v .tcp.pings_user) (kernel: $(v .tcp.pings_kernel)) | all | 0 | \`hbctl stats\` over the whole phase |
+| TCP RTT p50 / p99 / p99.9 (µs) | $(v .tcp.rtt_us.p50) / $(v .tcp.rtt_us.p99) / $(v .tcp.rtt_us.p999) | $(v .tcp.user.rtt_us.p50) / $(v .tcp.user.rtt_us.p99) / $(v .tcp.user.rtt_us.p999) | p99 ≤ 5 ms | from the scheduled send time |
+| TCP server CPU per heartbeat | $(v .tcp.cpu_us_per_hb_offload) µs | $(v .tcp.cpu_us_per_hb_user) µs | userspace ≥ 1.5× | server tasks' CPU time / PINGs (Method) |
+| TCP userspace / kernel CPU | $(v .tcp.user_over_offload)× | | ≥ 1.5× | |
+| UDP sessions | $(v .udp.connected) of $(v .udp.clients) | $(v .udp.user.connected) | 500,000 | |
+| UDP setup time | $(v .udp.setup_s) s | $(v .udp.user.setup_s) s | | |
+| UDP PINGs / PONGs | $(v .udp.pings) / $(v .udp.pongs) | $(v .udp.user.pings) / $(v .udp.user.pongs) | all answered | |
+| UDP heartbeats answered in userspace | $(v .udp.pings_user) (XDP: $(v .udp.pings_kernel)) | all | 0 | |
+| UDP RTT p50 / p99 / p99.9 (µs) | $(v .udp.rtt_us.p50) / $(v .udp.rtt_us.p99) / $(v .udp.rtt_us.p999) | $(v .udp.user.rtt_us.p50) / $(v .udp.user.rtt_us.p99) / $(v .udp.user.rtt_us.p999) | p99 ≤ 1 ms | |
+| UDP server CPU per heartbeat | $(v .udp.cpu_us_per_hb_offload) µs | $(v .udp.cpu_us_per_hb_user) µs | userspace ≥ 4× | |
+| UDP userspace / XDP CPU | $(v .udp.user_over_offload)× | | ≥ 4× | |
+| hbd RSS per client | $(v .memory.rss_b_per_client) B (growth from start: $(v .memory.rss_growth_b_per_client) B) | | ≤ 100 B | VmRSS at the steady window / clients |
+| kernel memory per server-side client | $(v .memory.kernel_b_per_client) B | | ≤ 6 KB | slab delta, server share (Method) |
+| reconnect storm: all back after | $(v .storm.seconds) s, $(v .storm.failures) failures ($(v .storm.back) of $(v .storm.dropped) back) | | ≤ 40 s, 0 failures | reconnects jittered over 30 s |
+| TCP ceiling (p99 ≤ 10 ms) | $(v .ceiling.tcp_offload_hb_per_s) hb/s (breaks at $(v .ceiling.tcp_offload_breaks_at)) | $(v .ceiling.tcp_user_hb_per_s) hb/s (breaks at $(v .ceiling.tcp_user_breaks_at)) | ≥ 50k hb/s | rate ramp at all clients (below) |
+
+![RTT by percentile](bench-rtt.png)
+
+## Rate ramp (TCP, all clients connected)
+
+Each step re-spreads every client's next heartbeat over the new interval, then measures after
+3 s of settling. A step fails when its p99 exceeds 10 ms (an unanswered PING counts as
+slower than any answer: p99 = -1 means more than 1% went unanswered); the ramp stops after
+the first failed step.
+
+| path | wanted hb/s | sent hb/s | PINGs | PONGs | p50 µs | p99 µs | p99.9 µs | server CPU % | client CPU % | ok |
+|---|---|---|---|---|---|---|---|---|---|---|
+EOF
+jq -r '
+  def row($path): "| \($path) | \(.rate) | \(.hb_per_s | round) | \(.pings) | \(.pongs) | \(.rtt_us.p50) | \(.rtt_us.p99) | \(.rtt_us.p999) | \(.server_cpu_pct // "n/a") | \(.client_cpu_pct // "n/a") | \(.ok) |";
+  (.ceiling.offload_steps[] | row("kernel")), (.ceiling.user_steps[] | row("userspace"))' "$R"
+cat <<'EOF'
+
+## Method
+
+- **Where**: two network namespaces joined by a veth pair (`scripts/netns.sh`); hbd and the
+  BPF programs on the server side, hbload on the client side, 16 client source addresses.
+  Host settings from `scripts/tune.sh` (each with its reason there), reverted at the end.
+  Both veths have a `pfifo` qdisc: without one, a full veth ring (256 packets) drops silently
+  and the dropped SYNs and segments come back as 1 s retransmissions.
+- **Phases**: each path gets a fresh hbd and all clients connect anew. The offload phases run
+  `hbctl load` (XDP on the server veth, sockmap, sock_ops) before hbd; the userspace phases run
+  `hbd --no-offload` with **no BPF program loaded at all** (no XDP, no sockmap, no sock_ops), so
+  the userspace path pays nothing for the kernel path. The server veth has GRO on in every
+  phase, so the receive path is NAPI (and threaded) with or without XDP.
+- **Windows**: hbload counts PINGs by their scheduled send time, and their PONGs with them
+  (`--steady`, `--steps`); RTT is measured from the scheduled time, so a late client cannot
+  hide a slow server. The steady window starts after a warmup following setup.
+- **CPU per heartbeat**: both veths run threaded NAPI, so each side's packet processing runs in
+  its own kernel thread rather than in the softirq of whichever task sent the packet. The
+  sampler (`scripts/bench-lib.sh`) reads every task's scheduler run time
+  (`/proc/PID/task/TID/schedstat`, nanoseconds, not ticks) at hbload's window events. Server
+  = hbd's threads + the server veth's NAPI thread + the per-CPU kworkers (sockmap sends its
+  redirected PONGs from them); client = hbload's threads + the client veth's NAPI thread.
+  Server CPU per heartbeat = server run time in the window / PINGs of the window. This charges
+  the server for its own receive, verdict/XDP, send and daemon work and for nothing of the
+  client's. Steal time (the hypervisor) is not run time.
+- **Memory**: hbd's VmRSS when the steady window starts (all clients connected), divided by the
+  clients. Kernel memory: the slab delta (SReclaimable + SUnreclaim) from hbd's start to the
+  steady window counts both ends of each connection (they share one kernel). A plain
+  connection's two ends are alike, so the server share is half the userspace phase's delta per
+  connection plus everything the offload phase adds on top of it (sockhash element, psock).
+  The preallocated BPF maps (conns, sessions) are not in the delta: they cost the same at 1
+  client as at 1M.
+- **Ceiling**: a rate ramp at all clients connected; the ceiling is the last step that passed
+  before the first that failed.
+- **Reconnect storm**: every TCP client drops its connection at once and reconnects at a
+  uniformly random moment of the next 30 s; the figure is the time from the drop until the
+  last one is authenticated again.
+EOF

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+# Turns the raw outputs of scripts/bench.sh ($OUT/<phase>/) into $OUT/result.json,
+# docs/BENCHMARKS.md and docs/bench-rtt.png. Can be run again on the same outputs.
+#
+# Per phase it reads: hbload.json (hbload's summary: steady window, ramp steps, storm),
+# samples.jsonl (bench-lib.sh snapshots at hbload's events), hbctl-stats.json (offload phases),
+# hist.txt (RTT histograms of the windows).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-build/bench}
+DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
+PNG=${BENCH_PNG:-docs/bench-rtt.png}
+
+# Per phase: {hbload, windows: {steady|stepN: {secs, server_ns, client_ns, ns, cpu}}, mem, hbctl}
+phase_json() { # DIR
+	local d=$1 hbctl='null'
+	[ -s "$d/hbctl-stats.json" ] && hbctl=$(cat "$d/hbctl-stats.json")
+	jq -n --slurpfile s "$d/samples.jsonl" --slurpfile h "$d/hbload.json" --argjson hbctl "$hbctl" '
+	  def delta($a; $b): $b.ns | with_entries(.value -= ($a.ns[.key] // 0));
+	  # busy share of each CPU over the window (iowait counts as idle: io_uring waits show there)
+	  def cpu($a; $b): $b.cpu | with_entries(.key as $k | .value as $v
+	      | ([range(0; 8)] | map($v[.] - $a.cpu[$k][.])) as $d
+	      | ($d | add) as $tot
+	      | .value = {busy_pct: (if $tot > 0 then 100 * ($tot - $d[3] - $d[4] - $d[7]) / $tot else 0 end),
+	                  steal_pct: (if $tot > 0 then 100 * $d[7] / $tot else 0 end)});
+	  def server($n): ($n.hbd // 0) + ($n.napi_srv // 0) + ([$n | to_entries[] | select(.key | startswith("kworker")) | .value] | add // 0);
+	  def client($n): ($n.hbload // 0) + ($n.napi_cli // 0);
+	  ($s | map({key: (.ev | split(" ") | .[1]), value: .}) ) as $ev
+	  | [$s[] | select(.ev | startswith("window_start "))] as $starts
+	  | {hbload: $h[0], hbctl: $hbctl,
+	     windows: ([$starts[] | (.ev | split(" ") | .[1]) as $w
+	        | . as $a | ([$s[] | select(.ev == "window_end " + $w)] | first) as $b
+	        | select($b != null)
+	        | {key: $w, value: (delta($a; $b) as $n | {secs: ($b.t - $a.t), ns: $n,
+	             server_ns: server($n), client_ns: client($n), cpu: cpu($a; $b)})}] | from_entries),
+	     mem: (([$s[] | select(.ev == "hbd_ready")] | first) as $r
+	        | ([$s[] | select(.ev | startswith("window_start steady"))] | first) as $st
+	        | {ready_rss_kb: $r.hbd_rss_kb, steady_rss_kb: $st.hbd_rss_kb,
+	           steady_anon_kb: $st.hbd_anon_kb, slab_delta_kb: ($st.slab_kb - $r.slab_kb)})}'
+}
+
+phases=()
+for d in "$OUT"/*/; do
+	[ -s "$d/hbload.json" ] && [ -s "$d/samples.jsonl" ] && phases+=("$(basename "$d")")
+done
+if [ ${#phases[@]} -eq 0 ]; then
+	echo "bench-report: no phase outputs under $OUT" >&2
+	exit 1
+fi
+all='{}'
+for p in "${phases[@]}"; do
+	all=$(jq --arg p "$p" --argjson v "$(phase_json "$OUT/$p")" '.[$p] = $v' <<< "$all")
+done
+
+# Kernel memory per server-side client from slab deltas, which count both ends of every
+# connection (client and server share the kernel): half of a plain connection's delta (the
+# userspace phase: the two ends are alike) plus everything the offload phase adds on top
+# (sockhash element, psock, conns entry is preallocated). Without the userspace phase: the
+# whole both-ends delta, an upper bound.
+result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEMENT:-split}" \
+	--argjson secs "${BENCH_SECONDS:-0}" '
+	def us_per_hb($p; $w): if $p.windows[$w] and $p.hbload[$w].pings > 0
+	    then ($p.windows[$w].server_ns / 1000 / $p.hbload[$w].pings) else null end;
+	def client_us_per_hb($p; $w): if $p.windows[$w] and $p.hbload[$w].pings > 0
+	    then ($p.windows[$w].client_ns / 1000 / $p.hbload[$w].pings) else null end;
+	def r2: if . == null then null else (. * 100 | round) / 100 end;
+	def ratio($a; $b): if $a and $b and $a > 0 then ($b / $a | r2) else null end;
+	def transport($off; $usr): {
+	    clients: $off.hbload.clients, connected: $off.hbload.connected, setup_s: $off.hbload.setup_s,
+	    pings: $off.hbload.steady.pings, pongs: $off.hbload.steady.pongs,
+	    pings_user: ($off.hbctl.pings_user // null),
+	    pings_kernel: ($off.hbctl.pings_kernel // null),
+	    hb_per_s: $off.hbload.steady.hb_per_s, steady_s: $off.hbload.steady.seconds,
+	    rtt_us: $off.hbload.steady.rtt_us,
+	    cpu_us_per_hb_offload: (us_per_hb($off; "steady") | r2),
+	    cpu_us_per_hb_user: (if $usr then (us_per_hb($usr; "steady") | r2) else null end),
+	    user_over_offload: ratio(us_per_hb($off; "steady"); (if $usr then us_per_hb($usr; "steady") else null end)),
+	    client_cpu_us_per_hb: (client_us_per_hb($off; "steady") | r2),
+	    user: (if $usr then {connected: $usr.hbload.connected, setup_s: $usr.hbload.setup_s,
+	        pings: $usr.hbload.steady.pings, pongs: $usr.hbload.steady.pongs,
+	        rtt_us: $usr.hbload.steady.rtt_us, steady_s: $usr.hbload.steady.seconds,
+	        client_cpu_us_per_hb: (client_us_per_hb($usr; "steady") | r2)} else null end)};
+	. as $p
+	| ($p["tcp-offload"] // null) as $to | ($p["tcp-user"] // null) as $tu
+	| ($p["udp-offload"] // null) as $uo | ($p["udp-user"] // null) as $uu
+	| {command: $cmd, placement: $placement, seconds: $secs,
+	   tcp: (if $to then transport($to; $tu) else null end),
+	   udp: (if $uo then transport($uo; $uu) else null end),
+	   memory: (if $to then
+	      ($to.hbload.connected) as $n
+	      | {rss_b_per_client: ($to.mem.steady_rss_kb * 1024 / $n | round),
+	         rss_growth_b_per_client: (($to.mem.steady_rss_kb - $to.mem.ready_rss_kb) * 1024 / $n | round),
+	         kernel_b_per_client: (if $tu then
+	             (($tu.mem.slab_delta_kb * 1024 / (2 * $tu.hbload.connected))
+	              + ($to.mem.slab_delta_kb * 1024 / $n) - ($tu.mem.slab_delta_kb * 1024 / $tu.hbload.connected)) | round
+	           else ($to.mem.slab_delta_kb * 1024 / $n | round) end),
+	         kernel_both_ends_b_per_client: ($to.mem.slab_delta_kb * 1024 / $n | round),
+	         kernel_both_ends_user_b_per_client: (if $tu then ($tu.mem.slab_delta_kb * 1024 / $tu.hbload.connected | round) else null end)}
+	    else null end),
+	   ceiling: {tcp_offload_hb_per_s: ($to.hbload.ceiling_hb_per_s // null),
+	             tcp_user_hb_per_s: ($tu.hbload.ceiling_hb_per_s // null),
+	             tcp_offload_breaks_at: ($to.hbload.breaks_at_hb_per_s // null),
+	             tcp_user_breaks_at: ($tu.hbload.breaks_at_hb_per_s // null),
+	             offload_steps: [($to.hbload.steps // [])[] as $st | $st + {server_cpu_pct: null}],
+	             user_steps: ($tu.hbload.steps // [])},
+	   storm: {seconds: ($to.hbload.storm.seconds // null), failures: ($to.hbload.storm.failures // null),
+	           dropped: ($to.hbload.storm.dropped // null), back: ($to.hbload.storm.back // null)},
+	   phases: $p}' <<< "$all")
+
+# Server and client CPU of every ramp step, from the step windows' samples.
+result=$(jq '
+	def steps($ph): [range(0; (.phases[$ph].hbload.steps // []) | length) as $i
+	    | .phases[$ph].hbload.steps[$i] + (.phases[$ph].windows["step\($i + 1)"] as $w
+	      | if $w then {server_cpu_pct: (100 * $w.server_ns / ($w.secs * 1e9) | round),
+	                    client_cpu_pct: (100 * $w.client_ns / ($w.secs * 1e9) | round),
+	                    cpu_busy_pct: ($w.cpu | map_values(.busy_pct | round))} else {} end)];
+	.ceiling.offload_steps = steps("tcp-offload") | .ceiling.user_steps = steps("tcp-user")' <<< "$result")
+printf '%s\n' "$result" > "$OUT/result.json"
+
+# RTT percentile plot: x = percentile on a "nines" scale, y = RTT. One curve per phase.
+plotdata=$OUT/rtt-percentiles.dat
+: > "$plotdata"
+curves=()
+for p in tcp-offload tcp-user udp-offload udp-user; do
+	[ -s "$OUT/$p/hist.txt" ] || continue
+	awk -v name="$p" '
+		/^# steady:/ { on = 1; next } /^# / { on = 0 } on && NF == 3 { hi[n] = $2; c[n] = $3; tot += $3; n++ }
+		END { print "# " name; cum = 0
+		      for (i = 0; i < n; i++) { cum += c[i]; q = cum / tot; if (q >= 1) q = 1 - 0.5 / tot
+		                                 printf "%.9g %.6g\n", 1 / (1 - q), hi[i] / 1000.0 }
+		      print ""; print "" }' "$OUT/$p/hist.txt" >> "$plotdata"
+	curves+=("$p")
+done
+if [ ${#curves[@]} -gt 0 ] && command -v gnuplot > /dev/null; then
+	plot="" i=0
+	for c in "${curves[@]}"; do
+		plot+="${plot:+, }'$plotdata' index $i using 1:2 with steps lw 2 title '$c'"
+		i=$((i + 1))
+	done
+	gnuplot <<EOF
+set terminal pngcairo size 900,560 font ",10"
+set output '$PNG'
+set title "hbeat: heartbeat RTT by percentile, steady window ($(jq -r '.tcp.clients // .udp.clients' "$OUT/result.json") clients, 30 s interval)"
+set logscale xy
+set xlabel "percentile"
+set ylabel "RTT (ms, from the scheduled send time)"
+set xtics ("50%%" 2, "90%%" 10, "99%%" 100, "99.9%%" 1000, "99.99%%" 10000, "99.999%%" 100000)
+set grid
+set key top left
+plot $plot
+EOF
+fi
+
+BENCH_MACHINE="$(uname -sr), $(nproc) vCPU ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)" \
+	OUT=$OUT PNG=$PNG scripts/bench-doc.sh > "$DOC"
+echo "bench-report: $OUT/result.json, $DOC, $PNG"

@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+# The scale benchmark (issue 3): N heartbeating TCP and UDP clients against one hbd, kernel
+# fast paths and userspace side by side, in two network namespaces on this machine.
+#
+#   scripts/bench.sh [--clients N] [options]      (make bench runs it with the defaults)
+#
+# Phases, each with a fresh hbd (and BPF loaded only for the offload ones):
+#   tcp-offload  setup, steady window, reconnect storm, rate ramp       (hbctl load + hbd)
+#   tcp-user     setup, steady window, rate ramp                        (hbd --no-offload)
+#   udp-offload  setup, steady window                                   (hbctl load + hbd)
+#   udp-user     setup, steady window                                   (hbd --no-offload)
+# Writes build/bench/result.json (keys: docs/BENCHMARKS.md), build/bench/<phase>/ (raw
+# outputs), docs/BENCHMARKS.md and docs/bench-rtt.png (scripts/bench-report.sh).
+# Everything it creates (namespaces, pins, processes, sysctls) is removed on exit, also when
+# interrupted. Needs root; on a shared machine run it under the machine lock.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
+
+BUILD=${BUILD:-build}
+OUT=${BENCH_OUT:-build/bench}
+CLIENTS=500000
+WARMUP=10 # seconds after setup before a steady window starts
+STEADY=180 # steady window of the offload phases
+STEADY_USER=60 # steady window of the userspace phases
+RAMP=25000,30000,40000,50000,60000,80000
+STEP=10
+STORM=1
+PLACEMENT=split
+PHASES=tcp-offload,tcp-user,udp-offload,udp-user
+INTERVAL=30
+NAME=hbsb
+PORT=7650
+PIN=/sys/fs/bpf/hbeat-scale-bench
+SRV_CPU=1 CLI_CPU=0
+
+usage() {
+	cat <<EOF
+usage: scripts/bench.sh [options]
+  --clients N          clients per phase (default $CLIENTS)
+  --steady S           steady window of the offload phases, seconds (default $STEADY)
+  --steady-user S      steady window of the userspace phases (default $STEADY_USER)
+  --warmup S           after setup, before the steady window (default $WARMUP)
+  --ramp R1,R2,...     TCP rate ramp, heartbeats/s (default $RAMP); '' for none
+  --step S             length of a ramp step (default $STEP)
+  --no-storm           skip the reconnect storm
+  --placement P        split: server on CPU $SRV_CPU, client on CPU $CLI_CPU; none: unpinned
+                       (default $PLACEMENT)
+  --phases LIST        subset of $PHASES
+EOF
+}
+
+CMDLINE="scripts/bench.sh${*:+ $*}"
+while [ $# -gt 0 ]; do
+	case $1 in
+	--clients) CLIENTS=$2; shift ;;
+	--steady) STEADY=$2; shift ;;
+	--steady-user) STEADY_USER=$2; shift ;;
+	--warmup) WARMUP=$2; shift ;;
+	--ramp) RAMP=$2; shift ;;
+	--step) STEP=$2; shift ;;
+	--no-storm) STORM=0 ;;
+	--placement) PLACEMENT=$2; shift ;;
+	--phases) PHASES=$2; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "bench: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+	esac
+	shift
+done
+case $PLACEMENT in
+split) ;;
+none) SRV_CPU="" CLI_CPU="" ;;
+*) echo "bench: --placement split|none" >&2; exit 2 ;;
+esac
+if [ "$(id -u)" -ne 0 ]; then
+	echo "bench: needs root (namespaces, BPF, sysctls)" >&2
+	exit 1
+fi
+for b in hbd hbload hbctl bpf/xdp_pass.bpf.o; do
+	[ -e "$BUILD/$b" ] || { echo "bench: $BUILD/$b missing: run make (or make bench)" >&2; exit 1; }
+done
+if [ -e "$PIN" ]; then
+	echo "bench: $PIN exists: another benchmark is running or one was killed (hbctl unload --pin-path $PIN)" >&2
+	exit 1
+fi
+
+eval "$(scripts/netns.sh env $NAME)"
+HBD_PID= HBL_PID= SAMPLER_PID= TUNED=0 NETNS=0
+cleanup() {
+	set +e
+	local p
+	for p in $HBL_PID $SAMPLER_PID; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	stop_hbd
+	[ -d "$PIN" ] && in_srv "$BUILD/hbctl" unload --dev "$SRV_IF" --pin-path "$PIN" >/dev/null 2>&1
+	[ -d "$PIN" ] && rm -rf "$PIN"
+	[ "$NETNS" = 1 ] && scripts/netns.sh down $NAME
+	[ "$TUNED" = 1 ] && HBEAT_TUNE_STATE=$OUT/tune.state scripts/tune.sh revert
+	rm -f "$OUT"/*/events.fifo
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+in_srv() { nsenter --net="/run/netns/$SRV_NS" "$@"; }
+# The prefix that runs a command on a CPU list (none if the list is empty). A prefix and not a
+# function: a function run with & is a subshell, and $! would be its PID instead of hbd's.
+pin() { # CPUS -> PIN_CMD
+	PIN_CMD=()
+	[ -z "$1" ] || PIN_CMD=(taskset -c "$1")
+}
+log() { printf '%s bench: %s\n' "$(date +%T)" "$*" >&2; }
+
+stop_hbd() {
+	[ -n "$HBD_PID" ] || return 0
+	if kill -0 "$HBD_PID" 2>/dev/null; then
+		kill -TERM "$HBD_PID"
+		for _ in $(seq 300); do kill -0 "$HBD_PID" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$HBD_PID" 2>/dev/null || true
+	fi
+	wait "$HBD_PID" 2>/dev/null || true
+	HBD_PID=
+}
+
+start_hbd() { # DIR MODE
+	local dir=$1 mode=$2 args=()
+	[ "$mode" = user ] && args+=(--no-offload)
+	pin "$SRV_CPU"
+	"${PIN_CMD[@]}" nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbd" --port $PORT \
+		--keys "$OUT/keys" --sink "$dir/sink.jsonl" --pin-path "$PIN" --interval $INTERVAL \
+		--max-clients $((CLIENTS + CLIENTS / 10 + 100)) "${args[@]}" \
+		> "$dir/hbd-stats.json" 2> "$dir/hbd.log" &
+	HBD_PID=$!
+	for _ in $(seq 300); do
+		grep -q 'ready:' "$dir/hbd.log" && return 0
+		kill -0 "$HBD_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$dir/hbd.log" >&2
+	echo "bench: hbd did not start" >&2
+	return 1
+}
+
+# One phase: a fresh hbd (with or without BPF), one hbload run, every sample it needs.
+run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
+	local name=$1 proto=$2 mode=$3 dir=$OUT/$1 steady=$STEADY rc=0
+	shift 3
+	[ "$mode" = user ] && steady=$STEADY_USER
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	SAMPLES=$dir/samples.jsonl
+	log "$name: $CLIENTS $proto clients, ${mode} ($( [ "$mode" = offload ] && echo "hbctl load + hbd" || echo "no BPF, hbd --no-offload"))"
+	if [ "$mode" = offload ]; then
+		in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" > "$dir/hbctl-load.txt"
+	fi
+	# NAPI threads exist now (XDP or GRO); pin them
+	bench_napi "$SRV_NS" "$SRV_IF" "$SRV_CPU"
+	bench_napi "$CLI_NS" "$CLI_IF" "$CLI_CPU"
+	start_hbd "$dir" "$mode"
+	sleep 2
+	bench_snapshot hbd_ready
+	bench_slabinfo "$dir/slab-before.txt"
+	mkfifo "$dir/events.fifo"
+	# hbload waits in its open of the FIFO until the sampler (started after it, so that it
+	# knows HBL_PID) opens the other end
+	pin "$CLI_CPU"
+	"${PIN_CMD[@]}" nsenter --net="/run/netns/$CLI_NS" "$BUILD/hbload" --server "$SRV_ADDR" \
+		--port $PORT --clients "$CLIENTS" --proto "$proto" --interval $INTERVAL \
+		--duration $((WARMUP + steady)) --warmup $WARMUP --steady "$steady" \
+		--keys "$OUT/keys" --source "10.77.1.1-10.77.1.16" --setup-timeout $((60 + CLIENTS / 10000)) \
+		--events "$dir/events.fifo" --hist "$dir/hist.txt" --json "$@" \
+		> "$dir/hbload.json" 2> "$dir/hbload.log" &
+	HBL_PID=$!
+	bench_sampler "$dir/events.fifo" &
+	SAMPLER_PID=$!
+	# slab while every client is connected: the steady window's first event
+	while kill -0 "$HBL_PID" 2>/dev/null; do
+		if grep -q 'window_start steady' "$SAMPLES" 2>/dev/null; then
+			bench_slabinfo "$dir/slab-steady.txt"
+			break
+		fi
+		sleep 0.5
+	done
+	wait "$HBL_PID" || rc=$?
+	HBL_PID=
+	wait "$SAMPLER_PID" || true
+	SAMPLER_PID=
+	rm -f "$dir/events.fifo"
+	if [ "$rc" -ne 0 ]; then
+		tail -n 20 "$dir/hbload.log" >&2
+		echo "bench: hbload failed ($rc) in $name" >&2
+		return 1
+	fi
+	[ "$mode" = offload ] && in_srv "$BUILD/hbctl" stats --json --pin-path "$PIN" > "$dir/hbctl-stats.json"
+	stop_hbd
+	if [ "$mode" = offload ]; then
+		in_srv "$BUILD/hbctl" unload --dev "$SRV_IF" --pin-path "$PIN" > /dev/null
+	fi
+	bench_wait_sockets "$SRV_NS" 100 60 || true
+	log "$name: $(jq -c '{connected, setup_s, steady: {pings: .steady.pings, pongs: .steady.pongs, p99: .steady.rtt_us.p99}}' "$dir/hbload.json")"
+}
+
+mkdir -p "$OUT"
+rm -f "$OUT/result.json"
+START=$(date +%s)
+log "tuning the host (scripts/tune.sh apply) and creating $SRV_NS/$CLI_NS"
+HBEAT_TUNE_STATE=$OUT/tune.state scripts/tune.sh apply
+TUNED=1
+NETNS=1
+BUILD=$BUILD scripts/netns.sh up $NAME 16 > /dev/null
+scripts/tune.sh netns "$SRV_NS" "$CLI_NS"
+# NAPI on the server veth without XDP too (GRO), so the userspace phases get the same threaded
+# receive path as the offload ones
+ip netns exec "$SRV_NS" ethtool -K "$SRV_IF" gro on > /dev/null
+ip netns exec "$CLI_NS" ethtool -K "$CLI_IF" gro on > /dev/null
+# veth drops silently when its 256-entry ring is full; a qdisc makes it push back instead
+for ns_if in "$SRV_NS $SRV_IF" "$CLI_NS $CLI_IF"; do
+	set -- $ns_if
+	ip netns exec "$1" tc qdisc replace dev "$2" root pfifo limit 100000
+done
+umask 077
+printf '1-%d derive %s\n' $((CLIENTS + 1)) "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" > "$OUT/keys"
+umask 022
+
+ramp_args=()
+[ -n "$RAMP" ] && ramp_args=(--steps "$RAMP" --step-s "$STEP" --step-settle 3)
+IFS=, read -r -a phases <<< "$PHASES"
+for ph in "${phases[@]}"; do
+	case $ph in
+	tcp-offload)
+		args=("${ramp_args[@]}")
+		at=$((WARMUP + STEADY))
+		if [ "$STORM" = 1 ]; then
+			args+=(--storm-at $at --storm-window 30)
+			at=$((at + 50))
+		fi
+		[ -n "$RAMP" ] && args+=(--steps-at $at)
+		run_phase tcp-offload tcp offload "${args[@]}"
+		;;
+	tcp-user)
+		args=("${ramp_args[@]}")
+		[ -n "$RAMP" ] && args+=(--steps-at $((WARMUP + STEADY_USER)))
+		run_phase tcp-user tcp user "${args[@]}"
+		;;
+	udp-offload) run_phase udp-offload udp offload ;;
+	udp-user) run_phase udp-user udp user ;;
+	*) echo "bench: unknown phase '$ph'" >&2; exit 2 ;;
+	esac
+done
+cleanup
+trap - EXIT
+NETNS=0 TUNED=0
+END=$(date +%s)
+log "all phases done in $((END - START)) s; writing the report"
+BENCH_CMD=$CMDLINE BENCH_SECONDS=$((END - START)) \
+	PLACEMENT=$PLACEMENT OUT=$OUT scripts/bench-report.sh
