@@ -77,7 +77,7 @@ int hbf_hello(const uint8_t *data, size_t n)
 		d.replay_floor_until_ms = d.replay_floor_ms + WINDOW_MS;
 	}
 	hbf_u8(&in);
-	HBF_CHECK(!hbd_devices_init(&d.devices), "device table");
+	HBF_CHECK(!hbd_devices_init(&d.devices, 0), "device table");
 
 	while (in.n && op_no < 512) {
 		uint8_t op = hbf_u8(&in), secret[HB_SECRET_MAX], mac[HB_MAC_LEN];

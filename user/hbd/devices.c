@@ -109,6 +109,12 @@ static uint32_t probe(const struct shard *s, uint64_t id, uint64_t h)
 	return i;
 }
 
+/* One more entry would pass a load of 7/8: grow first (linear probing slows down beyond). */
+static inline int needs_room(const struct shard *s)
+{
+	return (uint64_t)(s->used + 1) * 8 > (uint64_t)s->cap * 7;
+}
+
 static int grow(struct shard *s)
 {
 	uint32_t oldn = s->cap, n = oldn + oldn / 2;
@@ -162,7 +168,7 @@ int hbd_devices_hello(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64
 	pthread_mutex_lock(&s->lock);
 	d = &s->slot[probe(s, id, h)];
 	if (!d->id) {
-		if ((uint64_t)(s->used + 1) * 8 > (uint64_t)s->cap * 7) {
+		if (needs_room(s)) {
 			rc = grow(s);
 			if (rc)
 				goto out;
@@ -196,7 +202,7 @@ int hbd_devices_adopt(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64
 	pthread_mutex_lock(&s->lock);
 	d = &s->slot[probe(s, id, h)];
 	if (!d->id) {
-		if ((s->used + 1) * 4 > (s->mask + 1) * 3) {
+		if (needs_room(s)) {
 			rc = grow(s);
 			if (rc)
 				goto out;
@@ -294,7 +300,7 @@ void hbd_devices_each_live(struct hbd_devices *t, void (*fn)(void *arg, uint64_t
 		struct shard *s = &t->shard[i];
 
 		pthread_mutex_lock(&s->lock);
-		for (uint32_t k = 0; k <= s->mask; k++)
+		for (uint32_t k = 0; k < s->cap; k++)
 			if (s->slot[k].id && s->slot[k].loc)
 				fn(arg, s->slot[k].id, s->slot[k].loc);
 		pthread_mutex_unlock(&s->lock);
@@ -308,7 +314,7 @@ void hbd_devices_foreach(struct hbd_devices *t,
 		struct shard *s = &t->shard[i];
 
 		pthread_mutex_lock(&s->lock);
-		for (uint32_t k = 0; k <= s->mask; k++)
+		for (uint32_t k = 0; k < s->cap; k++)
 			if (s->slot[k].id)
 				fn(ctx, s->slot[k].id, s->slot[k].last_ts_ms);
 		pthread_mutex_unlock(&s->lock);
@@ -327,7 +333,7 @@ int hbd_devices_note(struct hbd_devices *t, uint64_t id, uint64_t ts_ms)
 	pthread_mutex_lock(&s->lock);
 	d = &s->slot[probe(s, id, h)];
 	if (!d->id) {
-		if ((s->used + 1) * 4 > (s->mask + 1) * 3) {
+		if (needs_room(s)) {
 			rc = grow(s);
 			if (rc)
 				goto out;
