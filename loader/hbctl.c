@@ -34,6 +34,10 @@ static const struct hbctl_opt load_opts[] = {
 	{ "then", 't', "FILE[:PROG]",
 	  "run this XDP program after hb_xdp on what hbeat passes (shares the NIC where libxdp's "
 	  "dispatcher is unavailable)", NULL },
+	{ "max-conns", 0, "N", "TCP connections the kernel path holds (conns, sockhash); more are "
+	  "served by hbd in userspace", "1048576" },
+	{ "max-sessions", 0, "N", "UDP sessions XDP holds; hbd's --on-map-full says what happens "
+	  "to more", "1048576" },
 	OPT_JSON,
 	OPT_HELP,
 	{ 0 },
@@ -365,6 +369,18 @@ static int parse_port(const char *s, __u16 *port)
 	return 0;
 }
 
+/* A map capacity: 1..16M entries (the maps are preallocated: kernel memory up front). */
+static int parse_count(const char *s, __u32 *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (*s == 0 || *end || v < 1 || v > (long)HB_MAX_CONNS * 16)
+		return -EINVAL;
+	*out = (__u32)v;
+	return 0;
+}
+
 int hbctl_do_load(const struct hbctl_args *a)
 {
 	const char *dev = hbctl_arg(a, "dev"), *mode_s = hbctl_arg(a, "mode");
@@ -390,6 +406,12 @@ int hbctl_do_load(const struct hbctl_args *a)
 	}
 	if (parse_port(hbctl_arg(a, "port"), &o.port)) {
 		fprintf(stderr, "hbctl load: --port must be 1..65535\n");
+		return HBCTL_USAGE;
+	}
+	if (parse_count(hbctl_arg(a, "max-conns"), &o.max_conns) ||
+	    parse_count(hbctl_arg(a, "max-sessions"), &o.max_sessions)) {
+		fprintf(stderr, "hbctl load: --max-conns and --max-sessions must be 1..%u\n",
+			HB_MAX_CONNS * 16);
 		return HBCTL_USAGE;
 	}
 	if (hbe_check_cgroup2(cg))

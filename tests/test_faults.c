@@ -8,6 +8,7 @@
  *   - the NIC goes down and up, its XDP program disappears: hbd says so, heartbeats go on in
  *     userspace;
  *   - no bpffs, a BPF load that fails: a clear message, the userspace path serves;
+ *   - kernel maps full: the next devices are served in userspace, the others stay the kernel's;
  *   - the pin directory and its pins are root's alone.
  */
 #include <setjmp.h>
@@ -345,6 +346,52 @@ static void pins_root_only(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* Kernel maps with room for three of each: the fourth device is served in userspace, the
+ * first three stay the kernel's.
+ */
+static void full_kernel_maps(void **state)
+{
+	struct ht_daemon d;
+	long long user0, xdp0, sk0;
+	uint64_t tok[4];
+	int u[4], t[4];
+
+	(void)state;
+	hn_unload(&E);
+	assert_int_equal(hn_load(&E, PORT, "--max-conns 3 --max-sessions 3"), 0);
+	assert_int_equal(ht_start(&d, hbd_args("5", "5")), 0);
+	assert_int_equal(hn_enter_cli(&E), 0);
+	for (int i = 0; i < 4; i++) {
+		u[i] = ht_udp(false);
+		assert_int_not_equal(tok[i] = ht_udp_login(u[i], PORT, false, (uint64_t)(1 + i)), 0);
+		assert_true((t[i] = ht_tcp_login(PORT, (uint64_t)(100 + i), false, NULL)) >= 0);
+	}
+	user0 = hn_stat(&E, "user.pings_user");
+	xdp0 = hn_stat(&E, "kernel.xdp_pong");
+	sk0 = hn_stat(&E, "kernel.sk_pong");
+	for (int i = 0; i < 4; i++) {
+		struct hb_ping p = { .ts = 1 };
+
+		assert_true(udp_ping(u[i], tok[i], (uint16_t)i, 1000));
+		assert_int_equal(ht_send_frame(t[i], HB_PING, (uint16_t)i, &p, sizeof(p)), 0);
+		assert_true(ht_expect(t[i], HB_PONG, -1));
+	}
+	printf("maps of 3: xdp_pong +%lld, sk_pong +%lld, pings_user +%lld\n",
+	       hn_stat(&E, "kernel.xdp_pong") - xdp0, hn_stat(&E, "kernel.sk_pong") - sk0,
+	       hn_stat(&E, "user.pings_user") - user0);
+	assert_int_equal(hn_stat(&E, "kernel.xdp_pong"), xdp0 + 3);
+	assert_int_equal(hn_stat(&E, "kernel.sk_pong"), sk0 + 3);
+	assert_int_equal(hn_stat(&E, "user.pings_user"), user0 + 2);
+	assert_int_equal(hn_stat(&E, "user.map_full"), 2);
+	for (int i = 0; i < 4; i++) {
+		close(u[i]);
+		close(t[i]);
+	}
+	hn_leave(&E);
+	assert_int_equal(ht_stop(&d), 0);
+	ht_cleanup(&d);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -378,6 +425,8 @@ int main(void)
 		cmocka_unit_test_teardown(restart_adopts_pinned_state, each_teardown),
 		cmocka_unit_test_teardown(nic_down_up_and_xdp_gone, each_teardown),
 		cmocka_unit_test_teardown(bpf_unavailable, each_teardown),
+		/* last: it leaves the BPF side loaded with tiny maps */
+		cmocka_unit_test_teardown(full_kernel_maps, each_teardown),
 	};
 
 	(void)hbt_run; /* a helper of test_hbload_run.h this test does not need */
