@@ -27,7 +27,8 @@
 
 int hbd_instance_lock(const char *pin_path, int *fd_out, char *why, size_t whylen)
 {
-	static const char *const dirs[] = { "/run/lock", "/run", "/tmp" };
+	/* /run/hbeat first: the unit's RuntimeDirectory, writable under ProtectSystem=strict */
+	static const char *const dirs[] = { "/run/hbeat", "/run/lock", "/run", "/tmp" };
 	char path[512], name[256];
 	size_t n = 0;
 	int fd = -1;
