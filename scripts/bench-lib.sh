@@ -2,15 +2,16 @@
 # Helpers for scripts/bench.sh (sourced): CPU and memory snapshots, the sampler that takes one
 # at every event hbload reports, and the CPU placement of server and client.
 #
-# How CPU is attributed (docs/BENCHMARKS.md, "Method"): both veths run threaded NAPI, so the
-# receive path of each side runs in a kernel thread of its own instead of in the softirq of
-# whichever task sent the packet. Every task's CPU time is read from
-# /proc/PID/task/TID/schedstat (nanoseconds the scheduler ran it, not 4 ms ticks) and
-# grouped: the server is hbd's threads + the server veth's NAPI thread(s) + the per-CPU
-# kworkers (where sockmap sends its redirected PONGs); the client is hbload's threads + the
-# client veth's NAPI thread. /proc/stat per CPU is recorded beside it as a cross-check.
+# How CPU is attributed (docs/BENCHMARKS.md, "Method"): the server owns CPU 1 (hbd pinned
+# there, the server veth's receive path steered there by RPS, so the sockmap verdict and its
+# kworker run there too) and the client CPU 0; /proc/stat gives each CPU's busy time. veth has
+# no interrupt: its NAPI poll, and so an XDP program, runs on the CPU that transmitted, i.e. the
+# server's XDP program on the client's CPU. Its run time is counted exactly (bpf_stats) and
+# moved to the server. Per-task run times (/proc/PID/task/TID/schedstat) are recorded too, to
+# see who used the CPU.
 
-# Called with: SRV_IF, CLI_IF set; HBD_PID, HBL_PID set when those run; SAMPLES the output.
+# Called with: SRV_IF, CLI_IF set; HBD_PID, HBL_PID set when those run; XDP_ID the server's
+# XDP program when loaded; SAMPLES the output.
 
 # One JSON line: the event, the time, /proc/stat per CPU, CPU ns per task group, slab and hbd
 # memory. Runs in ~20 ms (a walk over every thread's schedstat).
@@ -58,28 +59,32 @@ bench_snapshot() {
 		rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$HBD_PID/status")
 		anon=$(awk '/^RssAnon:/ { print $2 }' "/proc/$HBD_PID/status")
 	fi
-	printf '{"ev":"%s","t":%s,"cpu":{%s},"ns":{%s},"slab_kb":%s,"hbd_rss_kb":%s,"hbd_anon_kb":%s}\n' \
-		"$ev" "$t" "$cpuj" "$nsj" "$slab" "${rss:-0}" "${anon:-0}" >> "$SAMPLES"
+	local xdp=0
+	if [ -n "${XDP_ID:-}" ]; then
+		xdp=$(bpftool prog show id "$XDP_ID" --json 2>/dev/null | jq '.run_time_ns // 0')
+	fi
+	printf '{"ev":"%s","t":%s,"cpu":{%s},"ns":{%s},"xdp_ns":%s,"slab_kb":%s,"hbd_rss_kb":%s,"hbd_anon_kb":%s}\n' \
+		"$ev" "$t" "$cpuj" "$nsj" "${xdp:-0}" "$slab" "${rss:-0}" "${anon:-0}" >> "$SAMPLES"
 }
 
 # Reads hbload's --events lines ("SECONDS EVENT ARGS") and snapshots at each; returns at EOF.
-bench_sampler() { # FIFO
+# HOOK (optional) is called with each event after its snapshot.
+bench_sampler() { # FIFO [HOOK]
 	local s ev
 	while read -r s ev; do
 		bench_snapshot "$ev"
+		[ -z "${2:-}" ] || "$2" $ev
 	done < "$1"
 }
 
-# Threaded NAPI on a veth and its NAPI threads pinned to a CPU list (empty: unpinned). NAPI
-# instances (and so their threads) are recreated when an XDP program comes or goes: call it
-# again after hbctl load/unload.
-bench_napi() { # NETNS IFACE CPUS
-	local p
-	ip netns exec "$1" sh -c "echo 1 > /sys/class/net/$2/threaded"
-	[ -n "$3" ] || return 0
-	for p in $(pgrep "^napi/$2-"); do
-		taskset -pc "$3" "$p" >/dev/null
-	done
+# RPS: a veth's receive path (after its NAPI poll and XDP) on the CPUs of a hex mask (0: off).
+bench_rps() { # NETNS IFACE MASK
+	ip netns exec "$1" sh -c "echo $3 > /sys/class/net/$2/queues/rx-0/rps_cpus"
+}
+
+# The id of the XDP program attached to a device (empty if none).
+bench_xdp_id() { # NETNS IFACE
+	ip -n "$1" -d link show dev "$2" | sed -n 's/.*prog\/xdp id \([0-9]*\).*/\1/p' | head -n 1
 }
 
 # Kernel slab caches (name, bytes in use) for a per-cache breakdown of kernel memory.

@@ -13,28 +13,33 @@ OUT=${OUT:-build/bench}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
 PNG=${BENCH_PNG:-docs/bench-rtt.png}
 
-# Per phase: {hbload, windows: {steady|stepN: {secs, server_ns, client_ns, ns, cpu}}, mem, hbctl}
+# Per phase: {hbload, windows: {steady|stepN: {secs, server_ns, client_ns, machine_ns, ns, cpu}},
+# mem, hbctl}. CPU busy = user + nice + system + irq + softirq jiffies (10 ms each); iowait
+# counts as idle (io_uring waits show there) and steal is the hypervisor's. With the split
+# placement the server is CPU 1's busy time plus the XDP program's run time (it runs on CPU 0:
+# see scripts/bench-lib.sh), the client CPU 0's busy time minus it.
 phase_json() { # DIR
 	local d=$1 hbctl='null'
 	[ -s "$d/hbctl-stats.json" ] && hbctl=$(cat "$d/hbctl-stats.json")
-	jq -n --slurpfile s "$d/samples.jsonl" --slurpfile h "$d/hbload.json" --argjson hbctl "$hbctl" '
+	jq -n --slurpfile s "$d/samples.jsonl" --slurpfile h "$d/hbload.json" --argjson hbctl "$hbctl" \
+		--arg placement "${PLACEMENT:-split}" '
 	  def delta($a; $b): $b.ns | with_entries(.value -= ($a.ns[.key] // 0));
-	  # busy share of each CPU over the window (iowait counts as idle: io_uring waits show there)
 	  def cpu($a; $b): $b.cpu | with_entries(.key as $k | .value as $v
 	      | ([range(0; 8)] | map($v[.] - $a.cpu[$k][.])) as $d
 	      | ($d | add) as $tot
-	      | .value = {busy_pct: (if $tot > 0 then 100 * ($tot - $d[3] - $d[4] - $d[7]) / $tot else 0 end),
+	      | .value = {busy_ns: (($d[0] + $d[1] + $d[2] + $d[5] + $d[6]) * 1e7),
+	                  busy_pct: (if $tot > 0 then 100 * ($d[0] + $d[1] + $d[2] + $d[5] + $d[6]) / $tot else 0 end),
 	                  steal_pct: (if $tot > 0 then 100 * $d[7] / $tot else 0 end)});
-	  def server($n): ($n.hbd // 0) + ($n.napi_srv // 0) + ([$n | to_entries[] | select(.key | startswith("kworker")) | .value] | add // 0);
-	  def client($n): ($n.hbload // 0) + ($n.napi_cli // 0);
-	  ($s | map({key: (.ev | split(" ") | .[1]), value: .}) ) as $ev
-	  | [$s[] | select(.ev | startswith("window_start "))] as $starts
+	  def window($a; $b): cpu($a; $b) as $c | (($b.xdp_ns // 0) - ($a.xdp_ns // 0)) as $x
+	    | {secs: ($b.t - $a.t), ns: delta($a; $b), cpu: $c, xdp_ns: $x,
+	       machine_ns: ([$c[].busy_ns] | add),
+	       server_ns: (if $placement == "split" then $c.cpu1.busy_ns + $x else null end),
+	       client_ns: (if $placement == "split" then $c.cpu0.busy_ns - $x else null end)};
+	  [$s[] | select(.ev | startswith("window_start "))] as $starts
 	  | {hbload: $h[0], hbctl: $hbctl,
 	     windows: ([$starts[] | (.ev | split(" ") | .[1]) as $w
 	        | . as $a | ([$s[] | select(.ev == "window_end " + $w)] | first) as $b
-	        | select($b != null)
-	        | {key: $w, value: (delta($a; $b) as $n | {secs: ($b.t - $a.t), ns: $n,
-	             server_ns: server($n), client_ns: client($n), cpu: cpu($a; $b)})}] | from_entries),
+	        | select($b != null) | {key: $w, value: window($a; $b)}] | from_entries),
 	     mem: (([$s[] | select(.ev == "hbd_ready")] | first) as $r
 	        | ([$s[] | select(.ev | startswith("window_start steady"))] | first) as $st
 	        | {ready_rss_kb: $r.hbd_rss_kb, steady_rss_kb: $st.hbd_rss_kb,
@@ -61,10 +66,12 @@ done
 # whole both-ends delta, an upper bound.
 result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEMENT:-split}" \
 	--argjson secs "${BENCH_SECONDS:-0}" '
-	def us_per_hb($p; $w): if $p.windows[$w] and $p.hbload[$w].pings > 0
+	def us_per_hb($p; $w): if $p.windows[$w].server_ns and $p.hbload[$w].pings > 0
 	    then ($p.windows[$w].server_ns / 1000 / $p.hbload[$w].pings) else null end;
-	def client_us_per_hb($p; $w): if $p.windows[$w] and $p.hbload[$w].pings > 0
+	def client_us_per_hb($p; $w): if $p.windows[$w].client_ns and $p.hbload[$w].pings > 0
 	    then ($p.windows[$w].client_ns / 1000 / $p.hbload[$w].pings) else null end;
+	def machine_us_per_hb($p; $w): if $p.windows[$w] and $p.hbload[$w].pings > 0
+	    then ($p.windows[$w].machine_ns / 1000 / $p.hbload[$w].pings) else null end;
 	def r2: if . == null then null else (. * 100 | round) / 100 end;
 	def ratio($a; $b): if $a and $b and $a > 0 then ($b / $a | r2) else null end;
 	def transport($off; $usr): {
@@ -78,6 +85,8 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 	    cpu_us_per_hb_user: (if $usr then (us_per_hb($usr; "steady") | r2) else null end),
 	    user_over_offload: ratio(us_per_hb($off; "steady"); (if $usr then us_per_hb($usr; "steady") else null end)),
 	    client_cpu_us_per_hb: (client_us_per_hb($off; "steady") | r2),
+	    machine_cpu_us_per_hb_offload: (machine_us_per_hb($off; "steady") | r2),
+	    machine_cpu_us_per_hb_user: (if $usr then (machine_us_per_hb($usr; "steady") | r2) else null end),
 	    user: (if $usr then {connected: $usr.hbload.connected, setup_s: $usr.hbload.setup_s,
 	        pings: $usr.hbload.steady.pings, pongs: $usr.hbload.steady.pongs,
 	        rtt_us: $usr.hbload.steady.rtt_us, steady_s: $usr.hbload.steady.seconds,
@@ -113,8 +122,8 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 result=$(jq '
 	def steps($ph): [range(0; (.phases[$ph].hbload.steps // []) | length) as $i
 	    | .phases[$ph].hbload.steps[$i] + (.phases[$ph].windows["step\($i + 1)"] as $w
-	      | if $w then {server_cpu_pct: (100 * $w.server_ns / ($w.secs * 1e9) | round),
-	                    client_cpu_pct: (100 * $w.client_ns / ($w.secs * 1e9) | round),
+	      | if $w then {server_cpu_pct: (if $w.server_ns then 100 * $w.server_ns / ($w.secs * 1e9) | round else null end),
+	                    client_cpu_pct: (if $w.client_ns then 100 * $w.client_ns / ($w.secs * 1e9) | round else null end),
 	                    cpu_busy_pct: ($w.cpu | map_values(.busy_pct | round))} else {} end)];
 	.ceiling.offload_steps = steps("tcp-offload") | .ceiling.user_steps = steps("tcp-user")' <<< "$result")
 printf '%s\n' "$result" > "$OUT/result.json"

@@ -22,7 +22,8 @@ BUILD=${BUILD:-build}
 OUT=${BENCH_OUT:-build/bench}
 CLIENTS=500000
 WARMUP=10 # seconds after setup before a steady window starts
-STEADY=180 # steady window of the offload phases
+STEADY=180 # steady window of the TCP offload phase
+STEADY_UDP=120 # steady window of the UDP offload phase
 STEADY_USER=60 # steady window of the userspace phases
 RAMP=25000,30000,40000,50000,60000,80000
 STEP=10
@@ -39,14 +40,16 @@ usage() {
 	cat <<EOF
 usage: scripts/bench.sh [options]
   --clients N          clients per phase (default $CLIENTS)
-  --steady S           steady window of the offload phases, seconds (default $STEADY)
+  --steady S           steady window of the TCP offload phase, seconds (default $STEADY)
+  --steady-udp S       steady window of the UDP offload phase (default $STEADY_UDP)
   --steady-user S      steady window of the userspace phases (default $STEADY_USER)
   --warmup S           after setup, before the steady window (default $WARMUP)
   --ramp R1,R2,...     TCP rate ramp, heartbeats/s (default $RAMP); '' for none
   --step S             length of a ramp step (default $STEP)
   --no-storm           skip the reconnect storm
-  --placement P        split: server on CPU $SRV_CPU, client on CPU $CLI_CPU; none: unpinned
-                       (default $PLACEMENT)
+  --placement P        split: from the end of setup on, the server on CPU $SRV_CPU (hbd
+                       pinned, its veth's receive path by RPS), the client on CPU $CLI_CPU;
+                       none: nothing pinned (default $PLACEMENT)
   --phases LIST        subset of $PHASES
 EOF
 }
@@ -57,6 +60,7 @@ while [ $# -gt 0 ]; do
 	--clients) CLIENTS=$2; shift ;;
 	--steady) STEADY=$2; shift ;;
 	--steady-user) STEADY_USER=$2; shift ;;
+	--steady-udp) STEADY_UDP=$2; shift ;;
 	--warmup) WARMUP=$2; shift ;;
 	--ramp) RAMP=$2; shift ;;
 	--step) STEP=$2; shift ;;
@@ -69,8 +73,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 case $PLACEMENT in
-split) ;;
-none) SRV_CPU="" CLI_CPU="" ;;
+split | none) ;;
 *) echo "bench: --placement split|none" >&2; exit 2 ;;
 esac
 if [ "$(id -u)" -ne 0 ]; then
@@ -97,18 +100,34 @@ cleanup() {
 	[ -d "$PIN" ] && in_srv "$BUILD/hbctl" unload --dev "$SRV_IF" --pin-path "$PIN" >/dev/null 2>&1
 	[ -d "$PIN" ] && rm -rf "$PIN"
 	[ "$NETNS" = 1 ] && scripts/netns.sh down $NAME
-	[ "$TUNED" = 1 ] && HBEAT_TUNE_STATE=$OUT/tune.state scripts/tune.sh revert
+	[ "$TUNED" = 1 ] && scripts/tune.sh revert
 	rm -f "$OUT"/*/events.fifo
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 in_srv() { nsenter --net="/run/netns/$SRV_NS" "$@"; }
-# The prefix that runs a command on a CPU list (none if the list is empty). A prefix and not a
-# function: a function run with & is a subshell, and $! would be its PID instead of hbd's.
-pin() { # CPUS -> PIN_CMD
-	PIN_CMD=()
-	[ -z "$1" ] || PIN_CMD=(taskset -c "$1")
+# Placement. Setup and the reconnect storm run on both CPUs (they are CPU-bound: 1M sockets'
+# handshakes, two HMACs a client); in between, with --placement split, each side gets its own
+# CPU so that /proc/stat can tell their CPU time apart (scripts/bench-lib.sh). The sampler
+# calls placement_hook with every event.
+placement_hook() { # EVENT ARGS...
+	case $1 in
+	setup_done | storm_done) place_split ;;
+	storm) place_none ;;
+	esac
+}
+place_split() {
+	taskset -a -pc $SRV_CPU "$HBD_PID" > /dev/null
+	taskset -a -pc $CLI_CPU "$HBL_PID" > /dev/null
+	bench_rps "$SRV_NS" "$SRV_IF" $((1 << SRV_CPU))
+	bench_rps "$CLI_NS" "$CLI_IF" $((1 << CLI_CPU))
+}
+place_none() {
+	[ -z "$HBD_PID" ] || taskset -a -pc 0-1 "$HBD_PID" > /dev/null
+	[ -z "$HBL_PID" ] || taskset -a -pc 0-1 "$HBL_PID" > /dev/null
+	bench_rps "$SRV_NS" "$SRV_IF" 0
+	bench_rps "$CLI_NS" "$CLI_IF" 0
 }
 log() { printf '%s bench: %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -123,13 +142,13 @@ stop_hbd() {
 	HBD_PID=
 }
 
-# hbd's per-source limit (1024 connections an address) and accept rate (50000/s) are for real
-# fleets; hbload puts ~31k devices behind each of its 16 addresses and connects as fast as it can
+# hbd as deployed, but for the per-source connection limit and the accept rate: 16 client
+# addresses stand for 500k devices (each has its own address in the field), and hbload
+# connects as fast as it can
 start_hbd() { # DIR MODE
 	local dir=$1 mode=$2 args=()
 	[ "$mode" = user ] && args+=(--no-offload)
-	pin "$SRV_CPU"
-	"${PIN_CMD[@]}" nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbd" --port $PORT \
+	nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbd" --port $PORT \
 		--keys "$OUT/keys" --sink "$dir/sink.jsonl" --pin-path "$PIN" --interval $INTERVAL \
 		--max-clients $((CLIENTS + CLIENTS / 10 + 100)) --max-per-source 0 --accept-rate 0 \
 		"${args[@]}" \
@@ -147,19 +166,18 @@ start_hbd() { # DIR MODE
 
 # One phase: a fresh hbd (with or without BPF), one hbload run, every sample it needs.
 run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
-	local name=$1 proto=$2 mode=$3 dir=$OUT/$1 steady=$STEADY rc=0
+	local name=$1 proto=$2 mode=$3 dir=$OUT/$1 steady=${STEADY_OFFLOAD:-$STEADY} rc=0
 	shift 3
 	[ "$mode" = user ] && steady=$STEADY_USER
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	SAMPLES=$dir/samples.jsonl
 	log "$name: $CLIENTS $proto clients, ${mode} ($( [ "$mode" = offload ] && echo "hbctl load + hbd" || echo "no BPF, hbd --no-offload"))"
+	XDP_ID=
 	if [ "$mode" = offload ]; then
 		in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" > "$dir/hbctl-load.txt"
+		XDP_ID=$(bench_xdp_id "$SRV_NS" "$SRV_IF")
 	fi
-	# NAPI threads exist now (XDP or GRO); pin them
-	bench_napi "$SRV_NS" "$SRV_IF" "$SRV_CPU"
-	bench_napi "$CLI_NS" "$CLI_IF" "$CLI_CPU"
 	start_hbd "$dir" "$mode"
 	sleep 2
 	bench_snapshot hbd_ready
@@ -167,15 +185,15 @@ run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
 	mkfifo "$dir/events.fifo"
 	# hbload waits in its open of the FIFO until the sampler (started after it, so that it
 	# knows HBL_PID) opens the other end
-	pin "$CLI_CPU"
-	"${PIN_CMD[@]}" nsenter --net="/run/netns/$CLI_NS" "$BUILD/hbload" --server "$SRV_ADDR" \
+	nsenter --net="/run/netns/$CLI_NS" "$BUILD/hbload" --server "$SRV_ADDR" \
 		--port $PORT --clients "$CLIENTS" --proto "$proto" --interval $INTERVAL \
 		--duration $((WARMUP + steady)) --warmup $WARMUP --steady "$steady" \
 		--keys "$OUT/keys" --source "10.77.1.1-10.77.1.16" --setup-timeout $((60 + CLIENTS / 10000)) \
 		--events "$dir/events.fifo" --hist "$dir/hist.txt" --json "$@" \
 		> "$dir/hbload.json" 2> "$dir/hbload.log" &
 	HBL_PID=$!
-	bench_sampler "$dir/events.fifo" &
+	place_none
+	bench_sampler "$dir/events.fifo" "$([ "$PLACEMENT" = split ] && echo placement_hook)" &
 	SAMPLER_PID=$!
 	# slab while every client is connected: the steady window's first event
 	while kill -0 "$HBL_PID" 2>/dev/null; do
@@ -200,6 +218,7 @@ run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
 	if [ "$mode" = offload ]; then
 		in_srv "$BUILD/hbctl" unload --dev "$SRV_IF" --pin-path "$PIN" > /dev/null
 	fi
+	XDP_ID=
 	bench_wait_sockets "$SRV_NS" 100 60 || true
 	log "$name: $(jq -c '{connected, setup_s, steady: {pings: .steady.pings, pongs: .steady.pongs, p99: .steady.rtt_us.p99}}' "$dir/hbload.json")"
 }
@@ -208,20 +227,11 @@ mkdir -p "$OUT"
 rm -f "$OUT/result.json"
 START=$(date +%s)
 log "tuning the host (scripts/tune.sh apply) and creating $SRV_NS/$CLI_NS"
-HBEAT_TUNE_STATE=$OUT/tune.state scripts/tune.sh apply
+scripts/tune.sh apply
 TUNED=1
 NETNS=1
 BUILD=$BUILD scripts/netns.sh up $NAME 16 > /dev/null
 scripts/tune.sh netns "$SRV_NS" "$CLI_NS"
-# NAPI on the server veth without XDP too (GRO), so the userspace phases get the same threaded
-# receive path as the offload ones
-ip netns exec "$SRV_NS" ethtool -K "$SRV_IF" gro on > /dev/null
-ip netns exec "$CLI_NS" ethtool -K "$CLI_IF" gro on > /dev/null
-# veth drops silently when its 256-entry ring is full; a qdisc makes it push back instead
-for ns_if in "$SRV_NS $SRV_IF" "$CLI_NS $CLI_IF"; do
-	set -- $ns_if
-	ip netns exec "$1" tc qdisc replace dev "$2" root pfifo limit 100000
-done
 umask 077
 printf '1-%d derive %s\n' $((CLIENTS + 1)) "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" > "$OUT/keys"
 umask 022
@@ -246,7 +256,7 @@ for ph in "${phases[@]}"; do
 		[ -n "$RAMP" ] && args+=(--steps-at $((WARMUP + STEADY_USER)))
 		run_phase tcp-user tcp user "${args[@]}"
 		;;
-	udp-offload) run_phase udp-offload udp offload ;;
+	udp-offload) STEADY_OFFLOAD=$STEADY_UDP run_phase udp-offload udp offload ;;
 	udp-user) run_phase udp-user udp user ;;
 	*) echo "bench: unknown phase '$ph'" >&2; exit 2 ;;
 	esac

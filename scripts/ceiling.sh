@@ -59,23 +59,12 @@ cleanup() {
 	[ -n "$HBD_PID" ] && wait "$HBD_PID" 2>/dev/null
 	[ -d "$PIN" ] && nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbctl" unload --dev "$SRV_IF" --pin-path "$PIN" >/dev/null 2>&1
 	kworkers_nice restore
-	ksoftirqd_fifo off
 	[ "$NETNS" = 1 ] && scripts/netns.sh down $NAME
-	[ "$TUNED" = 1 ] && HBEAT_TUNE_STATE=$OUT/tune.state scripts/tune.sh revert
+	[ "$TUNED" = 1 ] && scripts/tune.sh revert
 	rm -f "$dir/events.fifo"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# Deferred softirq work runs in ksoftirqd, a normal thread: behind hbd's and hbload's ~55
-# threads it waits long enough for the veth rings (256 packets) to overflow. SCHED_FIFO for
-# the duration of the run, as the NIC's interrupt would have it; restored after.
-ksoftirqd_fifo() { # on|off
-	local p
-	for p in $(pgrep '^ksoftirqd/'); do
-		if [ "$1" = on ]; then chrt -f -p 10 "$p"; else chrt -o -p 0 "$p"; fi
-	done
-}
 
 kworkers_nice() { # set N | restore
 	local p
@@ -97,6 +86,8 @@ rps() { # SRV_MASK CLI_MASK (hex; 0 = off)
 
 threaded() { # 0|1
 	local p
+	# a veth has NAPI (and so can thread it) only with an XDP program or GRO on
+	ip netns exec "$SRV_NS" ethtool -K "$SRV_IF" gro "$( [ "$1" = 1 ] && echo on || echo off)" >/dev/null
 	ip netns exec "$SRV_NS" sh -c "echo $1 > /sys/class/net/$SRV_IF/threaded"
 	ip netns exec "$CLI_NS" sh -c "echo $1 > /sys/class/net/$CLI_IF/threaded"
 	[ "$1" = 1 ] || return 0
@@ -136,12 +127,10 @@ for c in "${configs[@]}"; do
 	done
 done
 
-HBEAT_TUNE_STATE=$OUT/tune.state scripts/tune.sh apply
+scripts/tune.sh apply
 TUNED=1 NETNS=1
 BUILD=$BUILD scripts/netns.sh up $NAME 16 > /dev/null
 scripts/tune.sh netns "$SRV_NS" "$CLI_NS"
-ip netns exec "$SRV_NS" ethtool -K "$SRV_IF" gro on > /dev/null
-ksoftirqd_fifo on
 umask 077
 printf '1-%d derive %s\n' $((CLIENTS + 1)) "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" > "$OUT/keys"
 umask 022
@@ -153,7 +142,8 @@ else
 fi
 nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbd" --port $PORT --keys "$OUT/keys" \
 	--sink "$dir/sink.jsonl" --pin-path "$PIN" --interval 30 \
-	--max-clients $((CLIENTS + CLIENTS / 10 + 100)) "${args[@]}" > /dev/null 2> "$dir/hbd.log" &
+	--max-clients $((CLIENTS + CLIENTS / 10 + 100)) --max-per-source 0 "${args[@]}" \
+	> /dev/null 2> "$dir/hbd.log" &
 HBD_PID=$!
 sleep 2
 mkfifo "$dir/events.fifo"
