@@ -21,7 +21,7 @@ summary, the CPU/memory samples, the RTT histograms).
 | command | \`$(q .command)\` |
 | date | $(date -u +%Y-%m-%d) |
 | machine | ${BENCH_MACHINE:-unknown} |
-| placement | $(q .placement) $( [ "$(q .placement)" = split ] && echo "(server: CPU 1 — hbd, server veth NAPI thread, kworkers; client: CPU 0 — hbload, client veth NAPI thread)") |
+| placement | $(q .placement) $( [ "$(q .placement)" = split ] && echo "(outside setup and the storm: server on CPU 1 — hbd pinned, server veth receive path by RPS, sockmap kworker; client on CPU 0 — hbload pinned, client veth receive path by RPS)") |
 | run time | $(q .seconds) s |
 
 ## Results
@@ -34,8 +34,10 @@ summary, the CPU/memory samples, the RTT histograms).
 | TCP PINGs / PONGs | $(v .tcp.pings) / $(v .tcp.pongs) | $(v .tcp.user.pings) / $(v .tcp.user.pongs) | all answered | PONGs of the window's PINGs |
 | TCP heartbeats answered in userspace | $(v .tcp.pings_user) (kernel: $(v .tcp.pings_kernel)) | all | 0 | \`hbctl stats\` over the whole phase |
 | TCP RTT p50 / p99 / p99.9 (µs) | $(v .tcp.rtt_us.p50) / $(v .tcp.rtt_us.p99) / $(v .tcp.rtt_us.p999) | $(v .tcp.user.rtt_us.p50) / $(v .tcp.user.rtt_us.p99) / $(v .tcp.user.rtt_us.p999) | p99 ≤ 5 ms | from the scheduled send time |
-| TCP server CPU per heartbeat | $(v .tcp.cpu_us_per_hb_offload) µs | $(v .tcp.cpu_us_per_hb_user) µs | userspace ≥ 1.5× | server tasks' CPU time / PINGs (Method) |
+| TCP server CPU per heartbeat | $(v .tcp.cpu_us_per_hb_offload) µs | $(v .tcp.cpu_us_per_hb_user) µs | userspace ≥ 1.5× | server CPU time / PINGs of the window (Method) |
 | TCP userspace / kernel CPU | $(v .tcp.user_over_offload)× | | ≥ 1.5× | |
+| TCP machine CPU per heartbeat (client included) | $(v .tcp.machine_cpu_us_per_hb_offload) µs | $(v .tcp.machine_cpu_us_per_hb_user) µs | | both CPUs' busy time / PINGs |
+| TCP noise in the window: other tasks' CPU, steal, client send lag p99 | $(v .tcp.noise.other_cpu_pct) %, $(v .tcp.noise.steal_pct) %, $(v .tcp.noise.client_lag_p99_us) µs | $(v .tcp.user.noise.other_cpu_pct) %, $(v .tcp.user.noise.steal_pct) %, $(v .tcp.user.noise.client_lag_p99_us) µs | ~0 | tasks not of this benchmark; hypervisor |
 | UDP sessions | $(v .udp.connected) of $(v .udp.clients) | $(v .udp.user.connected) | 500,000 | |
 | UDP setup time | $(v .udp.setup_s) s | $(v .udp.user.setup_s) s | | |
 | UDP PINGs / PONGs | $(v .udp.pings) / $(v .udp.pongs) | $(v .udp.user.pings) / $(v .udp.user.pongs) | all answered | |
@@ -43,7 +45,9 @@ summary, the CPU/memory samples, the RTT histograms).
 | UDP RTT p50 / p99 / p99.9 (µs) | $(v .udp.rtt_us.p50) / $(v .udp.rtt_us.p99) / $(v .udp.rtt_us.p999) | $(v .udp.user.rtt_us.p50) / $(v .udp.user.rtt_us.p99) / $(v .udp.user.rtt_us.p999) | p99 ≤ 1 ms | |
 | UDP server CPU per heartbeat | $(v .udp.cpu_us_per_hb_offload) µs | $(v .udp.cpu_us_per_hb_user) µs | userspace ≥ 4× | |
 | UDP userspace / XDP CPU | $(v .udp.user_over_offload)× | | ≥ 4× | |
-| hbd RSS per client | $(v .memory.rss_b_per_client) B (growth from start: $(v .memory.rss_growth_b_per_client) B) | | ≤ 100 B | VmRSS at the steady window / clients |
+| UDP machine CPU per heartbeat (client included) | $(v .udp.machine_cpu_us_per_hb_offload) µs | $(v .udp.machine_cpu_us_per_hb_user) µs | | |
+| UDP noise in the window: other tasks' CPU, steal, client send lag p99 | $(v .udp.noise.other_cpu_pct) %, $(v .udp.noise.steal_pct) %, $(v .udp.noise.client_lag_p99_us) µs | $(v .udp.user.noise.other_cpu_pct) %, $(v .udp.user.noise.steal_pct) %, $(v .udp.user.noise.client_lag_p99_us) µs | ~0 | |
+| hbd RSS per client | $(v .memory.rss_growth_b_per_client) B (total RSS / clients: $(v .memory.rss_b_per_client) B) | | ≤ 100 B | VmRSS growth from hbd's start to all clients connected, per client; the total includes what hbd has with no client at all (shared libraries, one ring per 19.5k clients) |
 | kernel memory per server-side client | $(v .memory.kernel_b_per_client) B | | ≤ 6 KB | slab delta, server share (Method) |
 | reconnect storm: all back after | $(v .storm.seconds) s, $(v .storm.failures) failures ($(v .storm.back) of $(v .storm.dropped) back) | | ≤ 40 s, 0 failures | reconnects jittered over 30 s |
 | TCP ceiling (p99 ≤ 10 ms) | $(v .ceiling.tcp_offload_hb_per_s) hb/s (breaks at $(v .ceiling.tcp_offload_breaks_at)) | $(v .ceiling.tcp_user_hb_per_s) hb/s (breaks at $(v .ceiling.tcp_user_breaks_at)) | ≥ 50k hb/s | rate ramp at all clients (below) |
@@ -68,37 +72,39 @@ cat <<'EOF'
 ## Method
 
 - **Where**: two network namespaces joined by a veth pair (`scripts/netns.sh`); hbd and the
-  BPF programs on the server side, hbload on the client side, 16 client source addresses.
-  Host settings from `scripts/tune.sh` (each with its reason there), reverted at the end.
-  Both veths have a `pfifo` qdisc: without one, a full veth ring (256 packets) drops silently
-  and the dropped SYNs and segments come back as 1 s retransmissions.
+  BPF programs on the server side, hbload on the client side, 16 client source addresses. Host
+  settings from `scripts/tune.sh` (each with its reason there), reverted at the end; among them
+  ksoftirqd at SCHED_FIFO 10: deferred softirq work otherwise waits behind ~55 application
+  threads while veth rings (256 packets, no interrupt) overflow and drop.
 - **Phases**: each path gets a fresh hbd and all clients connect anew. The offload phases run
   `hbctl load` (XDP on the server veth, sockmap, sock_ops) before hbd; the userspace phases run
-  `hbd --no-offload` with **no BPF program loaded at all** (no XDP, no sockmap, no sock_ops), so
-  the userspace path pays nothing for the kernel path. The server veth has GRO on in every
-  phase, so the receive path is NAPI (and threaded) with or without XDP.
+  `hbd --no-offload` with **no BPF program loaded at all** (no XDP, no sockmap, no sock_ops),
+  so the userspace path pays nothing for the kernel path. hbd runs with its defaults except
+  `--max-per-source 0`: 16 addresses stand in for 500k devices that each have their own.
 - **Windows**: hbload counts PINGs by their scheduled send time, and their PONGs with them
   (`--steady`, `--steps`); RTT is measured from the scheduled time, so a late client cannot
   hide a slow server. The steady window starts after a warmup following setup.
-- **CPU per heartbeat**: both veths run threaded NAPI, so each side's packet processing runs in
-  its own kernel thread rather than in the softirq of whichever task sent the packet. The
-  sampler (`scripts/bench-lib.sh`) reads every task's scheduler run time
-  (`/proc/PID/task/TID/schedstat`, nanoseconds, not ticks) at hbload's window events. Server
-  = hbd's threads + the server veth's NAPI thread + the per-CPU kworkers (sockmap sends its
-  redirected PONGs from them); client = hbload's threads + the client veth's NAPI thread.
-  Server CPU per heartbeat = server run time in the window / PINGs of the window. This charges
-  the server for its own receive, verdict/XDP, send and daemon work and for nothing of the
-  client's. Steal time (the hypervisor) is not run time.
-- **Memory**: hbd's VmRSS when the steady window starts (all clients connected), divided by the
-  clients. Kernel memory: the slab delta (SReclaimable + SUnreclaim) from hbd's start to the
-  steady window counts both ends of each connection (they share one kernel). A plain
-  connection's two ends are alike, so the server share is half the userspace phase's delta per
-  connection plus everything the offload phase adds on top of it (sockhash element, psock).
-  The preallocated BPF maps (conns, sessions) are not in the delta: they cost the same at 1
-  client as at 1M.
-- **Ceiling**: a rate ramp at all clients connected; the ceiling is the last step that passed
-  before the first that failed.
-- **Reconnect storm**: every TCP client drops its connection at once and reconnects at a
-  uniformly random moment of the next 30 s; the figure is the time from the drop until the
-  last one is authenticated again.
+- **CPU per heartbeat**: setup and the storm run on both CPUs. In between the server owns
+  CPU 1 (hbd pinned; the server veth's receive path steered there by RPS, so the sockmap
+  verdict and the kworker that sends its PONGs run there too) and the client CPU 0. Server
+  CPU = CPU 1's busy time (user + system + irq + softirq from `/proc/stat`; iowait, which is
+  where io_uring waits show, counts as idle) + the XDP program's run time: veth has no
+  interrupt, its NAPI poll runs on the transmitting CPU, so the server's XDP program runs on the
+  client's CPU; `kernel.bpf_stats_enabled` counts its run time exactly and it is moved from the
+  client to the server. Per heartbeat = that / PINGs of the window. The machine figure (both
+  CPUs) needs no attribution. The noise row shows what else ran: other tasks' CPU (this
+  machine is shared) and hypervisor steal; figures from a noisy window are not comparable.
+- **Memory**: hbd's VmRSS when the steady window starts (all clients connected) minus its
+  VmRSS before the first client, per client; the total is shown beside it. Kernel memory: the
+  slab delta (SReclaimable + SUnreclaim) from hbd's start to the steady window counts both ends
+  of each connection (they share one kernel). A plain connection's two ends are alike, so the
+  server share is half the userspace phase's delta per connection plus everything the offload
+  phase adds on top (sockhash element, psock). The preallocated BPF maps (conns, sessions)
+  are not in the delta: they cost the same at 1 client as at 1M.
+- **Ceiling**: a rate ramp with all clients connected, right after the steady window; the
+  ceiling is the last step that passed before the first that failed. After the ramp the
+  clients return to 30 s.
+- **Reconnect storm**: last in the TCP offload phase: every client drops its connection at
+  once and reconnects at a uniformly random moment of the next 30 s; the figure is the time
+  from the drop until the last one is authenticated again.
 EOF

@@ -74,6 +74,12 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 	    then ($p.windows[$w].machine_ns / 1000 / $p.hbload[$w].pings) else null end;
 	def r2: if . == null then null else (. * 100 | round) / 100 end;
 	def ratio($a; $b): if $a and $b and $a > 0 then ($b / $a | r2) else null end;
+	# what else ran in the window: CPU of tasks that are neither hbeat nor the kernel threads
+	# it uses (other users of a shared machine), and the hypervisor steal, in % of one CPU
+	def noise($p): $p.windows.steady as $w | if $w then
+	    {other_cpu_pct: (100 * ($w.ns.other // 0) / ($w.secs * 1e9) | round),
+	     steal_pct: ([$w.cpu[].steal_pct] | max | round),
+	     client_lag_p99_us: $p.hbload.lag_us.p99} else null end;
 	def transport($off; $usr): {
 	    clients: $off.hbload.clients, connected: $off.hbload.connected, setup_s: $off.hbload.setup_s,
 	    pings: $off.hbload.steady.pings, pongs: $off.hbload.steady.pongs,
@@ -86,11 +92,13 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 	    user_over_offload: ratio(us_per_hb($off; "steady"); (if $usr then us_per_hb($usr; "steady") else null end)),
 	    client_cpu_us_per_hb: (client_us_per_hb($off; "steady") | r2),
 	    machine_cpu_us_per_hb_offload: (machine_us_per_hb($off; "steady") | r2),
+	    noise: noise($off),
 	    machine_cpu_us_per_hb_user: (if $usr then (machine_us_per_hb($usr; "steady") | r2) else null end),
 	    user: (if $usr then {connected: $usr.hbload.connected, setup_s: $usr.hbload.setup_s,
 	        pings: $usr.hbload.steady.pings, pongs: $usr.hbload.steady.pongs,
 	        rtt_us: $usr.hbload.steady.rtt_us, steady_s: $usr.hbload.steady.seconds,
-	        client_cpu_us_per_hb: (client_us_per_hb($usr; "steady") | r2)} else null end)};
+	        client_cpu_us_per_hb: (client_us_per_hb($usr; "steady") | r2),
+	        noise: noise($usr)} else null end)};
 	. as $p
 	| ($p["tcp-offload"] // null) as $to | ($p["tcp-user"] // null) as $tu
 	| ($p["udp-offload"] // null) as $uo | ($p["udp-user"] // null) as $uu

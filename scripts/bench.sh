@@ -28,6 +28,7 @@ STEADY_USER=60 # steady window of the userspace phases
 RAMP=25000,30000,40000,50000,60000,80000
 STEP=10
 STORM=1
+STORM_MARGIN=40 # after the 30 s storm window, time for the last clients to come back
 PLACEMENT=split
 PHASES=tcp-offload,tcp-user,udp-offload,udp-user
 INTERVAL=30
@@ -237,18 +238,23 @@ printf '1-%d derive %s\n' $((CLIENTS + 1)) "$(od -An -N32 -tx1 /dev/urandom | tr
 umask 022
 
 ramp_args=()
-[ -n "$RAMP" ] && ramp_args=(--steps "$RAMP" --step-s "$STEP" --step-settle 3)
+nsteps=0
+if [ -n "$RAMP" ]; then
+	ramp_args=(--steps "$RAMP" --step-s "$STEP" --step-settle 3)
+	nsteps=$(tr ',' '\n' <<< "$RAMP" | grep -c .)
+fi
 IFS=, read -r -a phases <<< "$PHASES"
 for ph in "${phases[@]}"; do
 	case $ph in
 	tcp-offload)
+		# steady window, then the rate ramp, then (back at 30 s) the storm: the storm last,
+		# because it tears down and rebuilds every connection
 		args=("${ramp_args[@]}")
 		at=$((WARMUP + STEADY))
+		[ -n "$RAMP" ] && args+=(--steps-at $at) && at=$((at + nsteps * STEP + 15))
 		if [ "$STORM" = 1 ]; then
-			args+=(--storm-at $at --storm-window 30)
-			at=$((at + 50))
+			args+=(--storm-at $at --storm-window 30 --duration $((at + 30 + STORM_MARGIN)))
 		fi
-		[ -n "$RAMP" ] && args+=(--steps-at $at)
 		run_phase tcp-offload tcp offload "${args[@]}"
 		;;
 	tcp-user)

@@ -276,6 +276,7 @@ static void test_windows_and_steps(void **state)
 			 jnum_in(fx, "},{\"rate\":2000", "pings"));
 	assert_int_equal(jnum(fx, "ceiling_hb_per_s"), 2000);
 	assert_int_equal(jnum(fx, "breaks_at_hb_per_s"), -1);
+	assert_non_null(strstr(fx->out, "\"ramp_stopped\":false"));
 
 	f = fopen(ev, "r");
 	assert_non_null(f);
@@ -286,6 +287,8 @@ static void test_windows_and_steps(void **state)
 				" step 1 500", " window_start step1 500", " window_end step1",
 				" step 2 2000", " window_start step2 2000", " window_end step2",
 				" run_end" };
+	/* the ramp ends with the run here: the clients are not sent back to --interval */
+	assert_null(strstr(evbuf, "ramp_end"));
 	const char *p = evbuf;
 
 	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
@@ -316,23 +319,40 @@ static void test_windows_and_steps(void **state)
 	unlink(hist);
 }
 
-/* A step whose p99 exceeds --step-stop-p99 ends the ramp there: later steps never run. */
+/* A step whose p99 exceeds --step-stop-p99 ends the ramp there: later steps never run, and the
+ * clients go back to --interval for the rest of the run.
+ */
 static void test_ramp_stops(void **state)
 {
 	struct fx *fx = *state;
+	char ev[] = "/tmp/test_hbload_ev.XXXXXX", evbuf[4096] = "";
+	FILE *f;
 
+	close(mkstemp(ev));
 	/* no loopback answer takes less than 1 us: the first step fails */
 	run(fx, "--server", "127.0.0.1", "--clients", "100", "--proto", "tcp", "--interval", "0.2",
 	    "--duration", "0.5", "--steps", "500,1000,2000", "--step-s", "1", "--step-settle",
-	    "0.3", "--step-stop-p99", "0.001", "--json", NULL);
+	    "0.3", "--step-stop-p99", "0.001", "--events", ev, "--json", NULL);
 	assert_int_equal(fx->status, 0);
 	assert_int_equal(count_of(strstr(fx->out, "\"steps\":"), "\"rate\":"), 1);
 	assert_non_null(strstr(fx->out, "\"ok\":false"));
 	assert_non_null(strstr(fx->out, "\"ramp_stopped\":true"));
 	assert_int_equal(jnum(fx, "ceiling_hb_per_s"), 0);
 	assert_int_equal(jnum(fx, "breaks_at_hb_per_s"), 500);
-	/* stopped after one step and the judgement, not after three */
-	assert_true(jnum(fx, "duration_s") < 3.5);
+	assert_int_equal(jnum(fx, "lost"), 0);
+	f = fopen(ev, "r");
+	assert_non_null(f);
+	assert_true(fread(evbuf, 1, sizeof(evbuf) - 1, f) > 0);
+	fclose(f);
+	unlink(ev);
+	print_message("events:\n%s", evbuf);
+	assert_non_null(strstr(evbuf, " ramp_end 1\n"));
+	assert_null(strstr(evbuf, "window_start step2"));
+	assert_null(strstr(evbuf, " step 3 "));
+	/* back at 100 clients / 0.2 s = 500/s after the stop: from its judgement (~2.5 s) to
+	 * the end (3.5 s) about 500 PINGs, not the 2000/s of step 3
+	 */
+	assert_true(jnum(fx, "pings") < 500 + 300 + 1000 + 1200);
 }
 
 static void test_unreachable(void **state)

@@ -145,6 +145,7 @@ struct timeline {
 	int storm_told, storm_done_told;
 	uint64_t steps_base; /* step k runs from steps_base + k * step_s */
 	uint32_t next_step, next_eval; /* next step to start, to judge */
+	int ramp_done; /* the clients are back at --interval */
 	uint8_t started[HBL_MAX_WINDOWS], ended[HBL_MAX_WINDOWS];
 	FILE *events;
 };
@@ -218,7 +219,8 @@ static void merge_window(struct hbl_ring *rings, unsigned nrings, uint32_t i, st
 
 /* Window events, step starts (a new interval for every ring), and the judgement of each step
  * but the last: a step whose p99 (unanswered PINGs counting as slow) exceeds --step-stop-p99
- * ends the ramp and the run.
+ * ends the ramp. The clients go back to --interval and the run goes on (a storm may follow);
+ * later steps are neither run nor reported.
  */
 static void windows_tick(const struct hbl_cfg *cfg, struct hbl_shared *sh, struct hbl_ring *rings,
 			 uint64_t now, struct timeline *tl, struct hbl_result *res)
@@ -229,6 +231,8 @@ static void windows_tick(const struct hbl_cfg *cfg, struct hbl_shared *sh, struc
 	for (uint32_t i = 0; i < res->nwin; i++) {
 		const struct hbl_window_def *d = &res->def[i];
 
+		if (i > 0 && res->ramp_stopped && i > (uint32_t)res->ramp_stopped)
+			continue;
 		if (!tl->started[i] && now >= d->from_ns && d->from_ns < tl->run_end) {
 			tl->started[i] = 1;
 			event(cfg, tl, now, "window_start %s %.0f", hbl_window_name(res, i, name, 16),
@@ -260,10 +264,20 @@ static void windows_tick(const struct hbl_cfg *cfg, struct hbl_shared *sh, struc
 				o->steps[tl->next_eval - 1], p99 == UINT64_MAX ? ">" : "",
 				p99 == UINT64_MAX ? o->step_stop_ms : (double)p99 / 1000);
 			res->ramp_stopped = tl->next_eval; /* steps after it are not reported */
-			tl->run_end = now;
-			__atomic_store_n(&sh->run_end_ns, now, __ATOMIC_RELAXED);
+			tl->next_step = o->nsteps;
 			break;
 		}
+	}
+	/* after the last step (or a failed one) the clients return to --interval, so whatever
+	 * follows (a storm) runs at the base rate
+	 */
+	if (o->nsteps && !tl->ramp_done && now < tl->run_end &&
+	    (res->ramp_stopped || now >= tl->steps_base + o->nsteps * s2ns(o->step_s))) {
+		tl->ramp_done = 1;
+		__atomic_store_n(&sh->interval_ns, cfg->interval_ns, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&sh->rate_gen, 1, __ATOMIC_RELEASE);
+		event(cfg, tl, now, "ramp_end %u",
+		      res->ramp_stopped ? (unsigned)res->ramp_stopped : o->nsteps);
 	}
 }
 
