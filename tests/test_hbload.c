@@ -258,6 +258,7 @@ static void test_windows_and_steps(void **state)
 	/* 200 clients every 0.2 s = 1000/s in the steady window; then 500/s and 2000/s */
 	run(fx, "--server", "127.0.0.1", "--clients", "200", "--proto", "tcp", "--interval", "0.2",
 	    "--duration", "1.6", "--warmup", "0.3", "--steady", "1", "--steps", "500,2000",
+	    "--step-stop-p99", "0",
 	    "--step-s", "1.2", "--step-settle", "0.4", "--events", ev, "--hist", hist, "--json",
 	    NULL);
 	assert_int_equal(fx->status, 0);
@@ -346,8 +347,8 @@ static void test_ramp_stops(void **state)
 	fclose(f);
 	unlink(ev);
 	print_message("events:\n%s", evbuf);
+	/* step 2 started before step 1 was judged (1 s after its end); step 3 never did */
 	assert_non_null(strstr(evbuf, " ramp_end 1\n"));
-	assert_null(strstr(evbuf, "window_start step2"));
 	assert_null(strstr(evbuf, " step 3 "));
 	/* back at 100 clients / 0.2 s = 500/s after the stop: from its judgement (~2.5 s) to
 	 * the end (3.5 s) about 500 PINGs, not the 2000/s of step 3

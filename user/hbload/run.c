@@ -243,15 +243,9 @@ static void windows_tick(const struct hbl_cfg *cfg, struct hbl_shared *sh, struc
 			event(cfg, tl, now, "window_end %s", hbl_window_name(res, i, name, 16));
 		}
 	}
-	if (tl->next_step < o->nsteps && now < tl->run_end &&
-	    now >= tl->steps_base + tl->next_step * s2ns(o->step_s)) {
-		__atomic_store_n(&sh->interval_ns, rate_interval_ns(cfg, o->steps[tl->next_step]),
-				 __ATOMIC_RELAXED);
-		__atomic_fetch_add(&sh->rate_gen, 1, __ATOMIC_RELEASE);
-		event(cfg, tl, now, "step %u %.0f", tl->next_step + 1, o->steps[tl->next_step]);
-		tl->next_step++;
-	}
-	while (tl->next_eval + 1 < o->nsteps && tl->next_eval < tl->next_step &&
+	/* judge before starting the next step: a step that starts in the same tick as a failing
+	 * judgement would otherwise run */
+	while (!res->ramp_stopped && tl->next_eval + 1 < o->nsteps && tl->next_eval < tl->next_step &&
 	       now >= res->def[1 + tl->next_eval].to_ns + STEP_EVAL_NS) {
 		struct hbl_wstats ws;
 		uint64_t p99;
@@ -267,6 +261,14 @@ static void windows_tick(const struct hbl_cfg *cfg, struct hbl_shared *sh, struc
 			tl->next_step = o->nsteps;
 			break;
 		}
+	}
+	if (tl->next_step < o->nsteps && now < tl->run_end &&
+	    now >= tl->steps_base + tl->next_step * s2ns(o->step_s)) {
+		__atomic_store_n(&sh->interval_ns, rate_interval_ns(cfg, o->steps[tl->next_step]),
+				 __ATOMIC_RELAXED);
+		__atomic_fetch_add(&sh->rate_gen, 1, __ATOMIC_RELEASE);
+		event(cfg, tl, now, "step %u %.0f", tl->next_step + 1, o->steps[tl->next_step]);
+		tl->next_step++;
 	}
 	/* after the last step (or a failed one) the clients return to --interval, so whatever
 	 * follows (a storm) runs at the base rate
