@@ -43,12 +43,14 @@ enum {
 };
 
 /* Per-slot connection state: 40 bytes, plus 8 bytes of wheel links in a parallel array, for
- * every slot of the ring's direct-descriptor table (so ~52 bytes a client at 8% spare slots).
- * Output and partial frames live in chunks only while needed. Per client the daemon also keeps
- * a device-table entry (24 bytes at load 3/8..3/4: ~45 bytes); per ring, the provided receive
- * buffers (256 KiB TCP + 144 KiB UDP by default). Measured RSS growth on loopback: ~220 bytes a
- * client at 25k clients on 2 rings, fixed costs included; the 100-byte target at 500k (issue 3)
- * needs the device table and buffer defaults tightened.
+ * every slot of the ring's direct-descriptor table (slots are handed out lowest first, so the
+ * 8% spare ones are not touched until a storm cycles through them). Output and partial frames
+ * live in chunks only while needed. Per client the daemon also keeps a device-table entry
+ * (24 bytes at a load of ~3/4: ~35 bytes, devices.c) and, with per-source limits, 4 bytes of
+ * source reference. Per ring: a 256-entry SQ, a 4096-entry CQ, 128 x 512 B TCP and
+ * 64 x 1152 B UDP receive buffers. Measured at 500k TCP clients on 31 rings (scripts/bench.sh,
+ * docs/BENCHMARKS.md): RSS grew by ~92 bytes a client; an hbd with no client has ~17 MB
+ * (about half of it shared libraries).
  */
 struct hbd_conn {
 	uint64_t cookie; /* SO_COOKIE: the conns map key (offload mode) */
