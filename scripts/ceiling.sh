@@ -142,7 +142,7 @@ else
 fi
 nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbd" --port $PORT --keys "$OUT/keys" \
 	--sink "$dir/sink.jsonl" --pin-path "$PIN" --interval 30 \
-	--max-clients $((CLIENTS + CLIENTS / 10 + 100)) --max-per-source 0 "${args[@]}" \
+	--max-clients $((CLIENTS + CLIENTS / 10 + 100)) --max-per-source 0 --accept-rate 0 "${args[@]}" \
 	> /dev/null 2> "$dir/hbd.log" &
 HBD_PID=$!
 sleep 2
