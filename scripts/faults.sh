@@ -13,7 +13,8 @@
 # baseline runs the upgrade's load without the upgrade: what the same load loses on its own
 # (a veth's ring drops bursts; an overloaded kernel path answers late), to tell it apart.
 #
-# Defaults: 100000 TCP and 20000 UDP devices, a 10 s heartbeat interval. Writes
+# Defaults: 100000 TCP and 20000 UDP devices, a 10 s heartbeat interval; HBD_EXTRA adds hbd
+# options (e.g. --log-level debug, to see which devices expire). Writes
 # $BUILD/faults/result.json and prints it. Cleans up everything it made, also when interrupted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,7 +75,7 @@ current_hbd() { grep -o 'ready: .*pid=[0-9]*' "$WORK/hbd.log" | tail -1 | grep -
 start_hbd() {
 	in_srv "$BUILD/hbd" --port $PORT --keys "$WORK/keys" --sink "$WORK/sink.jsonl" \
 		--pin-path "$PIN" --interval 30 --grace 5 --max-clients $((TCP + UDP + TCP / 10)) \
-		--max-per-source 0 --accept-rate 0 >>"$WORK/hbd.out" 2>>"$WORK/hbd.log" &
+		--max-per-source 0 --accept-rate 0 ${HBD_EXTRA:-} >>"$WORK/hbd.out" 2>>"$WORK/hbd.log" &
 	hbd_pid=$!
 	for _ in $(seq 300); do
 		[ "$(grep -c 'ready:' "$WORK/hbd.log")" -ge "$1" ] && return 0
@@ -196,6 +197,6 @@ if [ "$ONLY" != upgrade ] && [ "$ONLY" != baseline ]; then
 		  hbd_ready_ms: ($ready | tonumber), tcp_all_back_ms: ($back | tonumber? // null)}}')
 fi
 
-grep -E 'upgrade|took over|warn|error' "$WORK/hbd.log" >"$OUT/hbd-excerpt.log" || true
+grep -E 'upgrade|took over|warn|error|expired' "$WORK/hbd.log" >"$OUT/hbd-excerpt.log" || true
 echo "$result" | jq --arg date "$(date -u +%FT%TZ)" --arg cmd "scripts/faults.sh $ARGS" \
 	'. + {date: $date, command: $cmd, machine: "'"$(nproc)"' vCPU, '"$(uname -r)"'"}' | tee "$OUT/result.json"

@@ -868,6 +868,7 @@ void hbd_tcp_handed(struct hbd_worker *w, uint32_t slot)
 		hbd_devices_release(w->d->devices, c->device_id, loc);
 	}
 	c->state = CONN_HANDED;
+	hb_wheel_del(&w->tcp_wheel, slot); /* its deadlines are the new daemon's now */
 	sqe = hbd_sqe(w);
 	if (!sqe) {
 		/* a full SQ here is unexpected: the slot stays taken until the worker exits */
