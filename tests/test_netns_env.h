@@ -54,7 +54,7 @@ static inline int hn_up(struct hn_env *e, char tag, int nsrc)
 	memset(e, 0, sizeof(*e));
 	e->orig_ns = -1;
 	e->build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
-	snprintf(e->name, sizeof(e->name), "hbh%c%d", tag, (int)(getpid() % 100000));
+	snprintf(e->name, sizeof(e->name), "hbh%c%d", tag, (int)getpid()); /* pid: the stale sweep */
 	snprintf(e->srv_ns, sizeof(e->srv_ns), "%s-srv", e->name);
 	snprintf(e->cli_ns, sizeof(e->cli_ns), "%s-cli", e->name);
 	snprintf(e->srv_if, sizeof(e->srv_if), "%s-s", e->name);
@@ -63,6 +63,14 @@ static inline int hn_up(struct hn_env *e, char tag, int nsrc)
 	e->orig_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (e->orig_ns < 0)
 		return -1;
+	/* a test killed before its teardown (SIGKILL, a timeout) leaves its namespaces and pins
+	 * behind: remove those whose process is gone, so they do not pile up on a CI machine */
+	hn_sh("for d in /run/netns/hbh?[0-9]*-srv /run/netns/hbh?[0-9]*-cli; do [ -e \"$d\" ] || continue; "
+	      "n=${d##*/}; n=${n%%-*}; p=${n#hbh?}; [ -d /proc/$p ] && continue; "
+	      "BUILD=%s scripts/netns.sh down $n >/dev/null 2>&1; done; "
+	      "for d in /sys/fs/bpf/hbeat-harden-?-[0-9]*; do [ -e \"$d\" ] || continue; "
+	      "[ -d /proc/${d##*-} ] || rm -rf \"$d\"; done",
+	      e->build);
 	if (hn_sh("BUILD=%s scripts/netns.sh up %s %d >&2", e->build, e->name, nsrc))
 		return -1;
 	e->up = true;
