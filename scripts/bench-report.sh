@@ -59,13 +59,25 @@ for p in "${phases[@]}"; do
 	all=$(jq --arg p "$p" --argjson v "$(phase_json "$OUT/$p")" '.[$p] = $v' <<< "$all")
 done
 
+# cyclictest's histogram (lines "US COUNT-THREAD0 COUNT-THREAD1 ..."): wakeup latency
+# percentiles over all threads
+floor=null
+if [ -s "$OUT/cyclictest.txt" ]; then
+	floor=$(awk '/^[0-9]/ { c = 0; for (i = 2; i <= NF; i++) c += $i; if (c) { us[n] = $1 + 0; cnt[n] = c; tot += c; n++ } }
+		END { if (!tot) { print "null"; exit }
+		      split("50 99 99.9", q, " "); split("p50 p99 p999", k, " "); out = ""; cum = 0; j = 1
+		      for (i = 0; i < n && j <= 3; i++) { cum += cnt[i]
+		          while (j <= 3 && cum >= tot * q[j] / 100) { out = out (out ? "," : "") "\"" k[j] "\":" us[i]; j++ } }
+		      printf "{%s,\"max\":%d,\"samples\":%d}\n", out, us[n - 1], tot }' "$OUT/cyclictest.txt")
+fi
+
 # Kernel memory per server-side client from slab deltas, which count both ends of every
 # connection (client and server share the kernel): half of a plain connection's delta (the
 # userspace phase: the two ends are alike) plus everything the offload phase adds on top
 # (sockhash element, psock, conns entry is preallocated). Without the userspace phase: the
 # whole both-ends delta, an upper bound.
 result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEMENT:-split}" \
-	--argjson secs "${BENCH_SECONDS:-0}" '
+	--argjson secs "${BENCH_SECONDS:-0}" --argjson floor "$floor" '
 	def us_per_hb($p; $w): if $p.windows[$w].server_ns and $p.hbload[$w].pings > 0
 	    then ($p.windows[$w].server_ns / 1000 / $p.hbload[$w].pings) else null end;
 	def client_us_per_hb($p; $w): if $p.windows[$w].client_ns and $p.hbload[$w].pings > 0
@@ -103,6 +115,7 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 	| ($p["tcp-offload"] // null) as $to | ($p["tcp-user"] // null) as $tu
 	| ($p["udp-offload"] // null) as $uo | ($p["udp-user"] // null) as $uu
 	| {command: $cmd, placement: $placement, seconds: $secs,
+	   machine: {wakeup_us: $floor},
 	   tcp: (if $to then transport($to; $tu) else null end),
 	   udp: (if $uo then transport($uo; $uu) else null end),
 	   memory: (if $to then

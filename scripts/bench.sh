@@ -36,6 +36,7 @@ NAME=hbsb
 PORT=7650
 PIN=/sys/fs/bpf/hbeat-scale-bench
 SRV_CPU=1 CLI_CPU=0
+FLOOR_S=10 # cyclictest before the phases
 
 usage() {
 	cat <<EOF
@@ -236,6 +237,13 @@ scripts/tune.sh netns "$SRV_NS" "$CLI_NS"
 umask 077
 printf '1-%d derive %s\n' $((CLIENTS + 1)) "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" > "$OUT/keys"
 umask 022
+
+# The floor under every RTT here: how late a plain SCHED_OTHER thread wakes from a 1 ms sleep
+# on this machine with nothing else running (a vCPU the hypervisor deschedules, a
+# non-preemptible kernel section). Every heartbeat RTT contains at least two such wakeups
+# (hbload's send and its receive).
+log "machine floor: cyclictest, 2 threads, 1 ms interval, ${FLOOR_S} s"
+cyclictest -q -t 2 -a -i 1000 -D "$FLOOR_S" -h 100000 --histfile="$OUT/cyclictest.txt" > /dev/null
 
 ramp_args=()
 nsteps=0

@@ -12,7 +12,7 @@ pkgs=(
 	libcmocka-dev                           # tests
 	libclang-rt-14-dev                      # ASan/UBSan/libFuzzer runtimes for clang
 	iproute2 ethtool jq valgrind            # netns tests and demo
-	gnuplot-nox                             # benchmark plot
+	gnuplot-nox rt-tests                    # benchmark plot, the machine's wakeup-latency floor
 )
 
 missing=()
