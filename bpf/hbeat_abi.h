@@ -213,6 +213,13 @@ enum hb_xdp_mode {
 	HB_XDP_SKB = 2,
 };
 
+/* Who answers TCP heartbeats (hbctl load --tcp): the sk_skb verdict, or hbd. 0 is the kernel,
+ * as before the field existed. */
+enum hb_tcp_path {
+	HB_TCP_KERNEL = 0,
+	HB_TCP_USER = 1,
+};
+
 /* The config map is created BPF_F_MMAPABLE (so is ustats): hbd may mmap it and refresh
  * alive_ns with a plain store. */
 struct hb_config {
@@ -222,7 +229,7 @@ struct hb_config {
 	__u32 ifindex; /* NIC carrying the XDP program (0: none) */
 	__u16 port; /* service port, host order */
 	__u8 xdp_mode; /* enum hb_xdp_mode */
-	__u8 pad;
+	__u8 tcp_path; /* enum hb_tcp_path */
 	char ifname[16];
 };
 

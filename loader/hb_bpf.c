@@ -545,6 +545,7 @@ int hbk_write_config(struct hbk *h, int ifindex, const char *ifname, enum hb_xdp
 	c.ifindex = ifindex;
 	c.port = h->opts.port;
 	c.xdp_mode = mode;
+	c.tcp_path = (__u8)h->opts.tcp_path;
 	memset(c.ifname, 0, sizeof(c.ifname));
 	if (ifname)
 		snprintf(c.ifname, sizeof(c.ifname), "%s", ifname);
@@ -818,6 +819,7 @@ int hbk_unload(const char *dir, const char *ifname, struct hbk_unload_report *re
 		bpf_map_lookup_elem(fd, &zero, &cfg);
 		close(fd);
 		ifindex = cfg.ifindex;
+		rep->tcp_user = cfg.tcp_path == HB_TCP_USER;
 	}
 	if (ifname) {
 		int given = if_nametoindex(ifname);

@@ -39,6 +39,8 @@ struct xdp_program;
 #define HBK_PROG_XDP "hb_xdp"
 
 #define HBK_DEFAULT_CGROUP "/sys/fs/cgroup/unified"
+/* hbctl load --tcp: the path docs/BENCHMARKS.md measured the better one at 500k clients */
+#define HBK_DEFAULT_TCP_PATH "kernel"
 
 struct hbk_opts {
 	__u16 port; /* service port, host order; 0 = HB_DEFAULT_PORT */
@@ -49,6 +51,9 @@ struct hbk_opts {
 	 * a dispatcher component (freplace). false: load it as a plain XDP program now (tests run
 	 * it with bpf_prog_test_run_opts). */
 	bool xdp_defer_load;
+	/* HB_TCP_USER: hbctl attaches neither the sk_skb programs nor sock_ops, and says so in
+	 * the config map; hbd then answers TCP heartbeats itself */
+	enum hb_tcp_path tcp_path;
 };
 
 enum hbk_xdp_how {
@@ -112,6 +117,7 @@ struct hbk_unload_report {
 	bool xdp_detached;
 	bool sockops_detached;
 	bool sockmap_detached;
+	bool tcp_user; /* loaded with --tcp user: there were no TCP programs to detach */
 	int pins_removed;
 	char xdp_note[160]; /* why XDP was not detached, if it was not */
 };

@@ -34,6 +34,9 @@ static const struct hbctl_opt load_opts[] = {
 	{ "then", 't', "FILE[:PROG]",
 	  "run this XDP program after hb_xdp on what hbeat passes (shares the NIC where libxdp's "
 	  "dispatcher is unavailable)", NULL },
+	{ "tcp", 0, "kernel|user", "who answers TCP heartbeats: the sockmap verdict (kernel) or hbd "
+	  "(user: no sk_skb or sock_ops program is attached; docs/BENCHMARKS.md compares the two)",
+	  HBK_DEFAULT_TCP_PATH },
 	{ "max-conns", 0, "N", "TCP connections the kernel path holds (conns, sockhash); more are "
 	  "served by hbd in userspace", "1048576" },
 	{ "max-sessions", 0, "N", "UDP sessions XDP holds; hbd's --on-map-full says what happens "
@@ -385,7 +388,7 @@ int hbctl_do_load(const struct hbctl_args *a)
 {
 	const char *dev = hbctl_arg(a, "dev"), *mode_s = hbctl_arg(a, "mode");
 	const char *pin = hbctl_arg(a, "pin-path"), *cg = hbctl_arg(a, "cgroup");
-	const char *then = hbctl_arg(a, "then");
+	const char *then = hbctl_arg(a, "then"), *tcp_s = hbctl_arg(a, "tcp");
 	struct hbk_opts o = { .xdp_defer_load = true };
 	__u32 then_id = 0;
 	enum hb_xdp_mode mode;
@@ -402,6 +405,14 @@ int hbctl_do_load(const struct hbctl_args *a)
 		mode = HB_XDP_SKB;
 	} else {
 		fprintf(stderr, "hbctl load: --mode must be native or skb, not '%s'\n", mode_s);
+		return HBCTL_USAGE;
+	}
+	if (!strcmp(tcp_s, "kernel")) {
+		o.tcp_path = HB_TCP_KERNEL;
+	} else if (!strcmp(tcp_s, "user")) {
+		o.tcp_path = HB_TCP_USER;
+	} else {
+		fprintf(stderr, "hbctl load: --tcp must be kernel or user, not '%s'\n", tcp_s);
 		return HBCTL_USAGE;
 	}
 	if (parse_port(hbctl_arg(a, "port"), &o.port)) {
@@ -448,9 +459,8 @@ int hbctl_do_load(const struct hbctl_args *a)
 	if ((err = hbk_open(&h, &o)))
 		goto out;
 	/* parser+verdict before sock_ops: a socket takes the map's programs when inserted */
-	if ((err = hbk_attach_sockmap(h)))
-		goto out;
-	if ((err = hbk_attach_sockops(h, cg)))
+	if (o.tcp_path == HB_TCP_KERNEL &&
+	    ((err = hbk_attach_sockmap(h)) || (err = hbk_attach_sockops(h, cg))))
 		goto out;
 	err = hbk_attach_xdp(h, ifindex, mode);
 	if (err) {
@@ -504,9 +514,10 @@ int hbctl_do_load(const struct hbctl_args *a)
 		hbj_str(&j, "attach", how_id(h->xdp_how));
 		hbj_u64(&j, "then_prog_id", then_id);
 		hbj_obj_end(&j);
-		hbj_u64(&j, "parser_id", prog_id(hbk_prog_fd(h, "hb_parser")));
-		hbj_u64(&j, "verdict_id", prog_id(hbk_prog_fd(h, "hb_verdict")));
-		hbj_u64(&j, "sockops_id", prog_id(hbk_prog_fd(h, "hb_sockops")));
+		hbj_str(&j, "tcp", tcp_s);
+		hbj_u64(&j, "parser_id", o.tcp_path == HB_TCP_KERNEL ? prog_id(hbk_prog_fd(h, "hb_parser")) : 0);
+		hbj_u64(&j, "verdict_id", o.tcp_path == HB_TCP_KERNEL ? prog_id(hbk_prog_fd(h, "hb_verdict")) : 0);
+		hbj_u64(&j, "sockops_id", o.tcp_path == HB_TCP_KERNEL ? prog_id(hbk_prog_fd(h, "hb_sockops")) : 0);
 		hbj_obj_end(&j);
 		hbj_end(&j);
 		rc = HBCTL_OK;
@@ -515,10 +526,14 @@ int hbctl_do_load(const struct hbctl_args *a)
 	printf("hbeat loaded on %s (ifindex %d), port %u, pins in %s\n", dev, ifindex, o.port, pin);
 	printf("  xdp      hb_xdp id %u, %s mode, attached via %s\n",
 	       prog_id(hbk_prog_fd(h, HBK_PROG_XDP)), mode_s, how_str(h->xdp_how));
-	printf("  sockhash hb_parser id %u, hb_verdict id %u\n", prog_id(hbk_prog_fd(h, "hb_parser")),
-	       prog_id(hbk_prog_fd(h, "hb_verdict")));
-	printf("  sockops  hb_sockops id %u on %s (link id %u, pinned)\n",
-	       prog_id(hbk_prog_fd(h, "hb_sockops")), cg, link_id(h->sockops_link));
+	if (o.tcp_path == HB_TCP_USER) {
+		printf("  tcp      heartbeats answered by hbd in userspace (--tcp user): no sockmap, no sock_ops\n");
+	} else {
+		printf("  sockhash hb_parser id %u, hb_verdict id %u\n", prog_id(hbk_prog_fd(h, "hb_parser")),
+		       prog_id(hbk_prog_fd(h, "hb_verdict")));
+		printf("  sockops  hb_sockops id %u on %s (link id %u, pinned)\n",
+		       prog_id(hbk_prog_fd(h, "hb_sockops")), cg, link_id(h->sockops_link));
+	}
 	if (then)
 		printf("  then     %s (id %u) runs after hb_xdp on what hbeat passes\n", then, then_id);
 	rc = HBCTL_OK;
@@ -588,9 +603,13 @@ int hbctl_do_unload(const struct hbctl_args *a)
 		if (!rep.xdp_detached)
 			printf("hb_xdp not detached: %s\n",
 			       rep.xdp_note[0] ? rep.xdp_note : "unknown reason");
-		printf("%s hb_sockops\n", rep.sockops_detached ? "detached" : "could not detach");
-		printf("%s hb_parser/hb_verdict\n",
-		       rep.sockmap_detached ? "detached" : "could not detach");
+		if (rep.tcp_user) {
+			printf("no TCP programs to detach (loaded with --tcp user)\n");
+		} else {
+			printf("%s hb_sockops\n", rep.sockops_detached ? "detached" : "could not detach");
+			printf("%s hb_parser/hb_verdict\n",
+			       rep.sockmap_detached ? "detached" : "could not detach");
+		}
 		printf("removed %d pins%s\n", rep.pins_removed,
 		       access(pin, F_OK) ? " and the pin directory" : "");
 	}

@@ -177,6 +177,7 @@ int hbctl_do_status(const struct hbctl_args *a)
 		hbj_str(&j, "name", then_name);
 		hbj_obj_end(&j);
 		hbj_obj_end(&j);
+		hbj_str(&j, "tcp", cfg.tcp_path == HB_TCP_USER ? "user" : "kernel");
 		hbj_obj(&j, "sockmap");
 		hbj_u64(&j, "parser_id", parser);
 		hbj_u64(&j, "verdict_id", verdict);
@@ -217,9 +218,14 @@ int hbctl_do_status(const struct hbctl_args *a)
 			printf("            not shared through libxdp's dispatcher: %s\n", dispatcher_why);
 		if (then_id)
 			printf("            then %s (id %u) on what hb_xdp passes\n", then_name, then_id);
-		printf("  sockhash  hb_parser id %u, hb_verdict id %u%s\n", parser, verdict,
-		       parser && verdict ? "" : "  (NOT attached)");
-		if (sl.id)
+		if (cfg.tcp_path == HB_TCP_USER)
+			printf("  tcp       heartbeats answered by hbd in userspace (loaded with --tcp user)\n");
+		else
+			printf("  sockhash  hb_parser id %u, hb_verdict id %u%s\n", parser, verdict,
+			       parser && verdict ? "" : "  (NOT attached)");
+		if (cfg.tcp_path == HB_TCP_USER)
+			;
+		else if (sl.id)
 			printf("  sockops   hb_sockops id %u, link id %u, cgroup id %llu\n", sl.prog_id, sl.id,
 			       (unsigned long long)sl.cgroup.cgroup_id);
 		else

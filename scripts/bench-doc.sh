@@ -50,6 +50,7 @@ summary, the CPU/memory samples, the RTT histograms).
 | hbd RSS per client | $(v .memory.rss_growth_b_per_client) B (total RSS / clients: $(v .memory.rss_b_per_client) B) | | ≤ 100 B | VmRSS growth from hbd's start to all clients connected, per client; the total includes what hbd has with no client at all (shared libraries, one ring per 19.5k clients) |
 | kernel memory per server-side client | $(v .memory.kernel_b_per_client) B | | ≤ 6 KB | slab delta, server share (Method) |
 | reconnect storm: all back after | $(v .storm.seconds) s, $(v .storm.failures) failures ($(v .storm.back) of $(v .storm.dropped) back) | | ≤ 40 s, 0 failures | reconnects jittered over 30 s |
+| machine floor: SCHED_OTHER wakeup latency p50 / p99 / p99.9 / max (µs) | $(v .machine.wakeup_us.p50) / $(v .machine.wakeup_us.p99) / $(v .machine.wakeup_us.p999) / $(v .machine.wakeup_us.max) | | | cyclictest, 1 ms interval, idle machine, before the phases; every RTT holds ≥ 2 such wakeups |
 | TCP ceiling (p99 ≤ 10 ms) | $(v .ceiling.tcp_offload_hb_per_s) hb/s (breaks at $(v .ceiling.tcp_offload_breaks_at)) | $(v .ceiling.tcp_user_hb_per_s) hb/s (breaks at $(v .ceiling.tcp_user_breaks_at)) | ≥ 50k hb/s | rate ramp at all clients (below) |
 
 ![RTT by percentile](bench-rtt.png)

@@ -177,7 +177,7 @@ run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
 	log "$name: $CLIENTS $proto clients, ${mode} ($( [ "$mode" = offload ] && echo "hbctl load + hbd" || echo "no BPF, hbd --no-offload"))"
 	XDP_ID=
 	if [ "$mode" = offload ]; then
-		in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" > "$dir/hbctl-load.txt"
+		in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" --tcp kernel > "$dir/hbctl-load.txt"
 		XDP_ID=$(bench_xdp_id "$SRV_NS" "$SRV_IF")
 	fi
 	start_hbd "$dir" "$mode"

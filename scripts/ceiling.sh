@@ -136,7 +136,7 @@ printf '1-%d derive %s\n' $((CLIENTS + 1)) "$(od -An -N32 -tx1 /dev/urandom | tr
 umask 022
 args=()
 if [ "$MODE" = offload ]; then
-	nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" > /dev/null
+	nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" --tcp kernel > /dev/null
 else
 	args+=(--no-offload)
 fi

@@ -115,7 +115,7 @@ mkdir -p "$OUT"
 log "namespaces, BPF side, $TCP TCP + $UDP UDP devices at a ${INTERVAL}s interval"
 scripts/netns.sh up "$NAME" 20 >/dev/null
 ip netns exec "$SRV_NS" sysctl -qw net.ipv4.tcp_max_tw_buckets=262144
-in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" >/dev/null
+in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" --tcp kernel >/dev/null
 printf '1-%d derive %s\n' $((TCP + UDP + 10)) "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >"$WORK/keys"
 chmod 600 "$WORK/keys"
 result='{}'

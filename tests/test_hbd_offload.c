@@ -510,6 +510,45 @@ static void no_offload_leaves_maps_alone(void **state)
 	unpin_all(&p);
 }
 
+/* Loaded with hbctl load --tcp user (config.tcp_path): hbd leaves conns alone and answers TCP
+ * heartbeats itself, while UDP sessions still go to the kernel for XDP.
+ */
+static void tcp_user_path(void **state)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_ping ping = { .ts = 9 };
+	struct hb_config c = { .tcp_path = HB_TCP_USER, .port = 7600 };
+	struct hb_frame f;
+	struct ht_daemon d;
+	struct pins p;
+	char path[160];
+	const char *args[] = { "--pin-path", path, NULL };
+	__u32 zero = 0;
+	int fd, ufd = ht_udp(false);
+
+	(void)state;
+	assert_true(ufd >= 0);
+	assert_int_equal(make_pins(&p, "tcpuser", true, true, sizeof(struct hb_conn)), 0);
+	assert_int_equal(bpf_map_update_elem(p.config, &zero, &c, BPF_ANY), 0);
+	snprintf(path, sizeof(path), "%s", p.dir);
+	assert_int_equal(ht_start(&d, args), 0);
+	assert_true(ht_file_contains(d.err, "mode=offload", NULL, 0));
+	assert_true(ht_file_contains(d.err, "--tcp user", NULL, 0));
+	fd = ht_tcp_login(d.port, 1, false, NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(ht_send_frame(fd, HB_PING, 2, &ping, sizeof(ping)), 0);
+	assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_PONG);
+	assert_int_equal(count_entries(p.conns, 8), 0);
+	assert_int_not_equal(ht_udp_login(ufd, d.port, false, 2), 0);
+	assert_int_equal(count_entries(p.sessions, 8), 1);
+	close(fd);
+	close(ufd);
+	assert_int_equal(ht_stop(&d), 0);
+	ht_cleanup(&d);
+	unpin_all(&p);
+}
+
 /* Kernel maps with room for two clients: the third is served in userspace (default) or
  * refused (--on-map-full refuse); the first two keep their entries either way.
  */
@@ -605,6 +644,7 @@ int main(void)
 		cmocka_unit_test_teardown(fallback_to_userspace, reap_all),
 		cmocka_unit_test_teardown(no_offload_leaves_maps_alone, reap_all),
 		cmocka_unit_test_teardown(full_map, reap_all),
+		cmocka_unit_test_teardown(tcp_user_path, reap_all),
 	};
 	int rc;
 

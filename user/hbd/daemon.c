@@ -107,7 +107,12 @@ static int setup_maps(struct hbd_daemon *d)
 				"userspace; run `hbctl load --dev IFACE`",
 				cfg->pin_path, why);
 	} else {
+		struct hb_config hc;
+
 		d->offload = true;
+		d->tcp_offload = hbd_maps_config(&d->maps, &hc) || hc.tcp_path != HB_TCP_USER;
+		if (!d->tcp_offload)
+			hb_info("BPF loaded with --tcp user: TCP heartbeats answered here, UDP ones by XDP");
 		/* one daemon per set of maps, before touching any of them: a second would undo the
 		 * first one's sessions and zero its counters
 		 */

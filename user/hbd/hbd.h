@@ -91,6 +91,7 @@ struct hbd_daemon {
 	unsigned nretired;
 	struct hbd_maps maps;
 	bool offload; /* kernel fast paths loaded and in use */
+	bool tcp_offload; /* and the TCP one among them (hbctl load --tcp kernel) */
 	struct hbd_devices *devices;
 	struct hbd_sessions sessions;
 	struct hbd_keytab sources; /* per source address: TCP connections, failed HELLOs */

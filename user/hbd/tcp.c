@@ -239,7 +239,7 @@ static void conn_close(struct hbd_worker *w, uint32_t slot, uint8_t final_type, 
 	c->final_type = final_type;
 	c->final_code = (uint8_t)code;
 	hbd_reasm_drop(&w->chunks, &c->partial);
-	if (d->offload && c->cookie) {
+	if (d->tcp_offload && c->cookie) {
 		int rc = hbd_maps_conn_delete(&d->maps, c->cookie);
 
 		if (rc)
@@ -313,7 +313,7 @@ void hbd_tcp_open(struct hbd_worker *w, uint32_t slot, const uint8_t addr[16])
 			   w->draining ? HB_BYE_SHUTDOWN : HB_ERR_FULL);
 		return;
 	}
-	if (d->offload) {
+	if (d->tcp_offload) {
 		struct io_uring_sqe *sqe = hbd_sqe(w);
 
 		if (sqe) {
@@ -387,7 +387,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	c->device_id = r.device_id;
 	c->state = CONN_AUTHED;
 	c->last_seen = clock32(w);
-	if (d->offload && c->cookie) {
+	if (d->tcp_offload && c->cookie) {
 		rc = hbd_maps_conn_auth(&d->maps, c->cookie, r.device_id, hbd_mono_ns());
 		if (rc && hbd_map_full(w, rc, "conns", r.device_id)) {
 			conn_close(w, slot, HB_ERROR, HB_ERR_FULL);
@@ -592,7 +592,7 @@ void hbd_tcp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		return;
 	}
 	k = hbd_chunk(&w->chunks, c->out);
-	if (w->d->offload && c->state == CONN_AUTHED && cqe->res < k->len - k->off) {
+	if (w->d->tcp_offload && c->state == CONN_AUTHED && cqe->res < k->len - k->off) {
 		/* A short send means the peer left the send buffer full. In offload mode the
 		 * kernel writes PONGs into this same stream (sk_skb redirect), so sending the rest
 		 * later could put a PONG in the middle of our frame. The peer is not reading
@@ -773,7 +773,7 @@ void hbd_tcp_expire(struct hbd_worker *w)
 				}
 				continue;
 			}
-			if (c->state == CONN_AUTHED && d->offload && c->cookie &&
+			if (c->state == CONN_AUTHED && d->tcp_offload && c->cookie &&
 			    !hbd_maps_conn_last_seen(&d->maps, c->cookie, &ns) && ns > d->mono0_ns) {
 				uint32_t k = (uint32_t)((ns - d->mono0_ns) / 1000000);
 

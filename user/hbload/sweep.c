@@ -28,7 +28,10 @@ void hbl_storm(struct hbl_ring *r, uint64_t now)
 
 /* A rate step (--steps) changed the interval. Every heartbeating client gets its next beat
  * anew, uniform over one new interval: the new rate holds at once instead of after the old
- * interval has run out (30 s at the default). Another sweep under way goes first.
+ * interval has run out (30 s at the default). A beat already due sooner stays: moving it later
+ * would stretch the device's silence past what any interval allows (at 500k clients, a ramp
+ * ending back at 30 s once left 85k devices silent for over 45 s, and the server rightly
+ * expired them). Another sweep under way goes first.
  */
 void hbl_rate_change(struct hbl_ring *r)
 {
@@ -47,7 +50,11 @@ static void sweep_rate(struct hbl_ring *r, uint32_t l, uint64_t now)
 
 	if (c->ls != HBL_LS_AUTHED || (c->flags & HBL_F_SILENT) || r->phase != HBL_PH_RUN)
 		return;
-	c->beat_ns = now + hbl_rand(r) % hbl_interval_ns(r);
+	uint64_t b = now + hbl_rand(r) % hbl_interval_ns(r);
+
+	if (b >= c->beat_ns)
+		return;
+	c->beat_ns = b;
 	hbl_wheel_set(&r->wheel, l, c->beat_ns);
 }
 
