@@ -92,6 +92,20 @@ bench_slabinfo() { # FILE
 	awk 'NR > 2 { printf "%s %d\n", $1, $2 * $4 }' /proc/slabinfo > "$1"
 }
 
+# Waits until the kernel has given back the TCP sockets of the last phase (TCP and TCPv6 slab
+# objects in use below N; they are freed after an RCU grace period, seconds after the close at
+# 500k), at most S seconds: otherwise the next phase reuses them and its slab delta reads low.
+bench_wait_slab() { # N S
+	local i n
+	for ((i = 0; i < $2 * 10; i++)); do
+		n=$(awk '$1 == "TCP" || $1 == "TCPv6" { s += $2 } END { print s + 0 }' /proc/slabinfo)
+		[ "$n" -lt "$1" ] && return 0
+		sleep 0.1
+	done
+	echo "bench: $n TCP socket objects still allocated after $2 s" >&2
+	return 1
+}
+
 # Waits until the server namespace has fewer than N TCP sockets (teardown of a phase's
 # connections takes seconds at 500k), at most S seconds.
 bench_wait_sockets() { # NETNS N S

@@ -25,7 +25,7 @@ WARMUP=10 # seconds after setup before a steady window starts
 STEADY=180 # steady window of the TCP offload phase
 STEADY_UDP=120 # steady window of the UDP offload phase
 STEADY_USER=60 # steady window of the userspace phases
-RAMP=25000,30000,40000,50000,60000,80000
+RAMP=20000,25000,30000,35000,40000,50000,60000
 STEP=10
 STORM=1
 STORM_MARGIN=40 # after the 30 s storm window, time for the last clients to come back
@@ -222,6 +222,7 @@ run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
 	fi
 	XDP_ID=
 	bench_wait_sockets "$SRV_NS" 100 60 || true
+	bench_wait_slab 20000 90 || true
 	log "$name: $(jq -c '{connected, setup_s, steady: {pings: .steady.pings, pongs: .steady.pongs, p99: .steady.rtt_us.p99}}' "$dir/hbload.json")"
 }
 
