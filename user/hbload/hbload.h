@@ -243,6 +243,8 @@ struct hbl_ring {
 	int sweep; /* enum hbl_sweep: a pass over every client, HBL_SWEEP_BATCH at a time */
 	uint32_t rate_gen; /* the interval change this ring has acted on */
 	int rate_pending; /* an interval change waits for another sweep to finish */
+	uint64_t sched_iv_ns; /* the interval this ring's schedule follows (0: --interval) */
+	uint64_t sweep_from_iv_ns, sweep_to_iv_ns; /* the change a rate sweep applies */
 	uint32_t sweep_pos;
 	uint64_t bye_deadline;
 

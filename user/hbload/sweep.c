@@ -26,12 +26,15 @@ void hbl_storm(struct hbl_ring *r, uint64_t now)
 	r->sweep_pos = 0;
 }
 
-/* A rate step (--steps) changed the interval. Every heartbeating client gets its next beat
- * anew, uniform over one new interval: the new rate holds at once instead of after the old
- * interval has run out (30 s at the default). A beat already due sooner stays: moving it later
- * would stretch the device's silence past what any interval allows (at 500k clients, a ramp
- * ending back at 30 s once left 85k devices silent for over 45 s, and the server rightly
- * expired them). Another sweep under way goes first.
+/* A rate step (--steps) changed the interval. Every heartbeating client's wait for its next
+ * beat is scaled by new / old interval: waits uniform over the old interval become uniform
+ * over the new one, so the new rate holds at once (instead of after the old interval has run
+ * out, 30 s at the default), without a burst, and no device stays silent longer than the
+ * longer of the two intervals. (Drawing every next beat anew over the new interval left
+ * devices silent for up to old + new interval: at 500k clients a ramp back to 30 s had 85k
+ * silent for over 45 s, and the server rightly expired them. Keeping whichever beat came
+ * sooner doubled the rate for the first seconds of each step.) Another sweep under way goes
+ * first.
  */
 void hbl_rate_change(struct hbl_ring *r)
 {
@@ -40,6 +43,9 @@ void hbl_rate_change(struct hbl_ring *r)
 		return;
 	}
 	r->rate_pending = 0;
+	r->sweep_from_iv_ns = r->sched_iv_ns ? r->sched_iv_ns : r->cfg->interval_ns;
+	r->sweep_to_iv_ns = hbl_interval_ns(r);
+	r->sched_iv_ns = r->sweep_to_iv_ns;
 	r->sweep = HBL_SWEEP_RATE;
 	r->sweep_pos = 0;
 }
@@ -50,11 +56,12 @@ static void sweep_rate(struct hbl_ring *r, uint32_t l, uint64_t now)
 
 	if (c->ls != HBL_LS_AUTHED || (c->flags & HBL_F_SILENT) || r->phase != HBL_PH_RUN)
 		return;
-	uint64_t b = now + hbl_rand(r) % hbl_interval_ns(r);
+	uint64_t wait = c->beat_ns > now ? c->beat_ns - now : 0;
 
-	if (b >= c->beat_ns)
+	if (!r->sweep_from_iv_ns || r->sweep_from_iv_ns == r->sweep_to_iv_ns)
 		return;
-	c->beat_ns = b;
+	c->beat_ns = now + (uint64_t)((double)wait * (double)r->sweep_to_iv_ns /
+				      (double)r->sweep_from_iv_ns);
 	hbl_wheel_set(&r->wheel, l, c->beat_ns);
 }
 
