@@ -39,7 +39,10 @@ struct xdp_program;
 #define HBK_PROG_XDP "hb_xdp"
 
 #define HBK_DEFAULT_CGROUP "/sys/fs/cgroup/unified"
-/* hbctl load --tcp: the path docs/BENCHMARKS.md measured the better one at 500k clients */
+/* hbctl load --tcp. The default follows the figure hbeat exists to cut, server CPU per
+ * heartbeat at a fleet's steady load: at 500k clients the sockmap verdict measured below hbd
+ * (docs/BENCHMARKS.md), and it keeps conns a live kernel view for hbctl conns and bpftool.
+ * hbd answering TCP itself measured lower latency and a faster setup at 500k: --tcp user. */
 #define HBK_DEFAULT_TCP_PATH "kernel"
 
 struct hbk_opts {

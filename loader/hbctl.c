@@ -593,6 +593,7 @@ int hbctl_do_unload(const struct hbctl_args *a)
 			hbj_str(&j, "xdp_note", rep.xdp_note);
 		hbj_bool(&j, "sockops_detached", rep.sockops_detached);
 		hbj_bool(&j, "sockmap_detached", rep.sockmap_detached);
+		hbj_str(&j, "tcp", rep.tcp_user ? "user" : "kernel"); /* user: nothing to detach */
 		hbj_u64(&j, "pins_removed", (uint64_t)rep.pins_removed);
 		hbj_bool(&j, "pin_dir_removed", access(pin, F_OK) != 0);
 		hbj_obj_end(&j);

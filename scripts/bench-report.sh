@@ -89,7 +89,7 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 	# what else ran in the window: CPU of tasks that are neither hbeat nor the kernel threads
 	# it uses (other users of a shared machine), and the hypervisor steal, in % of one CPU
 	def noise($p): $p.windows.steady as $w | if $w then
-	    {other_cpu_pct: (100 * ($w.ns.other // 0) / ($w.secs * 1e9) | round),
+	    {other_cpu_pct: ([100 * ($w.ns.other // 0) / ($w.secs * 1e9), 0] | max | round),
 	     steal_pct: ([$w.cpu[].steal_pct] | max | round),
 	     client_lag_p99_us: $p.hbload.lag_us.p99} else null end;
 	def transport($off; $usr): {

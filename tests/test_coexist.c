@@ -186,6 +186,9 @@ static void dispatcher_or_a_clear_refusal(void **state)
 	snprintf(args, sizeof(args), "load --dev %s --mode native --json", C.sif);
 	assert_int_equal(hbctl(args), 0);
 	assert_true(out_has("{\"loaded\":true,\"dev\":\""));
+	/* the default TCP path is the kernel's: sk_skb and sock_ops attached */
+	assert_true(out_has("\"tcp\":\"kernel\",\"parser_id\":"));
+	assert_false(out_has("\"sockops_id\":0"));
 	assert_true(out_has(freplace ? "\"attach\":\"libxdp-dispatcher\""
 				     : "\"attach\":\"libxdp-single\""));
 	assert_int_equal(sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1", C.srv,
@@ -224,7 +227,7 @@ static void dispatcher_or_a_clear_refusal(void **state)
 	snprintf(args, sizeof(args), "unload --dev %s --json", C.sif);
 	assert_int_equal(hbctl(args), 0);
 	assert_true(out_has("\"xdp_detached\":true,\"sockops_detached\":true,"
-			    "\"sockmap_detached\":true"));
+			    "\"sockmap_detached\":true,\"tcp\":\"kernel\""));
 	assert_true(out_has("\"pin_dir_removed\":true"));
 }
 
@@ -300,12 +303,36 @@ static void then_chains_an_unrelated_program(void **state)
 	close(rx_pass);
 }
 
+/* hbctl load --tcp user: XDP only, the choice recorded in config for hbd and shown by status;
+ * unload has no TCP programs to detach. A wrong value is a usage error. */
+static void tcp_user_attaches_no_tcp_programs(void **state)
+{
+	char args[160];
+
+	(void)state;
+	snprintf(args, sizeof(args), "load --dev %s --tcp sideways", C.sif);
+	assert_int_equal(hbctl(args), 1);
+	assert_true(out_has("--tcp must be kernel or user"));
+	snprintf(args, sizeof(args), "load --dev %s --mode native --tcp user --json", C.sif);
+	assert_int_equal(hbctl(args), 0);
+	assert_true(out_has("\"tcp\":\"user\",\"parser_id\":0,\"verdict_id\":0,\"sockops_id\":0"));
+	assert_int_equal(hbctl("status --json"), 0);
+	assert_true(out_has("\"tcp\":\"user\",\"sockmap\":{\"parser_id\":0,\"verdict_id\":0}"));
+	assert_true(out_has("\"sockops\":{\"link_id\":0,"));
+	snprintf(args, sizeof(args), "unload --dev %s --json", C.sif);
+	assert_int_equal(hbctl(args), 0);
+	assert_true(out_has("\"xdp_detached\":true,\"sockops_detached\":false,"));
+	assert_true(out_has("\"tcp\":\"user\",\"pins_removed\":7,\"pin_dir_removed\":true"));
+	assert_int_not_equal(access(C.pin, F_OK), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(refuses_a_program_outside_the_dispatcher),
 		cmocka_unit_test(dispatcher_or_a_clear_refusal),
 		cmocka_unit_test(then_chains_an_unrelated_program),
+		cmocka_unit_test(tcp_user_attaches_no_tcp_programs),
 	};
 
 	return cmocka_run_group_tests_name("coexist", tests, setup, teardown);

@@ -146,8 +146,10 @@ static int setup(void **state)
 	if (sh("printf '1-100000 derive %%s\\n' $(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')"
 	       " > %s/keys", E.dir))
 		goto fail;
+	/* --tcp kernel (the default, said here because this test is about it): the sockmap path
+	 * answers TCP heartbeats */
 	if (sh("nsenter --net=/run/netns/%s %s/hbctl load --dev %s --mode native --port %d "
-	       "--pin-path %s >&2",
+	       "--tcp kernel --pin-path %s >&2",
 	       E.srv_ns, E.build, E.srv_if, PORT, E.pin))
 		goto fail;
 	E.loaded = 1;

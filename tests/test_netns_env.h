@@ -77,11 +77,12 @@ static inline int hn_up(struct hn_env *e, char tag, int nsrc)
 	return 0;
 }
 
-/* hbctl load on the server's veth (extra: more hbctl options, may be ""). */
+/* hbctl load on the server's veth (extra: more hbctl options, may be ""), with the TCP kernel
+ * path (sockmap, sock_ops) that these tests exercise beside XDP, whatever the default. */
 static inline int hn_load(struct hn_env *e, unsigned port, const char *extra)
 {
 	if (hn_sh("nsenter --net=/run/netns/%s %s/hbctl load --dev %s --mode native --port %u "
-		  "--pin-path %s %s >&2",
+		  "--tcp kernel --pin-path %s %s >&2",
 		  e->srv_ns, e->build, e->srv_if, port, e->pin, extra))
 		return -1;
 	e->loaded = true;
