@@ -74,6 +74,7 @@ static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t
 			int w = hbl_window_of(&r->sh->win, c->beat_ns);
 
 			HBL_INC(r, pings);
+			c->last_ns = c->beat_ns;
 			if (w >= 0)
 				__atomic_store_n(&r->win[w].pings, r->win[w].pings + 1,
 						 __ATOMIC_RELEASE);

@@ -161,6 +161,7 @@ enum hbl_after_close {
 struct hbl_client {
 	struct hbc c;
 	uint64_t beat_ns; /* scheduled time of the next heartbeat: the fixed schedule */
+	uint64_t last_ns; /* since when the server has heard nothing: WELCOME, then each PING */
 	uint8_t *carry; /* TCP: bytes of a partial frame (allocated only while one is pending) */
 	uint32_t beats; /* heartbeats sent (DATA/ECHO every N of them) */
 	uint16_t carry_len;

@@ -224,6 +224,7 @@ static void on_welcome(struct hbl_ring *r, uint32_t l, uint64_t now)
 		return;
 	}
 	/* first beat uniformly spread over one interval */
+	c->last_ns = now;
 	c->beat_ns = now + hbl_rand(r) % hbl_interval_ns(r);
 	hbl_wheel_set(&r->wheel, l, c->beat_ns);
 }

@@ -29,12 +29,11 @@ void hbl_storm(struct hbl_ring *r, uint64_t now)
 /* A rate step (--steps) changed the interval. Every heartbeating client's wait for its next
  * beat is scaled by new / old interval: waits uniform over the old interval become uniform
  * over the new one, so the new rate holds at once (instead of after the old interval has run
- * out, 30 s at the default), without a burst, and no device stays silent longer than the
- * longer of the two intervals. (Drawing every next beat anew over the new interval left
- * devices silent for up to old + new interval: at 500k clients a ramp back to 30 s had 85k
- * silent for over 45 s, and the server rightly expired them. Keeping whichever beat came
- * sooner doubled the rate for the first seconds of each step.) Another sweep under way goes
- * first.
+ * out, 30 s at the default) and without a burst. Silence is capped in sweep_rate(). (Drawing
+ * every next beat anew over the new interval left devices silent for up to old + new
+ * interval: at 500k clients a ramp back to 30 s had 85k silent for over 45 s, and the server
+ * rightly expired them. Keeping whichever beat came sooner doubled the rate for the first
+ * seconds of each step.) Another sweep under way goes first.
  */
 void hbl_rate_change(struct hbl_ring *r)
 {
@@ -60,8 +59,16 @@ static void sweep_rate(struct hbl_ring *r, uint32_t l, uint64_t now)
 
 	if (!r->sweep_from_iv_ns || r->sweep_from_iv_ns == r->sweep_to_iv_ns)
 		return;
-	c->beat_ns = now + (uint64_t)((double)wait * (double)r->sweep_to_iv_ns /
-				      (double)r->sweep_from_iv_ns);
+	uint64_t b = now + (uint64_t)((double)wait * (double)r->sweep_to_iv_ns /
+				       (double)r->sweep_from_iv_ns);
+	/* scaling keeps silence within the new interval for one change, not across a ramp down
+	 * and back up (a wait stretched 1.5x after a step that left it long): a device never
+	 * goes quiet for more than 1.2 new intervals, below any server's 1.5 */
+	uint64_t cap = c->last_ns + r->sweep_to_iv_ns + r->sweep_to_iv_ns / 5;
+
+	if (b > cap)
+		b = cap > now ? cap : now;
+	c->beat_ns = b;
 	hbl_wheel_set(&r->wheel, l, c->beat_ns);
 }
 
