@@ -35,6 +35,7 @@ summary, the CPU/memory samples, the RTT histograms).
 | TCP steady window | $(v .tcp.steady_s) s, $(v .tcp.hb_per_s) hb/s | $(v .tcp.user.steady_s) s | ≥ 180 s at ≈16.7k hb/s | PINGs scheduled in the window |
 | TCP PINGs / PONGs | $(v .tcp.pings) / $(v .tcp.pongs) | $(v .tcp.user.pings) / $(v .tcp.user.pongs) | all answered | PONGs of the window's PINGs |
 | TCP heartbeats answered in userspace | $(v .tcp.pings_user) (kernel: $(v .tcp.pings_kernel)) | all | 0 | \`hbctl stats\` over the whole phase |
+| TCP devices expired by hbd (BYE EXPIRED at the client), whole phase | $(v '.phases["tcp-offload"].hbload.expired') | $(v '.phases["tcp-user"].hbload.expired') | 0 | hbload \`expired\` |
 | TCP RTT p50 / p99 / p99.9 (µs) | $(v .tcp.rtt_us.p50) / $(v .tcp.rtt_us.p99) / $(v .tcp.rtt_us.p999) | $(v .tcp.user.rtt_us.p50) / $(v .tcp.user.rtt_us.p99) / $(v .tcp.user.rtt_us.p999) | p99 ≤ 5 ms | from the scheduled send time |
 | TCP server CPU per heartbeat | $(v .tcp.cpu_us_per_hb_offload) µs | $(v .tcp.cpu_us_per_hb_user) µs | userspace ≥ 1.5× | server CPU time / PINGs of the window (Method) |
 | TCP userspace / kernel CPU | $(v .tcp.user_over_offload)× | | ≥ 1.5× | |
