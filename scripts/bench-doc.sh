@@ -86,10 +86,11 @@ cat <<EOF
 ## Rate ramp (TCP, all clients connected)
 
 Each step scales every client's wait for its next heartbeat by new / old interval (the new
-rate holds at once, with no burst and no device silent longer than either interval), then
-measures after 3 s of settling. A step fails when its p99 exceeds 10 ms (an unanswered PING counts as
-slower than any answer: p99 = -1 means more than 1% went unanswered); the ramp stops after
-the first failed step.
+rate holds at once and without a burst; no device stays silent past 1.2 times the longer
+interval), then measures after 3 s of settling. A step fails when its p99 exceeds 10 ms (an
+unanswered PING counts as slower than any answer: p99 = -1 means more than 1% went
+unanswered), or when hbload sent less than 90% of the step's rate (it was saturated, so the
+step says nothing about the server); the ramp stops after the first failed step.
 
 | path | wanted hb/s | sent hb/s | PINGs | PONGs | p50 µs | p99 µs | p99.9 µs | server CPU % | client CPU % | ok |
 |---|---|---|---|---|---|---|---|---|---|---|

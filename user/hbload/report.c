@@ -42,10 +42,13 @@ static long long pct(const struct hbl_wstats *w, double p)
 	return v == UINT64_MAX ? -1 : (long long)v;
 }
 
-static int step_ok(const struct hbl_cfg *cfg, const struct hbl_wstats *w)
+static int step_ok(const struct hbl_cfg *cfg, const struct hbl_window_def *d,
+		   const struct hbl_wstats *w)
 {
 	long long p99 = pct(w, 99);
 
+	if (hbl_step_short(d, w))
+		return 0; /* the step's rate was not reached: nothing to say about it */
 	if (cfg->o.step_stop_ms <= 0)
 		return p99 >= 0;
 	return p99 >= 0 && p99 <= (long long)(cfg->o.step_stop_ms * 1000);
@@ -79,7 +82,7 @@ static void windows_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_re
 		return;
 	fprintf(f, ",\"steps\":[");
 	for (uint32_t i = 1; i <= res->steps_run; i++) {
-		int ok = step_ok(cfg, &res->win[i]);
+		int ok = step_ok(cfg, &res->def[i], &res->win[i]);
 
 		fprintf(f, "%s{", i > 1 ? "," : "");
 		window_json(f, res, i);
@@ -206,6 +209,6 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 			hbl_window_name(res, i, name, sizeof(name)), res->def[i].rate,
 			secs > 0 ? (double)w->pings / secs : 0.0, (ull)w->pings, (ull)w->pongs,
 			pct(w, 50) / 1e3, pct(w, 99) / 1e3,
-			i && cfg->o.nsteps ? (step_ok(cfg, w) ? " ok" : " FAILED") : "");
+			i && cfg->o.nsteps ? (step_ok(cfg, &res->def[i], w) ? " ok" : " FAILED") : "");
 	}
 }

@@ -253,6 +253,15 @@ static void windows_tick(const struct hbl_cfg *cfg, struct hbl_shared *sh, struc
 		merge_window(rings, cfg->rings, 1 + tl->next_eval, &ws);
 		p99 = hbl_wstats_percentile(&ws, 99);
 		tl->next_eval++;
+		if (o->step_stop_ms > 0 && hbl_step_short(&res->def[tl->next_eval], &ws)) {
+			hb_info("step %u (%.0f/s): only %.0f/s sent (hbload saturated?): ramp stopped",
+				tl->next_eval, o->steps[tl->next_eval - 1],
+				(double)ws.pings * 1e9 /
+					(double)(res->def[tl->next_eval].to_ns - res->def[tl->next_eval].from_ns));
+			res->ramp_stopped = tl->next_eval;
+			tl->next_step = o->nsteps;
+			break;
+		}
 		if (o->step_stop_ms > 0 && p99 > (uint64_t)(o->step_stop_ms * 1000)) {
 			hb_info("step %u (%.0f/s): p99 %s %.1f ms: ramp stopped", tl->next_eval,
 				o->steps[tl->next_eval - 1], p99 == UINT64_MAX ? ">" : "",

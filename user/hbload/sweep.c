@@ -61,10 +61,12 @@ static void sweep_rate(struct hbl_ring *r, uint32_t l, uint64_t now)
 		return;
 	uint64_t b = now + (uint64_t)((double)wait * (double)r->sweep_to_iv_ns /
 				       (double)r->sweep_from_iv_ns);
-	/* scaling keeps silence within the new interval for one change, not across a ramp down
-	 * and back up (a wait stretched 1.5x after a step that left it long): a device never
-	 * goes quiet for more than 1.2 new intervals, below any server's 1.5 */
-	uint64_t cap = c->last_ns + r->sweep_to_iv_ns + r->sweep_to_iv_ns / 5;
+	/* scaling bounds silence by the longer interval for one change, not across a ramp down
+	 * and back up (a wait stretched 1.5x after steps that left it long): a device never goes
+	 * quiet for more than 1.2 of the longer interval, below a server's 1.5 (a cap at the
+	 * shorter one would pull beats forward into the settle time of every step down) */
+	uint64_t iv = r->sweep_to_iv_ns > r->sweep_from_iv_ns ? r->sweep_to_iv_ns : r->sweep_from_iv_ns;
+	uint64_t cap = c->last_ns + iv + iv / 5;
 
 	if (b > cap)
 		b = cap > now ? cap : now;

@@ -21,6 +21,13 @@ void hbl_wstats_merge(struct hbl_wstats *dst, const struct hbl_wstats *src)
 	hb_hist_merge(&dst->rtt, &src->rtt);
 }
 
+int hbl_step_short(const struct hbl_window_def *d, const struct hbl_wstats *s)
+{
+	double secs = (double)(d->to_ns - d->from_ns) / 1e9;
+
+	return d->rate > 0 && secs > 0 && (double)s->pings < 0.9 * d->rate * secs;
+}
+
 uint64_t hbl_wstats_percentile(const struct hbl_wstats *s, double p)
 {
 	uint64_t missing = s->pings > s->pongs ? s->pings - s->pongs : 0;

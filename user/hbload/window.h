@@ -56,6 +56,10 @@ void hbl_wstats_merge(struct hbl_wstats *dst, const struct hbl_wstats *src);
  */
 uint64_t hbl_wstats_percentile(const struct hbl_wstats *s, double p);
 
+/* A rate step whose window holds fewer than 90% of the PINGs its rate asks for: the load
+ * generator could not send it (saturated), so the step says nothing about the server. */
+int hbl_step_short(const struct hbl_window_def *d, const struct hbl_wstats *s);
+
 /* Writes the nonzero buckets of h as "low_us high_us count" lines under a "# name" header,
  * for plotting (docs/BENCHMARKS.md). Returns 0 or -errno.
  */
