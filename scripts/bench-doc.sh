@@ -121,14 +121,24 @@ window (noise rows). Where this run and an earlier one differ, the spread is tha
   ($(v .tcp.setup_s) against $(v .tcp.user.setup_s) s: sock_ops inserts every connection into the sockhash, hbd reads
   its cookie and writes its conns entry); $(v '.tcp.pings - .tcp.pongs') of $(v .tcp.pings) PINGs in the window got no PONG,
   none on the userspace path.
-- **Ceiling**: at 500,000 connections both paths pass $(v .ceiling.tcp_offload_hb_per_s) hb/s and fail the next step
-  (ramp table). At the failing step the client's CPU was $(v '.ceiling.offload_steps[-1].client_cpu_pct')% (kernel path) and $(v '.ceiling.user_steps[-1].client_cpu_pct')%
-  (userspace) busy: the simulator, which needs more CPU per heartbeat than either server path
-  ($(v .tcp.client_cpu_us_per_hb) µs in the steady window, so about $(v '.tcp.client_cpu_us_per_hb * 50000 / 1e5 | round / 10') CPUs for 50k hb/s by itself),
-  runs out first on this machine: 50k/s cannot be shown here whatever the server does. The
-  collapse FIELD-NOTES describes (PONGs queued to the kworker of the client's CPU, the
-  machine 40% idle) is what the split placement removes: the server veth's receive path is
-  steered to CPU 1 (RPS), so the verdict and its kworker run there, away from hbload.
+- **Ceiling**: at 500,000 connections the sockmap path passed $(v .ceiling.tcp_offload_hb_per_s) hb/s and failed at
+  $(v .ceiling.tcp_offload_breaks_at); hbd's own path passed $(v .ceiling.tcp_user_hb_per_s) and failed at $(v .ceiling.tcp_user_breaks_at) (ramp table, a p99 over 10 ms
+  each time). From 25k/s on the client's CPU is close to fully busy in both: the simulator
+  needs $(v .tcp.client_cpu_us_per_hb) µs of CPU per heartbeat itself (steady window), about $(v '.tcp.client_cpu_us_per_hb * 50000 / 1e5 | round / 10') CPUs at 50k/s,
+  so 50k/s cannot be shown on this 2-vCPU machine whatever the server does. The sockmap path
+  breaks first, and with the server's CPU not full: at its failing step CPU 1 was
+  $(v '.ceiling.offload_steps[-1].cpu_busy_pct.cpu1')% busy, where hbd's path passed the same rate. Why: a verdict cannot send, so
+  each PONG becomes a work item on the CPU that ran the verdict, and that CPU's one kworker
+  runs them one after another, each a full \`tcp_sendmsg\` taking the socket lock, and only
+  when the receive softirq work queued before it is done; PONG latency grows with that queue
+  before the CPU is saturated (FIELD-NOTES traced this). What was tried: steering the server
+  veth's receive path to its own CPU (RPS, the split placement here) so the verdict and its
+  kworker run away from hbload, which FIELD-NOTES measured as the one change that helped; it
+  is used in every phase, and the ceiling it reaches is the one above (scripts/ceiling.sh
+  switches placements within one run; at 500k its steps carried queues over from one
+  configuration to the next, so its figures are not quoted). Not tried yet: PONGs
+  sent from more than one CPU (RPS over both CPUs, or several receive queues on a real NIC),
+  and a frame design that lets one redirect carry several PONGs.
 - **Memory**: hbd grows by $(v .memory.rss_growth_b_per_client) B per client (a 40-byte slot and 8 bytes of wheel links
   per direct-descriptor slot, a device-table entry: user/hbd/worker.h; the rest of its RSS is
   there at 0 clients); the kernel holds $(v .memory.kernel_b_per_client) B per server-side
@@ -137,9 +147,10 @@ window (noise rows). Where this run and an earlier one differ, the spread is tha
   and the last ones still need the setup rate.
 
 **Defaults.** UDP: XDP. TCP: the sockmap path, because the figure hbeat exists to cut, server
-CPU per heartbeat at the fleet's steady load, measured lower for it (and \`conns\` stays a live
-kernel view for \`hbctl conns\` and \`bpftool\`). hbd answering TCP itself measured a lower p99
-and a faster setup at 500k: \`hbctl load --tcp user\` chooses it, with XDP still on UDP.
+CPU per heartbeat at the fleet's steady load, measured lower for it ($(v .tcp.user_over_offload)×), and \`conns\`
+stays a live kernel view for \`hbctl conns\` and \`bpftool\`. Everything else in this run
+favoured hbd answering TCP itself (p99, setup, ceiling, no lost PONG): \`hbctl load --tcp user\`
+chooses it, with XDP still on UDP.
 EOF
 fi
 cat <<'EOF'
