@@ -21,6 +21,7 @@
 
 #include "hb_env.h"
 #include "test_hbd_harness.h"
+#include "test_sh.h"
 
 #define HB_PORT 7600
 #define DROP_PORT 9999 /* examples/xdp_portfilter.bpf.c drops UDP to it */
@@ -32,23 +33,10 @@ static struct {
 	int home; /* this process's own network namespace */
 } C;
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
-}
 
 static int hbctl(const char *args)
 {
-	return sh("nsenter --net=/run/netns/%s %s/hbctl %s --pin-path %s > %s 2>&1", C.srv, C.build,
+	return hbt_sh("nsenter --net=/run/netns/%s %s/hbctl %s --pin-path %s > %s 2>&1", C.srv, C.build,
 		  args, C.pin, C.out);
 }
 
@@ -62,10 +50,10 @@ static int teardown(void **state)
 	(void)state;
 	if (C.home >= 0)
 		setns(C.home, CLONE_NEWNET);
-	sh("nsenter --net=/run/netns/%s %s/hbctl unload --dev %s --pin-path %s >/dev/null 2>&1",
+	hbt_sh("nsenter --net=/run/netns/%s %s/hbctl unload --dev %s --pin-path %s >/dev/null 2>&1",
 	   C.srv, C.build, C.sif, C.pin);
-	sh("rm -rf %s %s", C.pin, C.out);
-	sh("BUILD=%s scripts/netns.sh down %s", C.build, C.name);
+	hbt_sh("rm -rf %s %s", C.pin, C.out);
+	hbt_sh("BUILD=%s scripts/netns.sh down %s", C.build, C.name);
 	if (C.home >= 0)
 		close(C.home);
 	return 0;
@@ -81,7 +69,7 @@ static int setup(void **state)
 	snprintf(C.pin, sizeof(C.pin), "/sys/fs/bpf/hbeat-ops-%d", (int)getpid());
 	snprintf(C.out, sizeof(C.out), "/tmp/hbo-coexist-%d.out", (int)getpid());
 	C.home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	if (C.home < 0 || sh("BUILD=%s scripts/netns.sh up %s 1 >&2", C.build, C.name)) {
+	if (C.home < 0 || hbt_sh("BUILD=%s scripts/netns.sh up %s 1 >&2", C.build, C.name)) {
 		teardown(state);
 		return -1;
 	}
@@ -149,10 +137,10 @@ static void refuses_a_program_outside_the_dispatcher(void **state)
 	char id_before[32] = "", id_after[32] = "";
 
 	(void)state;
-	assert_int_equal(sh("ip -n %s link set dev %s xdpdrv obj %s/bpf/xdp_pass.bpf.o sec xdp",
+	assert_int_equal(hbt_sh("ip -n %s link set dev %s xdpdrv obj %s/bpf/xdp_pass.bpf.o sec xdp",
 			    C.srv, C.sif, C.build),
 			 0);
-	assert_int_equal(sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
+	assert_int_equal(hbt_sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
 			    C.sif, C.out),
 			 0);
 	assert_true(ht_file_contains(C.out, "", id_before, sizeof(id_before)));
@@ -168,13 +156,13 @@ static void refuses_a_program_outside_the_dispatcher(void **state)
 	assert_true(out_has("--then FILE[:PROG]"));
 	assert_true(out_has("everything it attached has been removed again"));
 	/* the other program is exactly where it was */
-	assert_int_equal(sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
+	assert_int_equal(hbt_sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
 			    C.sif, C.out),
 			 0);
 	assert_true(ht_file_contains(C.out, "", id_after, sizeof(id_after)));
 	assert_string_equal(id_before, id_after);
 	assert_int_not_equal(access(C.pin, F_OK), 0);
-	assert_int_equal(sh("ip -n %s link set dev %s xdpdrv off", C.srv, C.sif), 0);
+	assert_int_equal(hbt_sh("ip -n %s link set dev %s xdpdrv off", C.srv, C.sif), 0);
 }
 
 static void dispatcher_or_a_clear_refusal(void **state)
@@ -191,7 +179,7 @@ static void dispatcher_or_a_clear_refusal(void **state)
 	assert_false(out_has("\"sockops_id\":0"));
 	assert_true(out_has(freplace ? "\"attach\":\"libxdp-dispatcher\""
 				     : "\"attach\":\"libxdp-single\""));
-	assert_int_equal(sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1", C.srv,
+	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1", C.srv,
 			    C.sif, C.out),
 			 0);
 	assert_true(out_has("hb_xdp"));
@@ -199,11 +187,11 @@ static void dispatcher_or_a_clear_refusal(void **state)
 		/* a kernel with BPF trampolines: hb_xdp sits in the dispatcher, others join */
 		assert_int_equal(hbctl("status --json"), 0);
 		assert_true(out_has("\"attach\":\"libxdp-dispatcher\""));
-		assert_int_equal(sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
+		assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
 				    "%s/examples/xdp_portfilter.bpf.o >/dev/null 2>&1",
 				    C.srv, C.sif, C.build),
 				 0);
-		assert_int_equal(sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
+		assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
 				    C.srv, C.sif, C.out),
 				 0);
 		assert_true(out_has("hb_xdp") && out_has("portfilter"));
@@ -213,12 +201,12 @@ static void dispatcher_or_a_clear_refusal(void **state)
 		assert_true(out_has("\"attach\":\"libxdp-single\""));
 		assert_true(out_has("\"dispatcher_unavailable\":\"the kernel refuses freplace "
 				    "(BPF_PROG_TYPE_EXT) programs"));
-		assert_int_not_equal(sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
+		assert_int_not_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
 					"%s/examples/xdp_portfilter.bpf.o > %s 2>&1",
 					C.srv, C.sif, C.build, C.out),
 				     0);
 		assert_true(out_has("not using a dispatcher"));
-		assert_int_equal(sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
+		assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
 				    C.srv, C.sif, C.out),
 				 0);
 		assert_true(out_has("hb_xdp"));

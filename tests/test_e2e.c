@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "hbeat_abi.h"
+#include "test_sh.h"
 
 #define CLIENTS 1000
 #define SILENT 2 /* devices that authenticate and then never heartbeat */
@@ -46,21 +47,6 @@ struct e2e {
 
 static struct e2e E;
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	if (rc == -1 || !WIFEXITED(rc))
-		return -1;
-	return WEXITSTATUS(rc);
-}
 
 /* Runs a shell command and returns its first line of output as a number (-1 on failure). */
 static long long sh_num(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -119,11 +105,11 @@ static int teardown(void **state)
 {
 	stop_hbd();
 	if (E.loaded)
-		sh("nsenter --net=/run/netns/%s %s/hbctl unload --dev %s --pin-path %s >/dev/null",
+		hbt_sh("nsenter --net=/run/netns/%s %s/hbctl unload --dev %s --pin-path %s >/dev/null",
 		   E.srv_ns, E.build, E.srv_if, E.pin);
-	sh("BUILD=%s scripts/netns.sh down %s", E.build, E.name);
-	sh("rm -rf %s", E.pin); /* only if unload could not run */
-	sh("rm -rf %s", E.dir);
+	hbt_sh("BUILD=%s scripts/netns.sh down %s", E.build, E.name);
+	hbt_sh("rm -rf %s", E.pin); /* only if unload could not run */
+	hbt_sh("rm -rf %s", E.dir);
 	return 0;
 }
 
@@ -139,16 +125,16 @@ static int setup(void **state)
 	snprintf(E.dir, sizeof(E.dir), "/tmp/hbeat-e2e-%d", me);
 	snprintf(E.pin, sizeof(E.pin), "/sys/fs/bpf/hbeat-e2e-%d", me);
 
-	if (sh("BUILD=%s scripts/netns.sh up %s 4 >&2", E.build, E.name))
+	if (hbt_sh("BUILD=%s scripts/netns.sh up %s 4 >&2", E.build, E.name))
 		goto fail;
 	if (mkdir(E.dir, 0700))
 		goto fail;
-	if (sh("printf '1-100000 derive %%s\\n' $(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')"
+	if (hbt_sh("printf '1-100000 derive %%s\\n' $(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')"
 	       " > %s/keys", E.dir))
 		goto fail;
 	/* --tcp kernel (the default, said here because this test is about it): the sockmap path
 	 * answers TCP heartbeats */
-	if (sh("nsenter --net=/run/netns/%s %s/hbctl load --dev %s --mode native --port %d "
+	if (hbt_sh("nsenter --net=/run/netns/%s %s/hbctl load --dev %s --mode native --port %d "
 	       "--tcp kernel --pin-path %s >&2",
 	       E.srv_ns, E.build, E.srv_if, PORT, E.pin))
 		goto fail;
@@ -180,12 +166,12 @@ static int setup(void **state)
 		_exit(127);
 	}
 	for (int i = 0; i < 100; i++) {
-		if (sh("nsenter --net=/run/netns/%s ss -Hltn 'sport = :%d' | grep -q .", E.srv_ns,
+		if (hbt_sh("nsenter --net=/run/netns/%s ss -Hltn 'sport = :%d' | grep -q .", E.srv_ns,
 		       PORT) == 0)
 			return 0;
 		if (waitpid(E.hbd, NULL, WNOHANG) == E.hbd) {
 			E.hbd = 0;
-			sh("cat %s/hbd.log >&2", E.dir);
+			hbt_sh("cat %s/hbd.log >&2", E.dir);
 			goto fail;
 		}
 		usleep(100 * 1000);
@@ -220,7 +206,7 @@ static void run_load(const char *proto, const char *map)
 		_exit(127);
 	}
 	sleep(DURATION / 2 + 1);
-	assert_int_equal(sh("bpftool map dump pinned %s/%s > %s/%s.dump", E.pin, map, E.dir, map),
+	assert_int_equal(hbt_sh("bpftool map dump pinned %s/%s > %s/%s.dump", E.pin, map, E.dir, map),
 			 0);
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -271,7 +257,7 @@ static void check_dump(const char *map, int want_entries)
 
 	if (authed < want_entries || with_peer < want_entries || with_dev < want_entries ||
 	    beating < want_entries) {
-		sh("head -c 1500 %s/%s.dump >&2", E.dir, map);
+		hbt_sh("head -c 1500 %s/%s.dump >&2", E.dir, map);
 		fail_msg("%s dump: %lld authed, %lld with peer text, %lld with device id, %lld "
 			 "heartbeating; want %d",
 			 map, authed, with_peer, with_dev, beating, want_entries);
@@ -302,7 +288,7 @@ static void test_stats_and_sink(void **state)
 
 	/* let the silent UDP sessions pass their timeout (1 s x 1.5) and a wheel tick */
 	sleep(2);
-	assert_int_equal(sh("nsenter --net=/run/netns/%s %s/hbctl stats --json --pin-path %s > "
+	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl stats --json --pin-path %s > "
 			    "%s/stats.json",
 			    E.srv_ns, E.build, E.pin, E.dir),
 			 0);
@@ -315,7 +301,7 @@ static void test_stats_and_sink(void **state)
 	assert_int_equal(jnum("stats.json", ".user.frames_bad"), 0);
 
 	/* /metrics (curl inside the server namespace) says what hbctl stats says */
-	assert_int_equal(sh("nsenter --net=/run/netns/%s curl -sS --max-time 5 -o %s/metrics.txt "
+	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s curl -sS --max-time 5 -o %s/metrics.txt "
 			    "http://127.0.0.1:%d/metrics",
 			    E.srv_ns, E.dir, METRICS_PORT),
 			 0);
@@ -338,7 +324,7 @@ static void test_stats_and_sink(void **state)
 	assert_int_equal(metric("hbeat_devices_connected{transport=\"udp\"}"), 0);
 	assert_int_equal(metric("hbeat_kernel_counter_total{counter=\"sk_pong\"}"),
 			 jnum("stats.json", ".kernel.sk_pong"));
-	assert_int_equal(sh("grep -q '^hbeat_build_info{.*mode=\"offload\"} 1$' %s/metrics.txt",
+	assert_int_equal(hbt_sh("grep -q '^hbeat_build_info{.*mode=\"offload\"} 1$' %s/metrics.txt",
 			    E.dir),
 			 0);
 
@@ -361,11 +347,11 @@ static void device_lifecycle(const char *proto, unsigned long long id)
 	pid_t pid;
 	int status;
 
-	assert_int_equal(sh("%s/hbctl devices add %llu --keys %s/keys --control %s/ctl.sock > "
+	assert_int_equal(hbt_sh("%s/hbctl devices add %llu --keys %s/keys --control %s/ctl.sock > "
 			    "%s/add-%llu.txt",
 			    E.build, id, E.dir, E.dir, E.dir, id),
 			 0);
-	assert_int_equal(sh("sed -n 's/^secret (shown once; store it in the device): //p' "
+	assert_int_equal(hbt_sh("sed -n 's/^secret (shown once; store it in the device): //p' "
 			    "%s/add-%llu.txt > %s/secret-%llu",
 			    E.dir, id, E.dir, id),
 			 0);
@@ -392,12 +378,12 @@ static void device_lifecycle(const char *proto, unsigned long long id)
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
-	for (int i = 0; i < 300 && sh("grep -q connected %s", out); i++)
+	for (int i = 0; i < 300 && hbt_sh("grep -q connected %s", out); i++)
 		usleep(10000);
-	assert_int_equal(sh("grep -q connected %s", out), 0);
+	assert_int_equal(hbt_sh("grep -q connected %s", out), 0);
 	/* a few heartbeats (interval 1 s), each answered by XDP or the sockmap verdict */
 	sleep(3);
-	assert_int_equal(sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --device %llu "
+	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --device %llu "
 			    "--state authed --json > %s/conns-%llu.json",
 			    E.srv_ns, E.build, E.pin, id, E.dir, id),
 			 0);
@@ -405,25 +391,25 @@ static void device_lifecycle(const char *proto, unsigned long long id)
 	pings = jnum(out, strcmp(proto, "udp") ? ".conns[0].pings" : ".sessions[0].pings");
 	assert_true(pings >= 2);
 	/* a downlink, acknowledged by the device */
-	assert_int_equal(sh("%s/hbctl send %llu 'set interval 60' --control %s/ctl.sock >&2",
+	assert_int_equal(hbt_sh("%s/hbctl send %llu 'set interval 60' --control %s/ctl.sock >&2",
 			    E.build, id, E.dir),
 			 0);
 	snprintf(out, sizeof(out), "%s/device-%llu.out", E.dir, id);
-	for (int i = 0; i < 100 && sh("grep -q 'downlink set interval 60' %s", out); i++)
+	for (int i = 0; i < 100 && hbt_sh("grep -q 'downlink set interval 60' %s", out); i++)
 		usleep(10000);
-	assert_int_equal(sh("grep -q 'downlink set interval 60' %s", out), 0);
+	assert_int_equal(hbt_sh("grep -q 'downlink set interval 60' %s", out), 0);
 	/* revoked: the kernel forgets it and the device is told */
-	assert_int_equal(sh("%s/hbctl devices remove %llu --keys %s/keys --control %s/ctl.sock "
+	assert_int_equal(hbt_sh("%s/hbctl devices remove %llu --keys %s/keys --control %s/ctl.sock "
 			    "--json > %s/rm-%llu.json",
 			    E.build, id, E.dir, E.dir, E.dir, id),
 			 0);
 	snprintf(out, sizeof(out), "rm-%llu.json", id);
 	assert_int_equal(jnum(out, ".sessions_cut"), 1);
 	snprintf(out, sizeof(out), "%s/device-%llu.out", E.dir, id);
-	for (int i = 0; i < 100 && sh("grep -q 'disconnected %d' %s", HB_BYE_REVOKED, out); i++)
+	for (int i = 0; i < 100 && hbt_sh("grep -q 'disconnected %d' %s", HB_BYE_REVOKED, out); i++)
 		usleep(10000);
-	assert_int_equal(sh("grep -q 'disconnected %d' %s", HB_BYE_REVOKED, out), 0);
-	assert_int_equal(sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --device %llu "
+	assert_int_equal(hbt_sh("grep -q 'disconnected %d' %s", HB_BYE_REVOKED, out), 0);
+	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --device %llu "
 			    "--json > %s/conns-%llu.json",
 			    E.srv_ns, E.build, E.pin, id, E.dir, id),
 			 0);

@@ -245,11 +245,11 @@ static void nic_down_up_and_xdp_gone(void **state)
 	assert_int_not_equal(tok, 0);
 	assert_true(udp_ping(u, tok, 1, 500));
 
-	assert_int_equal(hn_sh("ip -n %s link set %s down", E.srv_ns, E.srv_if), 0);
+	assert_int_equal(hbt_sh("ip -n %s link set %s down", E.srv_ns, E.srv_if), 0);
 	ht_sleep_ms(1500);
 	assert_true(ht_file_contains(d.err, "is down: no heartbeat reaches", NULL, 0));
 	assert_false(udp_ping(u, tok, 2, 300));
-	assert_int_equal(hn_sh("ip -n %s link set %s up && ip -n %s route replace 10.77.0.0/16 dev %s",
+	assert_int_equal(hbt_sh("ip -n %s link set %s up && ip -n %s route replace 10.77.0.0/16 dev %s",
 			       E.srv_ns, E.srv_if, E.srv_ns, E.srv_if),
 			 0);
 	/* the peer notices the carrier again, routes come back */
@@ -265,7 +265,7 @@ static void nic_down_up_and_xdp_gone(void **state)
 	assert_int_equal(hn_stat(&E, "user.pings_user"), user0);
 
 	/* the XDP program goes: the daemon answers, and says why */
-	assert_int_equal(hn_sh("ip -n %s link set dev %s xdp off", E.srv_ns, E.srv_if), 0);
+	assert_int_equal(hbt_sh("ip -n %s link set dev %s xdp off", E.srv_ns, E.srv_if), 0);
 	ht_sleep_ms(1500);
 	assert_true(ht_file_contains(d.err, "has no XDP program any more", NULL, 0));
 	for (uint16_t i = 80; i < 85; i++)
@@ -286,7 +286,7 @@ static void bpf_unavailable(void **state)
 	int fd;
 
 	(void)state;
-	assert_int_equal(hn_sh("nsenter --net=/run/netns/%s %s/hbctl load --dev no-such-nic "
+	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl load --dev no-such-nic "
 			       "--pin-path %s-2 2>%s-err.txt",
 			       E.srv_ns, E.build, E.pin, "/tmp/hbh-faults"),
 			 2);

@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test_sh.h"
+
 #define HN_SRV_ADDR "10.77.0.1" /* scripts/netns.sh's fixed addresses */
 #define HN_SRV_ADDR_HOST 0x0a4d0001u
 
@@ -32,21 +34,6 @@ struct hn_env {
 	bool up, loaded;
 };
 
-static inline int hn_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static inline int hn_sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	if (rc == -1 || !WIFEXITED(rc))
-		return -1;
-	return WEXITSTATUS(rc);
-}
 
 /* Creates the namespaces (nsrc client source addresses 10.77.1.1..) for a test tagged tag. */
 static inline int hn_up(struct hn_env *e, char tag, int nsrc)
@@ -65,13 +52,13 @@ static inline int hn_up(struct hn_env *e, char tag, int nsrc)
 		return -1;
 	/* a test killed before its teardown (SIGKILL, a timeout) leaves its namespaces and pins
 	 * behind: remove those whose process is gone, so they do not pile up on a CI machine */
-	hn_sh("for d in /run/netns/hbh?[0-9]*-srv /run/netns/hbh?[0-9]*-cli; do [ -e \"$d\" ] || continue; "
+	hbt_sh("for d in /run/netns/hbh?[0-9]*-srv /run/netns/hbh?[0-9]*-cli; do [ -e \"$d\" ] || continue; "
 	      "n=${d##*/}; n=${n%%-*}; p=${n#hbh?}; [ -d /proc/$p ] && continue; "
 	      "BUILD=%s scripts/netns.sh down $n >/dev/null 2>&1; done; "
 	      "for d in /sys/fs/bpf/hbeat-harden-?-[0-9]*; do [ -e \"$d\" ] || continue; "
 	      "[ -d /proc/${d##*-} ] || rm -rf \"$d\"; done",
 	      e->build);
-	if (hn_sh("BUILD=%s scripts/netns.sh up %s %d >&2", e->build, e->name, nsrc))
+	if (hbt_sh("BUILD=%s scripts/netns.sh up %s %d >&2", e->build, e->name, nsrc))
 		return -1;
 	e->up = true;
 	return 0;
@@ -81,7 +68,7 @@ static inline int hn_up(struct hn_env *e, char tag, int nsrc)
  * path (sockmap, sock_ops) that these tests exercise beside XDP, whatever the default. */
 static inline int hn_load(struct hn_env *e, unsigned port, const char *extra)
 {
-	if (hn_sh("nsenter --net=/run/netns/%s %s/hbctl load --dev %s --mode native --port %u "
+	if (hbt_sh("nsenter --net=/run/netns/%s %s/hbctl load --dev %s --mode native --port %u "
 		  "--tcp kernel --pin-path %s %s >&2",
 		  e->srv_ns, e->build, e->srv_if, port, e->pin, extra))
 		return -1;
@@ -93,7 +80,7 @@ static inline void hn_unload(struct hn_env *e)
 {
 	if (!e->loaded)
 		return;
-	hn_sh("nsenter --net=/run/netns/%s %s/hbctl unload --dev %s --pin-path %s >/dev/null 2>&1",
+	hbt_sh("nsenter --net=/run/netns/%s %s/hbctl unload --dev %s --pin-path %s >/dev/null 2>&1",
 	      e->srv_ns, e->build, e->srv_if, e->pin);
 	e->loaded = false;
 }
@@ -130,10 +117,10 @@ static inline void hn_down(struct hn_env *e)
 	hn_leave(e);
 	hn_unload(e);
 	if (e->up)
-		hn_sh("BUILD=%s scripts/netns.sh down %s", e->build, e->name);
+		hbt_sh("BUILD=%s scripts/netns.sh down %s", e->build, e->name);
 	e->up = false;
 	if (e->pin[0] && !strncmp(e->pin, "/sys/fs/bpf/hbeat-harden-", 25))
-		hn_sh("rm -rf '%s'", e->pin); /* only if unload could not run */
+		hbt_sh("rm -rf '%s'", e->pin); /* only if unload could not run */
 	if (e->orig_ns >= 0)
 		close(e->orig_ns);
 	e->orig_ns = -1;

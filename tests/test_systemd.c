@@ -14,22 +14,10 @@
 #include <ctype.h>
 
 #include "test_ctl_helpers.h"
+#include "test_sh.h"
 
 static char dir[64]; /* generated units and scratch files */
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[4096];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
-}
 
 static int setup(void **state)
 {
@@ -44,7 +32,7 @@ static int setup(void **state)
 		return -1;
 	*strrchr(sbin, '/') = 0;
 	/* the units with this build's binaries, so verify finds every ExecStart */
-	return sh("scripts/gen-units.sh %s %s /etc /usr/share/doc/hbeat", dir, sbin);
+	return hbt_sh("scripts/gen-units.sh %s %s /etc /usr/share/doc/hbeat", dir, sbin);
 }
 
 static int teardown(void **state)
@@ -52,7 +40,7 @@ static int teardown(void **state)
 	(void)state;
 	ht_reap(state);
 	if (dir[0])
-		sh("rm -rf %s", dir);
+		hbt_sh("rm -rf %s", dir);
 	return 0;
 }
 
@@ -60,20 +48,20 @@ static void verify_units(void **state)
 {
 	(void)state;
 	/* a template is verified as an instance */
-	assert_int_equal(sh("cp %s/hbeat-bpf@.service %s/hbeat-bpf@eth0.service", dir, dir), 0);
-	assert_int_equal(sh("systemd-analyze verify %s/hbd.service %s/hbeat-bpf@eth0.service "
+	assert_int_equal(hbt_sh("cp %s/hbeat-bpf@.service %s/hbeat-bpf@eth0.service", dir, dir), 0);
+	assert_int_equal(hbt_sh("systemd-analyze verify %s/hbd.service %s/hbeat-bpf@eth0.service "
 			    "> %s/verify.out 2>&1",
 			    dir, dir, dir),
 			 0);
 	/* not even a warning (an unknown key is only a warning, with exit status 0) */
-	assert_int_equal(sh("test ! -s %s/verify.out || { cat %s/verify.out >&2; false; }", dir, dir),
+	assert_int_equal(hbt_sh("test ! -s %s/verify.out || { cat %s/verify.out >&2; false; }", dir, dir),
 			 0);
 	/* and verify does catch a broken unit, so the check above means something */
-	assert_int_equal(sh("sed 's|^ExecStart=[^ ]*|ExecStart=/nonexistent/hbd|' %s/hbd.service > "
+	assert_int_equal(hbt_sh("sed 's|^ExecStart=[^ ]*|ExecStart=/nonexistent/hbd|' %s/hbd.service > "
 			    "%s/broken.service",
 			    dir, dir),
 			 0);
-	assert_int_not_equal(sh("systemd-analyze verify %s/broken.service 2>/dev/null", dir), 0);
+	assert_int_not_equal(hbt_sh("systemd-analyze verify %s/broken.service 2>/dev/null", dir), 0);
 }
 
 /* Value of a key in the generated hbd.service, continuation lines joined. */
@@ -182,7 +170,7 @@ static pid_t run_unit_hbd(const char *drop_cap, uint16_t port, int *status)
 	unit_value("CapabilityBoundingSet", caps, sizeof(caps));
 	setpriv_caps(caps, drop_cap, sp, sizeof(sp));
 	snprintf(pins, sizeof(pins), "/sys/fs/bpf/hbeat-test-%d-unit", (int)getpid());
-	sh("rm -rf %s", pins);
+	hbt_sh("rm -rf %s", pins);
 	make_pins(pins);
 	snprintf(keys, sizeof(keys), "%s/keys", dir);
 	assert_int_equal(ht_write_keys(keys), 0);
@@ -247,7 +235,7 @@ static void forget_unit_hbd(void)
 	snprintf(d.dir, sizeof(d.dir), "%s", dir);
 	ht_track(&d, false);
 	snprintf(pins, sizeof(pins), "/sys/fs/bpf/hbeat-test-%d-unit", (int)getpid());
-	sh("rm -rf %s", pins);
+	hbt_sh("rm -rf %s", pins);
 }
 
 /* A port below 1024 that nothing else here uses. */

@@ -205,7 +205,7 @@ static void offload_two_upgrades(void **state)
 	(void)state;
 	/* its own key store: 1000..5499 derived */
 	snprintf(keys, sizeof(keys), "/tmp/hbh-upgrade-keys-%d", (int)getpid());
-	assert_int_equal(hn_sh("printf '1000-5499 derive %s\\n' > %s", HT_MASTER, keys), 0);
+	assert_int_equal(hbt_sh("printf '1000-5499 derive %s\\n' > %s", HT_MASTER, keys), 0);
 	/* few HELLOs in flight: a veth's 256-packet ring drops bursts silently (FIELD-NOTES) */
 	tcp_argv[16] = udp_argv[16] = keys;
 	k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);

@@ -24,6 +24,7 @@
 #include "hb_test_util.h"
 #include "log.h"
 #include "xdp_pass.skel.h"
+#include "test_sh.h"
 
 #define PORT 7600
 #define TOKEN 0x1122334455667788ull
@@ -645,16 +646,6 @@ struct live {
 };
 static struct live L = { .orig_ns = -1, .fd_s = -1, .fd_c = -1 };
 
-static int sh(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
 
 static int live_teardown(void **state)
 {
@@ -682,7 +673,7 @@ static int live_teardown(void **state)
 		if (*fd >= 0)
 			close(*fd), *fd = -1;
 	/* deleting the namespaces deletes the veth pair */
-	sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", L.ns_s, L.ns_c);
+	hbt_sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", L.ns_s, L.ns_c);
 	(void)state;
 	return 0;
 }
@@ -690,7 +681,7 @@ static int live_teardown(void **state)
 /* Namespaces of an earlier run that was killed before its teardown (their pid is gone). */
 static void reap_stale_netns(void)
 {
-	sh("for n in $(ip netns list | awk '/^hbt-[sc]-[0-9]+/{print $1}'); do "
+	hbt_sh("for n in $(ip netns list | awk '/^hbt-[sc]-[0-9]+/{print $1}'); do "
 	   "p=${n##*-}; [ -d /proc/$p ] || ip netns del $n; done 2>/dev/null");
 }
 
@@ -704,7 +695,7 @@ static int live_setup(void **state)
 	snprintf(L.ns_c, sizeof(L.ns_c), "hbt-c-%d", pid);
 	snprintf(L.if_s, sizeof(L.if_s), "hbts%d", pid);
 	snprintf(L.if_c, sizeof(L.if_c), "hbtc%d", pid);
-	if (sh("set -e; ip netns add %1$s; ip netns add %2$s;"
+	if (hbt_sh("set -e; ip netns add %1$s; ip netns add %2$s;"
 	       "ip link add %3$s netns %1$s type veth peer name %4$s netns %2$s;"
 	       "ip -n %1$s addr add 10.201.0.1/24 dev %3$s; ip -n %2$s addr add 10.201.0.2/24 dev %4$s;"
 	       "ip -n %1$s addr add fd00:201::1/64 dev %3$s nodad; ip -n %2$s addr add fd00:201::2/64 dev %4$s nodad;"
