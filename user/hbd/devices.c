@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,28 +158,42 @@ static void remove_at(struct shard *s, uint32_t i)
 	s->used--;
 }
 
+/* The entry of id, added (empty: no timestamp, no location) if the shard had none; NULL with
+ * *rc set if the shard could not grow. Called with the shard's lock held. */
+static struct dev *lookup_or_add(struct shard *s, uint64_t id, uint64_t h, bool *added, int *rc)
+{
+	struct dev *d = &s->slot[probe(s, id, h)];
+
+	*added = !d->id;
+	if (d->id)
+		return d;
+	if (needs_room(s)) {
+		*rc = grow(s);
+		if (*rc)
+			return NULL;
+		d = &s->slot[probe(s, id, h)];
+	}
+	d->id = id;
+	d->last_ts_ms = 0;
+	d->loc = 0;
+	s->used++;
+	return d;
+}
+
 int hbd_devices_hello(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64_t new_loc,
 		      uint64_t *old_loc)
 {
 	uint64_t h = mix(id);
 	struct shard *s = shard_of(t, h);
 	struct dev *d;
+	bool added;
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
-	d = &s->slot[probe(s, id, h)];
-	if (!d->id) {
-		if (needs_room(s)) {
-			rc = grow(s);
-			if (rc)
-				goto out;
-			d = &s->slot[probe(s, id, h)];
-		}
-		d->id = id;
-		d->last_ts_ms = 0;
-		d->loc = 0;
-		s->used++;
-	} else if (ts_ms <= d->last_ts_ms) {
+	d = lookup_or_add(s, id, h, &added, &rc);
+	if (!d)
+		goto out;
+	if (!added && ts_ms <= d->last_ts_ms) {
 		rc = -EALREADY;
 		goto out;
 	}
@@ -195,24 +210,15 @@ int hbd_devices_adopt(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64
 	uint64_t h = mix(id);
 	struct shard *s = shard_of(t, h);
 	struct dev *d;
+	bool added;
 	int rc = 0;
 
 	if (!id)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	d = &s->slot[probe(s, id, h)];
-	if (!d->id) {
-		if (needs_room(s)) {
-			rc = grow(s);
-			if (rc)
-				goto out;
-			d = &s->slot[probe(s, id, h)];
-		}
-		d->id = id;
-		d->last_ts_ms = 0;
-		d->loc = 0;
-		s->used++;
-	}
+	d = lookup_or_add(s, id, h, &added, &rc);
+	if (!d)
+		goto out;
 	if (d->loc) {
 		rc = -EEXIST;
 		goto out;
@@ -326,24 +332,15 @@ int hbd_devices_note(struct hbd_devices *t, uint64_t id, uint64_t ts_ms)
 	uint64_t h = mix(id);
 	struct shard *s = shard_of(t, h);
 	struct dev *d;
+	bool added;
 	int rc = 0;
 
 	if (!id)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	d = &s->slot[probe(s, id, h)];
-	if (!d->id) {
-		if (needs_room(s)) {
-			rc = grow(s);
-			if (rc)
-				goto out;
-			d = &s->slot[probe(s, id, h)];
-		}
-		d->id = id;
-		d->last_ts_ms = 0;
-		d->loc = 0;
-		s->used++;
-	}
+	d = lookup_or_add(s, id, h, &added, &rc);
+	if (!d)
+		goto out;
 	if (ts_ms > d->last_ts_ms)
 		d->last_ts_ms = ts_ms;
 out:
