@@ -309,6 +309,12 @@ static int rsp_open(struct responder *r, int family, uint16_t port, int reusepor
 	r->ufd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK, 0);
 	if (reuseport)
 		setsockopt(r->ufd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	/* hbload's closing BYEs come as one burst of hundreds of small datagrams: the default
+	 * receive buffer holds ~256 of them, fewer than a slow (sanitized) responder needs */
+	int rcvbuf = 8 << 20;
+
+	if (setsockopt(r->ufd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)))
+		setsockopt(r->ufd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	/* the UDP port is the TCP one: hbload takes one --port */
 	if (bind(r->ufd, (struct sockaddr *)&ss, len))
 		return -errno;
