@@ -158,13 +158,15 @@ static void remove_at(struct shard *s, uint32_t i)
 	s->used--;
 }
 
-/* The entry of id, added (empty: no timestamp, no location) if the shard had none; NULL with
- * *rc set if the shard could not grow. Called with the shard's lock held. */
+/* The entry of id, added (empty: no timestamp, no location) if the shard had none, which
+ * *added (may be NULL) tells; NULL with *rc set if the shard could not grow. Called with the
+ * shard's lock held. */
 static struct dev *lookup_or_add(struct shard *s, uint64_t id, uint64_t h, bool *added, int *rc)
 {
 	struct dev *d = &s->slot[probe(s, id, h)];
 
-	*added = !d->id;
+	if (added)
+		*added = !d->id;
 	if (d->id)
 		return d;
 	if (needs_room(s)) {
@@ -210,13 +212,12 @@ int hbd_devices_adopt(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64
 	uint64_t h = mix(id);
 	struct shard *s = shard_of(t, h);
 	struct dev *d;
-	bool added;
 	int rc = 0;
 
 	if (!id)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	d = lookup_or_add(s, id, h, &added, &rc);
+	d = lookup_or_add(s, id, h, NULL, &rc);
 	if (!d)
 		goto out;
 	if (d->loc) {
@@ -332,13 +333,12 @@ int hbd_devices_note(struct hbd_devices *t, uint64_t id, uint64_t ts_ms)
 	uint64_t h = mix(id);
 	struct shard *s = shard_of(t, h);
 	struct dev *d;
-	bool added;
 	int rc = 0;
 
 	if (!id)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	d = lookup_or_add(s, id, h, &added, &rc);
+	d = lookup_or_add(s, id, h, NULL, &rc);
 	if (!d)
 		goto out;
 	if (ts_ms > d->last_ts_ms)
