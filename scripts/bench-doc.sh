@@ -117,28 +117,32 @@ window (noise rows). Where this run and an earlier one differ, the spread is tha
   queued on the socket's psock and sent by a kworker through the same \`tcp_sendmsg\` hbd
   calls (../shared/FIELD-NOTES.md: 17–28 µs a work item at 100k–500k connections). What it
   saves is hbd's receive completion and wakeup; what both pay is the TCP stack on receive,
-  send and ACK. Its p99 is higher ($(v .tcp.rtt_us.p99) against $(v .tcp.user.rtt_us.p99) µs), and its setup slower
-  ($(v .tcp.setup_s) against $(v .tcp.user.setup_s) s: sock_ops inserts every connection into the sockhash, hbd reads
-  its cookie and writes its conns entry); $(v '.tcp.pings - .tcp.pongs') of $(v .tcp.pings) PINGs in the window got no PONG,
-  none on the userspace path.
+  send and ACK. Its p99 is $(q 'if .tcp.rtt_us.p99 > .tcp.user.rtt_us.p99 then "higher" else "lower" end') ($(v .tcp.rtt_us.p99) against $(v .tcp.user.rtt_us.p99) µs), and its setup $(q 'if .tcp.setup_s > .tcp.user.setup_s then "slower" else "faster" end')
+  ($(v .tcp.setup_s) against $(v .tcp.user.setup_s) s: sock_ops inserts every connection into the sockhash, the HELLO
+  reaches hbd through the psock's kworker, hbd reads the cookie and writes the conns entry).
+  $(q 'if .tcp.pings == .tcp.pongs then "Every PING of the window was answered" else "\(.tcp.pings - .tcp.pongs) of \(.tcp.pings) PINGs in the window got no PONG" end'), and hbd expired
+  $(v '.phases["tcp-offload"].hbload.expired') heartbeating devices ($(v '.phases["tcp-user"].hbload.expired') on the userspace path). Until the verdict
+  stopped handing frames to hbd by SK_PASS, every 500k run lost PINGs here and hbd
+  expired a few hundred heartbeating devices: the kernel counted some of those frames twice in
+  TCP's copied_seq, after which the device's PINGs no longer woke the stream parser
+  (docs/RELIABILITY.md has the figures; \`scripts/copied-seq.bt\` shows it).
 - **Ceiling**: at 500,000 connections the sockmap path passed $(v .ceiling.tcp_offload_hb_per_s) hb/s and failed at
   $(v .ceiling.tcp_offload_breaks_at); hbd's own path passed $(v .ceiling.tcp_user_hb_per_s) and failed at $(v .ceiling.tcp_user_breaks_at) (ramp table, a p99 over 10 ms
   each time). From 25k/s on the client's CPU is close to fully busy in both: the simulator
   needs $(v .tcp.client_cpu_us_per_hb) µs of CPU per heartbeat itself (steady window), about $(v '.tcp.client_cpu_us_per_hb * 50000 / 1e5 | round / 10') CPUs at 50k/s,
-  so 50k/s cannot be shown on this 2-vCPU machine whatever the server does. The sockmap path
-  breaks first, and with the server's CPU not full: at its failing step CPU 1 was
-  $(v '.ceiling.offload_steps[-1].cpu_busy_pct.cpu1')% busy, where hbd's path passed the same rate. Why: a verdict cannot send, so
+  so 50k/s cannot be shown on this 2-vCPU machine whatever the server does. $(q 'if .ceiling.tcp_offload_hb_per_s < .ceiling.tcp_user_hb_per_s then "The sockmap path\n  breaks first, and with the server'"'"'s CPU not full: at its failing step CPU 1 was\n  \(.ceiling.offload_steps[-1].cpu_busy_pct.cpu1)% busy, where hbd'"'"'s path passed the same rate." elif .ceiling.tcp_offload_hb_per_s == .ceiling.tcp_user_hb_per_s then "Both paths failed at the\n  same step, the client'"'"'s CPU saturated there (\(.ceiling.offload_steps[-1].client_cpu_pct)% and \(.ceiling.user_steps[-1].client_cpu_pct)% of a CPU, server \(.ceiling.offload_steps[-1].server_cpu_pct)% and\n  \(.ceiling.user_steps[-1].server_cpu_pct)%): in this run the simulator, not the server path, set the limit. Where the\n  sockmap path broke first (every earlier 500k run, all before the verdict fix), the\n  server'"'"'s CPU was not full." else "The sockmap path lasted longer than hbd'"'"'s." end')
+  Why the sockmap path can break before the CPU is full: a verdict cannot send, so
   each PONG becomes a work item on the CPU that ran the verdict, and that CPU's one kworker
   runs them one after another, each a full \`tcp_sendmsg\` taking the socket lock, and only
   when the receive softirq work queued before it is done; PONG latency grows with that queue
   before the CPU is saturated (FIELD-NOTES traced this). What was tried: steering the server
   veth's receive path to its own CPU (RPS, the split placement here) so the verdict and its
   kworker run away from hbload, which FIELD-NOTES measured as the one change that helped; it
-  is used in every phase, and the ceiling it reaches is the one above (scripts/ceiling.sh
-  switches placements within one run; at 500k its steps carried queues over from one
-  configuration to the next, so its figures are not quoted). Not tried yet: PONGs
-  sent from more than one CPU (RPS over both CPUs, or several receive queues on a real NIC),
-  and a frame design that lets one redirect carry several PONGs.
+  is used in every phase, and the ceiling it reaches is the one above. Sending the PONGs from
+  both CPUs (RPS spreading the server's receive path by flow) made it worse here, because CPU 0
+  is the client's (docs/CEILING.md, scripts/ceiling.sh). Not tried: a frame design that lets
+  one redirect carry several PONGs (a redirect moves one socket's bytes, and each PONG is for a
+  different device's socket), and several receive queues on a real NIC.
 - **Memory**: hbd grows by $(v .memory.rss_growth_b_per_client) B per client (a 40-byte slot and 8 bytes of wheel links
   per direct-descriptor slot, a device-table entry: user/hbd/worker.h; the rest of its RSS is
   there at 0 clients); the kernel holds $(v .memory.kernel_b_per_client) B per server-side
@@ -148,8 +152,7 @@ window (noise rows). Where this run and an earlier one differ, the spread is tha
 
 **Defaults.** UDP: XDP. TCP: the sockmap path, because the figure hbeat exists to cut, server
 CPU per heartbeat at the fleet's steady load, measured lower for it ($(v .tcp.user_over_offload)×), and \`conns\`
-stays a live kernel view for \`hbctl conns\` and \`bpftool\`. Everything else in this run
-favoured hbd answering TCP itself (p99, setup, ceiling, no lost PONG): \`hbctl load --tcp user\`
+stays a live kernel view for \`hbctl conns\` and \`bpftool\`. $(q '[ (if .tcp.rtt_us.p99 > .tcp.user.rtt_us.p99 then "p99" else empty end), (if .tcp.setup_s > .tcp.user.setup_s then "setup time" else empty end), (if .ceiling.tcp_offload_hb_per_s < .ceiling.tcp_user_hb_per_s then "ceiling" else empty end), (if .tcp.pings != .tcp.pongs and .tcp.user.pings == .tcp.user.pongs then "no lost PONG" else empty end) ] | if length == 0 then "Nothing else in this run favoured hbd answering TCP itself; `hbctl load --tcp user` still" else "Where this run favoured hbd answering TCP itself (" + join(", ") + "), `hbctl load --tcp user`" end')
 chooses it, with XDP still on UDP.
 EOF
 fi

@@ -15,6 +15,9 @@
 #   threaded  threaded NAPI on both veths, SCHED_FIFO, server's on CPU 1 and client's on CPU 0;
 #             hbd on CPU 1, hbload on CPU 0
 #   rps-kw    rps, and every per-CPU kworker at nice -20 (sockmap's PONGs are sent by them)
+#   rps-both  RPS spreads the server veth's receive path over both CPUs by flow, so the sockmap
+#             verdict and the kworkers that send its PONGs run on both; client's on CPU 0;
+#             hbd on CPU 1, hbload on CPU 0
 # Writes build/ceiling/<mode>/ (hbload.json, samples.jsonl) and prints one line per step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -110,6 +113,7 @@ apply_config() {
 	rps) rps 2 1; affinity 1 0 ;;
 	threaded) threaded 1; affinity 1 0 ;;
 	rps-kw) rps 2 1; affinity 1 0; kworkers_nice set -20 ;;
+	rps-both) rps 3 1; affinity 1 0 ;;
 	*) echo "ceiling: unknown configuration '$1'" >&2; return 1 ;;
 	esac
 }
