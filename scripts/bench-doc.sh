@@ -8,6 +8,8 @@ PNG=${PNG:-docs/bench-rtt.png}
 q() { jq -r "$1" "$R"; }
 # a number, or "n/a" when the phase that gives it did not run
 v() { jq -r "(try ($1) catch null) as \$x | if \$x == null then \"n/a\" else \$x end" "$R"; }
+# where a ramp broke; -1 (or nothing) when every step up to the ramp's top passed
+brk() { jq -r "(try ($1) catch null) as \$x | if \$x == null or \$x < 0 then \"no step failed up to the ramp's top\" else \"breaks at \\(\$x)\" end" "$R"; }
 # yes / no for a condition on the result; n/a when a figure it needs is missing
 met() { jq -r "try (if ($1) then \"yes\" else \"**no**\" end) catch \"n/a\"" "$R" 2>/dev/null || echo n/a; }
 
@@ -54,7 +56,7 @@ summary, the CPU/memory samples, the RTT histograms).
 | kernel memory per server-side client | $(v .memory.kernel_b_per_client) B | | ≤ 6 KB | slab delta, server share (Method) |
 | reconnect storm: all back after | $(v .storm.seconds) s, $(v .storm.failures) failures ($(v .storm.back) of $(v .storm.dropped) back) | | ≤ 40 s, 0 failures | reconnects jittered over 30 s |
 | machine floor: SCHED_OTHER wakeup latency p50 / p99 / p99.9 / max (µs) | $(v .machine.wakeup_us.p50) / $(v .machine.wakeup_us.p99) / $(v .machine.wakeup_us.p999) / $(v .machine.wakeup_us.max) | | | cyclictest, 1 ms interval, idle machine, before the phases; every RTT holds ≥ 2 such wakeups |
-| TCP ceiling (p99 ≤ 10 ms) | $(v .ceiling.tcp_offload_hb_per_s) hb/s (breaks at $(v .ceiling.tcp_offload_breaks_at)) | $(v .ceiling.tcp_user_hb_per_s) hb/s (breaks at $(v .ceiling.tcp_user_breaks_at)) | ≥ 50k hb/s | rate ramp at all clients (below) |
+| TCP ceiling (p99 ≤ 10 ms) | $(v .ceiling.tcp_offload_hb_per_s) hb/s ($(brk .ceiling.tcp_offload_breaks_at)) | $(v .ceiling.tcp_user_hb_per_s) hb/s ($(brk .ceiling.tcp_user_breaks_at)) | ≥ 50k hb/s | rate ramp at all clients (below) |
 
 EOF
 # the targets and the reading of them are written for the full run (500k, all four phases)
