@@ -150,7 +150,12 @@ window (noise rows). Where this run and an earlier one differ, the spread is tha
   there at 0 clients); the kernel holds $(v .memory.kernel_b_per_client) B per server-side
   connection, mostly the socket itself (slab files in \`$OUT/\`).
 - **Reconnect storm**: all 500,000 back, 0 failures, in $(v .storm.seconds) s; the reconnects are spread over 30 s
-  and the last ones still need the setup rate.
+  and the last ones still need the setup rate. hbload drops its connections with an RST
+  (SO_LINGER 0, so no TIME_WAIT collides with the reconnects' source ports), and an RST is
+  never retransmitted: of 500,000 sent in one burst some cannot be allocated on the client (its
+  TcpExtTCPAbortFailed counter) or are dropped on the way, and hbd learns of those connections'
+  end only by expiry, 45 s later. That is the likely reason hbd expired
+  $(v '.phases["tcp-offload"].hbctl.user.expired_tcp') server-side connections in this phase while no client was ever expired.
 
 **Defaults.** UDP: XDP. TCP: the sockmap path, because the figure hbeat exists to cut, server
 CPU per heartbeat at the fleet's steady load, measured lower for it ($(v .tcp.user_over_offload)×), and \`conns\`
