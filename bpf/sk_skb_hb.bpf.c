@@ -18,8 +18,8 @@
  *    (to_daemon() says why not SK_PASS; sk_pass, sk_not_authed, sk_daemon_dead, sk_no_conn say
  *    why it went there).
  *
- * Kernel features: sockhash + sk_skb stream parser/verdict (4.18), bpf_get_socket_cookie for
- * sk_skb (4.12), bpf_cast_to_kern_ctx kfunc (6.2), kfunc calls from sk_skb programs (6.2 via the
+ * Kernel features: sockhash + sk_skb stream parser/verdict (4.18), redirect to a socket's
+ * ingress with BPF_F_INGRESS (4.17), bpf_get_socket_cookie for sk_skb (4.12), bpf_cast_to_kern_ctx kfunc (6.2), kfunc calls from sk_skb programs (6.2 via the
  * common kfunc set), BTF-typed access to skb->cb as scalar scratch space.
  */
 #include "hb_vmlinux.bpf.h"
