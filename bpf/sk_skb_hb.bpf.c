@@ -19,8 +19,9 @@
  *    why it went there).
  *
  * Kernel features: sockhash + sk_skb stream parser/verdict (4.18), redirect to a socket's
- * ingress with BPF_F_INGRESS (4.17), bpf_get_socket_cookie for sk_skb (4.12), bpf_cast_to_kern_ctx kfunc (6.2), kfunc calls from sk_skb programs (6.2 via the
- * common kfunc set), BTF-typed access to skb->cb as scalar scratch space.
+ * ingress with BPF_F_INGRESS (4.17), bpf_get_socket_cookie for sk_skb (4.12),
+ * bpf_cast_to_kern_ctx kfunc (6.2), kfunc calls from sk_skb programs (6.2 via the common kfunc
+ * set), BTF-typed access to skb->cb as scalar scratch space.
  */
 #include "hb_vmlinux.bpf.h"
 #include <bpf/bpf_endian.h>
@@ -80,7 +81,7 @@ int hb_parser(struct __sk_buff *skb)
  * then runs ahead of rcv_nxt, tcp_data_ready() sees nothing to read, the strparser is never
  * woken, and the device's next small frames (its PINGs) sit unparsed in the receive queue until
  * hbd expires it. Measured at 500k connections: 230 HELLOs double-counted by exactly their 64
- * bytes (scripts/copied-seq.bt) and as many devices expired while heartbeating. A redirected
+ * bytes (scripts/copied-seq.bt) and 227 devices expired while heartbeating. A redirected
  * message is settled once, by the strparser read, and the daemon's read of it does not move
  * copied_seq. Falls back to SK_PASS if the redirect is refused. */
 static __always_inline int to_daemon(struct __sk_buff *skb, struct hb_conn_key *key)

@@ -480,7 +480,7 @@ static void test_split_inside_header(void **state)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Not answered by the kernel                                                                 */
+/* Heartbeats after frames the daemon has not read yet                                        */
 
 /* Frames for the daemon that are still unread when the strparser parses the next ones, then
  * heartbeats. Handed over with SK_PASS, each such frame was counted twice in TCP's copied_seq
@@ -533,6 +533,9 @@ static void test_pings_after_four_unread_frames(void **state)
 {
 	frames_unread_then_pings(4);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Not answered by the kernel                                                                 */
 
 static void test_unauthed_ping(void **state)
 {
