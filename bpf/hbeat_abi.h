@@ -251,7 +251,7 @@ struct hb_config {
 	X(sk_not_authed)	/* TCP PING/ECHO on a connection not AUTHED: passed */          \
 	X(sk_daemon_dead)	/* TCP PING while the daemon's stamp is stale: passed */        \
 	X(sk_malformed)		/* bad frame: the rest of the stream goes to the daemon */      \
-	X(sk_redirect_err)	/* redirect to the socket's egress failed */                     \
+	X(sk_redirect_err)	/* redirect failed: frame went to the daemon by SK_PASS */       \
 	X(sk_no_conn)		/* frame on a socket with no conns entry */                       \
 	X(sockops_insert)	/* connection added to sockhash and conns */                      \
 	X(sockops_insert_err)	/* sockhash or conns full/failed: the daemon path serves it */  \
