@@ -86,9 +86,8 @@ int hb_parser(struct __sk_buff *skb)
  * copied_seq. Falls back to SK_PASS if the redirect is refused. */
 static __always_inline int to_daemon(struct __sk_buff *skb, struct hb_conn_key *key)
 {
-	if (bpf_sk_redirect_hash(skb, &sockhash, key, BPF_F_INGRESS) == SK_PASS)
-		return SK_PASS;
-	HB_COUNT(sk_redirect_err);
+	if (bpf_sk_redirect_hash(skb, &sockhash, key, BPF_F_INGRESS) != SK_PASS)
+		HB_COUNT(sk_redirect_err);
 	return SK_PASS;
 }
 

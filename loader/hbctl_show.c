@@ -218,18 +218,17 @@ int hbctl_do_status(const struct hbctl_args *a)
 			printf("            not shared through libxdp's dispatcher: %s\n", dispatcher_why);
 		if (then_id)
 			printf("            then %s (id %u) on what hb_xdp passes\n", then_name, then_id);
-		if (cfg.tcp_path == HB_TCP_USER)
+		if (cfg.tcp_path == HB_TCP_USER) {
 			printf("  tcp       heartbeats answered by hbd in userspace (loaded with --tcp user)\n");
-		else
+		} else {
 			printf("  sockhash  hb_parser id %u, hb_verdict id %u%s\n", parser, verdict,
 			       parser && verdict ? "" : "  (NOT attached)");
-		if (cfg.tcp_path == HB_TCP_USER)
-			;
-		else if (sl.id)
-			printf("  sockops   hb_sockops id %u, link id %u, cgroup id %llu\n", sl.prog_id, sl.id,
-			       (unsigned long long)sl.cgroup.cgroup_id);
-		else
-			printf("  sockops   NOT attached (no %s pin)\n", HBK_PIN_LINK_SOCKOPS);
+			if (sl.id)
+				printf("  sockops   hb_sockops id %u, link id %u, cgroup id %llu\n",
+				       sl.prog_id, sl.id, (unsigned long long)sl.cgroup.cgroup_id);
+			else
+				printf("  sockops   NOT attached (no %s pin)\n", HBK_PIN_LINK_SOCKOPS);
+		}
 		printf("  maps      conns %u/%u, sessions %u/%u, sockhash %u/%u\n", fill[0], max[0],
 		       fill[1], max[1], fill[2], max[2]);
 		if (!stamped)
