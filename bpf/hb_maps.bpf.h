@@ -2,7 +2,7 @@
 /* The maps every hbeat BPF object shares, pinned by name so the three objects (and hbd) meet in
  * one set of maps, plus the counter and liveness helpers that read them.
  *
- * Each object that includes this header declares the same six maps. The loader either pins them
+ * Each object that includes this header declares the same maps. The loader either pins them
  * under one directory (pin_root_path, LIBBPF_PIN_BY_NAME: the first object to load creates them,
  * the others reuse the pins) or hands the first object's fds to the others (bpf_map__reuse_fd), so
  * there is always exactly one instance of each.
@@ -82,6 +82,30 @@ struct {
 	__type(value, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xdp_chain SEC(".maps");
+
+/* Heartbeat stamps by the daemon's slot (struct hb_conn's seen_slot); hbd mmaps it so that its
+ * expiry reads memory instead of looking every device up. Sized by the loader to conns plus
+ * sessions. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HB_MAX_CONNS + HB_MAX_SESSIONS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} seen SEC(".maps");
+
+/* Store a heartbeat's time in the daemon's seen slot, if it gave the entry one. */
+static __always_inline void hb_stamp_seen(__u32 slot, __u64 now)
+{
+	__u64 *p;
+
+	if (!slot)
+		return;
+	p = bpf_map_lookup_elem(&seen, &slot);
+	if (p)
+		*p = now;
+}
 
 /* Bump one kernel counter. Per-CPU value: a plain increment is race free. */
 #define HB_COUNT(field)                                                   \

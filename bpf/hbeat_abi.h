@@ -149,6 +149,7 @@ static inline __attribute__((always_inline)) int hb_payload_len_ok(__u8 type, __
 #define HB_MAP_USTATS "ustats"
 #define HB_MAP_CONFIG "config"
 #define HB_MAP_XDP_CHAIN "xdp_chain" /* PROG_ARRAY[1]: the XDP program run after hb_xdp */
+#define HB_MAP_SEEN "seen" /* ARRAY of __u64 heartbeat stamps, mmapable: see struct hb_conn */
 
 #define HB_MAX_CONNS (1 << 20) /* conns and sockhash capacity */
 #define HB_MAX_SESSIONS (1 << 20) /* sessions capacity */
@@ -180,7 +181,17 @@ struct hb_conn {
 	__u64 echoes; /* ECHO frames reflected in the kernel */
 	enum hb_state state;
 	__u32 last_seq; /* seq of the last heartbeat */
+	__u32 seen_slot; /* seen[seen_slot] gets last_seen_ns too (0: no slot) */
+	__u32 pad;
 };
+
+/* seen: the heartbeat stamps the daemon's expiry reads. The daemon gives each authenticated
+ * connection and session a slot (seen_slot in its conns or sessions entry, slot 0 meaning none)
+ * and mmaps the array; the fast paths store last_seen_ns there as well. Expiry then costs the
+ * daemon a memory read per device due instead of a map-lookup syscall, about one per device per
+ * heartbeat interval. The map entries stay the record: a device whose stamp says silent is
+ * looked up there once more before it is expired.
+ */
 
 /* sessions: one entry per admitted UDP session, keyed by its token. Written by the daemon on
  * HELLO; XDP answers a PING only if the token is here, the state is AUTHED and the packet's
@@ -200,7 +211,7 @@ struct hb_session {
 	__u64 last_seen_ns;
 	__u64 pings; /* heartbeats answered by XDP */
 	__u32 last_seq;
-	__u32 pad2;
+	__u32 seen_slot; /* as in struct hb_conn */
 };
 
 /* config: a single entry the daemon keeps fresh. The fast paths answer only while the daemon
@@ -288,7 +299,9 @@ struct hb_config {
 	X(down_acked)		/* DOWN frames the device acknowledged */                          \
 	X(down_failed)		/* DOWN requests not delivered: offline, timeout, session ended */ \
 	X(revoked)		/* sessions cut because their device was revoked */              \
-	X(key_reloads)		/* key store reloads (SIGHUP or the control socket) */
+	X(key_reloads)		/* key store reloads (SIGHUP or the control socket) */          \
+	X(expiry_lookups)	/* map lookups by expiry: devices due without a seen slot, and  \
+				 * silent ones confirmed before they are expired */
 
 #define HB_STAT_FIELD(name) __u64 name;
 struct hb_kstats {

@@ -139,6 +139,7 @@ int hb_verdict(struct __sk_buff *skb)
 		conn->last_seen_ns = now;
 		conn->last_seq = bpf_ntohs(h.seq);
 		__sync_fetch_and_add(&conn->pings, 1);
+		hb_stamp_seen(conn->seen_slot, now);
 		HB_COUNT(sk_pong);
 		return SK_PASS;
 	}
@@ -150,6 +151,7 @@ int hb_verdict(struct __sk_buff *skb)
 	}
 	conn->last_seen_ns = now;
 	__sync_fetch_and_add(&conn->echoes, 1);
+	hb_stamp_seen(conn->seen_slot, now);
 	HB_COUNT(sk_echo);
 	return SK_PASS;
 }

@@ -165,6 +165,7 @@ static __always_inline int hb_udp(struct hdr_cursor *nh, void *data_end, struct 
 	sess->last_seen_ns = now;
 	sess->last_seq = bpf_ntohs(f->hdr.seq);
 	__sync_fetch_and_add(&sess->pings, 1);
+	hb_stamp_seen(sess->seen_slot, now);
 	HB_COUNT(xdp_pong);
 	return XDP_TX;
 

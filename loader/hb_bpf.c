@@ -30,7 +30,7 @@
 
 const char *const hbk_map_names[] = {
 	HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_SOCKHASH, HB_MAP_KSTATS, HB_MAP_USTATS, HB_MAP_CONFIG,
-	HB_MAP_XDP_CHAIN, NULL,
+	HB_MAP_XDP_CHAIN, HB_MAP_SEEN, NULL,
 };
 
 #define HBK_NAME(n) #n,
@@ -171,7 +171,8 @@ int hbk_open(struct hbk **out, const struct hbk_opts *opts)
 	clear_pin_paths(h->skskb->obj);
 	if ((err = bpf_map__set_max_entries(h->skskb->maps.conns, o.max_conns)) ||
 	    (err = bpf_map__set_max_entries(h->skskb->maps.sockhash, o.max_conns)) ||
-	    (err = bpf_map__set_max_entries(h->skskb->maps.sessions, o.max_sessions)))
+	    (err = bpf_map__set_max_entries(h->skskb->maps.sessions, o.max_sessions)) ||
+	    (err = bpf_map__set_max_entries(h->skskb->maps.seen, o.max_conns + o.max_sessions)))
 		goto fail;
 	err = sk_skb_hb__load(h->skskb);
 	if (err) {

@@ -310,7 +310,7 @@ static void tcp_user_attaches_no_tcp_programs(void **state)
 	snprintf(args, sizeof(args), "unload --dev %s --json", C.sif);
 	assert_int_equal(hbctl(args), 0);
 	assert_true(out_has("\"xdp_detached\":true,\"sockops_detached\":false,"));
-	assert_true(out_has("\"tcp\":\"user\",\"pins_removed\":7,\"pin_dir_removed\":true"));
+	assert_true(out_has("\"tcp\":\"user\",\"pins_removed\":8,\"pin_dir_removed\":true"));
 	assert_int_not_equal(access(C.pin, F_OK), 0);
 }
 

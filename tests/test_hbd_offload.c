@@ -15,17 +15,18 @@
 
 struct pins {
 	char dir[96];
-	int conns, sessions, config, ustats;
+	int conns, sessions, config, ustats, seen;
 };
 
 static struct pins P;
 static struct ht_daemon D;
 
 static const char *const pin_names[] = { HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_CONFIG,
-					 HB_MAP_USTATS };
+					 HB_MAP_USTATS, HB_MAP_SEEN };
 
 static struct pins live_pins[4]; /* by value: found again after a failed assertion */
 static __u32 pins_max_entries = 1024; /* conns and sessions capacity of the next make_pins */
+static __u32 pins_seen_entries; /* the seen array of the next make_pins: 0 for none */
 
 static void unpin_all(struct pins *p)
 {
@@ -34,9 +35,9 @@ static void unpin_all(struct pins *p)
 			memset(&live_pins[i], 0, sizeof(live_pins[i]));
 	}
 	char path[160];
-	int *fds[] = { &p->conns, &p->sessions, &p->config, &p->ustats };
+	int *fds[] = { &p->conns, &p->sessions, &p->config, &p->ustats, &p->seen };
 
-	for (unsigned i = 0; i < 4; i++) {
+	for (unsigned i = 0; i < 5; i++) {
 		snprintf(path, sizeof(path), "%s/%s", p->dir, pin_names[i]);
 		unlink(path);
 		if (*fds[i] >= 0)
@@ -55,10 +56,10 @@ static int make_pins(struct pins *p, const char *tag, bool mmapable_config, bool
 {
 	LIBBPF_OPTS(bpf_map_create_opts, mm, .map_flags = BPF_F_MMAPABLE);
 	char path[160];
-	int *fds[] = { &p->conns, &p->sessions, &p->config, &p->ustats };
+	int *fds[] = { &p->conns, &p->sessions, &p->config, &p->ustats, &p->seen };
 
 	memset(p, 0, sizeof(*p));
-	p->conns = p->sessions = p->config = p->ustats = -1;
+	p->conns = p->sessions = p->config = p->ustats = p->seen = -1;
 	snprintf(p->dir, sizeof(p->dir), "/sys/fs/bpf/hbd-test-%d-%s", getpid(), tag);
 	if (mkdir(p->dir, 0700) && errno != EEXIST)
 		return -1;
@@ -72,8 +73,11 @@ static int make_pins(struct pins *p, const char *tag, bool mmapable_config, bool
 	if (with_ustats)
 		p->ustats = bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_USTATS, sizeof(__u32),
 					   sizeof(struct hb_ustats), HB_MAX_WORKERS, &mm);
-	for (unsigned i = 0; i < 4; i++) {
-		if (i == 3 && !with_ustats)
+	if (pins_seen_entries)
+		p->seen = bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_SEEN, sizeof(__u32),
+					 sizeof(__u64), pins_seen_entries, &mm);
+	for (unsigned i = 0; i < 5; i++) {
+		if ((i == 3 && !with_ustats) || (i == 4 && !pins_seen_entries))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", p->dir, pin_names[i]);
 		if (*fds[i] < 0 || bpf_obj_pin(*fds[i], path)) {
@@ -171,20 +175,37 @@ static int group_teardown(void **state)
 }
 
 /* The conns entry of device dev (the key is the server socket's cookie). */
-static bool find_conn(uint64_t dev, __u64 *cookie, struct hb_conn *v)
+static bool find_conn_in(int conns, uint64_t dev, __u64 *cookie, struct hb_conn *v)
 {
 	struct hb_conn_key k, next;
 	void *prev = NULL;
 
-	for (int i = 0; i < 10000 && !bpf_map_get_next_key(P.conns, prev, &next); i++) {
+	for (int i = 0; i < 10000 && !bpf_map_get_next_key(conns, prev, &next); i++) {
 		k = next;
 		prev = &k;
-		if (!bpf_map_lookup_elem(P.conns, &k, v) && v->device_id == dev) {
+		if (!bpf_map_lookup_elem(conns, &k, v) && v->device_id == dev) {
 			*cookie = k.cookie;
 			return true;
 		}
 	}
 	return false;
+}
+
+static bool find_conn(uint64_t dev, __u64 *cookie, struct hb_conn *v)
+{
+	return find_conn_in(P.conns, dev, cookie, v);
+}
+
+/* expiry_lookups summed over the published worker slots */
+static uint64_t expiry_lookups(int ustats)
+{
+	struct hb_ustats u;
+	uint64_t sum = 0;
+
+	for (__u32 i = 0; i < HB_MAX_WORKERS; i++)
+		if (!bpf_map_lookup_elem(ustats, &i, &u))
+			sum += u.expiry_lookups;
+	return sum;
 }
 
 static void ready_line_says_offload(void **state)
@@ -412,6 +433,119 @@ static void pings_reaching_daemon_are_answered_and_counted(void **state)
 		sum += u.pings_user;
 	}
 	assert_true(sum >= 1);
+}
+
+/* With the seen array (hbctl load pins one) expiry reads the kernel's stamps from memory: stamps
+ * alone keep a TCP connection and a UDP session alive without one map lookup, and when they stop,
+ * each silence is confirmed in the map once before the device is expired. A slot's stamps from
+ * before its device authenticated (here: far in the future) do not count for it.
+ */
+static void expiry_reads_seen_stamps(void **state)
+{
+	const __u32 n = 1 << 16; /* TCP slots of both workers, then the sessions */
+	struct pins p;
+	struct ht_daemon d;
+	struct hb_session_key sk;
+	struct hb_session sv;
+	struct hb_conn cv;
+	__u64 cookie, *seen;
+	char path[160];
+	const char *args[] = { "--pin-path", path, "--interval", "0.3", "--workers", "2", NULL };
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_frame f;
+	int tcp, udp, late;
+
+	(void)state;
+	pins_seen_entries = n;
+	assert_int_equal(make_pins(&p, "seen", true, true, sizeof(struct hb_conn)), 0);
+	pins_seen_entries = 0;
+	seen = mmap(NULL, n * sizeof(__u64), PROT_READ | PROT_WRITE, MAP_SHARED, p.seen, 0);
+	assert_true(seen != MAP_FAILED);
+	for (__u32 i = 0; i < n; i++)
+		seen[i] = mono_ns() + 3600ull * 1000000000ull;
+	snprintf(path, sizeof(path), "%s", p.dir);
+	if (ht_start(&d, args)) {
+		unpin_all(&p);
+		fail();
+	}
+	assert_true(ht_file_contains(d.err, "mode=offload", NULL, 0));
+	assert_false(ht_file_contains(d.err, "no heartbeat stamps", NULL, 0));
+
+	/* a device whose slot held an hour-ahead stamp: expired all the same */
+	late = ht_tcp_login(d.port, 120, false, NULL);
+	assert_true(late >= 0);
+	assert_true(ht_expect(late, HB_BYE, HB_BYE_EXPIRED));
+	close(late);
+
+	tcp = ht_tcp_login(d.port, 121, false, NULL);
+	assert_true(tcp >= 0);
+	assert_true(find_conn_in(p.conns, 121, &cookie, &cv));
+	assert_true(cv.seen_slot > 0 && cv.seen_slot < n);
+	udp = ht_udp(false);
+	sk.token = ht_udp_login(udp, d.port, false, 122);
+	assert_int_not_equal(sk.token, 0);
+	assert_int_equal(bpf_map_lookup_elem(p.sessions, &sk, &sv), 0);
+	assert_true(sv.seen_slot > 0 && sv.seen_slot < n && sv.seen_slot != cv.seen_slot);
+	assert_int_equal(expiry_lookups(p.ustats), 1); /* device 120's confirmation */
+
+	/* 1.2 s of "kernel" heartbeats (timeout 0.45 s) that only the stamps record */
+	for (int i = 0; i < 12; i++) {
+		__atomic_store_n(&seen[cv.seen_slot], mono_ns(), __ATOMIC_RELAXED);
+		__atomic_store_n(&seen[sv.seen_slot], mono_ns(), __ATOMIC_RELAXED);
+		assert_true(nothing_pending(tcp));
+		assert_true(nothing_pending(udp));
+		ht_sleep_ms(100);
+	}
+	assert_true(nothing_pending(tcp));
+	assert_true(nothing_pending(udp));
+	assert_int_equal(expiry_lookups(p.ustats), 1);
+
+	/* the stamps stop: both expired, each after one look at its map entry */
+	assert_true(ht_expect(tcp, HB_BYE, HB_BYE_EXPIRED));
+	assert_int_equal(ht_udp_recv(udp, buf, &f, HT_IO_MS), 1);
+	assert_int_equal(f.type, HB_BYE);
+	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_BYE_EXPIRED);
+	assert_int_equal(expiry_lookups(p.ustats), 3);
+	close(tcp);
+	close(udp);
+	munmap(seen, n * sizeof(__u64));
+	assert_int_equal(ht_stop(&d), 0);
+	assert_int_equal(ht_exit_stat(&d, "expired_tcp"), 2);
+	assert_int_equal(ht_exit_stat(&d, "expired_udp"), 1);
+	ht_cleanup(&d);
+	unpin_all(&p);
+}
+
+/* Authentication moves a connection from --hello-timeout to the heartbeat timeout: it is not
+ * due, and not looked up in the map, before that (no seen array here, so every look would be a
+ * lookup).
+ */
+static void authed_connection_waits_for_its_timeout(void **state)
+{
+	struct pins p;
+	struct ht_daemon d;
+	char path[160];
+	const char *args[] = { "--pin-path", path, "--interval", "2", "--hello-timeout", "0.2",
+			       NULL };
+	int fd;
+
+	(void)state;
+	assert_int_equal(make_pins(&p, "hellotmo", true, true, sizeof(struct hb_conn)), 0);
+	snprintf(path, sizeof(path), "%s", p.dir);
+	if (ht_start(&d, args)) {
+		unpin_all(&p);
+		fail();
+	}
+	fd = ht_tcp_login(d.port, 123, false, NULL);
+	assert_true(fd >= 0);
+	ht_sleep_ms(700); /* past 3 hello timeouts, within the 3 s heartbeat timeout */
+	assert_true(nothing_pending(fd));
+	assert_int_equal(expiry_lookups(p.ustats), 0);
+	close(fd);
+	assert_int_equal(ht_stop(&d), 0);
+	assert_int_equal(ht_exit_stat(&d, "hello_timeout"), 0);
+	ht_cleanup(&d);
+	unpin_all(&p);
 }
 
 /* The stamp through the update syscall (config not mmapable), counters kept private. */
@@ -645,6 +779,8 @@ int main(void)
 		cmocka_unit_test_teardown(no_offload_leaves_maps_alone, reap_all),
 		cmocka_unit_test_teardown(full_map, reap_all),
 		cmocka_unit_test_teardown(tcp_user_path, reap_all),
+		cmocka_unit_test_teardown(expiry_reads_seen_stamps, reap_all),
+		cmocka_unit_test_teardown(authed_connection_waits_for_its_timeout, reap_all),
 	};
 	int rc;
 

@@ -120,10 +120,25 @@ static void authenticate(const struct pair *p)
 	struct hb_conn_key k = { .cookie = p->cookie };
 	struct hb_conn c;
 
+	__u64 zero = 0;
+
 	assert_int_equal(conn_get(p->cookie, &c), 0);
 	c.state = HB_STATE_AUTHED;
 	c.device_id = 1000 + p->cport;
+	c.seen_slot = 1 + p->cport % 200; /* within the 256 + 16 slots of group_setup's maps */
+	assert_int_equal(bpf_map_update_elem(hbk_map_fd(H, HB_MAP_SEEN), &c.seen_slot, &zero,
+					     BPF_ANY),
+			 0);
 	assert_int_equal(bpf_map_update_elem(hbk_map_fd(H, HB_MAP_CONNS), &k, &c, BPF_EXIST), 0);
+}
+
+/* The daemon's seen slot of an authenticated connection. */
+static __u64 seen_of(const struct hb_conn *c)
+{
+	__u64 v = ~0ull;
+
+	assert_int_equal(bpf_map_lookup_elem(hbk_map_fd(H, HB_MAP_SEEN), &c->seen_slot, &v), 0);
+	return v;
 }
 
 /* Closes both ends and waits (bounded, 2 s) for hb_sockops to drop the conns entry, so the next
@@ -284,6 +299,7 @@ static void ping_authed(int family, const char *addr)
 	assert_int_equal(c.pings, 1);
 	assert_int_equal(c.last_seq, 0xbeef);
 	assert_true(c.last_seen_ns >= t0 && c.last_seen_ns <= t1);
+	assert_int_equal(seen_of(&c), c.last_seen_ns); /* the daemon's expiry reads it there */
 	assert_int_equal(c.state, HB_STATE_AUTHED);
 	assert_int_equal(c.device_id, 1000 + p.cport); /* the daemon's fields untouched */
 	close_pair(&p);
@@ -324,6 +340,7 @@ static void test_echo(void **state)
 	assert_int_equal(conn_get(p.cookie, &c), 0);
 	assert_int_equal(c.echoes, 1);
 	assert_int_equal(c.pings, 0);
+	assert_int_equal(seen_of(&c), c.last_seen_ns); /* an ECHO proves it alive as well */
 	close_pair(&p);
 }
 

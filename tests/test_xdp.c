@@ -28,6 +28,7 @@
 
 #define PORT 7600
 #define TOKEN 0x1122334455667788ull
+#define SEEN_SLOT 7u /* the seen slot IPv4 test sessions name */
 #define CPORT 40001
 
 static struct hbk *H; /* one loaded set of objects for the whole table */
@@ -335,9 +336,29 @@ static void set_session(enum sess s, int family, struct hb_session *out)
 	if (s == S_V6_NOT_MAPPED)
 		v.addr[10] = v.addr[11] = 0; /* ::a.b.c.d, not ::ffff:a.b.c.d */
 	v.device_id = 42;
+	/* IPv4 sessions have a seen slot, IPv6 ones none: both ways are exercised */
+	v.seen_slot = family == 4 ? SEEN_SLOT : 0;
 	snprintf(v.peer, sizeof(v.peer), "test");
 	assert_int_equal(bpf_map_update_elem(fd, &k, &v, BPF_ANY), 0);
 	*out = v;
+}
+
+static __u64 seen_at(__u32 slot)
+{
+	__u64 v = ~0ull;
+
+	assert_int_equal(bpf_map_lookup_elem(hbk_map_fd(H, HB_MAP_SEEN), &slot, &v), 0);
+	return v;
+}
+
+static void seen_clear(void)
+{
+	__u64 zero = 0;
+
+	for (__u32 slot = 0; slot <= SEEN_SLOT; slot += SEEN_SLOT)
+		assert_int_equal(bpf_map_update_elem(hbk_map_fd(H, HB_MAP_SEEN), &slot, &zero,
+						     BPF_ANY),
+				 0);
 }
 
 static void build_case(const struct xdp_case *c, struct pkt *in, struct pkt *pong)
@@ -377,6 +398,7 @@ static void run_case(void **state)
 
 	set_daemon(c->daemon);
 	set_session(c->sess, c->family, &sess);
+	seen_clear();
 	build_case(c, &in, c->pong ? &want : NULL);
 	hbt_kstats(H, &before);
 
@@ -421,6 +443,12 @@ static void run_case(void **state)
 			assert_int_equal(got.last_seen_ns, 0);
 			assert_int_equal(got.last_seq, 0);
 		}
+		/* the daemon's seen slot gets the same stamp; no slot, no stamp anywhere */
+		if (c->verdict == XDP_TX && got.seen_slot)
+			assert_int_equal(seen_at(SEEN_SLOT), got.last_seen_ns);
+		else
+			assert_int_equal(seen_at(SEEN_SLOT), 0);
+		assert_int_equal(seen_at(0), 0);
 		/* the daemon's fields are never touched */
 		assert_int_equal(got.device_id, 42);
 		assert_int_equal(got.state, sess.state);

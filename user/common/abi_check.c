@@ -11,7 +11,7 @@ _Static_assert(sizeof(struct hb_ping) == 8, "PING payload");
 _Static_assert(sizeof(struct hb_bye) == 2 && sizeof(struct hb_error) == 2, "BYE/ERROR payload");
 _Static_assert(HB_PING_TCP_BYTES == 16 && HB_PING_UDP_BYTES == 24, "heartbeat size on the wire");
 _Static_assert(sizeof(struct hb_conn_key) == 8 && sizeof(struct hb_session_key) == 8, "map keys");
-_Static_assert(sizeof(struct hb_conn) == 88, "conns value");
+_Static_assert(sizeof(struct hb_conn) == 96, "conns value");
 _Static_assert(sizeof(struct hb_session) == 104, "sessions value");
 _Static_assert(offsetof(struct hb_session, state) == 20, "sessions value layout");
 _Static_assert(sizeof(struct hb_config) == 48, "config value");

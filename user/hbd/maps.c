@@ -101,6 +101,37 @@ fail:
 	return rc;
 }
 
+int hbd_maps_open_seen(struct hbd_maps *m, const char *dir, char *why, size_t whylen)
+{
+	struct bpf_map_info info;
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t len;
+	void *p;
+	int fd, rc;
+
+	fd = open_map(dir, HB_MAP_SEEN, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), &info,
+		      why, whylen);
+	if (fd < 0)
+		return fd;
+	if (!(info.map_flags & BPF_F_MMAPABLE) || info.max_entries < 2) {
+		snprintf(why, whylen, "%s/%s: not an mmapable array", dir, HB_MAP_SEEN);
+		close(fd);
+		return -EPROTO;
+	}
+	len = ((size_t)info.max_entries * sizeof(__u64) + pg - 1) / pg * pg;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	rc = p == MAP_FAILED ? -errno : 0;
+	close(fd); /* the mapping keeps the map */
+	if (rc) {
+		snprintf(why, whylen, "%s/%s: mmap: %s", dir, HB_MAP_SEEN, strerror(-rc));
+		return rc;
+	}
+	m->seen_mem = p;
+	m->seen_len = len;
+	m->seen_n = info.max_entries;
+	return 0;
+}
+
 int hbd_maps_open_ustats(struct hbd_maps *m, const char *dir, char *why, size_t whylen)
 {
 	struct bpf_map_info info;
@@ -139,6 +170,8 @@ void hbd_maps_close(struct hbd_maps *m)
 		munmap(m->ustats_mem, m->ustats_len);
 	if (m->config_mem)
 		munmap(m->config_mem, m->config_len);
+	if (m->seen_mem)
+		munmap(m->seen_mem, m->seen_len);
 	for (int *fd = &m->conns; fd <= &m->ustats; fd++) {
 		if (*fd >= 0)
 			close(*fd);
@@ -146,7 +179,8 @@ void hbd_maps_close(struct hbd_maps *m)
 	hbd_maps_init(m);
 }
 
-int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, uint64_t now_ns)
+int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, uint64_t now_ns,
+		       uint32_t seen_slot)
 {
 	struct hb_conn_key k = { .cookie = cookie };
 	struct hb_conn v;
@@ -162,7 +196,25 @@ int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, 
 	v.device_id = device_id;
 	v.state = HB_STATE_AUTHED;
 	v.last_seen_ns = now_ns;
+	v.seen_slot = seen_slot;
+	hbd_seen_clear(m, seen_slot); /* before the kernel can stamp it: the update is a barrier */
 	return bpf_map_update_elem(m->conns, &k, &v, BPF_ANY) ? -errno : 0;
+}
+
+/* The lookup and the update race with the kernel's heartbeat fields: a heartbeat between them
+ * may be lost from pings and last_seen_ns (expiry confirms silence in the map before it acts, and
+ * the next heartbeat stamps the new slot). */
+int hbd_maps_conn_reseat(struct hbd_maps *m, uint64_t cookie, uint32_t seen_slot)
+{
+	struct hb_conn_key k = { .cookie = cookie };
+	struct hb_conn v;
+
+	if (bpf_map_lookup_elem(m->conns, &k, &v))
+		return -errno;
+	if (seen_slot && seen_slot < m->seen_n)
+		__atomic_store_n(&m->seen_mem[seen_slot], v.last_seen_ns, __ATOMIC_RELAXED);
+	v.seen_slot = seen_slot;
+	return bpf_map_update_elem(m->conns, &k, &v, BPF_EXIST) ? -errno : 0;
 }
 
 int hbd_maps_conn_last_seen(struct hbd_maps *m, uint64_t cookie, uint64_t *ns)
@@ -189,6 +241,7 @@ int hbd_maps_sess_put(struct hbd_maps *m, uint64_t token, const struct hb_sessio
 {
 	struct hb_session_key k = { .token = token };
 
+	hbd_seen_clear(m, v->seen_slot); /* before the kernel can stamp it: the update is a barrier */
 	return bpf_map_update_elem(m->sessions, &k, v, BPF_ANY) ? -errno : 0;
 }
 
@@ -207,6 +260,22 @@ int hbd_maps_sess_last_seen(struct hbd_maps *m, uint64_t token, uint64_t *ns)
 	if (!rc)
 		*ns = v.last_seen_ns;
 	return rc;
+}
+
+int hbd_maps_sess_reseat(struct hbd_maps *m, uint64_t token, const struct hb_session *known,
+			 uint32_t seen_slot)
+{
+	struct hb_session_key k = { .token = token };
+	struct hb_session v;
+
+	if (known)
+		v = *known;
+	else if (bpf_map_lookup_elem(m->sessions, &k, &v))
+		return -errno;
+	if (seen_slot && seen_slot < m->seen_n)
+		__atomic_store_n(&m->seen_mem[seen_slot], v.last_seen_ns, __ATOMIC_RELAXED);
+	v.seen_slot = seen_slot;
+	return bpf_map_update_elem(m->sessions, &k, &v, BPF_EXIST) ? -errno : 0;
 }
 
 int hbd_maps_sess_delete(struct hbd_maps *m, uint64_t token)

@@ -17,6 +17,9 @@ struct hbd_maps {
 	size_t config_len;
 	struct hb_config config_cache; /* last config read, for the one-syscall stamp */
 	unsigned stamps;
+	__u64 *seen_mem; /* mmap of seen (struct hb_conn's seen_slot), NULL without it */
+	size_t seen_len;
+	__u32 seen_n; /* its entries; slot 0 is never given out */
 };
 
 void hbd_maps_init(struct hbd_maps *m);
@@ -24,14 +27,38 @@ void hbd_maps_init(struct hbd_maps *m);
  * or none: on failure returns -errno, leaves them closed and says why in why.
  */
 int hbd_maps_open_offload(struct hbd_maps *m, const char *dir, char *why, size_t whylen);
+/* Maps the pinned seen array if there is one (pins of an older hbctl have none: expiry then
+ * looks each device up). Returns 0 or -errno with why set; either way offload works.
+ */
+int hbd_maps_open_seen(struct hbd_maps *m, const char *dir, char *why, size_t whylen);
 /* Opens and maps ustats (HB_MAX_WORKERS slots). -errno if absent or not usable. */
 int hbd_maps_open_ustats(struct hbd_maps *m, const char *dir, char *why, size_t whylen);
 void hbd_maps_close(struct hbd_maps *m);
 
-/* conns[cookie]: device_id and state AUTHED, last_seen_ns = now_ns. Creates the entry if
- * sock_ops did not (then the kernel never sees the socket's frames and the daemon answers).
+/* The heartbeat stamp in seen[slot] (0 if there is no such slot or none was stored yet). */
+static inline uint64_t hbd_seen_get(const struct hbd_maps *m, uint32_t slot)
+{
+	return slot && slot < m->seen_n ? __atomic_load_n(&m->seen_mem[slot], __ATOMIC_RELAXED)
+					: 0;
+}
+
+/* Clears seen[slot] before the slot goes to a new connection or session, so that it starts
+ * without its predecessor's stamps. */
+static inline void hbd_seen_clear(struct hbd_maps *m, uint32_t slot)
+{
+	if (slot && slot < m->seen_n)
+		__atomic_store_n(&m->seen_mem[slot], 0, __ATOMIC_RELAXED);
+}
+
+/* conns[cookie]: device_id and state AUTHED, last_seen_ns = now_ns, seen_slot (0: none).
+ * Creates the entry if sock_ops did not (then the kernel never sees the socket's frames and the
+ * daemon answers).
  */
-int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, uint64_t now_ns);
+int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, uint64_t now_ns,
+		       uint32_t seen_slot);
+/* Points conns[cookie] (an adopted connection's) at our seen_slot; seen[seen_slot] starts at the
+ * entry's last_seen_ns. -ENOENT if the entry is gone. */
+int hbd_maps_conn_reseat(struct hbd_maps *m, uint64_t cookie, uint32_t seen_slot);
 int hbd_maps_conn_last_seen(struct hbd_maps *m, uint64_t cookie, uint64_t *ns);
 /* Deletes conns[cookie]; ENOENT (sock_ops got there first) is success. */
 int hbd_maps_conn_delete(struct hbd_maps *m, uint64_t cookie);
@@ -39,6 +66,10 @@ int hbd_maps_conn_delete(struct hbd_maps *m, uint64_t cookie);
 int hbd_maps_sess_put(struct hbd_maps *m, uint64_t token, const struct hb_session *v);
 int hbd_maps_sess_get(struct hbd_maps *m, uint64_t token, struct hb_session *v);
 int hbd_maps_sess_last_seen(struct hbd_maps *m, uint64_t token, uint64_t *ns);
+/* As hbd_maps_conn_reseat, for an adopted session; known: its entry if the caller just read it
+ * (saves the lookup), else NULL. */
+int hbd_maps_sess_reseat(struct hbd_maps *m, uint64_t token, const struct hb_session *known,
+			 uint32_t seen_slot);
 int hbd_maps_sess_delete(struct hbd_maps *m, uint64_t token);
 
 /* config.alive_ns = now_ns, config.grace_ns = grace_ns: a store if config is mmapable, else one

@@ -213,6 +213,10 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 	fprintf(f, "hbeat_revoked_total %" PRIu64 "\n", (uint64_t)u.revoked);
 	family(f, "hbeat_key_reloads_total", "counter", "Key store reloads.");
 	fprintf(f, "hbeat_key_reloads_total %" PRIu64 "\n", (uint64_t)u.key_reloads);
+	family(f, "hbeat_expiry_lookups_total", "counter",
+	       "Map lookups by expiry (a device due without a heartbeat stamp, or a silence "
+	       "confirmed).");
+	fprintf(f, "hbeat_expiry_lookups_total %" PRIu64 "\n", (uint64_t)u.expiry_lookups);
 	family(f, "hbeat_errors_total", "counter", "I/O and internal errors in hbd.");
 	fprintf(f, "hbeat_errors_total %" PRIu64 "\n", (uint64_t)u.errors);
 	family(f, "hbeat_events_dropped_total", "counter",

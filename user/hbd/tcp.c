@@ -387,8 +387,12 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	c->device_id = r.device_id;
 	c->state = CONN_AUTHED;
 	c->last_seen = clock32(w);
+	/* from --hello-timeout to the heartbeat timeout: not due (nor looked at) before that */
+	hb_wheel_del(&w->tcp_wheel, slot);
+	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->timeout_ms);
 	if (d->tcp_offload && c->cookie) {
-		rc = hbd_maps_conn_auth(&d->maps, c->cookie, r.device_id, hbd_mono_ns());
+		rc = hbd_maps_conn_auth(&d->maps, c->cookie, r.device_id, hbd_mono_ns(),
+					hbd_seen_tcp(w, slot));
 		if (rc && hbd_map_full(w, rc, "conns", r.device_id)) {
 			conn_close(w, slot, HB_ERROR, HB_ERR_FULL);
 			return;
@@ -722,10 +726,43 @@ void hbd_tcp_flush(struct hbd_worker *w)
 	}
 }
 
+/* Folds the kernel's last heartbeat of an authenticated connection into c->last_seen: from
+ * its seen stamp (a memory read), or with lookup (or without a seen slot) from conns[cookie]
+ * (a syscall).
+ */
+static void kernel_last_seen(struct hbd_worker *w, uint32_t slot, bool lookup)
+{
+	struct hbd_daemon *d = w->d;
+	struct hbd_conn *c = &w->conns[slot];
+	uint32_t k = hbd_seen_tcp(w, slot);
+	uint64_t ns;
+
+	if (k && !lookup) {
+		ns = hbd_seen_get(&d->maps, k);
+	} else {
+		HBD_STAT_ADD(w->st, expiry_lookups, 1);
+		if (hbd_maps_conn_last_seen(&d->maps, c->cookie, &ns))
+			return;
+	}
+	if (ns > d->mono0_ns) {
+		uint32_t t = (uint32_t)((ns - d->mono0_ns) / 1000000);
+
+		/* newer in wrap-around terms: the kernel saw a heartbeat after us */
+		if ((int32_t)(t - c->last_seen) > 0)
+			c->last_seen = t;
+	}
+}
+
+/* ms since c->last_seen; the kernel may have stamped it after our clock reading: no silence */
+static uint32_t silence(const struct hbd_worker *w, const struct hbd_conn *c)
+{
+	return (int32_t)(clock32(w) - c->last_seen) > 0 ? clock32(w) - c->last_seen : 0;
+}
+
 /* Looks at the connections whose deadline came due: expires the silent ones and puts the
  * others back at last_seen + timeout. In offload mode the kernel answers heartbeats, so
- * last_seen comes from conns[cookie].last_seen_ns when that is newer (one lookup per
- * connection due, none for the rest).
+ * last_seen comes from the kernel's stamp when that is newer: a read of the seen array for
+ * each connection due, and a conns lookup only to confirm a silence before expiring.
  */
 void hbd_tcp_expire(struct hbd_worker *w)
 {
@@ -737,7 +774,7 @@ void hbd_tcp_expire(struct hbd_worker *w)
 		for (uint32_t i = 0; i < n; i++) {
 			uint32_t slot = w->due[i], silent;
 			struct hbd_conn *c = &w->conns[slot];
-			uint64_t ns;
+			bool kernel;
 
 			if (!conn_live(c)) {
 				if (c->state == CONN_FREE)
@@ -773,17 +810,15 @@ void hbd_tcp_expire(struct hbd_worker *w)
 				}
 				continue;
 			}
-			if (c->state == CONN_AUTHED && d->tcp_offload && c->cookie &&
-			    !hbd_maps_conn_last_seen(&d->maps, c->cookie, &ns) && ns > d->mono0_ns) {
-				uint32_t k = (uint32_t)((ns - d->mono0_ns) / 1000000);
-
-				/* newer in wrap-around terms: the kernel saw a heartbeat after us */
-				if ((int32_t)(k - c->last_seen) > 0)
-					c->last_seen = k;
+			kernel = c->state == CONN_AUTHED && d->tcp_offload && c->cookie;
+			if (kernel)
+				kernel_last_seen(w, slot, false);
+			silent = silence(w, c);
+			if (silent >= d->timeout_ms && kernel && hbd_seen_tcp(w, slot)) {
+				/* conns is the record: a stamp can lag it after an adoption */
+				kernel_last_seen(w, slot, true);
+				silent = silence(w, c);
 			}
-			/* the kernel may have stamped it after our clock reading: no silence */
-			silent = (int32_t)(clock32(w) - c->last_seen) > 0 ? clock32(w) - c->last_seen
-									  : 0;
 			if (silent >= d->timeout_ms) {
 				HBD_STAT_ADD(w->st, expired_tcp, 1);
 				hb_dbg("tcp: device %" PRIu64 " silent for %u ms: expired",
@@ -923,6 +958,13 @@ void hbd_tcp_adopt(struct hbd_worker *w, uint32_t slot, const struct hbd_ho_conn
 	}
 	due = (rec->authed ? d->timeout_ms : d->hello_timeout_ms);
 	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms - (rec->age_ms < due ? rec->age_ms : due) + due);
+	if (rec->authed && d->tcp_offload && c->cookie) {
+		uint32_t k = hbd_seen_tcp(w, slot);
+
+		/* the kernel stamps the old daemon's slot until the entry names ours */
+		if (k && hbd_maps_conn_reseat(&d->maps, c->cookie, k))
+			hbd_seen_clear(&d->maps, k);
+	}
 	if (rec->partial_len) {
 		struct tcp_feed t = { w, slot };
 

@@ -139,13 +139,15 @@ void hbd_udp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe)
 /* Writes the kernel's copy of a session. Returns nonzero if the client must be refused
  * (the map is full and --on-map-full says refuse); other failures leave it to userspace.
  */
-static int put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint64_t token)
+static int put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint32_t idx,
+			 uint64_t token)
 {
 	struct hb_session v = {
 		.port = s->port,
 		.state = HB_STATE_AUTHED,
 		.device_id = s->device_id,
 		.last_seen_ns = hbd_mono_ns(),
+		.seen_slot = hbd_seen_udp(w->d, idx),
 	};
 	int rc;
 
@@ -216,7 +218,7 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 		return;
 	}
 	/* the kernel must know the session before the device learns its token */
-	if (d->offload && put_map_entry(w, s, r.token)) {
+	if (d->offload && put_map_entry(w, s, idx, r.token)) {
 		struct hbd_sess gone;
 
 		err.code = htobe16(HB_ERR_FULL);
@@ -237,13 +239,13 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	hbd_supersede(w, r.old_loc);
 }
 
-static void rebind(struct hbd_worker *w, uint64_t token)
+static void rebind(struct hbd_worker *w, uint64_t token, uint32_t idx)
 {
 	struct hbd_sess s;
 
 	if (!w->d->offload || hbd_sess_lookup(&w->d->sessions, token, &s))
 		return;
-	put_map_entry(w, &s, token);
+	put_map_entry(w, &s, idx, token);
 }
 
 static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, socklen_t salen,
@@ -292,7 +294,7 @@ static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, sockle
 	}
 	if (v.rebound) {
 		hb_dbg("udp: session of device %" PRIu64 " moved to a new address", v.device_id);
-		rebind(w, f.token);
+		rebind(w, f.token, v.idx);
 	}
 	switch (f.type) {
 	case HB_PING:
@@ -422,6 +424,37 @@ void hbd_udp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok)
 	HBD_STAT_ADD(w->st, data_acked, 1);
 }
 
+/* The later of last (worker clock ms) and the kernel's last heartbeat of the session: its
+ * stamp in seen[k] (a memory read), or with k 0 the sessions entry (a syscall).
+ */
+static uint32_t kernel_last_seen(struct hbd_worker *w, uint64_t token, uint32_t k, uint32_t last)
+{
+	struct hbd_daemon *d = w->d;
+	uint64_t ns;
+
+	if (k) {
+		ns = hbd_seen_get(&d->maps, k);
+	} else {
+		HBD_STAT_ADD(w->st, expiry_lookups, 1);
+		if (hbd_maps_sess_last_seen(&d->maps, token, &ns))
+			return last;
+	}
+	if (ns > d->mono0_ns) {
+		uint32_t t = (uint32_t)((ns - d->mono0_ns) / 1000000);
+
+		if ((int32_t)(t - last) > 0)
+			last = t;
+	}
+	return last;
+}
+
+/* Another worker (or the kernel) may have seen it after our clock reading: a negative silence
+ * is none. */
+static uint32_t silence(const struct hbd_worker *w, uint32_t last)
+{
+	return (int32_t)((uint32_t)w->now_ms - last) > 0 ? (uint32_t)w->now_ms - last : 0;
+}
+
 /* Same scheme as TCP: only sessions whose deadline came due are looked at. */
 void hbd_udp_expire(struct hbd_worker *w)
 {
@@ -437,20 +470,16 @@ void hbd_udp_expire(struct hbd_worker *w)
 		for (uint32_t i = 0; i < n; i++) {
 			uint32_t idx = w->due[i], last = hbd_sess_last_seen(t, idx), silent;
 			struct hbd_sess *s = &t->s[idx];
-			uint64_t ns;
+			uint32_t k = hbd_seen_udp(d, idx);
 
-			if (d->offload && !hbd_maps_sess_last_seen(&d->maps, s->token, &ns) &&
-			    ns > d->mono0_ns) {
-				uint32_t k = (uint32_t)((ns - d->mono0_ns) / 1000000);
-
-				if ((int32_t)(k - last) > 0)
-					last = k;
+			if (d->offload)
+				last = kernel_last_seen(w, s->token, k, last);
+			silent = silence(w, last);
+			if (silent >= d->timeout_ms && d->offload && k) {
+				/* sessions is the record: a stamp can lag it after an adoption */
+				last = kernel_last_seen(w, s->token, 0, last);
+				silent = silence(w, last);
 			}
-			/* another worker (or the kernel) may have seen it after our clock
-			 * reading: a negative silence is none
-			 */
-			silent = (int32_t)((uint32_t)w->now_ms - last) > 0 ? (uint32_t)w->now_ms - last
-									  : 0;
 			if (silent >= d->timeout_ms) {
 				HBD_STAT_ADD(w->st, expired_udp, 1);
 				hbd_udp_kill(w, idx, s->gen, HB_BYE_EXPIRED);

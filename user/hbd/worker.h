@@ -151,6 +151,23 @@ static inline bool hbd_handing_off(const struct hbd_worker *w)
 	       __atomic_load_n(&w->d->ho_phase, __ATOMIC_ACQUIRE) != HBD_HO_PHASE_NONE;
 }
 
+/* Slots in the seen array (bpf/hbeat_abi.h): TCP connections first, by worker and slot, then
+ * UDP sessions by index. 0 (no slot) where the array is absent or too small.
+ */
+static inline uint32_t hbd_seen_tcp(const struct hbd_worker *w, uint32_t slot)
+{
+	uint64_t k = 1 + (uint64_t)w->id * w->d->plan.slots + slot;
+
+	return k < w->d->maps.seen_n ? (uint32_t)k : 0;
+}
+
+static inline uint32_t hbd_seen_udp(const struct hbd_daemon *d, uint32_t idx)
+{
+	uint64_t k = 1 + (uint64_t)d->plan.workers * d->plan.slots + idx;
+
+	return k < d->maps.seen_n ? (uint32_t)k : 0;
+}
+
 /* worker.c */
 void *hbd_worker_main(void *arg);
 void hbd_worker_free(struct hbd_worker *w);
