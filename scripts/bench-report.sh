@@ -23,7 +23,10 @@ phase_json() { # DIR
 	[ -s "$d/hbctl-stats.json" ] && hbctl=$(cat "$d/hbctl-stats.json")
 	jq -n --slurpfile s "$d/samples.jsonl" --slurpfile h "$d/hbload.json" --argjson hbctl "$hbctl" \
 		--arg placement "${PLACEMENT:-split}" '
-	  def delta($a; $b): $b.ns | with_entries(.value -= ($a.ns[.key] // 0));
+	  # a thread that exits between two snapshots (an idle kworker) takes its run time
+	  # with it: a group whose sum went down has no figure (null), not a negative one
+	  def delta($a; $b): $b.ns | with_entries(.value -= ($a.ns[.key] // 0)
+	      | if .value < 0 then .value = null else . end);
 	  def cpu($a; $b): $b.cpu | with_entries(.key as $k | .value as $v
 	      | ([range(0; 8)] | map($v[.] - $a.cpu[$k][.])) as $d
 	      | ($d | add) as $tot
@@ -84,6 +87,10 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 	    then ($p.windows[$w].client_ns / 1000 / $p.hbload[$w].pings) else null end;
 	def machine_us_per_hb($p; $w): if $p.windows[$w] and $p.hbload[$w].pings > 0
 	    then ($p.windows[$w].machine_ns / 1000 / $p.hbload[$w].pings) else null end;
+	# the threads of hbd (schedstat), part of the server figure: on the kernel paths that is
+	# expiry, the liveness stamp and control, since the kernel answers every heartbeat
+	def hbd_us_per_hb($p; $w): if $p.windows[$w].ns.hbd and $p.hbload[$w].pings > 0
+	    then ($p.windows[$w].ns.hbd / 1000 / $p.hbload[$w].pings) else null end;
 	def r2: if . == null then null else (. * 100 | round) / 100 end;
 	def ratio($a; $b): if $a and $b and $a > 0 then ($b / $a | r2) else null end;
 	# what else ran in the window: CPU of tasks that are neither hbeat nor the kernel threads
@@ -103,6 +110,7 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 	    cpu_us_per_hb_user: (if $usr then (us_per_hb($usr; "steady") | r2) else null end),
 	    user_over_offload: ratio(us_per_hb($off; "steady"); (if $usr then us_per_hb($usr; "steady") else null end)),
 	    client_cpu_us_per_hb: (client_us_per_hb($off; "steady") | r2),
+	    hbd_cpu_us_per_hb_offload: (hbd_us_per_hb($off; "steady") | r2),
 	    machine_cpu_us_per_hb_offload: (machine_us_per_hb($off; "steady") | r2),
 	    noise: noise($off),
 	    machine_cpu_us_per_hb_user: (if $usr then (machine_us_per_hb($usr; "steady") | r2) else null end),
