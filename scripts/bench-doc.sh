@@ -111,15 +111,20 @@ window (noise rows). Where this run and an earlier one differ, the spread is tha
 
 - **UDP, XDP**: every PING of 500,000 sessions answered in the driver, none by hbd. The server
   spends $(v .udp.cpu_us_per_hb_offload) µs per heartbeat against $(v .udp.cpu_us_per_hb_user) µs when hbd answers ($(v .udp.user_over_offload)×); of
-  the former, the XDP program itself is the run time \`bpf_stats\` counts (Method), the rest is
-  CPU 1's share of receive and transmit. So UDP runs on XDP by default.
+  the former, the XDP program itself is the run time \`bpf_stats\` counts (Method), hbd's own
+  threads $(v .udp.hbd_cpu_us_per_hb_offload) µs (its expiry, which reads the kernel's heartbeat stamps from the
+  mmapped \`seen\` array: a memory read per device due; before that array it looked each one
+  up with a syscall, about one per heartbeat, and hbd took 1.93 of 3.55 µs:
+  \`git show 22b1153:docs/bench-result.json\`), the rest is CPU 1's share of receive and
+  transmit. So UDP runs on XDP by default.
 - **TCP, sockmap**: 500,000 connections, all authenticated; the verdict answered
   $(v .tcp.pings_kernel) PINGs and hbd none. But it saves the server only $(v .tcp.user_over_offload)× CPU per heartbeat
   ($(v .tcp.cpu_us_per_hb_offload) against $(v .tcp.cpu_us_per_hb_user) µs): an sk_skb verdict cannot transmit, so every PONG is
   queued on the socket's psock and sent by a kworker through the same \`tcp_sendmsg\` hbd
   calls (../shared/FIELD-NOTES.md: 17–28 µs a work item at 100k–500k connections). What it
-  saves is hbd's receive completion and wakeup; what both pay is the TCP stack on receive,
-  send and ACK. Its p99 is $(q 'if .tcp.rtt_us.p99 > .tcp.user.rtt_us.p99 then "higher" else "lower" end') ($(v .tcp.rtt_us.p99) against $(v .tcp.user.rtt_us.p99) µs), and its setup $(q 'if .tcp.setup_s > .tcp.user.setup_s then "slower" else "faster" end')
+  saves is hbd's receive completion and wakeup (hbd's own threads: $(v .tcp.hbd_cpu_us_per_hb_offload) µs per heartbeat,
+  its expiry and stamps; 3.33 µs in the run before the \`seen\` array); what both pay is the
+  TCP stack on receive, send and ACK. Its p99 is $(q 'if .tcp.rtt_us.p99 > .tcp.user.rtt_us.p99 then "higher" else "lower" end') ($(v .tcp.rtt_us.p99) against $(v .tcp.user.rtt_us.p99) µs), and its setup $(q 'if .tcp.setup_s > .tcp.user.setup_s then "slower" else "faster" end')
   ($(v .tcp.setup_s) against $(v .tcp.user.setup_s) s: sock_ops inserts every connection into the sockhash, the HELLO
   reaches hbd through the psock's kworker, hbd reads the cookie and writes the conns entry).
   $(q 'if .tcp.pings == .tcp.pongs then "Every PING of the window was answered" else "\(.tcp.pings - .tcp.pongs) of \(.tcp.pings) PINGs in the window got no PONG" end'), and hbd expired
@@ -130,9 +135,9 @@ window (noise rows). Where this run and an earlier one differ, the spread is tha
   (docs/RELIABILITY.md has the figures; \`scripts/copied-seq.bt\` shows it).
 - **Ceiling**: at 500,000 connections the sockmap path passed $(v .ceiling.tcp_offload_hb_per_s) hb/s and failed at
   $(v .ceiling.tcp_offload_breaks_at); hbd's own path passed $(v .ceiling.tcp_user_hb_per_s) and failed at $(v .ceiling.tcp_user_breaks_at) (ramp table, a p99 over 10 ms
-  each time). From 25k/s on the client's CPU is close to fully busy in both: the simulator
-  needs $(v .tcp.client_cpu_us_per_hb) µs of CPU per heartbeat itself (steady window), about $(v '.tcp.client_cpu_us_per_hb * 50000 / 1e5 | round / 10') CPUs at 50k/s,
-  so 50k/s cannot be shown on this 2-vCPU machine whatever the server does. $(q 'if .ceiling.tcp_offload_hb_per_s < .ceiling.tcp_user_hb_per_s then "The sockmap path\n  breaks first, and with the server'"'"'s CPU not full: at its failing step CPU 1 was\n  \(.ceiling.offload_steps[-1].cpu_busy_pct.cpu1)% busy, where hbd'"'"'s path passed the same rate." elif .ceiling.tcp_offload_hb_per_s == .ceiling.tcp_user_hb_per_s then "Both paths failed at the\n  same step, the client'"'"'s CPU saturated there (\(.ceiling.offload_steps[-1].client_cpu_pct)% and \(.ceiling.user_steps[-1].client_cpu_pct)% of a CPU, server \(.ceiling.offload_steps[-1].server_cpu_pct)% and\n  \(.ceiling.user_steps[-1].server_cpu_pct)%): in this run the simulator, not the server path, set the limit. Where the\n  sockmap path broke first (every earlier 500k run, all before the verdict fix), the\n  server'"'"'s CPU was not full." else "The sockmap path lasted longer than hbd'"'"'s." end')
+  each time). From 25k/s on the client's CPU is close to fully busy in both: in the steady
+  window the simulator needs $(v .tcp.client_cpu_us_per_hb) µs of CPU per heartbeat itself, which would be about $(v '.tcp.client_cpu_us_per_hb * 50000 / 1e5 | round / 10') CPUs
+  at 50k/s; $(q '([.ceiling.offload_steps[], .ceiling.user_steps[]] | map(select(.rate == 50000)) | first) as $s | if $s and $s.ok then "at higher rates it needs less per heartbeat (each wakeup handles more of them): at 50k/s its CPU was \($s.client_cpu_pct)% busy, \($s.client_cpu_pct * 1e4 / $s.hb_per_s | round) µs a heartbeat, and the client is still what runs out first." else "so 50k/s may not be reachable on this 2-vCPU machine whatever the server does." end') $(q 'if .ceiling.tcp_offload_hb_per_s < .ceiling.tcp_user_hb_per_s then "The sockmap path\n  breaks first, and with the server'"'"'s CPU not full: at its failing step CPU 1 was\n  \(.ceiling.offload_steps[-1].cpu_busy_pct.cpu1)% busy, where hbd'"'"'s path passed the same rate." elif .ceiling.tcp_offload_hb_per_s == .ceiling.tcp_user_hb_per_s then "Both paths failed at the\n  same step, the client'"'"'s CPU saturated there (\(.ceiling.offload_steps[-1].client_cpu_pct)% and \(.ceiling.user_steps[-1].client_cpu_pct)% of a CPU, server \(.ceiling.offload_steps[-1].server_cpu_pct)% and\n  \(.ceiling.user_steps[-1].server_cpu_pct)%): in this run the simulator, not the server path, set the limit. Where the\n  sockmap path broke first (every earlier 500k run, all before the verdict fix), the\n  server'"'"'s CPU was not full." else "The sockmap path lasted longer than hbd'"'"'s." end')
   Why the sockmap path can break before the CPU is full: a verdict cannot send, so
   each PONG becomes a work item on the CPU that ran the verdict, and that CPU's one kworker
   runs them one after another, each a full \`tcp_sendmsg\` taking the socket lock, and only
@@ -146,16 +151,18 @@ window (noise rows). Where this run and an earlier one differ, the spread is tha
   one redirect carry several PONGs (a redirect moves one socket's bytes, and each PONG is for a
   different device's socket), and several receive queues on a real NIC.
 - **Memory**: hbd grows by $(v .memory.rss_growth_b_per_client) B per client (a 40-byte slot and 8 bytes of wheel links
-  per direct-descriptor slot, a device-table entry: user/hbd/worker.h; the rest of its RSS is
-  there at 0 clients); the kernel holds $(v .memory.kernel_b_per_client) B per server-side
+  per direct-descriptor slot, a device-table entry: user/hbd/worker.h). Its total RSS per
+  client, $(v .memory.rss_b_per_client) B, also counts what it has at 0 clients: libraries, rings and, with BPF loaded, the
+  kernel's \`seen\` array, which \`hbctl load\` allocates (8 B for each of \`--max-conns\` +
+  \`--max-sessions\`, 16 MiB at the defaults) and hbd maps (RSS before the first client:
+  $(v '.phases["tcp-offload"].mem.ready_rss_kb') kB with it, $(v '.phases["tcp-user"].mem.ready_rss_kb') kB without BPF). The kernel holds $(v .memory.kernel_b_per_client) B per server-side
   connection, mostly the socket itself (slab files in \`$OUT/\`).
 - **Reconnect storm**: all 500,000 back, 0 failures, in $(v .storm.seconds) s; the reconnects are spread over 30 s
   and the last ones still need the setup rate. hbload drops its connections with an RST
   (SO_LINGER 0, so no TIME_WAIT collides with the reconnects' source ports), and an RST is
   never retransmitted: of 500,000 sent in one burst some cannot be allocated on the client (its
   TcpExtTCPAbortFailed counter) or are dropped on the way, and hbd learns of those connections'
-  end only by expiry, 45 s later. That is the likely reason hbd expired
-  $(v '.phases["tcp-offload"].hbctl.user.expired_tcp') server-side connections in this phase while no client was ever expired.
+  end only by expiry, 45 s later. $(q '.phases["tcp-offload"].hbctl.user.expired_tcp as $e | if ($e // 0) > 0 then "That is the likely reason hbd expired\n  \($e) server-side connections in this phase while no client was ever expired." else "In this run hbd expired no connection in the phase (the run before: 2095, likely for that reason)." end')
 
 **Defaults.** UDP: XDP. TCP: the sockmap path, because the figure hbeat exists to cut, server
 CPU per heartbeat at the fleet's steady load, measured lower for it ($(v .tcp.user_over_offload)×), and \`conns\`
@@ -197,8 +204,9 @@ cat <<'EOF'
   slab delta (SReclaimable + SUnreclaim) from hbd's start to the steady window counts both ends
   of each connection (they share one kernel). A plain connection's two ends are alike, so the
   server share is half the userspace phase's delta per connection plus everything the offload
-  phase adds on top (sockhash element, psock). The preallocated BPF maps (conns, sessions)
-  are not in the delta: they cost the same at 1 client as at 1M.
+  phase adds on top (sockhash element, psock). The preallocated BPF maps (conns, sessions,
+  and `seen`: 8 B for each of `--max-conns` + `--max-sessions`, 16 MiB at the defaults) are
+  not in the delta: they cost the same at 1 client as at 1M.
 - **Ceiling**: a rate ramp with all clients connected, right after the steady window; the
   ceiling is the last step that passed before the first that failed. After the ramp the
   clients return to 30 s.
