@@ -207,6 +207,11 @@ cat <<'EOF'
   phase adds on top (sockhash element, psock). The preallocated BPF maps (conns, sessions,
   and `seen`: 8 B for each of `--max-conns` + `--max-sessions`, 16 MiB at the defaults) are
   not in the delta: they cost the same at 1 client as at 1M.
+- **What the server CPU figure holds**: besides the server's own work, the IPIs that steer the
+  client's receive processing to CPU 0 (about 0.7 per heartbeat in both TCP paths, each a trap
+  to the hypervisor in this VM) are sent from the server's CPU; the client's CPU sends the same
+  for the server. perf profiles of both paths, and why they cannot price that in µs here:
+  docs/CEILING.md ("Where the server's CPU goes"), `scripts/profile-steady.sh`.
 - **Ceiling**: a rate ramp with all clients connected, right after the steady window; the
   ceiling is the last step that passed before the first that failed. After the ramp the
   clients return to 30 s.

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+# Where the server's CPU goes in the benchmark's steady window: runs scripts/bench.sh for the
+# given phases (short steady windows, no ramp, no storm) and samples both CPUs with perf
+# (cpu-clock, call graphs) for PERF_S seconds inside each phase's steady window; then prints, per
+# phase, the busiest functions on the server's CPU (1, the split placement) and the share of its
+# samples under a few frames of interest.
+#
+#   scripts/profile-steady.sh [--clients N] [--phases tcp-offload,tcp-user] [--out DIR]
+#                             [--summary-only]   (again from DIR's recordings, no new run)
+#
+# perf samples with a software clock here (no PMU in this VM), at 499 Hz: the shares are
+# estimates, and CPU time comes from scripts/bench.sh's /proc/stat figures, not from these.
+# Needs root and perf (Debian: linux-perf). Writes DIR/<phase>.perf and DIR/summary.txt;
+# docs/BENCHMARKS.md is left as it was.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CLIENTS=500000
+PHASES=tcp-offload,tcp-user
+OUT=build/profile
+PERF_S=30
+RUN=1
+while [ $# -gt 0 ]; do
+	case $1 in
+	--clients) CLIENTS=$2; shift ;;
+	--phases) PHASES=$2; shift ;;
+	--out) OUT=$2; shift ;;
+	--summary-only) RUN=0 ;;
+	-h | --help) sed -n '3,15p' "$0"; exit 0 ;;
+	*) echo "profile-steady: unknown option '$1'" >&2; exit 2 ;;
+	esac
+	shift
+done
+IFS=, read -r -a phases <<< "$PHASES"
+if [ "$RUN" = 1 ]; then
+	command -v perf > /dev/null || { echo "profile-steady: perf missing (apt-get install linux-perf)" >&2; exit 1; }
+	git diff --quiet -- docs/BENCHMARKS.md docs/bench-rtt.png ||
+		{ echo "profile-steady: docs/BENCHMARKS.md has changes: commit them first (bench.sh rewrites it)" >&2; exit 1; }
+
+	rm -rf "$OUT"
+	mkdir -p "$OUT"
+	# 20 s of warmup and a steady window long enough to hold the sampling with room on both sides
+	BENCH_OUT="$OUT/bench" scripts/bench.sh --clients "$CLIENTS" --phases "$PHASES" \
+		--steady $((PERF_S + 30)) --steady-user $((PERF_S + 30)) --steady-udp $((PERF_S + 30)) \
+		--warmup 20 --ramp '' --no-storm > "$OUT/bench.log" 2>&1 &
+	BENCH=$!
+	trap 'kill "$BENCH" 2>/dev/null; wait "$BENCH" 2>/dev/null; git checkout -- docs/BENCHMARKS.md docs/bench-rtt.png' EXIT
+
+	for ph in "${phases[@]}"; do
+		# bounded wait for the phase's steady window (setup of 500k takes under a minute)
+		for _ in $(seq 600); do
+			grep -q 'window_start steady' "$OUT/bench/$ph/samples.jsonl" 2>/dev/null && break
+			kill -0 "$BENCH" 2>/dev/null || break
+			sleep 0.5
+		done
+		grep -q 'window_start steady' "$OUT/bench/$ph/samples.jsonl" 2>/dev/null ||
+			{ echo "profile-steady: $ph never reached its steady window ($OUT/bench.log)" >&2; exit 1; }
+		sleep 5
+		# IPIs counted exactly (tracepoints), per CPU, over the same seconds as the samples
+		perf stat -e ipi:ipi_send_cpu,ipi:ipi_send_cpumask -a -A -x, -o "$OUT/$ph.ipi.csv" \
+			-- sleep "$PERF_S" > /dev/null 2>&1 &
+		STAT=$!
+		perf record -a -g -F 499 -o "$OUT/$ph.perf" -- sleep "$PERF_S" > /dev/null 2>&1
+		wait "$STAT" || true
+	done
+	wait "$BENCH"
+	trap - EXIT
+	git checkout -- docs/BENCHMARKS.md docs/bench-rtt.png
+fi
+
+# One sample a paragraph: "comm [cpu]", then its frames, leaf first.
+share() { # STACKS FRAME-REGEX: % of the samples with that frame anywhere in the stack
+	awk -v A="$2" 'BEGIN { RS = ""; FS = "\n" }
+		{ t++; for (i = 2; i <= NF; i++) if ($i ~ A) { n++; break } }
+		END { printf "%5.1f%%  %s\n", t ? 100 * n / t : 0, A }' "$1"
+}
+{
+	echo "scripts/profile-steady.sh --clients $CLIENTS --phases $PHASES ($(date -u +%FT%TZ))"
+	grep ' bench: .*: {' "$OUT/bench.log" | sed 's/^.* bench: /  /'
+	jq -r '[.tcp, .udp][] | select(. != null) | "  server CPU per heartbeat (bench.sh, /proc/stat): kernel path \(.cpu_us_per_hb_offload) µs, hbd \(.cpu_us_per_hb_user) µs"' \
+		"$OUT/bench/result.json"
+	for ph in "${phases[@]}"; do
+		perf script -i "$OUT/$ph.perf" -F comm,cpu,ip,sym 2> /dev/null |
+			awk 'BEGIN { RS = ""; FS = "\n" } $1 ~ /\[001\]/ { print $0 "\n" }' > "$OUT/$ph.cpu1.stacks"
+		echo
+		echo "== $ph: server CPU 1, $(grep -c '^[^[:space:]]' "$OUT/$ph.cpu1.stacks") samples in ${PERF_S} s"
+		echo "-- busiest functions (self)"
+		awk 'BEGIN { RS = ""; FS = "\n" } { l = $2; sub(/^[ \t]*[0-9a-f]+ /, "", l); n[l]++; t++ }
+			END { for (k in n) printf "%5.1f%%  %s\n", 100 * n[k] / t, k }' "$OUT/$ph.cpu1.stacks" |
+			sort -rn | sed -n 1,12p # not head: an early close would fail the pipeline
+		rate=$(jq '.steady.hb_per_s' "$OUT/bench/$ph/hbload.json")
+		awk -F, -v r="$rate" -v s="$PERF_S" '$1 == "CPU1" && $4 ~ /^ipi:/ { n += $2 }
+			END { printf "-- IPIs sent by CPU 1: %d in %d s, %.2f per heartbeat (at %.0f/s)\n", n, s, n / (r * s), r }' \
+			"$OUT/$ph.ipi.csv"
+		echo "-- under these frames (inclusive)"
+		for f in net_rps_send_ipi sk_psock_backlog 'bpf_prog_[0-9a-f]+_hb_verdict' strp_data_ready \
+			'hbd_' io_uring_enter tcp_sendmsg_locked tcp_v4_rcv skb_pp_cow_data veth_xdp_rcv_skb; do
+			share "$OUT/$ph.cpu1.stacks" "$f"
+		done
+	done
+} | tee "$OUT/summary.txt"
