@@ -113,7 +113,10 @@ static int setup_maps(struct hbd_daemon *d)
 		d->tcp_offload = hbd_maps_config(&d->maps, &hc) || hc.tcp_path != HB_TCP_USER;
 		if (!d->tcp_offload)
 			hb_info("BPF loaded with --tcp user: TCP heartbeats answered here, UDP ones by XDP");
-		if (hbd_maps_open_seen(&d->maps, cfg->pin_path, why, sizeof(why)))
+		/* TCP slots of every worker, then the sessions (worker.h, hbd_seen_tcp/udp) */
+		if (hbd_maps_open_seen(&d->maps, cfg->pin_path,
+				       1 + (uint64_t)d->plan.workers * d->plan.slots + d->sessions.cap,
+				       why, sizeof(why)))
 			hb_info("no heartbeat stamps to map (%s): expiry looks each device up in the "
 				"maps instead (hbctl load of this version pins them)", why);
 		/* one daemon per set of maps, before touching any of them: a second would undo the

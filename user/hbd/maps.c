@@ -101,7 +101,8 @@ fail:
 	return rc;
 }
 
-int hbd_maps_open_seen(struct hbd_maps *m, const char *dir, char *why, size_t whylen)
+int hbd_maps_open_seen(struct hbd_maps *m, const char *dir, uint64_t want, char *why,
+		       size_t whylen)
 {
 	struct bpf_map_info info;
 	long pg = sysconf(_SC_PAGESIZE);
@@ -118,6 +119,10 @@ int hbd_maps_open_seen(struct hbd_maps *m, const char *dir, char *why, size_t wh
 		close(fd);
 		return -EPROTO;
 	}
+	/* a mapping of an array is populated whole at mmap time (and counts in our RSS): map only
+	 * the slots this daemon can hand out */
+	if (want < info.max_entries)
+		info.max_entries = (__u32)(want > 2 ? want : 2);
 	len = ((size_t)info.max_entries * sizeof(__u64) + pg - 1) / pg * pg;
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	rc = p == MAP_FAILED ? -errno : 0;

@@ -27,10 +27,12 @@ void hbd_maps_init(struct hbd_maps *m);
  * or none: on failure returns -errno, leaves them closed and says why in why.
  */
 int hbd_maps_open_offload(struct hbd_maps *m, const char *dir, char *why, size_t whylen);
-/* Maps the pinned seen array if there is one (pins of an older hbctl have none: expiry then
- * looks each device up). Returns 0 or -errno with why set; either way offload works.
+/* Maps the first want slots of the pinned seen array, or all it has if fewer (pins of an older
+ * hbctl have none: expiry then looks each device up). Returns 0 or -errno with why set; either
+ * way offload works.
  */
-int hbd_maps_open_seen(struct hbd_maps *m, const char *dir, char *why, size_t whylen);
+int hbd_maps_open_seen(struct hbd_maps *m, const char *dir, uint64_t want, char *why,
+		       size_t whylen);
 /* Opens and maps ustats (HB_MAX_WORKERS slots). -errno if absent or not usable. */
 int hbd_maps_open_ustats(struct hbd_maps *m, const char *dir, char *why, size_t whylen);
 void hbd_maps_close(struct hbd_maps *m);
