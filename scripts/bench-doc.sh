@@ -126,7 +126,8 @@ window (noise rows). Where this run and an earlier one differ, the spread is tha
   its expiry and stamps; 3.33 µs in the run before the \`seen\` array); what both pay is the
   TCP stack on receive, send and ACK. Its p99 is $(q 'if .tcp.rtt_us.p99 > .tcp.user.rtt_us.p99 then "higher" else "lower" end') ($(v .tcp.rtt_us.p99) against $(v .tcp.user.rtt_us.p99) µs), and its setup $(q 'if .tcp.setup_s > .tcp.user.setup_s then "slower" else "faster" end')
   ($(v .tcp.setup_s) against $(v .tcp.user.setup_s) s: sock_ops inserts every connection into the sockhash, the HELLO
-  reaches hbd through the psock's kworker, hbd reads the cookie and writes the conns entry).
+  reaches hbd through the psock's kworker, hbd reads the cookie and writes the conns entry;
+  setup times of every run of this code, and a profile: docs/SETUP.md).
   $(q 'if .tcp.pings == .tcp.pongs then "Every PING of the window was answered" else "\(.tcp.pings - .tcp.pongs) of \(.tcp.pings) PINGs in the window got no PONG" end'), and hbd expired
   $(v '.phases["tcp-offload"].hbload.expired') heartbeating devices ($(v '.phases["tcp-user"].hbload.expired') on the userspace path). Until the verdict
   stopped handing frames to hbd by SK_PASS, every 500k run lost PINGs here and hbd

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-# Where the server's CPU goes in the benchmark's steady window: runs scripts/bench.sh for the
-# given phases (short steady windows, no ramp, no storm) and samples both CPUs with perf
-# (cpu-clock, call graphs) for PERF_S seconds inside each phase's steady window; then prints, per
-# phase, the busiest functions on the server's CPU (1, the split placement) and the share of its
-# samples under a few frames of interest.
+# Where the CPU goes in the benchmark: runs scripts/bench.sh for the given phases (short steady
+# windows, no ramp, no storm) and samples both CPUs with perf (cpu-clock, call graphs) for PERF_S
+# seconds inside each phase's steady window (or, with --window setup, from the first connected
+# clients on, while 500k connect); then prints, per phase, the busiest functions and the share of
+# samples under a few frames of interest: of the server's CPU (1, the split placement) in the
+# steady window, of both CPUs during setup (nothing is pinned then).
 #
 #   scripts/profile-steady.sh [--clients N] [--phases tcp-offload,tcp-user] [--out DIR]
+#                             [--window steady|setup]
 #                             [--summary-only]   (again from DIR's recordings, no new run)
 #
 # perf samples with a software clock here (no PMU in this VM), at 499 Hz: the shares are
@@ -20,6 +22,7 @@ CLIENTS=500000
 PHASES=tcp-offload,tcp-user
 OUT=build/profile
 PERF_S=30
+WINDOW=steady
 RUN=1
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -27,11 +30,17 @@ while [ $# -gt 0 ]; do
 	--phases) PHASES=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--summary-only) RUN=0 ;;
-	-h | --help) sed -n '3,15p' "$0"; exit 0 ;;
+	--window) WINDOW=$2; shift ;;
+	-h | --help) sed -n '3,17p' "$0"; exit 0 ;;
 	*) echo "profile-steady: unknown option '$1'" >&2; exit 2 ;;
 	esac
 	shift
 done
+case $WINDOW in
+steady) CPUS='\[001\]' ;;
+setup) CPUS='\[00[01]\]'; PERF_S=16 ;; # the first 16 s: the connections come at ~20k/s
+*) echo "profile-steady: --window steady|setup" >&2; exit 2 ;;
+esac
 IFS=, read -r -a phases <<< "$PHASES"
 if [ "$RUN" = 1 ]; then
 	command -v perf > /dev/null || { echo "profile-steady: perf missing (apt-get install linux-perf)" >&2; exit 1; }
@@ -48,15 +57,20 @@ if [ "$RUN" = 1 ]; then
 	trap 'kill "$BENCH" 2>/dev/null; wait "$BENCH" 2>/dev/null; git checkout -- docs/BENCHMARKS.md docs/bench-rtt.png' EXIT
 
 	for ph in "${phases[@]}"; do
-		# bounded wait for the phase's steady window (setup of 500k takes under a minute)
-		for _ in $(seq 600); do
-			grep -q 'window_start steady' "$OUT/bench/$ph/samples.jsonl" 2>/dev/null && break
+		# bounded wait for the phase's window (setup of 500k takes under a minute)
+		if [ "$WINDOW" = steady ]; then
+			pat='window_start steady' f=$OUT/bench/$ph/samples.jsonl
+		else
+			pat='connected [1-9]' f=$OUT/bench/$ph/hbload.log
+		fi
+		for _ in $(seq 1200); do
+			grep -q "$pat" "$f" 2>/dev/null && break
 			kill -0 "$BENCH" 2>/dev/null || break
-			sleep 0.5
+			sleep 0.2
 		done
-		grep -q 'window_start steady' "$OUT/bench/$ph/samples.jsonl" 2>/dev/null ||
-			{ echo "profile-steady: $ph never reached its steady window ($OUT/bench.log)" >&2; exit 1; }
-		sleep 5
+		grep -q "$pat" "$f" 2>/dev/null ||
+			{ echo "profile-steady: $ph never reached its $WINDOW window ($OUT/bench.log)" >&2; exit 1; }
+		[ "$WINDOW" = steady ] && sleep 5
 		# IPIs counted exactly (tracepoints), per CPU, over the same seconds as the samples
 		perf stat -e ipi:ipi_send_cpu,ipi:ipi_send_cpumask -a -A -x, -o "$OUT/$ph.ipi.csv" \
 			-- sleep "$PERF_S" > /dev/null 2>&1 &
@@ -72,7 +86,7 @@ fi
 # One sample a paragraph: "comm [cpu]", then its frames, leaf first.
 share() { # STACKS FRAME-REGEX: % of the samples with that frame anywhere in the stack
 	awk -v A="$2" 'BEGIN { RS = ""; FS = "\n" }
-		{ t++; for (i = 2; i <= NF; i++) if ($i ~ A) { n++; break } }
+		{ t++; for (i = 1; i <= NF; i++) if ($i ~ A) { n++; break } } # $1: comm [cpu]
 		END { printf "%5.1f%%  %s\n", t ? 100 * n / t : 0, A }' "$1"
 }
 {
@@ -82,21 +96,26 @@ share() { # STACKS FRAME-REGEX: % of the samples with that frame anywhere in the
 		"$OUT/bench/result.json"
 	for ph in "${phases[@]}"; do
 		perf script -i "$OUT/$ph.perf" -F comm,cpu,ip,sym 2> /dev/null |
-			awk 'BEGIN { RS = ""; FS = "\n" } $1 ~ /\[001\]/ { print $0 "\n" }' > "$OUT/$ph.cpu1.stacks"
+			awk -v C="$CPUS" 'BEGIN { RS = ""; FS = "\n" } $1 ~ C { print $0 "\n" }' > "$OUT/$ph.cpu.stacks"
 		echo
-		echo "== $ph: server CPU 1, $(grep -c '^[^[:space:]]' "$OUT/$ph.cpu1.stacks") samples in ${PERF_S} s"
+		echo "== $ph, $WINDOW: $([ "$WINDOW" = steady ] && echo "server CPU 1" || echo "both CPUs"), $(grep -c '^[^[:space:]]' "$OUT/$ph.cpu.stacks") samples in ${PERF_S} s"
 		echo "-- busiest functions (self)"
 		awk 'BEGIN { RS = ""; FS = "\n" } { l = $2; sub(/^[ \t]*[0-9a-f]+ /, "", l); n[l]++; t++ }
-			END { for (k in n) printf "%5.1f%%  %s\n", 100 * n[k] / t, k }' "$OUT/$ph.cpu1.stacks" |
+			END { for (k in n) printf "%5.1f%%  %s\n", 100 * n[k] / t, k }' "$OUT/$ph.cpu.stacks" |
 			sort -rn | sed -n 1,12p # not head: an early close would fail the pipeline
 		rate=$(jq '.steady.hb_per_s' "$OUT/bench/$ph/hbload.json")
-		awk -F, -v r="$rate" -v s="$PERF_S" '$1 == "CPU1" && $4 ~ /^ipi:/ { n += $2 }
+		[ "$WINDOW" = steady ] && awk -F, -v r="$rate" -v s="$PERF_S" '$1 == "CPU1" && $4 ~ /^ipi:/ { n += $2 }
 			END { printf "-- IPIs sent by CPU 1: %d in %d s, %.2f per heartbeat (at %.0f/s)\n", n, s, n / (r * s), r }' \
 			"$OUT/$ph.ipi.csv"
+		[ "$WINDOW" = setup ] && grep -E "^\S+ hbload info: +(0\.[0-9]|1\.[0-9]|$((PERF_S + 1))\.[0-9])s" \
+			"$OUT/bench/$ph/hbload.log" | awk '{ print "-- " $4 " " $5 " " $6 }'
+		true
 		echo "-- under these frames (inclusive)"
 		for f in net_rps_send_ipi sk_psock_backlog 'bpf_prog_[0-9a-f]+_hb_verdict' strp_data_ready \
-			'hbd_' io_uring_enter tcp_sendmsg_locked tcp_v4_rcv skb_pp_cow_data veth_xdp_rcv_skb; do
-			share "$OUT/$ph.cpu1.stacks" "$f"
+			'hbd_' io_uring_enter tcp_sendmsg_locked tcp_v4_rcv skb_pp_cow_data veth_xdp_rcv_skb \
+			'bpf_prog_[0-9a-f]+_hb_sockops' __sys_bpf hbd_tcp_expire tcp_bpf_recvmsg allocate_slab \
+			'hbload \\['; do
+			share "$OUT/$ph.cpu.stacks" "$f"
 		done
 	done
 } | tee "$OUT/summary.txt"
