@@ -744,19 +744,7 @@ static void kernel_last_seen(struct hbd_worker *w, uint32_t slot, bool lookup)
 		if (hbd_maps_conn_last_seen(&d->maps, c->cookie, &ns))
 			return;
 	}
-	if (ns > d->mono0_ns) {
-		uint32_t t = (uint32_t)((ns - d->mono0_ns) / 1000000);
-
-		/* newer in wrap-around terms: the kernel saw a heartbeat after us */
-		if ((int32_t)(t - c->last_seen) > 0)
-			c->last_seen = t;
-	}
-}
-
-/* ms since c->last_seen; the kernel may have stamped it after our clock reading: no silence */
-static uint32_t silence(const struct hbd_worker *w, const struct hbd_conn *c)
-{
-	return (int32_t)(clock32(w) - c->last_seen) > 0 ? clock32(w) - c->last_seen : 0;
+	c->last_seen = hbd_seen_later(d, ns, c->last_seen);
 }
 
 /* Looks at the connections whose deadline came due: expires the silent ones and puts the
@@ -813,11 +801,11 @@ void hbd_tcp_expire(struct hbd_worker *w)
 			kernel = c->state == CONN_AUTHED && d->tcp_offload && c->cookie;
 			if (kernel)
 				kernel_last_seen(w, slot, false);
-			silent = silence(w, c);
+			silent = hbd_silence(w, c->last_seen);
 			if (silent >= d->timeout_ms && kernel && hbd_seen_tcp(w, slot)) {
 				/* conns is the record: a stamp can lag it after an adoption */
 				kernel_last_seen(w, slot, true);
-				silent = silence(w, c);
+				silent = hbd_silence(w, c->last_seen);
 			}
 			if (silent >= d->timeout_ms) {
 				HBD_STAT_ADD(w->st, expired_tcp, 1);

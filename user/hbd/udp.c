@@ -439,20 +439,7 @@ static uint32_t kernel_last_seen(struct hbd_worker *w, uint64_t token, uint32_t 
 		if (hbd_maps_sess_last_seen(&d->maps, token, &ns))
 			return last;
 	}
-	if (ns > d->mono0_ns) {
-		uint32_t t = (uint32_t)((ns - d->mono0_ns) / 1000000);
-
-		if ((int32_t)(t - last) > 0)
-			last = t;
-	}
-	return last;
-}
-
-/* Another worker (or the kernel) may have seen it after our clock reading: a negative silence
- * is none. */
-static uint32_t silence(const struct hbd_worker *w, uint32_t last)
-{
-	return (int32_t)((uint32_t)w->now_ms - last) > 0 ? (uint32_t)w->now_ms - last : 0;
+	return hbd_seen_later(d, ns, last);
 }
 
 /* Same scheme as TCP: only sessions whose deadline came due are looked at. */
@@ -474,11 +461,11 @@ void hbd_udp_expire(struct hbd_worker *w)
 
 			if (d->offload)
 				last = kernel_last_seen(w, s->token, k, last);
-			silent = silence(w, last);
+			silent = hbd_silence(w, last);
 			if (silent >= d->timeout_ms && d->offload && k) {
 				/* sessions is the record: a stamp can lag it after an adoption */
 				last = kernel_last_seen(w, s->token, 0, last);
-				silent = silence(w, last);
+				silent = hbd_silence(w, last);
 			}
 			if (silent >= d->timeout_ms) {
 				HBD_STAT_ADD(w->st, expired_udp, 1);

@@ -168,6 +168,27 @@ static inline uint32_t hbd_seen_udp(const struct hbd_daemon *d, uint32_t idx)
 	return k < d->maps.seen_n ? (uint32_t)k : 0;
 }
 
+/* The later of last (a worker clock ms, wrapping) and a kernel CLOCK_MONOTONIC stamp; stamps
+ * from before this daemon started (or none, 0) leave last as it is. */
+static inline uint32_t hbd_seen_later(const struct hbd_daemon *d, uint64_t ns, uint32_t last)
+{
+	uint32_t t;
+
+	if (ns <= d->mono0_ns)
+		return last;
+	t = (uint32_t)((ns - d->mono0_ns) / 1000000);
+	return (int32_t)(t - last) > 0 ? t : last;
+}
+
+/* ms since last by the worker's clock. Another worker or the kernel may have seen the device
+ * after our clock reading: a negative silence is none. */
+static inline uint32_t hbd_silence(const struct hbd_worker *w, uint32_t last)
+{
+	uint32_t now = (uint32_t)w->now_ms;
+
+	return (int32_t)(now - last) > 0 ? now - last : 0;
+}
+
 /* worker.c */
 void *hbd_worker_main(void *arg);
 void hbd_worker_free(struct hbd_worker *w);
