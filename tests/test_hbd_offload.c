@@ -548,6 +548,40 @@ static void authed_connection_waits_for_its_timeout(void **state)
 	unpin_all(&p);
 }
 
+/* A seen array smaller than the daemon's slots: one line says so, and what does not fit (here
+ * every UDP session, numbered after both workers' TCP slots) gets no slot and is looked up. */
+static void seen_smaller_than_the_daemon(void **state)
+{
+	struct pins p;
+	struct ht_daemon d;
+	struct hb_session_key sk;
+	struct hb_session sv;
+	char path[160];
+	const char *args[] = { "--pin-path", path, "--workers", "2", NULL };
+	int udp;
+
+	(void)state;
+	pins_seen_entries = 8;
+	assert_int_equal(make_pins(&p, "seensmall", true, true, sizeof(struct hb_conn)), 0);
+	pins_seen_entries = 0;
+	snprintf(path, sizeof(path), "%s", p.dir);
+	if (ht_start(&d, args)) {
+		unpin_all(&p);
+		fail();
+	}
+	assert_true(ht_file_contains(d.err, "holds 8 heartbeat stamps, fewer than", NULL, 0));
+	udp = ht_udp(false);
+	sk.token = ht_udp_login(udp, d.port, false, 124);
+	assert_int_not_equal(sk.token, 0);
+	assert_int_equal(bpf_map_lookup_elem(p.sessions, &sk, &sv), 0);
+	assert_int_equal(sv.state, HB_STATE_AUTHED);
+	assert_int_equal(sv.seen_slot, 0);
+	close(udp);
+	assert_int_equal(ht_stop(&d), 0);
+	ht_cleanup(&d);
+	unpin_all(&p);
+}
+
 /* The stamp through the update syscall (config not mmapable), counters kept private. */
 static void stamp_without_mmap(void **state)
 {
@@ -781,6 +815,7 @@ int main(void)
 		cmocka_unit_test_teardown(tcp_user_path, reap_all),
 		cmocka_unit_test_teardown(expiry_reads_seen_stamps, reap_all),
 		cmocka_unit_test_teardown(authed_connection_waits_for_its_timeout, reap_all),
+		cmocka_unit_test_teardown(seen_smaller_than_the_daemon, reap_all),
 	};
 	int rc;
 

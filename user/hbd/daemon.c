@@ -2,6 +2,7 @@
 /* hbd's control thread: set-up, workers, the liveness stamp, signals, drain, final counters. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,11 +115,16 @@ static int setup_maps(struct hbd_daemon *d)
 		if (!d->tcp_offload)
 			hb_info("BPF loaded with --tcp user: TCP heartbeats answered here, UDP ones by XDP");
 		/* TCP slots of every worker, then the sessions (worker.h, hbd_seen_tcp/udp) */
-		if (hbd_maps_open_seen(&d->maps, cfg->pin_path,
-				       1 + (uint64_t)d->plan.workers * d->plan.slots + d->sessions.cap,
-				       why, sizeof(why)))
+		uint64_t want = 1 + (uint64_t)d->plan.workers * d->plan.slots + d->sessions.cap;
+
+		if (hbd_maps_open_seen(&d->maps, cfg->pin_path, want, why, sizeof(why)))
 			hb_info("no heartbeat stamps to map (%s): expiry looks each device up in the "
 				"maps instead (hbctl load of this version pins them)", why);
+		else if (d->maps.seen_n < want)
+			hb_info("%s/%s holds %u heartbeat stamps, fewer than the %" PRIu64 " TCP slots "
+				"and sessions here: expiry looks the devices beyond them up in the maps "
+				"(hbctl load --max-conns/--max-sessions size it)",
+				cfg->pin_path, HB_MAP_SEEN, d->maps.seen_n, want);
 		/* one daemon per set of maps, before touching any of them: a second would undo the
 		 * first one's sessions and zero its counters
 		 */
