@@ -464,10 +464,7 @@ static void expiry_reads_seen_stamps(void **state)
 	for (__u32 i = 0; i < n; i++)
 		seen[i] = mono_ns() + 3600ull * 1000000000ull;
 	snprintf(path, sizeof(path), "%s", p.dir);
-	if (ht_start(&d, args)) {
-		unpin_all(&p);
-		fail();
-	}
+	assert_int_equal(ht_start(&d, args), 0); /* reap_all unpins on failure */
 	assert_true(ht_file_contains(d.err, "mode=offload", NULL, 0));
 	assert_false(ht_file_contains(d.err, "no heartbeat stamps", NULL, 0));
 
@@ -532,10 +529,7 @@ static void authed_connection_waits_for_its_timeout(void **state)
 	(void)state;
 	assert_int_equal(make_pins(&p, "hellotmo", true, true, sizeof(struct hb_conn)), 0);
 	snprintf(path, sizeof(path), "%s", p.dir);
-	if (ht_start(&d, args)) {
-		unpin_all(&p);
-		fail();
-	}
+	assert_int_equal(ht_start(&d, args), 0); /* reap_all unpins on failure */
 	fd = ht_tcp_login(d.port, 123, false, NULL);
 	assert_true(fd >= 0);
 	ht_sleep_ms(700); /* past 3 hello timeouts, within the 3 s heartbeat timeout */
@@ -565,10 +559,7 @@ static void seen_smaller_than_the_daemon(void **state)
 	assert_int_equal(make_pins(&p, "seensmall", true, true, sizeof(struct hb_conn)), 0);
 	pins_seen_entries = 0;
 	snprintf(path, sizeof(path), "%s", p.dir);
-	if (ht_start(&d, args)) {
-		unpin_all(&p);
-		fail();
-	}
+	assert_int_equal(ht_start(&d, args), 0); /* reap_all unpins on failure */
 	assert_true(ht_file_contains(d.err, "holds 8 heartbeat stamps, fewer than", NULL, 0));
 	udp = ht_udp(false);
 	sk.token = ht_udp_login(udp, d.port, false, 124);
@@ -601,10 +592,7 @@ static void stamp_without_mmap(void **state)
 	snprintf(a.ifname, sizeof(a.ifname), "lo");
 	assert_int_equal(bpf_map_update_elem(p.config, &zero, &a, BPF_ANY), 0);
 	snprintf(path, sizeof(path), "%s", p.dir);
-	if (ht_start(&d, args)) {
-		unpin_all(&p);
-		fail();
-	}
+	assert_int_equal(ht_start(&d, args), 0); /* reap_all unpins on failure */
 	assert_true(ht_file_contains(d.err, "mode=offload", NULL, 0));
 	ht_sleep_ms(600);
 	assert_int_equal(bpf_map_lookup_elem(p.config, &zero, &b), 0);
