@@ -115,7 +115,7 @@ static int setup_maps(struct hbd_daemon *d)
 		if (!d->tcp_offload)
 			hb_info("BPF loaded with --tcp user: TCP heartbeats answered here, UDP ones by XDP");
 		/* TCP slots of every worker, then the sessions (worker.h, hbd_seen_tcp/udp) */
-		uint64_t want = 1 + (uint64_t)d->plan.workers * d->plan.slots + d->sessions.cap;
+		uint64_t want = hbd_seen_udp_base(d) + d->sessions.cap;
 
 		if (hbd_maps_open_seen(&d->maps, cfg->pin_path, want, why, sizeof(why)))
 			hb_info("no heartbeat stamps to map (%s): expiry looks each device up in the "

@@ -202,7 +202,7 @@ int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, 
 	v.state = HB_STATE_AUTHED;
 	v.last_seen_ns = now_ns;
 	v.seen_slot = seen_slot;
-	hbd_seen_clear(m, seen_slot); /* before the kernel can stamp it: the update is a barrier */
+	hbd_seen_set(m, seen_slot, 0); /* before the kernel can stamp it: the update is a barrier */
 	return bpf_map_update_elem(m->conns, &k, &v, BPF_ANY) ? -errno : 0;
 }
 
@@ -213,13 +213,19 @@ int hbd_maps_conn_reseat(struct hbd_maps *m, uint64_t cookie, uint32_t seen_slot
 {
 	struct hb_conn_key k = { .cookie = cookie };
 	struct hb_conn v;
+	int rc = 0;
 
-	if (bpf_map_lookup_elem(m->conns, &k, &v))
-		return -errno;
-	if (seen_slot && seen_slot < m->seen_n)
-		__atomic_store_n(&m->seen_mem[seen_slot], v.last_seen_ns, __ATOMIC_RELAXED);
+	if (bpf_map_lookup_elem(m->conns, &k, &v)) {
+		rc = -errno;
+		v.last_seen_ns = 0;
+	}
+	hbd_seen_set(m, seen_slot, v.last_seen_ns);
 	v.seen_slot = seen_slot;
-	return bpf_map_update_elem(m->conns, &k, &v, BPF_EXIST) ? -errno : 0;
+	if (!rc && bpf_map_update_elem(m->conns, &k, &v, BPF_EXIST))
+		rc = -errno;
+	if (rc)
+		hbd_seen_set(m, seen_slot, 0);
+	return rc;
 }
 
 int hbd_maps_conn_last_seen(struct hbd_maps *m, uint64_t cookie, uint64_t *ns)
@@ -246,7 +252,7 @@ int hbd_maps_sess_put(struct hbd_maps *m, uint64_t token, const struct hb_sessio
 {
 	struct hb_session_key k = { .token = token };
 
-	hbd_seen_clear(m, v->seen_slot); /* before the kernel can stamp it: the update is a barrier */
+	hbd_seen_set(m, v->seen_slot, 0); /* before the kernel can stamp it: the update is a barrier */
 	return bpf_map_update_elem(m->sessions, &k, v, BPF_ANY) ? -errno : 0;
 }
 
@@ -272,15 +278,21 @@ int hbd_maps_sess_reseat(struct hbd_maps *m, uint64_t token, const struct hb_ses
 {
 	struct hb_session_key k = { .token = token };
 	struct hb_session v;
+	int rc = 0;
 
-	if (known)
+	if (known) {
 		v = *known;
-	else if (bpf_map_lookup_elem(m->sessions, &k, &v))
-		return -errno;
-	if (seen_slot && seen_slot < m->seen_n)
-		__atomic_store_n(&m->seen_mem[seen_slot], v.last_seen_ns, __ATOMIC_RELAXED);
+	} else if (bpf_map_lookup_elem(m->sessions, &k, &v)) {
+		rc = -errno;
+		v.last_seen_ns = 0;
+	}
+	hbd_seen_set(m, seen_slot, v.last_seen_ns);
 	v.seen_slot = seen_slot;
-	return bpf_map_update_elem(m->sessions, &k, &v, BPF_EXIST) ? -errno : 0;
+	if (!rc && bpf_map_update_elem(m->sessions, &k, &v, BPF_EXIST))
+		rc = -errno;
+	if (rc)
+		hbd_seen_set(m, seen_slot, 0);
+	return rc;
 }
 
 int hbd_maps_sess_delete(struct hbd_maps *m, uint64_t token)

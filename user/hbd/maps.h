@@ -44,12 +44,12 @@ static inline uint64_t hbd_seen_get(const struct hbd_maps *m, uint32_t slot)
 					: 0;
 }
 
-/* Clears seen[slot] before the slot goes to a new connection or session, so that it starts
- * without its predecessor's stamps. */
-static inline void hbd_seen_clear(struct hbd_maps *m, uint32_t slot)
+/* seen[slot] = ns; nothing if there is no such slot. ns 0 clears a slot before it goes to a new
+ * connection or session, so that it starts without its predecessor's stamps. */
+static inline void hbd_seen_set(struct hbd_maps *m, uint32_t slot, uint64_t ns)
 {
 	if (slot && slot < m->seen_n)
-		__atomic_store_n(&m->seen_mem[slot], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&m->seen_mem[slot], ns, __ATOMIC_RELAXED);
 }
 
 /* conns[cookie]: device_id and state AUTHED, last_seen_ns = now_ns, seen_slot (0: none).
@@ -59,7 +59,7 @@ static inline void hbd_seen_clear(struct hbd_maps *m, uint32_t slot)
 int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, uint64_t now_ns,
 		       uint32_t seen_slot);
 /* Points conns[cookie] (an adopted connection's) at our seen_slot; seen[seen_slot] starts at the
- * entry's last_seen_ns. -ENOENT if the entry is gone. */
+ * entry's last_seen_ns, or at 0 if that fails (-ENOENT: the entry is gone). */
 int hbd_maps_conn_reseat(struct hbd_maps *m, uint64_t cookie, uint32_t seen_slot);
 int hbd_maps_conn_last_seen(struct hbd_maps *m, uint64_t cookie, uint64_t *ns);
 /* Deletes conns[cookie]; ENOENT (sock_ops got there first) is success. */

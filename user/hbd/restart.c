@@ -152,8 +152,7 @@ static int adopt_one(struct hbd_daemon *d, uint64_t token, const struct hb_sessi
 	}
 	hb_wheel_add(&w->udp_wheel, idx, (uint64_t)(seen_ms > 0 ? seen_ms : 0) + d->timeout_ms);
 	/* the entry names the dead daemon's seen slot: ours from now on */
-	if (hbd_maps_sess_reseat(&d->maps, token, v, hbd_seen_udp(d, idx)))
-		hbd_seen_clear(&d->maps, hbd_seen_udp(d, idx));
+	hbd_maps_sess_reseat(&d->maps, token, v, hbd_seen_udp(d, idx));
 	HBD_STAT_ADD(w->st, udp_active, 1);
 	HBD_STAT_ADD(w->st, adopted, 1);
 	return 0;

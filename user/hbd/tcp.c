@@ -950,8 +950,8 @@ void hbd_tcp_adopt(struct hbd_worker *w, uint32_t slot, const struct hbd_ho_conn
 		uint32_t k = hbd_seen_tcp(w, slot);
 
 		/* the kernel stamps the old daemon's slot until the entry names ours */
-		if (k && hbd_maps_conn_reseat(&d->maps, c->cookie, k))
-			hbd_seen_clear(&d->maps, k);
+		if (k)
+			hbd_maps_conn_reseat(&d->maps, c->cookie, k);
 	}
 	if (rec->partial_len) {
 		struct tcp_feed t = { w, slot };

@@ -527,8 +527,8 @@ static void take_session(struct hbd_daemon *d, const struct hbd_ho_sess *r, unsi
 	hb_wheel_add(&w->udp_wheel, idx,
 		     w->now_ms - (r->age_ms < d->timeout_ms ? r->age_ms : d->timeout_ms) + d->timeout_ms);
 	/* the kernel stamps the old daemon's seen slot until the entry names ours */
-	if (d->offload && hbd_maps_sess_reseat(&d->maps, r->token, NULL, hbd_seen_udp(d, idx)))
-		hbd_seen_clear(&d->maps, hbd_seen_udp(d, idx));
+	if (d->offload)
+		hbd_maps_sess_reseat(&d->maps, r->token, NULL, hbd_seen_udp(d, idx));
 	HBD_STAT_ADD(w->st, udp_active, 1);
 	HBD_STAT_ADD(w->st, handoff_in, 1);
 }

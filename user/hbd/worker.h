@@ -161,9 +161,14 @@ static inline uint32_t hbd_seen_tcp(const struct hbd_worker *w, uint32_t slot)
 	return k < w->d->maps.seen_n ? (uint32_t)k : 0;
 }
 
+static inline uint64_t hbd_seen_udp_base(const struct hbd_daemon *d)
+{
+	return 1 + (uint64_t)d->plan.workers * d->plan.slots;
+}
+
 static inline uint32_t hbd_seen_udp(const struct hbd_daemon *d, uint32_t idx)
 {
-	uint64_t k = 1 + (uint64_t)d->plan.workers * d->plan.slots + idx;
+	uint64_t k = hbd_seen_udp_base(d) + idx;
 
 	return k < d->maps.seen_n ? (uint32_t)k : 0;
 }
