@@ -264,8 +264,8 @@ struct hb_config {
 	X(sk_malformed)		/* bad frame: the rest of the stream goes to the daemon */      \
 	X(sk_redirect_err)	/* redirect failed: frame went to the daemon by SK_PASS */       \
 	X(sk_no_conn)		/* frame on a socket with no conns entry */                       \
-	X(sockops_insert)	/* connection added to sockhash and conns */                      \
-	X(sockops_insert_err)	/* sockhash or conns full/failed: the daemon path serves it */  \
+	X(sockops_insert)	/* connection added to conns (hbd adds it to sockhash) */         \
+	X(sockops_insert_err)	/* conns full/failed: the daemon path serves it */                \
 	X(sockops_close)	/* conns entry removed on close */
 
 #define HB_USTATS(X)                                                                            \

@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* hb_sockops: puts every passively established TCP connection on the service port into the
- * sockhash (where hb_parser/hb_verdict take over its receive path) and keeps a conns entry for
- * it from establishment to close.
+/* hb_sockops: keeps a conns entry for every passively established TCP connection on the
+ * service port, from establishment to close. hbd adds the socket to the sockhash (where
+ * hb_parser/hb_verdict take over its receive path) once the device has authenticated: before
+ * that there is nothing for the kernel to answer, and HELLO reaches hbd without the stream
+ * parser and the psock's kworker on its way.
  *
  * Established (BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, local port == hb_port, and the loader's netns
  * if hb_netns_cookie is set): enable the state callback, create conns[cookie] (state NEW, peer
- * text, last_seen_ns = now), insert the socket into sockhash under the same cookie. If either map
- * is full the connection simply stays on the daemon's normal path (sockops_insert_err) and no
- * half-made entry is left behind.
+ * text, last_seen_ns = now). If conns is full the connection stays on the daemon's path
+ * (sockops_insert_err).
  * Closed (BPF_SOCK_OPS_STATE_CB → TCP_CLOSE): delete conns[cookie] (the sockhash drops the socket
  * on its own).
  *
- * Kernel features: cgroup sock_ops (4.13), bpf_sock_hash_update (4.18), STATE_CB (4.16),
+ * Kernel features: cgroup sock_ops (4.13), STATE_CB (4.16),
  * bpf_get_socket_cookie for sock_ops (4.19), bpf_get_netns_cookie for sock_ops (5.15),
  * bpf_snprintf with %pI4/%pI6 (5.13), cgroup bpf_link (5.7).
  */
@@ -80,11 +81,6 @@ static __always_inline void track(struct bpf_sock_ops *skops)
 	conn.last_seen_ns = bpf_ktime_get_ns();
 	format_peer(skops, conn.peer);
 	if (bpf_map_update_elem(&conns, &key, &conn, BPF_ANY)) {
-		HB_COUNT(sockops_insert_err);
-		return;
-	}
-	if (bpf_sock_hash_update(skops, &sockhash, &key, BPF_NOEXIST)) {
-		bpf_map_delete_elem(&conns, &key);
 		HB_COUNT(sockops_insert_err);
 		return;
 	}

@@ -15,18 +15,20 @@
 
 struct pins {
 	char dir[96];
-	int conns, sessions, config, ustats, seen;
+	int conns, sessions, config, ustats, seen, sockhash;
 };
 
 static struct pins P;
 static struct ht_daemon D;
 
-static const char *const pin_names[] = { HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_CONFIG,
-					 HB_MAP_USTATS, HB_MAP_SEEN };
+static const char *const pin_names[] = { HB_MAP_CONNS,	 HB_MAP_SESSIONS, HB_MAP_CONFIG,
+					 HB_MAP_USTATS,	 HB_MAP_SEEN,	  HB_MAP_SOCKHASH };
+#define NPINS 6
 
 static struct pins live_pins[4]; /* by value: found again after a failed assertion */
 static __u32 pins_max_entries = 1024; /* conns and sessions capacity of the next make_pins */
 static __u32 pins_seen_entries; /* the seen array of the next make_pins: 0 for none */
+static __u32 pins_sockhash_entries = 1024; /* sockhash capacity of the next make_pins */
 
 static void unpin_all(struct pins *p)
 {
@@ -35,9 +37,9 @@ static void unpin_all(struct pins *p)
 			memset(&live_pins[i], 0, sizeof(live_pins[i]));
 	}
 	char path[160];
-	int *fds[] = { &p->conns, &p->sessions, &p->config, &p->ustats, &p->seen };
+	int *fds[] = { &p->conns, &p->sessions, &p->config, &p->ustats, &p->seen, &p->sockhash };
 
-	for (unsigned i = 0; i < 5; i++) {
+	for (unsigned i = 0; i < NPINS; i++) {
 		snprintf(path, sizeof(path), "%s/%s", p->dir, pin_names[i]);
 		unlink(path);
 		if (*fds[i] >= 0)
@@ -49,17 +51,18 @@ static void unpin_all(struct pins *p)
 }
 
 /* Creates and pins the maps hbd opens, shaped as hbeat_abi.h says. mmapable_config false makes
- * the daemon take its syscall path for the stamp; with_ustats false leaves counters private.
+ * the daemon take its syscall path for the stamp; with_ustats false leaves counters private. The
+ * sockhash carries no programs here: sockets hbd adds to it read as before.
  */
 static int make_pins(struct pins *p, const char *tag, bool mmapable_config, bool with_ustats,
 		     __u32 conn_value_size)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, mm, .map_flags = BPF_F_MMAPABLE);
 	char path[160];
-	int *fds[] = { &p->conns, &p->sessions, &p->config, &p->ustats, &p->seen };
+	int *fds[] = { &p->conns, &p->sessions, &p->config, &p->ustats, &p->seen, &p->sockhash };
 
 	memset(p, 0, sizeof(*p));
-	p->conns = p->sessions = p->config = p->ustats = p->seen = -1;
+	p->conns = p->sessions = p->config = p->ustats = p->seen = p->sockhash = -1;
 	snprintf(p->dir, sizeof(p->dir), "/sys/fs/bpf/hbd-test-%d-%s", getpid(), tag);
 	if (mkdir(p->dir, 0700) && errno != EEXIST)
 		return -1;
@@ -76,7 +79,10 @@ static int make_pins(struct pins *p, const char *tag, bool mmapable_config, bool
 	if (pins_seen_entries)
 		p->seen = bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_SEEN, sizeof(__u32),
 					 sizeof(__u64), pins_seen_entries, &mm);
-	for (unsigned i = 0; i < 5; i++) {
+	p->sockhash = bpf_map_create(BPF_MAP_TYPE_SOCKHASH, HB_MAP_SOCKHASH,
+				     sizeof(struct hb_conn_key), sizeof(__u64), pins_sockhash_entries,
+				     NULL);
+	for (unsigned i = 0; i < NPINS; i++) {
 		if ((i == 3 && !with_ustats) || (i == 4 && !pins_seen_entries))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", p->dir, pin_names[i]);
@@ -162,9 +168,11 @@ static int group_teardown(void **state)
 		fprintf(stderr, "config.alive_ns %llu after exit\n", (unsigned long long)cfg.alive_ns);
 		rc = -1;
 	}
-	if (count_entries(P.conns, 8) || count_entries(P.sessions, 8)) {
-		fprintf(stderr, "conns %d sessions %d entries left\n", count_entries(P.conns, 8),
-			count_entries(P.sessions, 8));
+	if (count_entries(P.conns, 8) || count_entries(P.sessions, 8) ||
+	    count_entries(P.sockhash, 8)) {
+		fprintf(stderr, "conns %d sessions %d sockhash %d entries left\n",
+			count_entries(P.conns, 8), count_entries(P.sessions, 8),
+			count_entries(P.sockhash, 8));
 		rc = -1;
 	}
 	if (ht_exit_stat(&D, "errors") != 0)
@@ -208,6 +216,90 @@ static uint64_t expiry_lookups(int ustats)
 	return sum;
 }
 
+static bool in_sockhash(int sockhash, __u64 cookie)
+{
+	struct hb_conn_key k = { .cookie = cookie };
+	__u64 v;
+
+	return bpf_map_lookup_elem(sockhash, &k, &v) == 0;
+}
+
+/* A connection joins the sockhash when its device authenticates, not when it connects: the
+ * kernel has nothing to answer before, and HELLO should not pay for the stream parser. */
+static void tcp_joins_sockhash_at_hello(void **state)
+{
+	int n0, idle, fd;
+
+	(void)state;
+	n0 = count_entries(P.sockhash, 8);
+	idle = ht_tcp(D.port, false);
+	assert_true(idle >= 0);
+	ht_sleep_ms(200); /* accepted, recv armed: a connect-time insert would be there by now */
+	assert_true(count_entries(P.sockhash, 8) <= n0);
+	fd = ht_tcp_login(D.port, 7, false, NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(count_entries(P.sockhash, 8), n0 + 1);
+	close(fd);
+	close(idle);
+}
+
+/* The sockhash has room for one connection: the second device is served in userspace (default)
+ * or refused (--on-map-full refuse), and the first one keeps its place either way.
+ */
+static void sockhash_full(void **state)
+{
+	struct hb_ping ping = { .ts = 5 };
+	struct hb_conn v;
+	struct ht_daemon d;
+	struct pins p;
+	char path[160];
+	const char *args[] = { "--pin-path", path, "--on-map-full", "userspace", NULL };
+	__u64 cookie;
+	int a, b;
+
+	(void)state;
+	pins_sockhash_entries = 1;
+	assert_int_equal(make_pins(&p, "shfull", true, true, sizeof(struct hb_conn)), 0);
+	pins_sockhash_entries = 1024;
+	snprintf(path, sizeof(path), "%s", p.dir);
+	for (int mode = 0; mode < 2; mode++) {
+		args[3] = mode ? "refuse" : "userspace";
+		assert_int_equal(ht_start(&d, args), 0);
+		a = ht_tcp_login(d.port, 1, false, NULL);
+		assert_true(a >= 0);
+		assert_true(find_conn_in(p.conns, 1, &cookie, &v));
+		assert_true(in_sockhash(p.sockhash, cookie));
+		if (mode == 0) {
+			/* admitted, answered by the daemon */
+			b = ht_tcp_login(d.port, 2, false, NULL);
+			assert_true(b >= 0);
+			assert_int_equal(ht_send_frame(b, HB_PING, 2, &ping, sizeof(ping)), 0);
+			assert_true(ht_expect(b, HB_PONG, -1));
+			close(b);
+		} else {
+			struct hb_hello h;
+
+			b = ht_tcp(d.port, false);
+			ht_hello(&h, 2, 0);
+			assert_int_equal(ht_send_frame(b, HB_HELLO, 1, &h, sizeof(h)), 0);
+			/* ERROR(FULL) instead of the WELCOME it held */
+			assert_true(ht_expect(b, HB_ERROR, HB_ERR_FULL));
+			assert_true(ht_eof(b, HT_IO_MS));
+			close(b);
+		}
+		assert_int_equal(ht_send_frame(a, HB_PING, 3, &ping, sizeof(ping)), 0);
+		assert_true(ht_expect(a, HB_PONG, -1));
+		assert_true(in_sockhash(p.sockhash, cookie));
+		close(a);
+		assert_int_equal(ht_stop(&d), 0);
+		assert_int_equal(ht_exit_stat(&d, "map_full"), 1);
+		assert_int_equal(ht_exit_stat(&d, "pings_user"), mode == 0 ? 2 : 1);
+		assert_true(ht_file_contains(d.err, "sockhash map full", NULL, 0));
+		ht_cleanup(&d);
+	}
+	unpin_all(&p);
+}
+
 static void ready_line_says_offload(void **state)
 {
 	(void)state;
@@ -229,6 +321,8 @@ static void tcp_hello_marks_conn_authed(void **state)
 	assert_int_not_equal(cookie, 0);
 	assert_int_equal(v.state, HB_STATE_AUTHED);
 	assert_true(v.last_seen_ns >= t0 && v.last_seen_ns <= mono_ns());
+	/* and the socket joined the sockhash before the WELCOME left too */
+	assert_true(in_sockhash(P.sockhash, cookie));
 	close(fd);
 	/* closed by the client: the daemon deletes the entry (bounded wait) */
 	for (int i = 0; i < 200 && find_conn(1, &cookie, &v); i++)
@@ -788,6 +882,7 @@ int main(void)
 	const struct CMUnitTest shared[] = {
 		cmocka_unit_test(ready_line_says_offload),
 		cmocka_unit_test(tcp_hello_marks_conn_authed),
+		cmocka_unit_test(tcp_joins_sockhash_at_hello),
 		cmocka_unit_test(udp_hello_marks_session_authed),
 		cmocka_unit_test(tcp_expiry_reads_last_seen_from_map),
 		cmocka_unit_test(udp_expiry_reads_last_seen_from_map),
@@ -800,6 +895,7 @@ int main(void)
 		cmocka_unit_test_teardown(fallback_to_userspace, reap_all),
 		cmocka_unit_test_teardown(no_offload_leaves_maps_alone, reap_all),
 		cmocka_unit_test_teardown(full_map, reap_all),
+		cmocka_unit_test_teardown(sockhash_full, reap_all),
 		cmocka_unit_test_teardown(tcp_user_path, reap_all),
 		cmocka_unit_test_teardown(expiry_reads_seen_stamps, reap_all),
 		cmocka_unit_test_teardown(authed_connection_waits_for_its_timeout, reap_all),

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* sockmap tests over real loopback TCP (127.0.0.1, ::1): hb_sockops inserts the server side of
- * every connection on the test port into the sockhash, and hb_parser/hb_verdict answer PINGs and
- * ECHOs of authenticated connections in the kernel while everything else reaches the server
- * socket, which accepts with plain accept() and reads with plain recv().
+/* sockmap tests over real loopback TCP (127.0.0.1, ::1): hb_sockops keeps a conns entry for the
+ * server side of every connection on the test port; the test, like hbd once a device has
+ * authenticated, marks the entry AUTHED and adds the socket to the sockhash; hb_parser/hb_verdict
+ * then answer PINGs and ECHOs in the kernel while everything else reaches the server socket,
+ * which accepts with plain accept() and reads with plain recv().
  *
  * Isolation: the test process moves itself into a child cgroup of its own and attaches
  * hb_sockops there, on a port picked free at start and with the netns cookie filter set, so a
@@ -114,7 +115,26 @@ static int conn_get(__u64 cookie, struct hb_conn *c)
 	return bpf_map_lookup_elem(hbk_map_fd(H, HB_MAP_CONNS), &k, c);
 }
 
-/* What the daemon does after a good HELLO. */
+/* The server socket into the sockhash: from here on hb_parser/hb_verdict see its bytes. */
+static void join(const struct pair *p)
+{
+	struct hb_conn_key k = { .cookie = p->cookie };
+	__u64 fd = (__u64)p->srv;
+
+	assert_int_equal(bpf_map_update_elem(hbk_map_fd(H, HB_MAP_SOCKHASH), &k, &fd, BPF_NOEXIST),
+			 0);
+}
+
+static bool in_sockhash(int sfd, __u64 cookie)
+{
+	struct hb_conn_key k = { .cookie = cookie };
+	__u64 v;
+
+	return bpf_map_lookup_elem(sfd, &k, &v) == 0;
+}
+
+/* What the daemon does after a good HELLO: conns entry AUTHED, then the socket into the
+ * sockhash (user/hbd/tcp.c, join_sockhash). */
 static void authenticate(const struct pair *p)
 {
 	struct hb_conn_key k = { .cookie = p->cookie };
@@ -130,6 +150,7 @@ static void authenticate(const struct pair *p)
 					     BPF_ANY),
 			 0);
 	assert_int_equal(bpf_map_update_elem(hbk_map_fd(H, HB_MAP_CONNS), &k, &c, BPF_EXIST), 0);
+	join(p);
 }
 
 /* The daemon's seen slot of an authenticated connection. */
@@ -243,6 +264,8 @@ static void conn_lifecycle(int family, const char *laddr, int cfamily, const cha
 	assert_int_equal(c.device_id, 0);
 	assert_int_equal(c.pings, 0);
 	assert_true(c.last_seen_ns >= t0 && c.last_seen_ns <= t1);
+	/* the sockhash is hbd's to fill, when the device authenticates */
+	assert_false(in_sockhash(hbk_map_fd(H, HB_MAP_SOCKHASH), p.cookie));
 
 	close_pair(&p);
 	hbt_kstats(H, &k2);
@@ -554,6 +577,8 @@ static void test_pings_after_four_unread_frames(void **state)
 /* ------------------------------------------------------------------------------------------ */
 /* Not answered by the kernel                                                                 */
 
+/* Before it authenticates a connection is not in the sockhash: its PING goes to the server
+ * untouched and no BPF program sees it. */
 static void test_unauthed_ping(void **state)
 {
 	struct hb_kstats k0, k1;
@@ -571,9 +596,70 @@ static void test_unauthed_ping(void **state)
 	assert_memory_equal(got, ping, sizeof(ping)); /* delivered unmodified */
 	expect_silence(p.cli, 100, "client (an unauthenticated PING gets no kernel PONG)");
 	hbt_kstats(H, &k1);
+	EXPECT_KSTATS(&k0, &k1, "sk_not_authed", 0, "sk_pass", 0, "sk_pong", 0);
+	assert_int_equal(conn_get(p.cookie, &c), 0);
+	assert_int_equal(c.pings, 0);
+	close_pair(&p);
+}
+
+/* In the sockhash but not AUTHED in conns (hbd did not admit it, or revoked it): the verdict
+ * still answers nothing and hands the PING to the server. */
+static void test_joined_not_authed_ping(void **state)
+{
+	struct hb_kstats k0, k1;
+	struct hb_conn c;
+	struct pair p;
+	__u8 ping[16], got[16];
+	int lfd = listener(AF_INET6, "::1", PORT);
+
+	connect_pair(lfd, AF_INET6, "::1", PORT, &p);
+	close(lfd);
+	join(&p);
+	hbt_kstats(H, &k0);
+	hbt_ping(ping, 5, 55);
+	send_all(p.cli, ping, sizeof(ping));
+	recv_exact(p.srv, got, sizeof(got), 2000, "unauthenticated PING at the server");
+	assert_memory_equal(got, ping, sizeof(ping));
+	expect_silence(p.cli, 100, "client (an unauthenticated PING gets no kernel PONG)");
+	hbt_kstats(H, &k1);
 	EXPECT_KSTATS(&k0, &k1, "sk_not_authed", 1);
 	assert_int_equal(conn_get(p.cookie, &c), 0);
 	assert_int_equal(c.pings, 0);
+	close_pair(&p);
+}
+
+/* Bytes that arrived before the socket joined the sockhash and that the server has not read
+ * (a device that sends on without waiting for its WELCOME): the server's next read still gets
+ * them, and heartbeats after them are answered in the kernel. */
+static void test_unread_before_join(void **state)
+{
+	struct hb_kstats k0, k1;
+	struct pair p;
+	__u8 fr[32], got[32], ping[16], reply[16];
+	size_t n = hbt_frame(fr, HB_DATA, 4, "early", 5);
+	int lfd = listener(AF_INET, "127.0.0.1", PORT);
+	struct pollfd pf;
+
+	connect_pair(lfd, AF_INET, "127.0.0.1", PORT, &p);
+	close(lfd);
+	send_all(p.cli, fr, n);
+	pf = (struct pollfd){ .fd = p.srv, .events = POLLIN };
+	assert_int_equal(poll(&pf, 1, 2000), 1); /* at the server, unread */
+	hbt_kstats(H, &k0);
+	authenticate(&p);
+	recv_exact(p.srv, got, n, 2000, "DATA that arrived before the join");
+	assert_memory_equal(got, fr, n);
+	for (int i = 0; i < 2; i++) {
+		hbt_ping(ping, (__u16)(40 + i), i);
+		send_all(p.cli, ping, sizeof(ping));
+		recv_exact(p.cli, reply, sizeof(reply), 1000, "PONG after the early DATA");
+		ping[3] = HB_PONG;
+		assert_memory_equal(reply, ping, sizeof(ping));
+	}
+	expect_silence(p.srv, 20, "server after kernel-answered PINGs");
+	hbt_kstats(H, &k1);
+	/* the early DATA went through the parser and verdict too, at the server's read */
+	EXPECT_KSTATS(&k0, &k1, "sk_pass", 1, "sk_pong", 2);
 	close_pair(&p);
 }
 
@@ -685,17 +771,18 @@ static int own_teardown(void **state)
 	return 0;
 }
 
-/* sockhash full while conns is not: the half-made conns entry is removed again, and the
- * connection keeps working on the ordinary path. */
+/* sockhash full when a device authenticates: the insert fails with E2BIG (hbd then answers that
+ * device itself, tests/test_hbd_offload), and the connection keeps its conns entry and its
+ * bytes on the ordinary path. */
 static void test_sockhash_full(void **state)
 {
 	struct hbk_opts o = { .max_conns = 2, .max_sessions = 16 };
-	struct hb_kstats k0, k1;
-	struct hb_conn_key key = { .cookie = 1 };
+	struct hb_conn_key key = { .cookie = 1 }, ka, kb;
 	struct hb_conn c;
-	struct pair filler, a, b;
+	struct pair a, b;
 	__u8 ping[16], got[16];
-	int lfd, kfd, cfd, sfd;
+	__u64 fd;
+	int lfd, cfd, sfd;
 	__u16 port = free_port();
 
 	o.port = port;
@@ -703,46 +790,40 @@ static void test_sockhash_full(void **state)
 	assert_int_equal(hbk_open(&H2, &o), 0);
 	assert_int_equal(hbk_attach_sockmap(H2), 0);
 	assert_int_equal(hbk_attach_sockops(H2, CG), 0);
-	kfd = hbk_map_fd(H2, HB_MAP_KSTATS);
 	cfd = hbk_map_fd(H2, HB_MAP_CONNS);
 	sfd = hbk_map_fd(H2, HB_MAP_SOCKHASH);
 
-	/* take one sockhash slot from userspace with a socket on the main test port */
-	lfd = listener(AF_INET, "127.0.0.1", PORT);
-	connect_pair(lfd, AF_INET, "127.0.0.1", PORT, &filler);
-	close(lfd);
-	__u64 fd64 = filler.cli;
-	assert_int_equal(bpf_map_update_elem(sfd, &key, &fd64, BPF_NOEXIST), 0);
-
-	assert_int_equal(hbk_read_kstats(kfd, &k0), 0);
 	lfd = listener(AF_INET, "127.0.0.1", port);
-	connect_pair(lfd, AF_INET, "127.0.0.1", port, &a); /* fills the sockhash */
-	connect_pair(lfd, AF_INET, "127.0.0.1", port, &b); /* conns ok, sockhash full */
+	connect_pair(lfd, AF_INET, "127.0.0.1", port, &a);
+	connect_pair(lfd, AF_INET, "127.0.0.1", port, &b);
 	close(lfd);
-	assert_int_equal(hbk_read_kstats(kfd, &k1), 0);
-	EXPECT_KSTATS(&k0, &k1, "sockops_insert", 1, "sockops_insert_err", 1);
-	struct hb_conn_key ka = { a.cookie }, kb = { b.cookie };
+	ka.cookie = a.cookie, kb.cookie = b.cookie;
+	/* a is admitted; a filler socket takes the other slot */
 	assert_int_equal(bpf_map_lookup_elem(cfd, &ka, &c), 0);
-	assert_int_equal(bpf_map_lookup_elem(cfd, &kb, &c), -ENOENT); /* no half-made entry */
+	c.state = HB_STATE_AUTHED;
+	assert_int_equal(bpf_map_update_elem(cfd, &ka, &c, BPF_EXIST), 0);
+	fd = (__u64)a.srv;
+	assert_int_equal(bpf_map_update_elem(sfd, &ka, &fd, BPF_NOEXIST), 0);
+	fd = (__u64)a.cli;
+	assert_int_equal(bpf_map_update_elem(sfd, &key, &fd, BPF_NOEXIST), 0);
+	fd = (__u64)b.srv;
+	assert_int_equal(bpf_map_update_elem(sfd, &kb, &fd, BPF_NOEXIST), -E2BIG);
+	assert_int_equal(bpf_map_lookup_elem(cfd, &kb, &c), 0); /* its conns entry stays */
 
 	/* b is served by the ordinary path: its PING reaches the server untouched */
 	hbt_ping(ping, 1, 1);
 	send_all(b.cli, ping, sizeof(ping));
-	recv_exact(b.srv, got, sizeof(got), 2000, "PING of an untracked connection");
+	recv_exact(b.srv, got, sizeof(got), 2000, "PING of a connection not in the sockhash");
 	assert_memory_equal(got, ping, sizeof(ping));
-	/* and a is fully served by the kernel once authenticated */
-	assert_int_equal(bpf_map_lookup_elem(cfd, &ka, &c), 0);
-	c.state = HB_STATE_AUTHED;
-	assert_int_equal(bpf_map_update_elem(cfd, &ka, &c, BPF_EXIST), 0);
+	/* and a is answered by the kernel */
 	send_all(a.cli, ping, sizeof(ping));
-	recv_exact(a.cli, got, sizeof(got), 2000, "PONG on the tracked connection");
+	recv_exact(a.cli, got, sizeof(got), 2000, "PONG on the connection in the sockhash");
 	assert_int_equal(got[3], HB_PONG);
 
 	close(a.cli), close(a.srv), close(b.cli), close(b.srv);
-	close(filler.cli), close(filler.srv);
 }
 
-/* conns full: nothing is inserted anywhere, the connection works on the ordinary path. */
+/* conns full: no entry for the connection, which works on the ordinary path. */
 static void test_conns_full(void **state)
 {
 	struct hbk_opts o = { .max_conns = 1, .max_sessions = 16 };
@@ -784,8 +865,9 @@ static void test_pinned_lifecycle(void **state)
 	struct pair p;
 	char path[PATH_MAX + 32];
 	__u8 ping[16], got[16];
-	int lfd, cfd, kfd;
+	int lfd, cfd, kfd, sfd;
 	struct hb_kstats ks;
+	__u64 fd;
 	__u16 port = free_port();
 
 	o.port = port;
@@ -814,13 +896,17 @@ static void test_pinned_lifecycle(void **state)
 	cfd = bpf_obj_get(path);
 	snprintf(path, sizeof(path), "%s/%s", PIN2, HB_MAP_KSTATS);
 	kfd = bpf_obj_get(path);
-	assert_true(cfd >= 0 && kfd >= 0);
+	snprintf(path, sizeof(path), "%s/%s", PIN2, HB_MAP_SOCKHASH);
+	sfd = bpf_obj_get(path);
+	assert_true(cfd >= 0 && kfd >= 0 && sfd >= 0);
 	lfd = listener(AF_INET, "127.0.0.1", port);
 	connect_pair(lfd, AF_INET, "127.0.0.1", port, &p);
 	k.cookie = p.cookie;
 	assert_int_equal(bpf_map_lookup_elem(cfd, &k, &c), 0);
 	c.state = HB_STATE_AUTHED;
 	assert_int_equal(bpf_map_update_elem(cfd, &k, &c, BPF_EXIST), 0);
+	fd = (__u64)p.srv;
+	assert_int_equal(bpf_map_update_elem(sfd, &k, &fd, BPF_NOEXIST), 0);
 	hbt_ping(ping, 77, 7);
 	send_all(p.cli, ping, sizeof(ping));
 	recv_exact(p.cli, got, sizeof(got), 2000, "PONG served from the pins");
@@ -850,7 +936,7 @@ static void test_pinned_lifecycle(void **state)
 	send_all(p.cli, ping, sizeof(ping));
 	recv_exact(p.srv, got, sizeof(got), 2000, "PING after unload");
 	assert_int_equal(got[3], HB_PING);
-	close(p.cli), close(p.srv), close(lfd), close(cfd), close(kfd);
+	close(p.cli), close(p.srv), close(lfd), close(cfd), close(kfd), close(sfd);
 	assert_int_equal(hbk_unload("/sys/fs/bpf/hbeat-test-nonexistent", NULL, &rep), -ENOENT);
 }
 
@@ -938,6 +1024,8 @@ int main(void)
 		cmocka_unit_test(test_pings_after_two_unread_frames),
 		cmocka_unit_test(test_pings_after_four_unread_frames),
 		cmocka_unit_test(test_unauthed_ping),
+		cmocka_unit_test(test_joined_not_authed_ping),
+		cmocka_unit_test(test_unread_before_join),
 		cmocka_unit_test(test_malformed_reaches_server),
 		cmocka_unit_test(test_daemon_dead),
 		cmocka_unit_test(test_other_netns_ignored),

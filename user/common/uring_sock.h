@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* io_uring socket operations liburing 2.3 has no prep helper for: bind, getsockopt, setsockopt.
+/* io_uring socket operations liburing 2.3 has no prep helper for: bind, getsockopt, setsockopt,
+ * and making a direct descriptor a regular fd.
  *
  * Debian 12 ships liburing 2.3, whose headers predate IORING_OP_BIND (kernel 6.11) and the socket
  * URING_CMD get/setsockopt (kernel 6.7), but they are the only way to bind or query a direct
@@ -8,7 +9,8 @@
  * where the kernel's io_uring/net.c (io_bind_prep) and io_uring/cmd_net.c read them:
  *   cmd_op        low half of the off union      level/optname  the two u32 halves of addr
  *   optlen        the file_index/splice_fd_in union            optval         addr3
- * With liburing >= 2.5 these become io_uring_prep_bind() and io_uring_prep_cmd_sock().
+ * With liburing >= 2.5 these become io_uring_prep_bind() and io_uring_prep_cmd_sock(), and with
+ * 2.6 io_uring_prep_fixed_fd_install().
  */
 #ifndef HB_URING_SOCK_H
 #define HB_URING_SOCK_H
@@ -18,6 +20,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#define HB_IORING_OP_FIXED_FD_INSTALL 54 /* enum io_uring_op, kernel >= 6.8 */
 #define HB_IORING_OP_BIND 56 /* enum io_uring_op, kernel >= 6.11 */
 #define HB_SOCKET_URING_OP_GETSOCKOPT 2 /* enum io_uring_socket_op, kernel >= 6.7 */
 #define HB_SOCKET_URING_OP_SETSOCKOPT 3
@@ -40,6 +43,14 @@ static inline void hb_prep_sockopt(struct io_uring_sqe *sqe, uint32_t op, int fd
 	sqe->addr = ((uint64_t)(uint32_t)optname << 32) | (uint32_t)level;
 	sqe->splice_fd_in = optlen;
 	sqe->addr3 = (uint64_t)(uintptr_t)optval;
+}
+
+/* A regular fd (O_CLOEXEC) for direct descriptor slot: the CQE's res is the fd or -errno. For
+ * the calls that take only a regular fd (bpf map updates, SCM_RIGHTS); close it after. */
+static inline void hb_prep_fixed_fd_install(struct io_uring_sqe *sqe, int slot)
+{
+	io_uring_prep_rw(HB_IORING_OP_FIXED_FD_INSTALL, sqe, slot, NULL, 0, 0);
+	sqe->flags |= IOSQE_FIXED_FILE; /* rw_flags (install_fd_flags) 0: O_CLOEXEC */
 }
 
 /* getsockopt: the CQE's res is the option length or -errno. The kernel supports SOL_SOCKET

@@ -21,6 +21,7 @@
 #include "restart.h"
 #include "sockets.h"
 #include "upgrade.h"
+#include "uring_sock.h"
 #include "worker.h"
 
 #define EVENT_QUEUE 16384 /* worker -> control events in flight; beyond, they are counted lost */
@@ -89,6 +90,16 @@ static bool on_bpffs(const char *pin_path)
 	return !statfs(dir, &st) && st.f_type == 0xcafe4a11;
 }
 
+static bool uring_has_op(int op)
+{
+	struct io_uring_probe *p = io_uring_get_probe();
+	bool ok = p && io_uring_opcode_supported(p, op);
+
+	if (p)
+		io_uring_free_probe(p);
+	return ok;
+}
+
 static int setup_maps(struct hbd_daemon *d)
 {
 	const struct hbd_config *cfg = d->cfg;
@@ -112,8 +123,19 @@ static int setup_maps(struct hbd_daemon *d)
 
 		d->offload = true;
 		d->tcp_offload = hbd_maps_config(&d->maps, &hc) || hc.tcp_path != HB_TCP_USER;
-		if (!d->tcp_offload)
+		if (!d->tcp_offload) {
 			hb_info("BPF loaded with --tcp user: TCP heartbeats answered here, UDP ones by XDP");
+		} else if (!uring_has_op(HB_IORING_OP_FIXED_FD_INSTALL)) {
+			hb_warn("io_uring lacks IORING_OP_FIXED_FD_INSTALL (kernel >= 6.8), which adds "
+				"connections to the sockhash: TCP heartbeats answered here, UDP ones by "
+				"XDP");
+			d->tcp_offload = false;
+		} else if (hbd_maps_open_sockhash(&d->maps, cfg->pin_path, why, sizeof(why))) {
+			hb_warn("no sockhash to add TCP connections to (%s): TCP heartbeats answered "
+				"here, UDP ones by XDP",
+				why);
+			d->tcp_offload = false;
+		}
 		/* TCP slots of every worker, then the sessions (worker.h, hbd_seen_tcp/udp) */
 		uint64_t want = hbd_seen_udp_base(d) + d->sessions.cap;
 

@@ -3,9 +3,8 @@
  * its connections and sends them off in batches; a new worker registers what arrives.
  *
  * Batch life (old side): slots that are quiet are collected (at most HBD_HO_FDS), each gets an
- * IORING_OP_FIXED_FD_INSTALL (liburing 2.3 has no helper: opcode 54, kernel >= 6.8, filled by
- * hand like uring_sock.h does), and when every install has completed the records and fds go
- * out in one sendmsg. The regular fds are closed right after it (the message holds its own
+ * IORING_OP_FIXED_FD_INSTALL (uring_sock.h), and when every install has completed the records
+ * and fds go out in one sendmsg. The regular fds are closed right after it (the message holds its own
  * references), then the direct descriptors. A batch is never more than HBD_HO_FDS regular fds.
  *
  * Message life (new side): one recvmsg is in flight; its fds are registered into free
@@ -22,10 +21,9 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "uring_sock.h"
 #include "vg.h"
 #include "worker.h"
-
-#define HB_IORING_OP_FIXED_FD_INSTALL 54 /* enum io_uring_op, kernel >= 6.8 */
 
 int hbd_ho_send(int sock, uint16_t type, uint16_t count, const void *body, uint32_t len,
 		const int *fds, unsigned nfds)
@@ -168,9 +166,7 @@ static void submit_installs(struct hbd_worker *w)
 			w->ho.fd[i] = -EBUSY;
 			continue;
 		}
-		/* fd = the direct descriptor; install_fd_flags (rw_flags) 0 = O_CLOEXEC */
-		io_uring_prep_rw(HB_IORING_OP_FIXED_FD_INSTALL, sqe, (int)slot, NULL, 0, 0);
-		sqe->flags |= IOSQE_FIXED_FILE;
+		hb_prep_fixed_fd_install(sqe, (int)slot);
 		io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_FD_INSTALL, i, w->conns[slot].gen, 0));
 		w->ho.installing++;
 	}

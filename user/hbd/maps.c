@@ -13,7 +13,7 @@
 void hbd_maps_init(struct hbd_maps *m)
 {
 	memset(m, 0, sizeof(*m));
-	m->conns = m->sessions = m->config = m->ustats = -1;
+	m->conns = m->sessions = m->config = m->ustats = m->sockhash = -1;
 }
 
 static int open_map(const char *dir, const char *name, __u32 type, __u32 key, __u32 value,
@@ -177,11 +177,33 @@ void hbd_maps_close(struct hbd_maps *m)
 		munmap(m->config_mem, m->config_len);
 	if (m->seen_mem)
 		munmap(m->seen_mem, m->seen_len);
-	for (int *fd = &m->conns; fd <= &m->ustats; fd++) {
+	for (int *fd = &m->conns; fd <= &m->sockhash; fd++) {
 		if (*fd >= 0)
 			close(*fd);
 	}
 	hbd_maps_init(m);
+}
+
+int hbd_maps_open_sockhash(struct hbd_maps *m, const char *dir, char *why, size_t whylen)
+{
+	struct bpf_map_info info;
+	int fd = open_map(dir, HB_MAP_SOCKHASH, BPF_MAP_TYPE_SOCKHASH, sizeof(struct hb_conn_key),
+			  sizeof(__u64), &info, why, whylen);
+
+	if (fd < 0)
+		return fd;
+	m->sockhash = fd;
+	return 0;
+}
+
+int hbd_maps_sockhash_add(struct hbd_maps *m, uint64_t cookie, int fd)
+{
+	struct hb_conn_key k = { .cookie = cookie };
+	__u64 v = (__u64)fd; /* the map's value size is 8: an fd in, the socket's cookie out */
+
+	if (bpf_map_update_elem(m->sockhash, &k, &v, BPF_NOEXIST))
+		return errno == EEXIST ? 0 : -errno;
+	return 0;
 }
 
 int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, uint64_t now_ns,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* The daemon's side of the pinned BPF maps: conns, sessions, config, ustats. */
+/* The daemon's side of the pinned BPF maps: conns, sockhash, sessions, config, ustats, seen. */
 #ifndef HBD_MAPS_H
 #define HBD_MAPS_H
 
@@ -10,7 +10,7 @@
 #include "hbeat_abi.h"
 
 struct hbd_maps {
-	int conns, sessions, config, ustats; /* -1 when not open */
+	int conns, sessions, config, ustats, sockhash; /* -1 when not open */
 	struct hb_ustats *ustats_mem; /* mmap of the ustats ARRAY (BPF_F_MMAPABLE) */
 	size_t ustats_len;
 	struct hb_config *config_mem; /* mmap of config if it is mmapable, else NULL */
@@ -33,6 +33,9 @@ int hbd_maps_open_offload(struct hbd_maps *m, const char *dir, char *why, size_t
  */
 int hbd_maps_open_seen(struct hbd_maps *m, const char *dir, uint64_t want, char *why,
 		       size_t whylen);
+/* Opens the sockhash the kernel's TCP heartbeat path serves (hbd adds each connection when it
+ * authenticates). -errno with why set if it cannot: the daemon then answers TCP itself. */
+int hbd_maps_open_sockhash(struct hbd_maps *m, const char *dir, char *why, size_t whylen);
 /* Opens and maps ustats (HB_MAX_WORKERS slots). -errno if absent or not usable. */
 int hbd_maps_open_ustats(struct hbd_maps *m, const char *dir, char *why, size_t whylen);
 void hbd_maps_close(struct hbd_maps *m);
@@ -58,6 +61,9 @@ static inline void hbd_seen_set(struct hbd_maps *m, uint32_t slot, uint64_t ns)
  */
 int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, uint64_t now_ns,
 		       uint32_t seen_slot);
+/* sockhash[cookie] = the socket behind fd (a regular fd: the map takes no direct descriptor).
+ * From here on hb_parser/hb_verdict see its bytes. 0 or -errno; -EEXIST (already in) is 0. */
+int hbd_maps_sockhash_add(struct hbd_maps *m, uint64_t cookie, int fd);
 /* Points conns[cookie] (an adopted connection's) at our seen_slot; seen[seen_slot] starts at the
  * entry's last_seen_ns, or at 0 if that fails (-ENOENT: the entry is gone). */
 int hbd_maps_conn_reseat(struct hbd_maps *m, uint64_t cookie, uint32_t seen_slot);

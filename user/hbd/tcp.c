@@ -6,16 +6,17 @@
  *   multishot accept into a direct descriptor (the kernel picks the slot)
  *     -> NEW: SO_COOKIE requested (offload mode), multishot recv armed, on the expiry wheel
  *        (a connection that never authenticates is closed after the timeout too)
- *     -> HELLO verified (MAC, clock window, replay): conns[cookie] = {device_id, AUTHED} in
- *        offload mode BEFORE the WELCOME is queued, so the kernel answers the first PING; the
- *        device table now names (worker, slot, gen) as the device's session and an older
- *        session of the device is told to go (BYE SUPERSEDED)
+ *     -> HELLO verified (MAC, clock window, replay): conns[cookie] = {device_id, AUTHED} and,
+ *        in offload mode, the socket into the sockhash (a regular fd made for it and closed
+ *        again) BEFORE the WELCOME leaves, so the kernel answers the first PING; the device
+ *        table now names (worker, slot, gen) as the device's session and an older session of
+ *        the device is told to go (BYE SUPERSEDED)
  *     -> AUTHED: PING -> PONG, ECHO -> ECHO, DATA -> sink then ACK; every frame is proof of
  *        life (last_seen); in offload mode the kernel's last_seen_ns counts too
  *     -> CLOSING (client BYE or EOF, error, malformed frame, expiry, superseded, drain):
  *        conns entry deleted so the kernel stops answering, input ignored, the device released;
  *        waits for pending sink ACKs, then queues the final BYE/ERROR, then drains output
- *     -> SHUTDOWN: recv cancelled; waits for the recv and cookie ops' last CQEs
+ *     -> SHUTDOWN: recv cancelled; waits for the last CQEs of the recv, cookie and fd ops
  *     -> CLOSED: io_uring close of the direct descriptor submitted
  *     -> FREE at its CQE: gen + 1. Only then can the kernel hand the slot to a new connection,
  *        so nothing of the old connection is in flight when a new one takes the slot; the gen
@@ -33,8 +34,6 @@
 #include "uring_sock.h"
 #include "vg.h"
 #include "worker.h"
-
-#define CF_BROKEN (1 << 7) /* output failed: drop whatever is queued */
 
 static inline uint32_t clock32(const struct hbd_worker *w)
 {
@@ -207,7 +206,7 @@ static void advance(struct hbd_worker *w, uint32_t slot)
 			}
 		}
 	}
-	if (c->state == CONN_SHUTDOWN && !(c->flags & (CF_RECV | CF_SEND | CF_COOKIE))) {
+	if (c->state == CONN_SHUTDOWN && !(c->flags & (CF_RECV | CF_SEND | CF_COOKIE | CF_INSERT))) {
 		sqe = hbd_sqe(w);
 		if (!sqe)
 			return; /* the wheel's close deadline retries */
@@ -346,6 +345,54 @@ void hbd_tcp_on_cookie(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	advance(w, hbd_ud_index(cqe->user_data));
 }
 
+/* The kernel answers a connection's heartbeats once the socket is in the sockhash, and it goes
+ * in when it authenticates, not when it connects: HELLO, and whatever a peer that never
+ * authenticates sends, come to the daemon straight, without the stream parser and the psock's
+ * kworker on the way (setup: docs/SETUP.md). The map takes only a regular fd, hence the
+ * install; the WELCOME is held (CF_INSERT) until the socket is in, so that the device's first
+ * PING finds it there. Whatever arrived meanwhile goes through the parser on hbd's next read.
+ */
+static void join_sockhash(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct io_uring_sqe *sqe = hbd_sqe(w);
+
+	if (!sqe) {
+		hbd_map_full(w, -EBUSY, "sockhash", c->device_id); /* counted; served here */
+		return;
+	}
+	hb_prep_fixed_fd_install(sqe, (int)slot);
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_SOCKHASH, slot, c->gen, 0));
+	c->flags |= CF_INSERT;
+}
+
+void hbd_tcp_on_sockhash(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	uint32_t slot = hbd_ud_index(cqe->user_data);
+	struct hbd_conn *c = conn_of(w, slot, hbd_ud_gen(cqe->user_data));
+	int rc = cqe->res;
+
+	if (rc >= 0) {
+		int fd = rc;
+
+		/* a connection closing meanwhile has no conns entry left: not worth adding */
+		rc = c && c->state == CONN_AUTHED ? hbd_maps_sockhash_add(&w->d->maps, c->cookie, fd)
+						  : 0;
+		close(fd);
+	}
+	if (!c)
+		return;
+	c->flags &= ~CF_INSERT;
+	if (rc < 0 && c->state == CONN_AUTHED && hbd_map_full(w, rc, "sockhash", c->device_id)) {
+		/* --on-map-full refuse: ERROR(FULL) instead of the WELCOME still held */
+		drop_output(w, c);
+		conn_close(w, slot, HB_ERROR, HB_ERR_FULL);
+	}
+	if (c->out != HBD_NONE)
+		mark_dirty(w, slot);
+	advance(w, slot);
+}
+
 static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame *f)
 {
 	struct hbd_conn *c = &w->conns[slot];
@@ -397,6 +444,8 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 			conn_close(w, slot, HB_ERROR, HB_ERR_FULL);
 			return;
 		}
+		if (!rc)
+			join_sockhash(w, slot);
 	}
 	hbd_welcome(w, r.token, &wel);
 	send_frame(w, slot, HB_WELCOME, f->seq, &wel, sizeof(wel));
@@ -711,7 +760,8 @@ void hbd_tcp_flush(struct hbd_worker *w)
 		struct hbd_conn *c = &w->conns[slot];
 
 		c->flags &= ~CF_DIRTY;
-		if (c->state != CONN_FREE && !(c->flags & CF_SEND) && c->out != HBD_NONE)
+		if (c->state != CONN_FREE && !(c->flags & (CF_SEND | CF_INSERT)) &&
+		    c->out != HBD_NONE)
 			submit_send(w, slot);
 	}
 	/* entries re-added during the walk were appended after n */
@@ -844,7 +894,7 @@ int hbd_tcp_quiesce(struct hbd_worker *w, uint32_t slot)
 		io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_CANCEL, slot, c->gen, 0));
 		c->flags |= CF_CANCEL;
 	}
-	if (c->flags & (CF_RECV | CF_SEND | CF_COOKIE | CF_DIRTY | CF_REARM) ||
+	if (c->flags & (CF_RECV | CF_SEND | CF_COOKIE | CF_INSERT | CF_DIRTY | CF_REARM) ||
 	    c->out != HBD_NONE || c->sink_pending)
 		return -1;
 	return 1;

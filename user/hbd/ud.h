@@ -23,6 +23,7 @@ enum hbd_op {
 	HBD_OP_NONE = 0,
 	HBD_OP_ACCEPT, /* multishot accept into direct descriptors */
 	HBD_OP_COOKIE, /* getsockopt(SO_COOKIE) via IORING_OP_URING_CMD; index = slot */
+	HBD_OP_SOCKHASH, /* a regular fd of an authenticated connection, for the sockhash */
 	HBD_OP_RECV, /* multishot recv on a connection; index = slot */
 	HBD_OP_SEND, /* send of a connection's output; index = slot */
 	HBD_OP_CANCEL, /* cancel of a connection's recv (only failures post a CQE) */

@@ -301,6 +301,9 @@ static void handle_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	case HBD_OP_COOKIE:
 		hbd_tcp_on_cookie(w, cqe);
 		break;
+	case HBD_OP_SOCKHASH:
+		hbd_tcp_on_sockhash(w, cqe);
+		break;
 	case HBD_OP_RECV:
 		hbd_tcp_on_recv(w, cqe);
 		break;

@@ -40,6 +40,8 @@ enum {
 	CF_REARM = 1 << 4, /* on the re-arm list (recv ended with ENOBUFS) */
 	CF_CANCEL = 1 << 5, /* recv cancel submitted */
 	CF_COUNTED = 1 << 6, /* counted in hbd_daemon.tcp_clients */
+	CF_BROKEN = 1 << 7, /* output failed: drop whatever is queued */
+	CF_INSERT = 1 << 8, /* joining the sockhash: output (the WELCOME) held until it has */
 };
 
 /* Per-slot connection state: 40 bytes, plus 8 bytes of wheel links in a parallel array, for
@@ -60,8 +62,8 @@ struct hbd_conn {
 	uint32_t out; /* head of the output chunk queue, or HBD_NONE */
 	uint16_t gen; /* bumped when the slot is freed; in user_data */
 	uint16_t sink_pending; /* DATA frames awaiting their sink write and ACK */
+	uint16_t flags; /* CF_* */
 	uint8_t state; /* enum hbd_conn_state */
-	uint8_t flags; /* CF_* */
 	uint8_t final_type; /* frame to send once the sink ACKs are out: HB_BYE, HB_ERROR or 0 */
 	uint8_t final_code; /* its reason or error code */
 };
@@ -219,6 +221,7 @@ void hbd_accept_tick(struct hbd_worker *w);
 /* tcp.c */
 /* A connection accepted into slot from addr (16 bytes, IPv4 v4-mapped). */
 void hbd_tcp_open(struct hbd_worker *w, uint32_t slot, const uint8_t addr[16]);
+void hbd_tcp_on_sockhash(struct hbd_worker *w, struct io_uring_cqe *cqe);
 void hbd_tcp_on_cookie(struct hbd_worker *w, struct io_uring_cqe *cqe);
 void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe);
 void hbd_tcp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe);
