@@ -118,16 +118,16 @@ window (noise rows). Where this run and an earlier one differ, the spread is tha
   \`git show 22b1153:docs/bench-result.json\`), the rest is CPU 1's share of receive and
   transmit. So UDP runs on XDP by default.
 - **TCP, sockmap**: 500,000 connections, all authenticated; the verdict answered
-  $(v .tcp.pings_kernel) PINGs and hbd none. But it saves the server only $(v .tcp.user_over_offload)× CPU per heartbeat
-  ($(v .tcp.cpu_us_per_hb_offload) against $(v .tcp.cpu_us_per_hb_user) µs): an sk_skb verdict cannot transmit, so every PONG is
+  $(v .tcp.pings_kernel) PINGs and hbd none. But it saves the server little or nothing: $(v .tcp.user_over_offload)× CPU per heartbeat
+  ($(v .tcp.cpu_us_per_hb_offload) against $(v .tcp.cpu_us_per_hb_user) µs in this run): an sk_skb verdict cannot transmit, so every PONG is
   queued on the socket's psock and sent by a kworker through the same \`tcp_sendmsg\` hbd
   calls (../shared/FIELD-NOTES.md: 17–28 µs a work item at 100k–500k connections). What it
   saves is hbd's receive completion and wakeup (hbd's own threads: $(v .tcp.hbd_cpu_us_per_hb_offload) µs per heartbeat,
   its expiry and stamps; 3.33 µs in the run before the \`seen\` array); what both pay is the
   TCP stack on receive, send and ACK. Its p99 is $(q 'if .tcp.rtt_us.p99 > .tcp.user.rtt_us.p99 then "higher" else "lower" end') ($(v .tcp.rtt_us.p99) against $(v .tcp.user.rtt_us.p99) µs), and its setup $(q 'if .tcp.setup_s > .tcp.user.setup_s then "slower" else "faster" end')
-  ($(v .tcp.setup_s) against $(v .tcp.user.setup_s) s: sock_ops inserts every connection into the sockhash, the HELLO
-  reaches hbd through the psock's kworker, hbd reads the cookie and writes the conns entry;
-  setup times of every run of this code, and a profile: docs/SETUP.md).
+  ($(v .tcp.setup_s) against $(v .tcp.user.setup_s) s: sock_ops writes a conns entry for every connection, hbd reads
+  its cookie, and at HELLO updates the entry and adds the socket to the sockhash, which builds
+  its psock and stream parser; setup times of every run, and profiles: docs/SETUP.md).
   $(q 'if .tcp.pings == .tcp.pongs then "Every PING of the window was answered" else "\(.tcp.pings - .tcp.pongs) of \(.tcp.pings) PINGs in the window got no PONG" end'), and hbd expired
   $(v '.phases["tcp-offload"].hbload.expired') heartbeating devices ($(v '.phases["tcp-user"].hbload.expired') on the userspace path). Until the verdict
   stopped handing frames to hbd by SK_PASS, every 500k run lost PINGs here and hbd
@@ -164,10 +164,10 @@ window (noise rows). Where this run and an earlier one differ, the spread is tha
   (SO_LINGER 0, so no TIME_WAIT collides with the reconnects' source ports), and an RST is
   never retransmitted: of 500,000 sent in one burst some cannot be allocated on the client (its
   TcpExtTCPAbortFailed counter) or are dropped on the way, and hbd learns of those connections'
-  end only by expiry, 45 s later. $(q '.phases["tcp-offload"].hbctl.user.expired_tcp as $e | if ($e // 0) > 0 then "That is the likely reason hbd expired\n  \($e) server-side connections in this phase while no client was ever expired." else "In this run hbd expired no connection in the phase (the run before: 2095, likely for that reason)." end')
+  end only by expiry, 45 s later. $(q '.phases["tcp-offload"].hbctl.user.expired_tcp as $e | if ($e // 0) > 0 then "That is the likely reason hbd expired\n  \($e) server-side connections in this phase while no client was ever expired." else "In this run hbd expired no connection in the phase (an earlier run: 2095, likely for that reason)." end')
 
 **Defaults.** UDP: XDP. TCP: the sockmap path, because the figure hbeat exists to cut, server
-CPU per heartbeat at the fleet's steady load, measured lower for it ($(v .tcp.user_over_offload)×), and \`conns\`
+CPU per heartbeat at the fleet's steady load, $(q 'if .tcp.user_over_offload >= 1 then "measured lower for it in this run (\(.tcp.user_over_offload)×)" else "measured higher for it in this run (\(.tcp.user_over_offload)×) but lower at the median of all side-by-side runs (README, \"Run to run\")" end'), and \`conns\`
 stays a live kernel view for \`hbctl conns\` and \`bpftool\`. $(q '[ (if .tcp.rtt_us.p99 > .tcp.user.rtt_us.p99 then "p99" else empty end), (if .tcp.setup_s > .tcp.user.setup_s then "setup time" else empty end), (if .ceiling.tcp_offload_hb_per_s < .ceiling.tcp_user_hb_per_s then "ceiling" else empty end), (if .tcp.pings != .tcp.pongs and .tcp.user.pings == .tcp.user.pongs then "no lost PONG" else empty end) ] | if length == 0 then "Nothing else in this run favoured hbd answering TCP itself; `hbctl load --tcp user` still" else "Where this run favoured hbd answering TCP itself (" + join(", ") + "), `hbctl load --tcp user`" end')
 chooses it, with XDP still on UDP.
 EOF
