@@ -522,6 +522,21 @@ static void test_split_inside_header(void **state)
 /* ------------------------------------------------------------------------------------------ */
 /* Heartbeats after frames the daemon has not read yet                                        */
 
+/* n PINGs one after another (seq from seq0), each answered within 1 s by its PONG: the PING
+ * with only the type changed. */
+static void kernel_pongs(const struct pair *p, int n, __u16 seq0, const char *what)
+{
+	__u8 ping[16], reply[16];
+
+	for (int i = 0; i < n; i++) {
+		hbt_ping(ping, (__u16)(seq0 + i), i);
+		send_all(p->cli, ping, sizeof(ping));
+		recv_exact(p->cli, reply, sizeof(reply), 1000, what);
+		ping[3] = HB_PONG;
+		assert_memory_equal(reply, ping, sizeof(ping));
+	}
+}
+
 /* Frames for the daemon that are still unread when the strparser parses the next ones, then
  * heartbeats. Handed over with SK_PASS, each such frame was counted twice in TCP's copied_seq
  * (by the strparser read and again by the daemon's read), copied_seq ran ahead of rcv_nxt, and
@@ -530,7 +545,7 @@ static void test_split_inside_header(void **state)
  * frames are 208 bytes so that a lead of one of them outlasts the three 16-byte PINGs after it. */
 static void frames_unread_then_pings(int nframes)
 {
-	__u8 fr[256], got[256], pl[200], ping[16], reply[16];
+	__u8 fr[256], got[256], pl[200];
 	struct hb_kstats k0, k1;
 	struct pair p;
 	size_t n;
@@ -551,13 +566,7 @@ static void frames_unread_then_pings(int nframes)
 		recv_exact(p.srv, got, n, 2000, "DATA at the server");
 		assert_memory_equal(got, fr, n);
 	}
-	for (int i = 0; i < 3; i++) {
-		hbt_ping(ping, (__u16)(100 + i), i);
-		send_all(p.cli, ping, sizeof(ping));
-		recv_exact(p.cli, reply, sizeof(reply), 1000, "PONG after the daemon read its frames");
-		ping[3] = HB_PONG;
-		assert_memory_equal(reply, ping, sizeof(ping));
-	}
+	kernel_pongs(&p, 3, 100, "PONG after the daemon read its frames");
 	expect_silence(p.srv, 20, "server after kernel-answered PINGs");
 	hbt_kstats(H, &k1);
 	EXPECT_KSTATS(&k0, &k1, "sk_pass", nframes, "sk_pong", 3);
@@ -622,7 +631,7 @@ static void test_unread_before_join(void **state)
 {
 	struct hb_kstats k0, k1;
 	struct pair p;
-	__u8 fr[32], got[32], ping[16], reply[16];
+	__u8 fr[32], got[32];
 	size_t n = hbt_frame(fr, HB_DATA, 4, "early", 5);
 	int lfd = listener(AF_INET, "127.0.0.1", PORT);
 	struct pollfd pf;
@@ -636,13 +645,7 @@ static void test_unread_before_join(void **state)
 	authenticate(&p);
 	recv_exact(p.srv, got, n, 2000, "DATA that arrived before the join");
 	assert_memory_equal(got, fr, n);
-	for (int i = 0; i < 2; i++) {
-		hbt_ping(ping, (__u16)(40 + i), i);
-		send_all(p.cli, ping, sizeof(ping));
-		recv_exact(p.cli, reply, sizeof(reply), 1000, "PONG after the early DATA");
-		ping[3] = HB_PONG;
-		assert_memory_equal(reply, ping, sizeof(ping));
-	}
+	kernel_pongs(&p, 2, 40, "PONG after the early DATA");
 	expect_silence(p.srv, 20, "server after kernel-answered PINGs");
 	hbt_kstats(H, &k1);
 	/* the early DATA went through the parser and verdict too, at the server's read */
