@@ -40,7 +40,7 @@ INCLUDES := -Ibpf -Iuser/common -Iuser/device -Iuser/hbd -Iuser/hbload -Iloader 
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
 	  -fno-omit-frame-pointer -MMD -MP $(INCLUDES)
-LDLIBS := -lbpf -lxdp -luring -lcrypto -lmicrohttpd -lsystemd -lelf -lz -lpthread -lm
+LDLIBS := -lbpf -lxdp -luring -lcrypto -lmicrohttpd -lsystemd -ljansson -lelf -lz -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined

@@ -8,6 +8,8 @@ pkgs=(
 	libbpf-dev bpftool libxdp-dev xdp-tools # BPF loading, skeletons, libxdp dispatcher
 	liburing-dev libssl-dev libelf-dev zlib1g-dev
 	libmicrohttpd-dev libsystemd-dev        # hbd: /metrics, sd_notify
+	libjansson-dev                          # JSON output of every program (user/common/json_out.h)
+	universal-ctags python3                 # scripts/callcycles.py: the layering check
 	systemd curl                            # tests: systemd-analyze verify, scraping /metrics
 	libcmocka-dev                           # tests
 	libclang-rt-14-dev                      # ASan/UBSan/libFuzzer runtimes for clang

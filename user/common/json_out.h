@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* JSON output for every hbeat program, through jansson: one compact document per line.
+ *
+ * jansson rather than json-c: json_pack() builds a document from a format string in one call,
+ * json_dumpb() writes into a caller's buffer without allocating, strings are checked for valid
+ * UTF-8 (so a peer-controlled string can never produce invalid JSON), and keys come out in
+ * insertion order. Both are in Debian 12.
+ */
+#ifndef HB_JSON_OUT_H
+#define HB_JSON_OUT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+/* Compact, insertion order, reals with up to 17 significant digits. */
+#define HB_JSON_FLAGS (JSON_COMPACT | JSON_PRESERVE_ORDER)
+
+/* Writes doc as one line (and a newline) to f and releases it. 0, or -EIO / -ENOMEM (doc
+ * NULL: a json_pack() that failed). */
+int hb_json_print(FILE *f, json_t *doc);
+
+/* Writes doc as one line (and a newline) into buf and releases it. Returns the length written
+ * (without a terminating NUL, which is added if it fits), or -ENOSPC / -ENOMEM. */
+int hb_json_line(char *buf, size_t cap, json_t *doc);
+
+/* A uint64_t as a JSON integer. jansson's integers are signed 64-bit: values above INT64_MAX
+ * (device ids may use the whole range) come out as their decimal digits in a string instead
+ * of wrapping to a negative number. */
+json_t *hb_json_u64(uint64_t v);
+
+/* A byte string that may not be UTF-8 (a peer's bytes): invalid sequences replaced by U+FFFD. */
+json_t *hb_json_bytes(const void *p, size_t n);
+
+#endif
