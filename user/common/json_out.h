@@ -14,8 +14,9 @@
 
 #include <jansson.h>
 
-/* Compact, insertion order, reals with up to 17 significant digits. */
-#define HB_JSON_FLAGS (JSON_COMPACT | JSON_PRESERVE_ORDER)
+/* Compact, insertion order, reals with 15 significant digits: a value rounded to 3 decimals
+ * (2.007) prints as written, not as its nearest double (2.0070000000000001). */
+#define HB_JSON_FLAGS (JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))
 
 /* Writes doc as one line (and a newline) to f and releases it. 0, or -EIO / -ENOMEM (doc
  * NULL: a json_pack() that failed). */
