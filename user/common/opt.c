@@ -96,8 +96,9 @@ void hb_opt_expect(const struct hb_opt *o, char *buf, size_t cap)
 			 (unsigned long long)o->umax);
 		break;
 	case HB_OPT_DOUBLE:
-		snprintf(buf, cap, "a number in %.15g..%.15g%s%s", o->dmin, o->dmax,
-			 o->unit ? ", optionally followed by " : "", o->unit ? o->unit : "");
+		snprintf(buf, cap, "a number in %.15g..%.15g%s%s%s", o->dmin, o->dmax,
+			 o->unit ? " (optionally with " : "", o->unit ? o->unit : "",
+			 o->unit ? ")" : "");
 		break;
 	case HB_OPT_CHOICE:
 		join_choices(o->choices, NULL, buf, cap);
@@ -483,6 +484,8 @@ static int fail(char *err, size_t cap, const char *fmt, ...)
 static int check_one(const struct hb_opt *o, char *err, size_t cap)
 {
 	uint64_t top = size_max(o->size);
+	/* a default --help prints must be a value the option takes */
+	bool shows_default = !o->def_text && !o->required;
 
 	if (o->type == HB_OPT_HEADING)
 		return o->help ? 0 : fail(err, cap, "a heading without text");
@@ -501,7 +504,7 @@ static int check_one(const struct hb_opt *o, char *err, size_t cap)
 			return fail(err, cap, "--%s: range %llu..%llu does not fit its field",
 				    o->name, (unsigned long long)o->umin,
 				    (unsigned long long)o->umax);
-		if (!o->def_text && (o->def.u < o->umin || o->def.u > o->umax ||
+		if (shows_default && (o->def.u < o->umin || o->def.u > o->umax ||
 				     (o->uint_ok && !o->uint_ok(o->def.u))))
 			return fail(err, cap, "--%s: default %llu is not a valid value", o->name,
 				    (unsigned long long)o->def.u);
@@ -512,7 +515,7 @@ static int check_one(const struct hb_opt *o, char *err, size_t cap)
 		if (o->size != sizeof(double) || !(o->dmin <= o->dmax))
 			return fail(err, cap, "--%s: needs a double field and min <= max",
 				    o->name);
-		if (!o->def_text && (o->def.d < o->dmin || o->def.d > o->dmax))
+		if (shows_default && (o->def.d < o->dmin || o->def.d > o->dmax))
 			return fail(err, cap, "--%s: default %g is out of range", o->name,
 				    o->def.d);
 		break;
