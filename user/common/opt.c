@@ -251,6 +251,14 @@ static const struct hb_opt *by_val(const struct hb_opt *opts, int val)
 	return NULL;
 }
 
+static const struct hb_opt *by_name(const struct hb_opt *opts, const char *name)
+{
+	for (const struct hb_opt *o = opts; o->type != HB_OPT_END; o++)
+		if (o->type != HB_OPT_HEADING && !strcmp(o->name, name))
+			return o;
+	return NULL;
+}
+
 /* getopt_long refused argv[optind - 1] (or the short option optopt): say why. */
 static int bad_option(const struct hb_opt_prog *p, int c, char **argv)
 {
@@ -328,6 +336,9 @@ int hb_opt_parse(const struct hb_opt_prog *p, int argc, char **argv, void *cfg, 
 		if (o->required && !seen[i])
 			return hb_opt_error(p, "--%s %s is required", o->name,
 					    metavar(o, meta, sizeof(meta)));
+		if (o->excludes && seen[i] && seen[by_name(p->opts, o->excludes) - p->opts])
+			return hb_opt_error(p, "--%s and --%s exclude each other", o->name,
+					    o->excludes);
 	}
 	if (first_arg)
 		*first_arg = optind;
@@ -550,6 +561,9 @@ int hb_opt_check(const struct hb_opt *opts, char *err, size_t cap)
 			return -EINVAL;
 		if (o->type == HB_OPT_HEADING)
 			continue;
+		if (o->excludes && (!by_name(opts, o->excludes) || !strcmp(o->excludes, o->name)))
+			return fail(err, cap, "--%s excludes --%s, which is not in the table", o->name,
+				    o->excludes);
 		helps += o->type == HB_OPT_HELP;
 		if (o->short_name && !strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 					     "0123456789", o->short_name))

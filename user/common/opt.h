@@ -65,6 +65,7 @@ struct hb_opt {
 	const char *def_text; /* --help shows this as the default instead of the typed value
 			       * (for defaults worked out at run time); "" shows none */
 	bool required; /* the command line must give it */
+	const char *excludes; /* the long name of an option it may not be given with, or NULL */
 	bool has_given; /* also set the bool at given_off when the option is given: */
 	size_t given_off; /* HB_OPT_GIVEN(struct, field) */
 };
