@@ -263,16 +263,19 @@ static const char global_epilog[] =
 	"     no cgroup v2, no such NIC, kernel lacks a program/map type, helper or kfunc)\n"
 	"  3  the operation failed (load/attach/pin error, already loaded, not loaded)\n";
 
+static const char global_intro[] =
+	"Loads, inspects and removes the BPF side of hbeat: XDP on a NIC for UDP heartbeats,\n"
+	"sockhash + stream parser/verdict and sock_ops for TCP heartbeats, maps pinned under\n"
+	HB_PIN_DEFAULT ".\n\nCommands:\n";
+
 /* The top-level help's text before its option list: what hbctl is, and the commands. */
 static void global_about(char *buf, size_t cap)
 {
-	size_t n = (size_t)snprintf(buf, cap,
-		"Loads, inspects and removes the BPF side of hbeat: XDP on a NIC for UDP heartbeats,\n"
-		"sockhash + stream parser/verdict and sock_ops for TCP heartbeats, maps pinned under\n"
-		"%s.\n\nCommands:\n", HB_PIN_DEFAULT);
+	size_t n = (size_t)snprintf(buf, cap, "%s", global_intro);
 
 	for (size_t i = 0; i < NCMDS && n < cap; i++)
-		n += (size_t)snprintf(buf + n, cap - n, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
+		n += (size_t)snprintf(buf + n, cap - n, "  %-8s %s\n", cmds[i].name,
+				      cmds[i].summary);
 }
 
 /* Parses a command's options into o; the positional arguments start at argv[*first]. */

@@ -436,7 +436,8 @@ int hbctl_do_devices(const void *opts, int argc, char **argv)
 	if ((!strcmp(sub, "add") || !strcmp(sub, "remove")) && argc == 2) {
 		if (parse_id(argv[1], &id))
 			return HBCTL_USAGE;
-		return !strcmp(sub, "add") ? do_add(o, keys, id, json) : do_remove(o, keys, id, json);
+		return !strcmp(sub, "add") ? do_add(o, keys, id, json)
+					   : do_remove(o, keys, id, json);
 	}
 	fprintf(stderr, "hbctl devices: expected 'list', 'add ID' or 'remove ID' (try --help)\n");
 	return HBCTL_USAGE;

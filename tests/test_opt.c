@@ -221,9 +221,9 @@ static void every_type_takes_its_value(void **state)
 
 	(void)state;
 	assert_int_equal(parse(&c, "--flag", "--no-on", "--small", "200", "-p", "0", "--count=7",
-			       "--big", "18446744073709551615", "--pow", "1024", "-r", "0.5", "--rate",
-			       "2000/s", "-n", "x y", "--level", "error", "--when-full", "refuse",
-			       "--addr", "h:1", NULL),
+			       "--big", "18446744073709551615", "--pow", "1024", "-r", "0.5",
+			       "--rate", "2000/s", "-n", "x y", "--level", "error", "--when-full",
+			       "refuse", "--addr", "h:1", NULL),
 			 0);
 	assert_true(c.flag);
 	assert_false(c.on);
@@ -315,7 +315,8 @@ static void ranges_and_syntax(void **state)
 
 			snprintf(head, sizeof(head), "prog: %s must be ", cases[i].opt);
 			if (strncmp(err_buf, head, strlen(head)))
-				fail_msg("%s '%s': message '%s'", cases[i].opt, cases[i].val, err_buf);
+				fail_msg("%s '%s': message '%s'", cases[i].opt, cases[i].val,
+					 err_buf);
 		}
 	}
 }
@@ -465,8 +466,8 @@ static void help_lists_every_entry_with_its_default(void **state)
 		static const struct hb_opt t[] = {
 			{ "need", 0, "FILE", "must be given", HB_OPT_STRING, AT(need),
 			  .required = true },
-			{ "off", 0, "S", "negative means off", HB_OPT_DOUBLE, AT(ratio), .def.d = -1,
-			  .dmin = 0, .dmax = 10, .def_text = "" },
+			{ "off", 0, "S", "negative means off", HB_OPT_DOUBLE, AT(ratio),
+			  .def.d = -1, .dmin = 0, .dmax = 10, .def_text = "" },
 			{ 0 },
 		};
 
@@ -525,7 +526,8 @@ static void check_finds_table_mistakes(void **state)
 		{ { "x", 0, "N", "default out", HB_OPT_UINT, AT(port), .def.u = 9, .umin = 1,
 		    .umax = 5 }, "not a valid value" },
 		{ { "x", 0, "N", "default not ok", HB_OPT_UINT, AT(pow), .def.u = 17, .umin = 16,
-		    .umax = 1024, .uint_ok = pow2, .expect = "a power of 2" }, "not a valid value" },
+		    .umax = 1024, .uint_ok = pow2, .expect = "a power of 2" },
+		  "not a valid value" },
 		{ { "x", 0, "N", "uint_ok alone", HB_OPT_UINT, AT(pow), .def.u = 16, .umin = 16,
 		    .umax = 1024, .uint_ok = pow2 }, "needs expect" },
 		{ { "x", 0, "X", "double in a u32", HB_OPT_DOUBLE, AT(count) }, "double field" },
@@ -732,7 +734,8 @@ static void hbd_help_lists_every_option(void **state)
 
 	(void)state;
 	expect_help("hbd", k, N(k), run("hbd", "--help", NULL));
-	assert_non_null(strstr(out_buf, "Exit codes: 0 clean shutdown, 1 runtime failure, 2 usage"));
+	assert_non_null(strstr(out_buf, "Exit codes: 0 clean shutdown, 1 runtime failure, "
+					"2 usage"));
 }
 
 static void hbload_help_lists_every_option(void **state)

@@ -456,7 +456,8 @@ void hb_opt_print_list(const struct hb_opt *opts, FILE *f)
 		default_text(o, def, sizeof(def));
 		if (o->required || def[0]) {
 			char paren[sizeof(def) + 2];
-			int len = snprintf(paren, sizeof(paren), "(%s)", o->required ? "required" : def);
+			int len = snprintf(paren, sizeof(paren), "(%s)",
+					   o->required ? "required" : def);
 
 			/* kept on one line when it fits on one */
 			if (at + 1 + len > HELP_WIDTH && len <= HELP_WIDTH - col) {
@@ -562,8 +563,8 @@ int hb_opt_check(const struct hb_opt *opts, char *err, size_t cap)
 		if (o->type == HB_OPT_HEADING)
 			continue;
 		if (o->excludes && (!by_name(opts, o->excludes) || !strcmp(o->excludes, o->name)))
-			return fail(err, cap, "--%s excludes --%s, which is not in the table", o->name,
-				    o->excludes);
+			return fail(err, cap, "--%s excludes --%s, which is not in the table",
+				    o->name, o->excludes);
 		helps += o->type == HB_OPT_HELP;
 		if (o->short_name && !strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 					     "0123456789", o->short_name))

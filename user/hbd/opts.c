@@ -57,8 +57,8 @@ static const struct hb_opt_choice map_full[] = {
 #define AT(f) HB_OPT_AT(struct hbd_config, f)
 
 static const struct hb_opt options[] = {
-	{ "keys", 0, "FILE", "device key store, in the format user/common/auth.h describes", HB_OPT_STRING,
-	  AT(keys), .required = true },
+	{ "keys", 0, "FILE", "device key store, in the format user/common/auth.h describes",
+	  HB_OPT_STRING, AT(keys), .required = true },
 	{ "bind", 0, "ADDR", "listen address, an IPv4 or IPv6 literal", HB_OPT_STRING, AT(bind),
 	  .def_text = "::, dual-stack" },
 	{ "port", 0, "N", "TCP and UDP port; 0 takes any free port", HB_OPT_UINT, AT(port),
@@ -122,8 +122,8 @@ static const struct hb_opt options[] = {
 	  HB_OPT_DOUBLE, AT(data_rate), .def.d = DEF_DATA_RATE, .dmin = 0, .dmax = 1e7 },
 	{ "data-burst", 0, "N", "DATA frames one device may send at once", HB_OPT_UINT,
 	  AT(data_burst), .def.u = DEF_DATA_BURST, .umin = 1, .umax = 10000000 },
-	{ "max-payload", 0, "B", "largest DATA/ECHO payload; the default is the most the protocol allows",
-	  HB_OPT_UINT, AT(max_payload), .def.u = HB_MAX_PAYLOAD, .umin = 1,
+	{ "max-payload", 0, "B", "largest DATA/ECHO payload; the default is the most the "
+	  "protocol allows", HB_OPT_UINT, AT(max_payload), .def.u = HB_MAX_PAYLOAD, .umin = 1,
 	  .umax = HB_MAX_PAYLOAD },
 	{ "max-output", 0, "B", "unsent reply bytes one TCP connection may queue before it is "
 	  "closed as a slow reader", HB_OPT_UINT, AT(max_output), .def.u = DEF_MAX_OUTPUT,
@@ -138,8 +138,8 @@ static const struct hb_opt options[] = {
 static const struct hb_opt_prog prog = {
 	.name = "hbd",
 	.synopsis = "--keys FILE [options]",
-	.about = "The hbeat daemon: authenticates devices over TCP and UDP, answers what the kernel\n"
-		 "fast paths do not, stores DATA frames, expires silent devices.\n",
+	.about = "The hbeat daemon: authenticates devices over TCP and UDP, answers what the\n"
+		 "kernel fast paths do not, stores DATA frames, expires silent devices.\n",
 	.epilog =
 		"Signals: SIGTERM/SIGINT drain (BYE to every device, then exit 0); SIGHUP reloads\n"
 		"the key store and cuts the live sessions of devices it no longer admits; SIGUSR2\n"

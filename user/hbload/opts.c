@@ -86,7 +86,8 @@ static const struct hb_opt options[] = {
 	{ "first-device", 0, "ID", "device id of the first client", HB_OPT_UINT, AT(first_device),
 	  .def.u = DEF_FIRST_DEVICE, .umin = 1, .umax = UINT64_MAX - 10000000 },
 	{ "source", 0, "LIST", "source addresses, comma-separated, ranges A-B allowed; clients "
-	  "take them round-robin", HB_OPT_STRING, AT(source), .def_text = "none: the kernel chooses" },
+	  "take them round-robin", HB_OPT_STRING, AT(source),
+	  .def_text = "none: the kernel chooses" },
 	{ "threads", 0, "N", "rings, one thread each; raised for TCP so no ring holds more sockets "
 	  "than RLIMIT_NOFILE allows", HB_OPT_UINT, AT(threads), .umin = 1, .umax = 256,
 	  .def_text = "one per CPU" },
@@ -156,10 +157,10 @@ static const struct hb_opt_prog prog = {
 	.name = "hbload",
 	.synopsis = "--server ADDR --port N --clients N --proto tcp|udp --interval S\n"
 		    "              --duration S [--json] [options]",
-	.about = "Simulates N heartbeating devices against an hbeat server and measures round-trip\n"
-		 "time from each heartbeat's scheduled send time (so neither a slow server nor a slow\n"
-		 "hbload can hide latency). Progress goes to stderr every second; the summary to\n"
-		 "stdout.\n",
+	.about = "Simulates N heartbeating devices against an hbeat server and measures\n"
+		 "round-trip time from each heartbeat's scheduled send time (so neither a slow\n"
+		 "server nor a slow hbload can hide latency). Progress goes to stderr every\n"
+		 "second; the summary to stdout.\n",
 	.epilog = "Exit status: 0 the run completed (even if it measured losses or failures);\n"
 		  "1 bad arguments or local setup failure (rings, key store); 2 the server was\n"
 		  "unreachable or refused every client (no client ever authenticated).\n",
@@ -195,8 +196,8 @@ int hbl_parse_args(int argc, char **argv, struct hbl_opts *o)
 		return hb_opt_error(&prog, "--step-settle %g leaves nothing of a %g s step to "
 				    "measure", o->step_settle_s, o->step_s);
 	if (o->storm_at_s >= 0 && o->proto != HB_TCP)
-		return hb_opt_error(&prog, "--storm-at applies to TCP clients (a UDP session has no "
-				    "connection to drop)");
+		return hb_opt_error(&prog, "--storm-at applies to TCP clients (a UDP session has "
+				    "no connection to drop)");
 	return 0;
 }
 
