@@ -333,20 +333,20 @@ static bool keep(const struct filter *f, const struct row *r)
 	return true;
 }
 
-static int sort_key; /* for qsort's comparator: 0 none, 1 device, 2 peer, 3 silent, 4 pings */
+static int sort_key; /* for qsort's comparator: enum hbctl_sort */
 
 static int cmp_rows(const void *x, const void *y)
 {
 	const struct row *a = x, *b = y;
 
 	switch (sort_key) {
-	case 1:
+	case HBCTL_SORT_DEVICE:
 		return a->device_id < b->device_id ? -1 : a->device_id > b->device_id;
-	case 2:
+	case HBCTL_SORT_PEER:
 		return strcmp(a->peer, b->peer);
-	case 3: /* longest silence first: the oldest last_seen, never-seen first of all */
+	case HBCTL_SORT_SILENT: /* longest silence first: the oldest last_seen, never-seen first */
 		return a->last_seen_ns < b->last_seen_ns ? -1 : a->last_seen_ns > b->last_seen_ns;
-	case 4:
+	case HBCTL_SORT_PINGS:
 		return a->pings > b->pings ? -1 : a->pings < b->pings;
 	default:
 		return 0;

@@ -291,6 +291,7 @@ static void ranges_and_syntax(void **state)
 		{ "--ratio", "inf", false },
 		{ "--ratio", "1.5s", false },
 		{ "--ratio", "", false },
+		{ "--ratio", " 1", false },
 		{ "--rate", "5/s", true },
 		{ "--rate", "5/m", false },
 		{ "--rate", "/s", false },

@@ -132,6 +132,8 @@ int hb_opt_parse_double(const char *s, double min, double max, const char *unit,
 	char *end;
 	double v;
 
+	if (*s == ' ' || *s == '\t') /* as for integers: the value is the whole argument */
+		return -EINVAL;
 	errno = 0;
 	v = strtod(s, &end);
 	if (end == s)
@@ -254,7 +256,7 @@ static const struct hb_opt *by_val(const struct hb_opt *opts, int val)
 static const struct hb_opt *by_name(const struct hb_opt *opts, const char *name)
 {
 	for (const struct hb_opt *o = opts; o->type != HB_OPT_END; o++)
-		if (o->type != HB_OPT_HEADING && !strcmp(o->name, name))
+		if (o->name && !strcmp(o->name, name))
 			return o;
 	return NULL;
 }
