@@ -43,7 +43,7 @@ struct xdp_program;
  * heartbeat at a fleet's steady load: at 500k clients the sockmap verdict measured below hbd
  * (docs/BENCHMARKS.md), and it keeps conns a live kernel view for hbctl conns and bpftool.
  * hbd answering TCP itself measured lower latency and a faster setup at 500k: --tcp user. */
-#define HBK_DEFAULT_TCP_PATH "kernel"
+#define HBK_DEFAULT_TCP_PATH HB_TCP_KERNEL
 
 struct hbk_opts {
 	__u16 port; /* service port, host order; 0 = HB_DEFAULT_PORT */

@@ -1,109 +1,191 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* hbctl: command dispatch, option tables, and the load/unload commands. */
+/* hbctl: command dispatch, the commands' option tables, and the load/unload commands. */
 #include "hbctl.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <net/if.h>
+#include <openssl/crypto.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "hb_bpf.h"
 #include "hb_env.h"
 #include "hb_json.h"
 #include "log.h"
+#include "opt.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Options                                                                                    */
 
-#define OPT_PIN { "pin-path", 0, "DIR", "pin directory of maps and links", HB_PIN_DEFAULT }
-#define OPT_JSON { "json", 'j', NULL, "print one line of JSON instead of a table", NULL }
-#define OPT_HELP { "help", 'h', NULL, "show this help", NULL }
+#define MAP_MAX_ENTRIES (HB_MAX_CONNS * 16) /* maps are preallocated: kernel memory up front */
+#define SEND_TIMEOUT_MS 5000
 
-static const struct hbctl_opt load_opts[] = {
-	{ "dev", 'd', "IFACE", "NIC to attach the XDP program to (required)", NULL },
-	{ "mode", 'm', "native|skb", "XDP mode; skb for drivers without native XDP", "native" },
-	{ "port", 'p', "N", "service port (TCP and UDP)", "7600" },
-	OPT_PIN,
-	{ "cgroup", 'c', "PATH", "cgroup v2 directory for the sock_ops program", HBK_DEFAULT_CGROUP },
-	{ "then", 't', "FILE[:PROG]",
-	  "run this XDP program after hb_xdp on what hbeat passes (shares the NIC where libxdp's "
-	  "dispatcher is unavailable)", NULL },
-	{ "tcp", 0, "kernel|user", "who answers TCP heartbeats: the sockmap verdict (kernel) or hbd "
-	  "(user: no sk_skb or sock_ops program is attached; docs/BENCHMARKS.md compares the two)",
-	  HBK_DEFAULT_TCP_PATH },
+#define OPT_PIN(T)                                                                               \
+	{ "pin-path", 0, "DIR", "pin directory of maps and links", HB_OPT_STRING,                \
+	  HB_OPT_AT(T, pin_path), .def.s = HB_PIN_DEFAULT }
+#define OPT_JSON(T)                                                                              \
+	{ "json", 'j', NULL, "print one line of JSON instead of a table", HB_OPT_FLAG,          \
+	  HB_OPT_AT(T, json) }
+#define OPT_CONTROL(T)                                                                           \
+	{ "control", 'c', "PATH", "hbd's control socket (hbd --control)", HB_OPT_STRING,         \
+	  HB_OPT_AT(T, control), .def.s = HBCTL_DEFAULT_CONTROL }
+#define OPT_HELP { "help", 'h', NULL, "show this help", .type = HB_OPT_HELP }
+
+static const struct hb_opt_choice xdp_modes[] = {
+	{ "native", HB_XDP_NATIVE }, { "skb", HB_XDP_SKB }, { NULL, 0 },
+};
+
+static const struct hb_opt_choice tcp_paths[] = {
+	{ "kernel", HB_TCP_KERNEL }, { "user", HB_TCP_USER }, { NULL, 0 },
+};
+
+#define LOAD(f) HB_OPT_AT(struct hbctl_load_opts, f)
+
+static const struct hb_opt load_opts[] = {
+	{ "dev", 'd', "IFACE", "NIC to attach the XDP program to", HB_OPT_STRING, LOAD(dev),
+	  .required = true },
+	{ "mode", 'm', NULL, "XDP mode; skb for drivers without native XDP", HB_OPT_CHOICE,
+	  LOAD(mode), .choices = xdp_modes, .def.i = HB_XDP_NATIVE },
+	{ "port", 'p', "N", "service port (TCP and UDP)", HB_OPT_UINT, LOAD(port),
+	  .def.u = HB_DEFAULT_PORT, .umin = 1, .umax = 65535 },
+	OPT_PIN(struct hbctl_load_opts),
+	{ "cgroup", 'c', "PATH", "cgroup v2 directory for the sock_ops program", HB_OPT_STRING,
+	  LOAD(cgroup), .def.s = HBK_DEFAULT_CGROUP },
+	{ "then", 't', "FILE[:PROG]", "run this XDP program after hb_xdp on what hbeat passes "
+	  "(shares the NIC where libxdp's dispatcher is unavailable)", HB_OPT_STRING, LOAD(then) },
+	{ "tcp", 0, NULL, "who answers TCP heartbeats: the sockmap verdict (kernel) or hbd (user: "
+	  "no sk_skb or sock_ops program is attached; docs/BENCHMARKS.md compares the two)",
+	  HB_OPT_CHOICE, LOAD(tcp), .choices = tcp_paths, .def.i = HBK_DEFAULT_TCP_PATH },
 	{ "max-conns", 0, "N", "TCP connections the kernel path holds (conns, sockhash); more are "
-	  "served by hbd in userspace", "1048576" },
+	  "served by hbd in userspace", HB_OPT_UINT, LOAD(max_conns), .def.u = HB_MAX_CONNS,
+	  .umin = 1, .umax = MAP_MAX_ENTRIES },
 	{ "max-sessions", 0, "N", "UDP sessions XDP holds; hbd's --on-map-full says what happens "
-	  "to more", "1048576" },
-	OPT_JSON,
+	  "to more", HB_OPT_UINT, LOAD(max_sessions), .def.u = HB_MAX_SESSIONS, .umin = 1,
+	  .umax = MAP_MAX_ENTRIES },
+	OPT_JSON(struct hbctl_load_opts),
 	OPT_HELP,
 	{ 0 },
 };
 
-static const struct hbctl_opt unload_opts[] = {
-	{ "dev", 'd', "IFACE", "NIC the XDP program was attached to (required)", NULL },
-	OPT_PIN,
-	OPT_JSON,
+static const struct hb_opt unload_opts[] = {
+	{ "dev", 'd', "IFACE", "NIC the XDP program was attached to", HB_OPT_STRING,
+	  HB_OPT_AT(struct hbctl_unload_opts, dev), .required = true },
+	OPT_PIN(struct hbctl_unload_opts),
+	OPT_JSON(struct hbctl_unload_opts),
 	OPT_HELP,
 	{ 0 },
 };
 
-static const struct hbctl_opt show_opts[] = {
-	OPT_JSON,
-	OPT_PIN,
+static const struct hb_opt show_opts[] = {
+	OPT_JSON(struct hbctl_show_opts),
+	OPT_PIN(struct hbctl_show_opts),
 	OPT_HELP,
 	{ 0 },
 };
 
-static const struct hbctl_opt conns_opts[] = {
-	OPT_JSON,
-	OPT_PIN,
-	{ "limit", 'n', "N", "print at most N rows of each kind (0: all)", "0" },
-	{ "device", 'D', "ID", "only this device", NULL },
-	{ "state", 's', "new|authed|closing", "only connections/sessions in this state", NULL },
-	{ "transport", 't', "tcp|udp", "only this transport", NULL },
-	{ "silent", 'S', "SECONDS", "only those with no heartbeat for more than SECONDS", NULL },
+static const struct hb_opt_choice conn_states[] = {
+	{ "new", HB_STATE_NEW }, { "authed", HB_STATE_AUTHED }, { "closing", HB_STATE_CLOSING },
+	{ NULL, 0 },
+};
+
+static const struct hb_opt_choice transports[] = {
+	{ "tcp", 0 }, { "udp", 1 }, { NULL, 0 },
+};
+
+static const struct hb_opt_choice sort_keys[] = {
+	{ "device", HBCTL_SORT_DEVICE }, { "peer", HBCTL_SORT_PEER },
+	{ "silent", HBCTL_SORT_SILENT }, { "pings", HBCTL_SORT_PINGS }, { NULL, 0 },
+};
+
+#define CONNS(f) HB_OPT_AT(struct hbctl_conns_opts, f)
+
+static const struct hb_opt conns_opts[] = {
+	OPT_JSON(struct hbctl_conns_opts),
+	OPT_PIN(struct hbctl_conns_opts),
+	{ "limit", 'n', "N", "print at most N rows of each kind (0: all)", HB_OPT_UINT,
+	  CONNS(limit), .def.u = 0, .umin = 0, .umax = UINT32_MAX },
+	{ "device", 'D', "ID", "only this device", HB_OPT_UINT, CONNS(device), .umin = 0,
+	  .umax = UINT64_MAX, .expect = "a decimal device id", .def_text = "",
+	  HB_OPT_GIVEN(struct hbctl_conns_opts, by_device) },
+	{ "state", 's', NULL, "only connections/sessions in this state", HB_OPT_CHOICE,
+	  CONNS(state), .choices = conn_states, .def.i = -1 },
+	{ "transport", 't', NULL, "only this transport", HB_OPT_CHOICE, CONNS(transport),
+	  .choices = transports, .def.i = -1 },
+	{ "silent", 'S', "SECONDS", "only those with no heartbeat for more than SECONDS",
+	  HB_OPT_DOUBLE, CONNS(silent_s), .def.d = -1, .dmin = 0, .dmax = 1e9, .def_text = "" },
 	{ "sort", 'o', "KEY", "order by device, peer, silent (longest first), pings (most first)",
-	  NULL },
+	  HB_OPT_CHOICE, CONNS(sort), .choices = sort_keys, .def.i = HBCTL_SORT_NONE },
 	OPT_HELP,
 	{ 0 },
 };
 
-#define OPT_CONTROL { "control", 'c', "PATH", "hbd's control socket (hbd --control)", HBCTL_DEFAULT_CONTROL }
+#define DEVICES(f) HB_OPT_AT(struct hbctl_devices_opts, f)
 
-static const struct hbctl_opt devices_opts[] = {
-	{ "keys", 'k', "FILE", "the key store hbd --keys reads", HBCTL_DEFAULT_KEYS },
+/* --secret is checked here, so a bad one is a usage error before the key store is touched. */
+static int parse_secret(const char *arg, void *cfg)
+{
+	uint8_t secret[HB_SECRET_MAX];
+	int len = hb_hex_decode(arg, secret, sizeof(secret));
+
+	OPENSSL_cleanse(secret, sizeof(secret));
+	if (len < HB_SECRET_MIN)
+		return -EINVAL;
+	((struct hbctl_devices_opts *)cfg)->secret = arg;
+	return 0;
+}
+
+static const struct hb_opt devices_opts[] = {
+	{ "keys", 'k', "FILE", "the key store hbd --keys reads", HB_OPT_STRING, DEVICES(keys),
+	  .def.s = HBCTL_DEFAULT_KEYS },
 	{ "secret", 0, "HEX", "add: use this secret (16..64 bytes of hex) instead of a random one",
-	  NULL },
-	OPT_CONTROL,
-	{ "no-reload", 0, NULL, "add/remove: do not ask hbd to reload the key store", NULL },
-	OPT_JSON,
+	  HB_OPT_CUSTOM, .parse = parse_secret, .expect = "16..64 bytes of hex" },
+	OPT_CONTROL(struct hbctl_devices_opts),
+	{ "no-reload", 0, NULL, "add/remove: do not ask hbd to reload the key store", HB_OPT_FLAG,
+	  DEVICES(no_reload) },
+	OPT_JSON(struct hbctl_devices_opts),
 	OPT_HELP,
 	{ 0 },
 };
 
-static const struct hbctl_opt send_opts[] = {
-	OPT_CONTROL,
-	{ "hex", 'x', NULL, "PAYLOAD is hex", NULL },
-	{ "base64", 'b', NULL, "PAYLOAD is base64", NULL },
-	{ "timeout", 'T', "MS", "how long to wait for the device's ACK", "5000" },
-	OPT_JSON,
+static const struct hb_opt send_opts[] = {
+	OPT_CONTROL(struct hbctl_send_opts),
+	{ "hex", 'x', NULL, "PAYLOAD is hex", HB_OPT_FLAG, HB_OPT_AT(struct hbctl_send_opts, hex),
+	  .excludes = "base64" },
+	{ "base64", 'b', NULL, "PAYLOAD is base64", HB_OPT_FLAG,
+	  HB_OPT_AT(struct hbctl_send_opts, base64) },
+	{ "timeout", 'T', "MS", "how long to wait for the device's ACK", HB_OPT_UINT,
+	  HB_OPT_AT(struct hbctl_send_opts, timeout_ms), .def.u = SEND_TIMEOUT_MS, .umin = 1,
+	  .umax = 600000 },
+	OPT_JSON(struct hbctl_send_opts),
 	OPT_HELP,
 	{ 0 },
 };
 
-static const struct hbctl_opt events_opts[] = {
-	OPT_CONTROL,
-	{ "count", 'n', "N", "exit after N events (0: run until hbd goes away)", "0" },
-	OPT_JSON,
+static const struct hb_opt events_opts[] = {
+	OPT_CONTROL(struct hbctl_events_opts),
+	{ "count", 'n', "N", "exit after N events (0: run until hbd goes away)", HB_OPT_UINT,
+	  HB_OPT_AT(struct hbctl_events_opts, count), .def.u = 0, .umin = 0, .umax = UINT32_MAX },
+	OPT_JSON(struct hbctl_events_opts),
 	OPT_HELP,
 	{ 0 },
+};
+
+/* Room for any command's options. */
+union hbctl_opts {
+	struct hbctl_load_opts load;
+	struct hbctl_unload_opts unload;
+	struct hbctl_show_opts show;
+	struct hbctl_conns_opts conns;
+	struct hbctl_devices_opts devices;
+	struct hbctl_send_opts send;
+	struct hbctl_events_opts events;
 };
 
 enum hbctl_env {
@@ -115,28 +197,31 @@ enum hbctl_env {
 struct hbctl_cmd {
 	const char *name;
 	const char *summary;
-	const struct hbctl_opt *opts;
-	int (*run)(const struct hbctl_args *a);
+	const struct hb_opt *opts;
+	int (*run)(const void *opts, int argc, char **argv);
 	enum hbctl_env env;
+	size_t pin_off; /* ENV_PINS, ENV_FULL: offsetof the pin directory in the options */
 	const char *args; /* positional arguments, for the usage line */
 	int min_args, max_args;
 	const char *more; /* extra --help text, or NULL */
 };
 
+#define PIN_OFF(T) offsetof(T, pin_path)
+
 static const struct hbctl_cmd cmds[] = {
 	{ "load", "attach hbeat's BPF programs and pin its maps", load_opts, hbctl_do_load, ENV_FULL,
-	  NULL, 0, 0, NULL },
-	{ "unload", "remove everything load made", unload_opts, hbctl_do_unload, ENV_FULL, NULL, 0,
-	  0, NULL },
+	  PIN_OFF(struct hbctl_load_opts), NULL, 0, 0, NULL },
+	{ "unload", "remove everything load made", unload_opts, hbctl_do_unload, ENV_FULL,
+	  PIN_OFF(struct hbctl_unload_opts), NULL, 0, 0, NULL },
 	{ "status", "what is loaded where, map fill levels, daemon liveness", show_opts,
-	  hbctl_do_status, ENV_PINS, NULL, 0, 0, NULL },
+	  hbctl_do_status, ENV_PINS, PIN_OFF(struct hbctl_show_opts), NULL, 0, 0, NULL },
 	{ "conns", "TCP connections and UDP sessions the kernel knows", conns_opts, hbctl_do_conns,
-	  ENV_PINS, NULL, 0, 0,
+	  ENV_PINS, PIN_OFF(struct hbctl_conns_opts), NULL, 0, 0,
 	  "Filters combine (all must hold); --limit applies after filtering and sorting.\n" },
-	{ "stats", "kernel and daemon counters", show_opts, hbctl_do_stats, ENV_PINS, NULL, 0, 0,
-	  NULL },
+	{ "stats", "kernel and daemon counters", show_opts, hbctl_do_stats, ENV_PINS,
+	  PIN_OFF(struct hbctl_show_opts), NULL, 0, 0, NULL },
 	{ "devices", "provision and revoke devices in hbd's key store", devices_opts,
-	  hbctl_do_devices, ENV_NONE, "list | add ID | remove ID", 1, 2,
+	  hbctl_do_devices, ENV_NONE, 0, "list | add ID | remove ID", 1, 2,
 	  "  list         the devices, ranges and revocations in the key store (never secrets)\n"
 	  "  add ID       give device ID a fresh random secret, printed once for the device\n"
 	  "  remove ID    revoke device ID: its line goes (or, inside a derive range, an\n"
@@ -144,181 +229,141 @@ static const struct hbctl_cmd cmds[] = {
 	  "The file is rewritten atomically (temp file, fsync, rename) with mode 0600 under a\n"
 	  "lock (FILE.lock), and hbd is asked to reload it through its control socket.\n" },
 	{ "send", "send a downlink message to a connected device and wait for its ACK", send_opts,
-	  hbctl_do_send, ENV_NONE, "DEVICE PAYLOAD", 2, 2,
+	  hbctl_do_send, ENV_NONE, 0, "DEVICE PAYLOAD", 2, 2,
 	  "PAYLOAD is text unless --hex or --base64 says otherwise (1..1024 bytes).\n"
 	  "Exit status 0 once the device acknowledged it, 3 if it was offline, did not answer\n"
 	  "in time or its session ended.\n" },
 	{ "events", "follow presence changes: online, offline, expired, revoked, ...", events_opts,
-	  hbctl_do_events, ENV_NONE, NULL, 0, 0,
+	  hbctl_do_events, ENV_NONE, 0, NULL, 0, 0,
 	  "One line per event as hbd reports it (--json: the control socket's JSON lines).\n" },
 };
 
-const char *hbctl_arg(const struct hbctl_args *a, const char *name)
+#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+/* hbctl's own options, before the command. */
+struct hbctl_global {
+	bool verbose;
+};
+
+static const struct hb_opt global_opts[] = {
+	{ "verbose", 'v', NULL, "debug messages, libbpf's included", HB_OPT_FLAG,
+	  HB_OPT_AT(struct hbctl_global, verbose) },
+	OPT_HELP,
+	{ 0 },
+};
+
+static const char global_epilog[] =
+	"load, unload, status, conns and stats work on the pinned BPF objects (root,\n"
+	"bpffs); devices, send and events on hbd's key store and control socket.\n"
+	"\n"
+	"Exit status:\n"
+	"  0  success\n"
+	"  1  usage error (unknown command or option, missing or bad value)\n"
+	"  2  environment or kernel feature missing (not root, no bpffs, no kernel BTF,\n"
+	"     no cgroup v2, no such NIC, kernel lacks a program/map type, helper or kfunc)\n"
+	"  3  the operation failed (load/attach/pin error, already loaded, not loaded)\n";
+
+static const char global_intro[] =
+	"Loads, inspects and removes the BPF side of hbeat: XDP on a NIC for UDP heartbeats,\n"
+	"sockhash + stream parser/verdict and sock_ops for TCP heartbeats, maps pinned under\n"
+	HB_PIN_DEFAULT ".\n\nCommands:\n";
+
+/* The top-level help's text before its option list: what hbctl is, and the commands. */
+static void global_about(char *buf, size_t cap)
 {
-	for (int i = 0; a->opts[i].name; i++)
-		if (!strcmp(a->opts[i].name, name))
-			return a->val[i] ? a->val[i] : a->opts[i].def;
-	return NULL;
+	size_t n = (size_t)snprintf(buf, cap, "%s", global_intro);
+
+	for (size_t i = 0; i < NCMDS && n < cap; i++)
+		n += (size_t)snprintf(buf + n, cap - n, "  %-8s %s\n", cmds[i].name,
+				      cmds[i].summary);
 }
 
-bool hbctl_flag(const struct hbctl_args *a, const char *name)
+/* Parses a command's options into o; the positional arguments start at argv[*first]. */
+static int parse_cmd(const struct hbctl_cmd *c, int argc, char **argv, union hbctl_opts *o,
+		     int *first)
 {
-	for (int i = 0; a->opts[i].name; i++)
-		if (!strcmp(a->opts[i].name, name))
-			return a->val[i] != NULL;
-	return false;
-}
+	char name[32], synopsis[64], about[2048];
+	const struct hb_opt_prog p = {
+		.name = name,
+		.synopsis = synopsis,
+		.about = about,
+		.opts = c->opts,
+		.min_args = c->min_args,
+		.max_args = c->max_args,
+		.args = c->args,
+	};
 
-static void cmd_usage(const struct hbctl_cmd *c, FILE *f)
-{
-	fprintf(f, "Usage: hbctl %s [options]%s%s\n\n%s.\n", c->name, c->args ? " " : "",
-		c->args ? c->args : "", c->summary);
-	if (c->more)
-		fprintf(f, "\n%s", c->more);
-	fprintf(f, "\nOptions:\n");
-	for (int i = 0; c->opts[i].name; i++) {
-		const struct hbctl_opt *o = &c->opts[i];
-		char left[48];
-
-		if (o->short_name)
-			snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->name,
-				 o->metavar ? " " : "", o->metavar ? o->metavar : "");
-		else
-			snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->metavar ? " " : "",
-				 o->metavar ? o->metavar : "");
-		fprintf(f, "  %-28s %s", left, o->help);
-		if (o->def)
-			fprintf(f, " (default %s)", o->def);
-		fputc('\n', f);
-	}
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f, "Usage: hbctl [-v|--verbose] COMMAND [options]\n"
-		   "       hbctl COMMAND --help\n\n"
-		   "Loads, inspects and removes the BPF side of hbeat: XDP on a NIC for UDP heartbeats,\n"
-		   "sockhash + stream parser/verdict and sock_ops for TCP heartbeats, maps pinned under\n"
-		   "%s.\n\nCommands:\n", HB_PIN_DEFAULT);
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
-	fprintf(f, "\nload, unload, status, conns and stats work on the pinned BPF objects (root,\n"
-		   "bpffs); devices, send and events on hbd's key store and control socket.\n");
-	fprintf(f, "\nExit status:\n"
-		   "  0  success\n"
-		   "  1  usage error (unknown command or option, missing or bad value)\n"
-		   "  2  environment or kernel feature missing (not root, no bpffs, no kernel BTF,\n"
-		   "     no cgroup v2, no such NIC, kernel lacks a program/map type, helper or kfunc)\n"
-		   "  3  the operation failed (load/attach/pin error, already loaded, not loaded)\n");
-}
-
-/* getopt_long over a command's table; values land in a->val by table index. */
-static int parse(const struct hbctl_cmd *c, int argc, char **argv, struct hbctl_args *a)
-{
-	struct option lo[HBCTL_MAX_OPTS + 1];
-	char so[2 * HBCTL_MAX_OPTS + 2];
-	int n = 0, s = 0, opt, idx;
-
-	memset(a, 0, sizeof(*a));
-	a->opts = c->opts;
-	so[s++] = ':'; /* report a missing argument as ':' */
-	for (; c->opts[n].name; n++) {
-		lo[n] = (struct option){ c->opts[n].name, c->opts[n].metavar ? required_argument
-									    : no_argument, NULL, 0 };
-		if (c->opts[n].short_name) {
-			so[s++] = c->opts[n].short_name;
-			if (c->opts[n].metavar)
-				so[s++] = ':';
-		}
-	}
-	lo[n] = (struct option){ 0 };
-	so[s] = 0;
-	optind = 1;
-	opterr = 0;
-	/* '+' would stop at the first positional; GNU permutation lets options follow them */
-	while ((opt = getopt_long(argc, argv, so, lo, &idx)) != -1) {
-		if (opt == '?' || opt == ':') {
-			fprintf(stderr, "hbctl %s: %s option '%s'\n", c->name,
-				opt == '?' ? "unknown" : "missing the argument of", argv[optind - 1]);
-			cmd_usage(c, stderr);
-			return -EINVAL;
-		}
-		if (opt != 0) /* a short option: find its table entry */
-			for (idx = 0; idx < n && c->opts[idx].short_name != opt; idx++)
-				;
-		a->val[idx] = optarg ? optarg : "1";
-	}
-	for (; optind < argc; optind++) {
-		if (a->argc == c->max_args) {
-			fprintf(stderr, "hbctl %s: unexpected argument '%s'\n", c->name, argv[optind]);
-			cmd_usage(c, stderr);
-			return -EINVAL;
-		}
-		a->argv[a->argc++] = argv[optind];
-	}
-	if (a->argc < c->min_args && !hbctl_flag(a, "help")) {
-		fprintf(stderr, "hbctl %s: expected %s\n", c->name, c->args);
-		cmd_usage(c, stderr);
-		return -EINVAL;
-	}
-	return 0;
+	snprintf(name, sizeof(name), "hbctl %s", c->name);
+	snprintf(synopsis, sizeof(synopsis), "[options]%s%s", c->args ? " " : "",
+		 c->args ? c->args : "");
+	snprintf(about, sizeof(about), "%s.\n%s%s", c->summary, c->more ? "\n" : "",
+		 c->more ? c->more : "");
+	memset(o, 0, sizeof(*o));
+	hb_opt_defaults(c->opts, o);
+	return hb_opt_parse(&p, argc, argv, o, first);
 }
 
 int hbctl_main(int argc, char **argv)
 {
+	char about[2048];
+	const struct hb_opt_prog top = {
+		.name = "hbctl",
+		.synopsis = "[-v|--verbose] COMMAND [options]\n       hbctl COMMAND --help",
+		.about = about,
+		.epilog = global_epilog,
+		.opts = global_opts,
+		.max_args = HB_OPT_ARGS_ANY,
+		.stop_at_arg = true, /* the command's own options follow it */
+	};
 	const struct hbctl_cmd *c = NULL;
-	struct hbctl_args a;
-	int i = 1;
+	struct hbctl_global g = { false };
+	union hbctl_opts o;
+	int rc, i, first;
 
 	hb_log_init("hbctl", HB_LOG_INFO);
-	for (; i < argc && argv[i][0] == '-'; i++) {
-		if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
-			hb_log_set_level(HB_LOG_DEBUG);
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			usage(stdout);
-			return HBCTL_OK;
-		} else {
-			fprintf(stderr, "hbctl: unknown option '%s'\n", argv[i]);
-			usage(stderr);
-			return HBCTL_USAGE;
-		}
-	}
+	global_about(about, sizeof(about));
+	rc = hb_opt_parse(&top, argc, argv, &g, &i);
+	if (rc)
+		return rc > 0 ? HBCTL_OK : HBCTL_USAGE;
+	if (g.verbose)
+		hb_log_set_level(HB_LOG_DEBUG);
 	if (i >= argc) {
-		usage(stderr);
+		hb_opt_help(&top, stderr);
 		return HBCTL_USAGE;
 	}
-	for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++)
+	for (size_t k = 0; k < NCMDS; k++)
 		if (!strcmp(argv[i], cmds[k].name))
 			c = &cmds[k];
 	if (!c) {
-		fprintf(stderr, "hbctl: unknown command '%s'\n", argv[i]);
-		usage(stderr);
+		hb_opt_error(&top, "unknown command '%s'", argv[i]);
 		return HBCTL_USAGE;
 	}
-	if (parse(c, argc - i, argv + i, &a))
-		return HBCTL_USAGE;
-	if (hbctl_flag(&a, "help")) {
-		cmd_usage(c, stdout);
-		return HBCTL_OK;
-	}
+	argc -= i;
+	argv += i;
+	rc = parse_cmd(c, argc, argv, &o, &first);
+	if (rc)
+		return rc > 0 ? HBCTL_OK : HBCTL_USAGE;
+	argc -= first;
+	argv += first;
 	hbk_route_logs();
 	if (c->env == ENV_NONE)
-		return c->run(&a);
+		return c->run(&o, argc, argv);
 
 	/* Environment first, for every command on pinned BPF objects. */
 	if (hbe_check_root())
 		return HBCTL_ENV;
 	{
+		const char *pin = *(const char **)((char *)&o + c->pin_off);
 		bool mounted;
 
-		if (hbe_ensure_bpffs(hbctl_arg(&a, "pin-path"), &mounted))
+		if (hbe_ensure_bpffs(pin, &mounted))
 			return HBCTL_ENV;
 		if (mounted)
 			hb_info("bpffs was not mounted; mounted it at /sys/fs/bpf");
 	}
 	if (c->env == ENV_FULL && (hbe_check_btf() || hbe_probe_features()))
 		return HBCTL_ENV;
-	return c->run(&a);
+	return c->run(&o, argc, argv);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -361,70 +406,19 @@ static const char *how_id(enum hbk_xdp_how how)
 	}
 }
 
-static int parse_port(const char *s, __u16 *port)
+int hbctl_do_load(const void *opts, int argc, char **argv)
 {
-	char *end;
-	long v = strtol(s, &end, 10);
-
-	if (*s == 0 || *end || v < 1 || v > 65535)
-		return -EINVAL;
-	*port = (__u16)v;
-	return 0;
-}
-
-/* A map capacity: 1..16M entries (the maps are preallocated: kernel memory up front). */
-static int parse_count(const char *s, __u32 *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-
-	if (*s == 0 || *end || v < 1 || v > (long)HB_MAX_CONNS * 16)
-		return -EINVAL;
-	*out = (__u32)v;
-	return 0;
-}
-
-int hbctl_do_load(const struct hbctl_args *a)
-{
-	const char *dev = hbctl_arg(a, "dev"), *mode_s = hbctl_arg(a, "mode");
-	const char *pin = hbctl_arg(a, "pin-path"), *cg = hbctl_arg(a, "cgroup");
-	const char *then = hbctl_arg(a, "then"), *tcp_s = hbctl_arg(a, "tcp");
-	struct hbk_opts o = { .xdp_defer_load = true };
+	const struct hbctl_load_opts *lo = opts;
+	const char *dev = lo->dev, *mode_s = hb_opt_choice_word(xdp_modes, lo->mode);
+	const char *pin = lo->pin_path, *cg = lo->cgroup;
+	const char *then = lo->then, *tcp_s = hb_opt_choice_word(tcp_paths, lo->tcp);
+	struct hbk_opts o = { .xdp_defer_load = true, .port = lo->port, .tcp_path = lo->tcp,
+			      .max_conns = lo->max_conns, .max_sessions = lo->max_sessions };
 	__u32 then_id = 0;
-	enum hb_xdp_mode mode;
+	enum hb_xdp_mode mode = lo->mode;
 	struct hbk *h = NULL;
 	int ifindex, lock, err, rc = HBCTL_FAIL;
 
-	if (!dev) {
-		fprintf(stderr, "hbctl load: --dev IFACE is required\n");
-		return HBCTL_USAGE;
-	}
-	if (!strcmp(mode_s, "native")) {
-		mode = HB_XDP_NATIVE;
-	} else if (!strcmp(mode_s, "skb")) {
-		mode = HB_XDP_SKB;
-	} else {
-		fprintf(stderr, "hbctl load: --mode must be native or skb, not '%s'\n", mode_s);
-		return HBCTL_USAGE;
-	}
-	if (!strcmp(tcp_s, "kernel")) {
-		o.tcp_path = HB_TCP_KERNEL;
-	} else if (!strcmp(tcp_s, "user")) {
-		o.tcp_path = HB_TCP_USER;
-	} else {
-		fprintf(stderr, "hbctl load: --tcp must be kernel or user, not '%s'\n", tcp_s);
-		return HBCTL_USAGE;
-	}
-	if (parse_port(hbctl_arg(a, "port"), &o.port)) {
-		fprintf(stderr, "hbctl load: --port must be 1..65535\n");
-		return HBCTL_USAGE;
-	}
-	if (parse_count(hbctl_arg(a, "max-conns"), &o.max_conns) ||
-	    parse_count(hbctl_arg(a, "max-sessions"), &o.max_sessions)) {
-		fprintf(stderr, "hbctl load: --max-conns and --max-sessions must be 1..%u\n",
-			HB_MAX_CONNS * 16);
-		return HBCTL_USAGE;
-	}
 	if (hbe_check_cgroup2(cg))
 		return HBCTL_ENV;
 	ifindex = if_nametoindex(dev);
@@ -498,7 +492,7 @@ int hbctl_do_load(const struct hbctl_args *a)
 	if ((err = hbk_pin(h, pin)))
 		goto out;
 
-	if (hbctl_flag(a, "json")) {
+	if (lo->json) {
 		struct hbj j;
 
 		hbj_init(&j, stdout);
@@ -548,16 +542,13 @@ out:
 /* ------------------------------------------------------------------------------------------ */
 /* unload                                                                                     */
 
-int hbctl_do_unload(const struct hbctl_args *a)
+int hbctl_do_unload(const void *opts, int argc, char **argv)
 {
-	const char *dev = hbctl_arg(a, "dev"), *pin = hbctl_arg(a, "pin-path");
+	const struct hbctl_unload_opts *uo = opts;
+	const char *dev = uo->dev, *pin = uo->pin_path;
 	struct hbk_unload_report rep;
 	int lock, err, ifindex;
 
-	if (!dev) {
-		fprintf(stderr, "hbctl unload: --dev IFACE is required\n");
-		return HBCTL_USAGE;
-	}
 	ifindex = if_nametoindex(dev);
 	if (!ifindex)
 		hb_warn("no NIC named '%s' here; removing the rest", dev);
@@ -572,7 +563,7 @@ int hbctl_do_unload(const struct hbctl_args *a)
 		/* Nothing pinned. A crashed load may still have left hb_xdp on the NIC. */
 		bool stray = ifindex && hbk_detach_xdp_ifindex(ifindex) == 0;
 
-		if (hbctl_flag(a, "json")) {
+		if (uo->json) {
 			printf("{\"loaded\":false,\"stray_xdp_removed\":%s}\n", stray ? "true" : "false");
 		} else {
 			printf("hbeat is not loaded (no pins in %s)\n", pin);
@@ -582,7 +573,7 @@ int hbctl_do_unload(const struct hbctl_args *a)
 		hbk_unlock(lock);
 		return HBCTL_OK;
 	}
-	if (hbctl_flag(a, "json")) {
+	if (uo->json) {
 		struct hbj j;
 
 		hbj_init(&j, stdout);
@@ -600,7 +591,7 @@ int hbctl_do_unload(const struct hbctl_args *a)
 		hbj_end(&j);
 	} else if (rep.xdp_detached)
 		printf("detached hb_xdp from %s\n", dev);
-	if (!hbctl_flag(a, "json")) {
+	if (!uo->json) {
 		if (!rep.xdp_detached)
 			printf("hb_xdp not detached: %s\n",
 			       rep.xdp_note[0] ? rep.xdp_note : "unknown reason");

@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /* hbctl: the command-line front end of the loader library. Commands in the xdp-tools style: each
- * has an options table (which also prints its --help), defaults, and a do_<cmd>() function; the
- * dispatcher checks the environment a command needs before running it.
+ * has a typed options table (user/common/opt.h: it also prints the command's --help), an options
+ * struct with its defaults, and a do_<cmd>() function; the dispatcher checks the environment a
+ * command needs before running it.
  */
 #ifndef HBCTL_H
 #define HBCTL_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "hbeat_abi.h"
 
 /* Exit codes (also printed by hbctl --help). */
 enum hbctl_exit {
@@ -17,37 +21,78 @@ enum hbctl_exit {
 	HBCTL_FAIL = 3, /* the operation failed: load/attach/pin error, already loaded, not loaded */
 };
 
-/* One option of a command. */
-struct hbctl_opt {
-	const char *name; /* long name, also the key for hbctl_arg() */
-	char short_name; /* 0 if none */
-	const char *metavar; /* NULL: a flag without argument */
-	const char *help;
-	const char *def; /* default shown in --help, NULL if none */
+/* Each command's options, filled from its table in hbctl.c (defaults included), then handed to
+ * its do_<cmd>() with the positional arguments that followed.
+ */
+struct hbctl_load_opts {
+	const char *dev;
+	enum hb_xdp_mode mode;
+	uint16_t port;
+	const char *pin_path;
+	const char *cgroup;
+	const char *then; /* FILE[:PROG] or NULL */
+	enum hb_tcp_path tcp;
+	uint32_t max_conns, max_sessions;
+	bool json;
 };
 
-#define HBCTL_MAX_OPTS 14
-#define HBCTL_MAX_ARGS 4
-
-struct hbctl_args {
-	const struct hbctl_opt *opts;
-	const char *val[HBCTL_MAX_OPTS]; /* NULL if not given; "1" for given flags */
-	int argc; /* positional arguments after the command */
-	const char *argv[HBCTL_MAX_ARGS];
+struct hbctl_unload_opts {
+	const char *dev;
+	const char *pin_path;
+	bool json;
 };
 
-/* Value of an option (or its default), NULL if neither. */
-const char *hbctl_arg(const struct hbctl_args *a, const char *name);
-bool hbctl_flag(const struct hbctl_args *a, const char *name);
+/* status and stats */
+struct hbctl_show_opts {
+	bool json;
+	const char *pin_path;
+};
 
-int hbctl_do_load(const struct hbctl_args *a);
-int hbctl_do_unload(const struct hbctl_args *a);
-int hbctl_do_status(const struct hbctl_args *a);
-int hbctl_do_conns(const struct hbctl_args *a);
-int hbctl_do_stats(const struct hbctl_args *a);
-int hbctl_do_devices(const struct hbctl_args *a); /* hbctl_devices.c */
-int hbctl_do_send(const struct hbctl_args *a); /* hbctl_app.c */
-int hbctl_do_events(const struct hbctl_args *a);
+enum hbctl_sort { HBCTL_SORT_NONE, HBCTL_SORT_DEVICE, HBCTL_SORT_PEER, HBCTL_SORT_SILENT,
+		  HBCTL_SORT_PINGS };
+
+struct hbctl_conns_opts {
+	bool json;
+	const char *pin_path;
+	uint32_t limit; /* 0: all */
+	uint64_t device;
+	bool by_device; /* --device was given */
+	int state; /* enum hb_conn_state, -1: any */
+	int transport; /* 0 tcp, 1 udp, -1: any */
+	double silent_s; /* < 0: any */
+	int sort; /* enum hbctl_sort */
+};
+
+struct hbctl_devices_opts {
+	const char *keys;
+	const char *secret; /* NULL: a random one */
+	const char *control;
+	bool no_reload;
+	bool json;
+};
+
+struct hbctl_send_opts {
+	const char *control;
+	bool hex, base64;
+	uint32_t timeout_ms;
+	bool json;
+};
+
+struct hbctl_events_opts {
+	const char *control;
+	uint32_t count; /* 0: until hbd goes away */
+	bool json;
+};
+
+/* opts points to the command's struct above. */
+int hbctl_do_load(const void *opts, int argc, char **argv);
+int hbctl_do_unload(const void *opts, int argc, char **argv);
+int hbctl_do_status(const void *opts, int argc, char **argv); /* hbctl_show.c */
+int hbctl_do_conns(const void *opts, int argc, char **argv);
+int hbctl_do_stats(const void *opts, int argc, char **argv);
+int hbctl_do_devices(const void *opts, int argc, char **argv); /* hbctl_devices.c */
+int hbctl_do_send(const void *opts, int argc, char **argv); /* hbctl_app.c */
+int hbctl_do_events(const void *opts, int argc, char **argv);
 
 /* Defaults shared by the commands that talk to hbd or edit its files. */
 #define HBCTL_DEFAULT_KEYS "/etc/hbeat/keys"

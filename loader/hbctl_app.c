@@ -101,18 +101,14 @@ int hbctl_ctl_request(const char *path, const char *request, char *reply, size_t
 	return rc;
 }
 
-static int payload(const struct hbctl_args *a, const char *in, uint8_t *out)
+static int payload(const struct hbctl_send_opts *o, const char *in, uint8_t *out)
 {
 	size_t n = strlen(in);
 	int len;
 
-	if (hbctl_flag(a, "hex") && hbctl_flag(a, "base64")) {
-		fprintf(stderr, "hbctl send: --hex and --base64 exclude each other\n");
-		return -EINVAL;
-	}
-	if (hbctl_flag(a, "hex")) {
+	if (o->hex) {
 		len = hb_hex_decode(in, out, HB_MAX_PAYLOAD);
-	} else if (hbctl_flag(a, "base64")) {
+	} else if (o->base64) {
 		uint8_t tmp[(HB_MAX_PAYLOAD + 3) / 3 * 3 + 3];
 
 		if (!n || n % 4 || n > (HB_MAX_PAYLOAD + 2) / 3 * 4)
@@ -136,30 +132,26 @@ static void why_unreachable(const char *path, int rc)
 		       : rc == -EACCES ? " (the socket is mode 0660: run as root or its group)" : "");
 }
 
-int hbctl_do_send(const struct hbctl_args *a)
+int hbctl_do_send(const void *opts, int argc, char **argv)
 {
-	const char *path = hbctl_arg(a, "control"), *tmo_s = hbctl_arg(a, "timeout");
+	const struct hbctl_send_opts *o = opts;
+	const char *path = o->control;
 	uint8_t data[HB_MAX_PAYLOAD];
 	char b64[(HB_MAX_PAYLOAD + 2) / 3 * 4 + 1], req[1500], reply[1024], *end;
 	unsigned long long dev;
-	long tmo;
+	long tmo = o->timeout_ms;
 	int len, rc;
 
 	errno = 0;
-	dev = strtoull(a->argv[0], &end, 10);
-	if (!*a->argv[0] || *end || errno || !dev || a->argv[0][0] == '-') {
+	dev = strtoull(argv[0], &end, 10);
+	if (!*argv[0] || *end || errno || !dev || argv[0][0] == '-') {
 		fprintf(stderr, "hbctl send: DEVICE must be a nonzero decimal device id\n");
 		return HBCTL_USAGE;
 	}
-	tmo = strtol(tmo_s, &end, 10);
-	if (*end || tmo < 1 || tmo > 600000) {
-		fprintf(stderr, "hbctl send: --timeout must be 1..600000 ms\n");
-		return HBCTL_USAGE;
-	}
-	len = payload(a, a->argv[1], data);
+	len = payload(o, argv[1], data);
 	if (len < 0) {
 		fprintf(stderr, "hbctl send: PAYLOAD must be 1..%d bytes%s\n", HB_MAX_PAYLOAD,
-			hbctl_flag(a, "hex") ? " of hex" : hbctl_flag(a, "base64") ? " of base64" : "");
+			o->hex ? " of hex" : o->base64 ? " of base64" : "");
 		return HBCTL_USAGE;
 	}
 	EVP_EncodeBlock((unsigned char *)b64, data, len);
@@ -170,7 +162,7 @@ int hbctl_do_send(const struct hbctl_args *a)
 		why_unreachable(path, rc);
 		return HBCTL_FAIL;
 	}
-	if (hbctl_flag(a, "json")) {
+	if (o->json) {
 		printf("%s\n", reply);
 	} else if (strstr(reply, "\"status\":\"delivered\"")) {
 		const char *r = strstr(reply, "\"rtt_us\":"), *s = strstr(reply, "\"seq\":");
@@ -225,11 +217,12 @@ static void print_event(const char *line)
 	       ts % 1000, kind, dev, transport, peer);
 }
 
-int hbctl_do_events(const struct hbctl_args *a)
+int hbctl_do_events(const void *opts, int argc, char **argv)
 {
-	const char *path = hbctl_arg(a, "control");
-	long count = strtol(hbctl_arg(a, "count"), NULL, 10), seen = 0;
-	bool json = hbctl_flag(a, "json");
+	const struct hbctl_events_opts *o = opts;
+	const char *path = o->control;
+	long count = o->count, seen = 0;
+	bool json = o->json;
 	char buf[65536], line[4096];
 	size_t have = 0;
 	int fd = ctl_connect(path), rc;

@@ -209,9 +209,9 @@ static void drop_lines(struct store *s, enum hb_ks_kind kind, uint64_t id, unsig
 
 /* Asks hbd to reload; prints what happened. Returns the number of sessions cut, or -1 if hbd
  * could not be asked. */
-static long reload(const struct hbctl_args *a, bool json, char *reply, size_t cap)
+static long reload(const struct hbctl_devices_opts *o, bool json, char *reply, size_t cap)
 {
-	const char *path = hbctl_arg(a, "control");
+	const char *path = o->control;
 	const char *p;
 	int rc = hbctl_ctl_request(path, "reload", reply, cap, 10000);
 
@@ -230,7 +230,7 @@ static long reload(const struct hbctl_args *a, bool json, char *reply, size_t ca
 	return p ? atol(p + strlen("\"revoked_sessions\":")) : 0;
 }
 
-static int do_list(const struct hbctl_args *a, const char *keys, bool json)
+static int do_list(const struct hbctl_devices_opts *o, const char *keys, bool json)
 {
 	struct store s;
 	struct hbj j;
@@ -279,11 +279,11 @@ static int do_list(const struct hbctl_args *a, const char *keys, bool json)
 	return HBCTL_OK;
 }
 
-static int do_add(const struct hbctl_args *a, const char *keys, uint64_t id, bool json)
+static int do_add(const struct hbctl_devices_opts *o, const char *keys, uint64_t id, bool json)
 {
 	uint8_t secret[HB_SECRET_MAX];
 	char hex[2 * HB_SECRET_MAX + 1], line[LINE_BYTES], reply[512];
-	const char *given = hbctl_arg(a, "secret");
+	const char *given = o->secret;
 	struct hb_ks_line k = { .kind = HB_KS_DEVICE, .first = id, .last = id };
 	const struct hb_ks_line *range;
 	struct store s;
@@ -327,7 +327,7 @@ static int do_add(const struct hbctl_args *a, const char *keys, uint64_t id, boo
 	if (store_push(&s, line, &k) || store_write(keys, &s, exists ? &st : NULL))
 		goto out_store;
 	rc = HBCTL_OK;
-	cut = hbctl_flag(a, "no-reload") ? -1 : reload(a, json, reply, sizeof(reply));
+	cut = o->no_reload ? -1 : reload(o, json, reply, sizeof(reply));
 	if (json) {
 		struct hbj j;
 
@@ -358,7 +358,8 @@ out_secret:
 	return rc;
 }
 
-static int do_remove(const struct hbctl_args *a, const char *keys, uint64_t id, bool json)
+static int do_remove(const struct hbctl_devices_opts *o, const char *keys, uint64_t id,
+		     bool json)
 {
 	struct hb_ks_line k = { .kind = HB_KS_REVOKED, .first = id, .last = id };
 	char line[64], reply[512];
@@ -398,7 +399,7 @@ static int do_remove(const struct hbctl_args *a, const char *keys, uint64_t id, 
 	if (store_write(keys, &s, &st))
 		goto out;
 	rc = HBCTL_OK;
-	cut = hbctl_flag(a, "no-reload") ? -1 : reload(a, json, reply, sizeof(reply));
+	cut = o->no_reload ? -1 : reload(o, json, reply, sizeof(reply));
 	if (json) {
 		struct hbj j;
 
@@ -423,18 +424,20 @@ out:
 	return rc;
 }
 
-int hbctl_do_devices(const struct hbctl_args *a)
+int hbctl_do_devices(const void *opts, int argc, char **argv)
 {
-	const char *keys = hbctl_arg(a, "keys"), *sub = a->argv[0];
-	bool json = hbctl_flag(a, "json");
+	const struct hbctl_devices_opts *o = opts;
+	const char *keys = o->keys, *sub = argv[0];
+	bool json = o->json;
 	uint64_t id;
 
-	if (!strcmp(sub, "list") && a->argc == 1)
-		return do_list(a, keys, json);
-	if ((!strcmp(sub, "add") || !strcmp(sub, "remove")) && a->argc == 2) {
-		if (parse_id(a->argv[1], &id))
+	if (!strcmp(sub, "list") && argc == 1)
+		return do_list(o, keys, json);
+	if ((!strcmp(sub, "add") || !strcmp(sub, "remove")) && argc == 2) {
+		if (parse_id(argv[1], &id))
 			return HBCTL_USAGE;
-		return !strcmp(sub, "add") ? do_add(a, keys, id, json) : do_remove(a, keys, id, json);
+		return !strcmp(sub, "add") ? do_add(o, keys, id, json)
+					   : do_remove(o, keys, id, json);
 	}
 	fprintf(stderr, "hbctl devices: expected 'list', 'add ID' or 'remove ID' (try --help)\n");
 	return HBCTL_USAGE;

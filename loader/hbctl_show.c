@@ -103,10 +103,11 @@ static __u32 first_prog(int map_fd, enum bpf_attach_type t)
 	return !bpf_prog_query(map_fd, t, 0, NULL, ids, &cnt) && cnt ? ids[0] : 0;
 }
 
-int hbctl_do_status(const struct hbctl_args *a)
+int hbctl_do_status(const void *opts, int argc, char **argv)
 {
-	const char *pin = hbctl_arg(a, "pin-path");
-	bool json = hbctl_flag(a, "json");
+	const struct hbctl_show_opts *o = opts;
+	const char *pin = o->pin_path;
+	bool json = o->json;
 	struct bpf_link_info sl = { 0 };
 	struct hbk_xdp_info xi;
 	struct hb_config cfg = { 0 };
@@ -332,20 +333,20 @@ static bool keep(const struct filter *f, const struct row *r)
 	return true;
 }
 
-static int sort_key; /* for qsort's comparator: 0 none, 1 device, 2 peer, 3 silent, 4 pings */
+static int sort_key; /* for qsort's comparator: enum hbctl_sort */
 
 static int cmp_rows(const void *x, const void *y)
 {
 	const struct row *a = x, *b = y;
 
 	switch (sort_key) {
-	case 1:
+	case HBCTL_SORT_DEVICE:
 		return a->device_id < b->device_id ? -1 : a->device_id > b->device_id;
-	case 2:
+	case HBCTL_SORT_PEER:
 		return strcmp(a->peer, b->peer);
-	case 3: /* longest silence first: the oldest last_seen, never-seen first of all */
+	case HBCTL_SORT_SILENT: /* longest silence first: the oldest last_seen, never-seen first */
 		return a->last_seen_ns < b->last_seen_ns ? -1 : a->last_seen_ns > b->last_seen_ns;
-	case 4:
+	case HBCTL_SORT_PINGS:
 		return a->pings > b->pings ? -1 : a->pings < b->pings;
 	default:
 		return 0;
@@ -367,63 +368,20 @@ static int push_row(struct row **rows, size_t *n, size_t *cap, const struct row 
 	return 0;
 }
 
-static int parse_filter(const struct hbctl_args *a, struct filter *f)
+static void set_filter(const struct hbctl_conns_opts *o, struct filter *f)
 {
-	const char *t = hbctl_arg(a, "transport"), *st = hbctl_arg(a, "state");
-	const char *dev = hbctl_arg(a, "device"), *silent = hbctl_arg(a, "silent");
-	const char *sort = hbctl_arg(a, "sort");
-	char *end;
-
 	memset(f, 0, sizeof(*f));
-	f->transport = f->state = -1;
+	f->transport = o->transport;
+	f->state = o->state;
 	f->now = now_ns();
-	if (t && (f->transport = !strcmp(t, "tcp") ? 0 : !strcmp(t, "udp") ? 1 : -2) == -2) {
-		fprintf(stderr, "hbctl conns: --transport must be tcp or udp\n");
-		return -EINVAL;
-	}
-	if (st) {
-		f->state = !strcmp(st, "new")	    ? HB_STATE_NEW
-			   : !strcmp(st, "authed")  ? HB_STATE_AUTHED
-			   : !strcmp(st, "closing") ? HB_STATE_CLOSING
-						    : -2;
-		if (f->state == -2) {
-			fprintf(stderr, "hbctl conns: --state must be new, authed or closing\n");
-			return -EINVAL;
-		}
-	}
-	if (dev) {
-		errno = 0;
-		f->device = strtoull(dev, &end, 10);
-		if (!*dev || *end || errno || *dev == '-') {
-			fprintf(stderr, "hbctl conns: --device must be a decimal device id\n");
-			return -EINVAL;
-		}
-		f->by_device = true;
-	}
-	if (silent) {
-		double v = strtod(silent, &end);
-
-		if (!*silent || *end || v < 0 || v > 1e9) {
-			fprintf(stderr, "hbctl conns: --silent must be a number of seconds\n");
-			return -EINVAL;
-		}
-		f->silent_ns = (__u64)(v * 1e9);
+	f->device = o->device;
+	f->by_device = o->by_device;
+	if (o->silent_s >= 0) {
+		f->silent_ns = (__u64)(o->silent_s * 1e9);
 		if (!f->silent_ns)
 			f->silent_ns = 1; /* "more than 0 s": anything not stamped this instant */
 	}
-	sort_key = 0;
-	if (sort) {
-		static const char *const keys[] = { "", "device", "peer", "silent", "pings" };
-
-		for (int i = 1; i < 5; i++)
-			if (!strcmp(sort, keys[i]))
-				sort_key = i;
-		if (!sort_key) {
-			fprintf(stderr, "hbctl conns: --sort must be device, peer, silent or pings\n");
-			return -EINVAL;
-		}
-	}
-	return 0;
+	sort_key = o->sort;
 }
 
 /* Reads both maps into rows that pass the filter. Entries can vanish between next_key and
@@ -495,11 +453,12 @@ static void print_json_row(struct hbj *j, const struct row *r, __u64 now)
 	hbj_obj_end(j);
 }
 
-int hbctl_do_conns(const struct hbctl_args *a)
+int hbctl_do_conns(const void *opts, int argc, char **argv)
 {
-	const char *pin = hbctl_arg(a, "pin-path");
-	bool json = hbctl_flag(a, "json");
-	long limit = strtol(hbctl_arg(a, "limit"), NULL, 10);
+	const struct hbctl_conns_opts *o = opts;
+	const char *pin = o->pin_path;
+	bool json = o->json;
+	long limit = o->limit;
 	__u64 ntcp = 0, nudp = 0, shown_tcp = 0, shown_udp = 0;
 	struct row *rows = NULL;
 	struct filter f;
@@ -509,8 +468,7 @@ int hbctl_do_conns(const struct hbctl_args *a)
 	char last[32];
 	int err;
 
-	if (parse_filter(a, &f))
-		return HBCTL_USAGE;
+	set_filter(o, &f);
 	if (!open_all(pin, &p, false)) {
 		close_all(&p);
 		return HBCTL_FAIL;
@@ -587,10 +545,11 @@ int hbctl_do_conns(const struct hbctl_args *a)
 /* ------------------------------------------------------------------------------------------ */
 /* stats                                                                                      */
 
-int hbctl_do_stats(const struct hbctl_args *a)
+int hbctl_do_stats(const void *opts, int argc, char **argv)
 {
-	const char *pin = hbctl_arg(a, "pin-path");
-	bool json = hbctl_flag(a, "json");
+	const struct hbctl_show_opts *o = opts;
+	const char *pin = o->pin_path;
+	bool json = o->json;
 	struct hb_kstats k;
 	struct hb_ustats u;
 	struct pinned p;

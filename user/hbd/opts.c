@@ -1,95 +1,146 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* hbd's command line: defaults, parsing, --help. */
+/* hbd's command line: its option table (defaults, ranges, --help) and the checks across options. */
 #include <errno.h>
-#include <getopt.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "hbd.h"
 #include "log.h"
 #include "metrics.h"
+#include "opt.h"
 
-void hbd_config_defaults(struct hbd_config *c)
+/* hbd's own defaults; the port, pin directory and largest payload are the ABI header's. */
+#define DEF_MAX_CLIENTS 10000
+#define DEF_CLOCK_WINDOW_S 30
+#define DEF_INTERVAL_S 30
+#define DEF_EXPIRY_MULT 1.5
+#define DEF_GRACE_S 5
+#define DEF_DRAIN_S 10
+#define DEF_SINK "hbeat-data.jsonl"
+#define DEF_RX_BUFFERS 128 /* per ring: ~28 rings at 500k clients; see worker.h */
+#define DEF_RX_BUF_SIZE 512
+#define DEF_MAX_PER_SOURCE 1024
+#define DEF_ACCEPT_RATE 50000
+#define DEF_HELLO_TIMEOUT_S 10
+#define DEF_AUTH_FAIL_RATE 1
+#define DEF_AUTH_FAIL_BURST 10
+#define DEF_DATA_RATE 100
+#define DEF_DATA_BURST 200
+#define DEF_MAX_OUTPUT 65536
+
+static bool power_of_2(uint64_t v)
 {
-	memset(c, 0, sizeof(*c));
-	c->port = HB_DEFAULT_PORT;
-	c->max_clients = 10000;
-	c->clock_window_s = 30;
-	c->interval_s = 30;
-	c->expiry_mult = 1.5;
-	c->grace_s = 5;
-	c->drain_s = 10;
-	c->sink = "hbeat-data.jsonl";
-	c->pin_path = HB_PIN_DEFAULT;
-	c->log_level = HB_LOG_INFO;
-	c->rx_buffers = 128; /* per ring: ~28 rings at 500k clients; see worker.h */
-	c->rx_buf_size = 512;
-	c->max_per_source = 1024;
-	c->accept_rate = 50000;
-	c->hello_timeout_s = 10;
-	c->auth_fail_rate = 1;
-	c->auth_fail_burst = 10;
-	c->data_rate = 100;
-	c->data_burst = 200;
-	c->max_payload = HB_MAX_PAYLOAD;
-	c->max_output = 65536;
+	return v && !(v & (v - 1));
 }
 
-static void usage(FILE *f)
+/* --metrics is checked now, so a typo is a usage error, not a failure after startup. */
+static int parse_metrics(const char *arg, void *cfg)
 {
-	fprintf(f,
-		"Usage: hbd --keys FILE [options]\n"
-		"The hbeat daemon: authenticates devices over TCP and UDP, answers what the kernel\n"
-		"fast paths do not, stores DATA frames, expires silent devices.\n"
-		"\n"
-		"  --keys FILE           device key store (required; see user/common/auth.h)\n"
-		"  --bind ADDR           listen address (default :: dual-stack; IPv4 or IPv6 literal)\n"
-		"  --port N              TCP and UDP port (default %d; 0 = any free port)\n"
-		"  --workers N           worker threads/rings (default: one per CPU, more if\n"
-		"                        --max-clients needs more direct-descriptor tables)\n"
-		"  --max-clients N       TCP connections, and UDP sessions, at most (default 10000)\n"
-		"  --interval SEC        heartbeat interval told to devices (default 30)\n"
-		"  --expiry-mult X       expire after X intervals of silence (default 1.5)\n"
-		"  --clock-window SEC    accepted HELLO clock skew (default 30)\n"
-		"  --grace SEC           fast paths keep answering this long after hbd stops\n"
-		"                        refreshing its liveness stamp (default 5)\n"
-		"  --sink FILE           JSON-lines file for DATA frames (default hbeat-data.jsonl)\n"
-		"  --sink-fsync          fdatasync each batch before ACKing it (survives power loss)\n"
-		"  --pin-path DIR        pinned BPF maps (default %s)\n"
-		"  --no-offload          answer every heartbeat in userspace; never mark sessions\n"
-		"                        AUTHED in the kernel maps\n"
-		"  --drain-timeout SEC   longest a SIGTERM drain may take (default 10)\n"
-		"  --rx-buffers N        TCP receive buffers per worker, power of 2 (default 128)\n"
-		"  --rx-buf-size B       their size (default 512)\n"
-		"  --control PATH        control socket for applications: downlink messages,\n"
-		"                        presence events, key reload (docs/CONTROL.md);\n"
-		"                        default none (the systemd unit uses /run/hbeat/hbd.sock)\n"
-		"  --metrics ADDR:PORT   serve Prometheus metrics at http://ADDR:PORT/metrics;\n"
-		"                        ADDR defaults to 127.0.0.1 (\"9107\" or \":9107\"),\n"
-		"                        \"[::]:9107\" or \"0.0.0.0:9107\" to expose it; default off\n"
-		"  --log-level L         error|warn|info|debug (default info)\n"
-		"\n"
-		"Limits (each refusal is counted; 0 turns a limit off where said):\n"
-		"  --max-per-source N    TCP connections from one address, IPv6 per /64; more are\n"
-		"                        refused with ERROR(FULL) (default 1024, 0 = none)\n"
-		"  --accept-rate N       new TCP connections a second; beyond it accepting pauses\n"
-		"                        and the kernel queues them (default 50000, 0 = none)\n"
-		"  --hello-timeout SEC   close connections without a HELLO by then (default 10)\n"
-		"  --auth-fail-rate R    failed HELLOs a second one source may make after\n"
-		"  --auth-fail-burst N   N at once; beyond it HELLOs from there are refused\n"
-		"                        unchecked (ERROR(RATE); none on UDP) (default 1/s, 10)\n"
-		"  --data-rate R         DATA frames a second one device may send after\n"
-		"  --data-burst N        N at once; beyond it TCP gets ERROR(RATE) and is\n"
-		"                        closed, UDP DATA is not ACKed (default 100/s, 200; 0 = none)\n"
-		"  --max-payload B       largest DATA/ECHO payload (default and most 1024)\n"
-		"  --max-output B        unsent reply bytes one TCP connection may queue before\n"
-		"                        it is closed as a slow reader (default 65536)\n"
-		"  --on-map-full WHAT    a client the kernel map has no room for is served in\n"
-		"                        userspace (default) or refused with ERROR(FULL)\n"
-		"  -h, --help            this text\n"
-		"\n"
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	if (hbd_metrics_parse_addr(arg, &ss, &len))
+		return -EINVAL;
+	((struct hbd_config *)cfg)->metrics = arg;
+	return 0;
+}
+
+static const struct hb_opt_choice log_levels[] = {
+	{ "error", HB_LOG_ERROR }, { "warn", HB_LOG_WARN }, { "info", HB_LOG_INFO },
+	{ "debug", HB_LOG_DEBUG }, { NULL, 0 },
+};
+
+static const struct hb_opt_choice map_full[] = {
+	{ "userspace", false }, { "refuse", true }, { NULL, 0 },
+};
+
+#define AT(f) HB_OPT_AT(struct hbd_config, f)
+
+static const struct hb_opt options[] = {
+	{ "keys", 0, "FILE", "device key store, in the format user/common/auth.h describes",
+	  HB_OPT_STRING, AT(keys), .required = true },
+	{ "bind", 0, "ADDR", "listen address, an IPv4 or IPv6 literal", HB_OPT_STRING, AT(bind),
+	  .def_text = "::, dual-stack" },
+	{ "port", 0, "N", "TCP and UDP port; 0 takes any free port", HB_OPT_UINT, AT(port),
+	  .def.u = HB_DEFAULT_PORT, .umin = 0, .umax = 65535 },
+	{ "workers", 0, "N", "worker threads, one io_uring ring each", HB_OPT_UINT, AT(workers),
+	  .umin = 1, .umax = HBD_MAX_RINGS,
+	  .def_text = "one per CPU, more if --max-clients needs more direct-descriptor tables" },
+	{ "max-clients", 0, "N", "TCP connections, and UDP sessions, at most", HB_OPT_UINT,
+	  AT(max_clients), .def.u = DEF_MAX_CLIENTS, .umin = 1, .umax = 1 << 24 },
+	{ "interval", 0, "SEC", "heartbeat interval told to devices", HB_OPT_DOUBLE, AT(interval_s),
+	  .def.d = DEF_INTERVAL_S, .dmin = 0.01, .dmax = 86400 },
+	{ "expiry-mult", 0, "X", "expire a device after X intervals of silence", HB_OPT_DOUBLE,
+	  AT(expiry_mult), .def.d = DEF_EXPIRY_MULT, .dmin = 1, .dmax = 100 },
+	{ "clock-window", 0, "SEC", "accepted HELLO clock skew", HB_OPT_DOUBLE, AT(clock_window_s),
+	  .def.d = DEF_CLOCK_WINDOW_S, .dmin = 0.001, .dmax = 86400 },
+	{ "grace", 0, "SEC", "the fast paths keep answering this long after hbd stops refreshing "
+	  "its liveness stamp", HB_OPT_DOUBLE, AT(grace_s), .def.d = DEF_GRACE_S, .dmin = 0,
+	  .dmax = 86400 },
+	{ "sink", 0, "FILE", "JSON-lines file for DATA frames", HB_OPT_STRING, AT(sink),
+	  .def.s = DEF_SINK },
+	{ "sink-fsync", 0, NULL, "fdatasync each batch before ACKing it (survives power loss)",
+	  HB_OPT_FLAG, AT(sink_fsync) },
+	{ "pin-path", 0, "DIR", "pinned BPF maps", HB_OPT_STRING, AT(pin_path),
+	  .def.s = HB_PIN_DEFAULT },
+	{ "no-offload", 0, NULL, "answer every heartbeat in userspace; never mark sessions AUTHED "
+	  "in the kernel maps", HB_OPT_FLAG, AT(no_offload) },
+	{ "drain-timeout", 0, "SEC", "longest a SIGTERM drain may take", HB_OPT_DOUBLE, AT(drain_s),
+	  .def.d = DEF_DRAIN_S, .dmin = 0.1, .dmax = 3600 },
+	{ "rx-buffers", 0, "N", "TCP receive buffers per worker, a power of 2", HB_OPT_UINT,
+	  AT(rx_buffers), .def.u = DEF_RX_BUFFERS, .umin = 16, .umax = 32768,
+	  .uint_ok = power_of_2, .expect = "a power of 2 in 16..32768" },
+	{ "rx-buf-size", 0, "B", "the size of each TCP receive buffer", HB_OPT_UINT,
+	  AT(rx_buf_size), .def.u = DEF_RX_BUF_SIZE, .umin = 64, .umax = 65536 },
+	{ "control", 0, "PATH", "control socket for applications: downlink messages, presence "
+	  "events, key reload (docs/CONTROL.md)", HB_OPT_STRING, AT(control),
+	  .def_text = "none; the systemd unit uses /run/hbeat/hbd.sock" },
+	{ "metrics", 0, "ADDR:PORT", "serve Prometheus metrics at http://ADDR:PORT/metrics; ADDR "
+	  "defaults to 127.0.0.1 (\"9107\" or \":9107\"), \"[::]:9107\" or \"0.0.0.0:9107\" expose "
+	  "them", HB_OPT_CUSTOM, .parse = parse_metrics,
+	  .expect = "PORT, :PORT, ADDR:PORT or [V6ADDR]:PORT", .def_text = "off" },
+	{ "log-level", 0, NULL, "how much to log", HB_OPT_CHOICE, AT(log_level),
+	  .choices = log_levels, .def.i = HB_LOG_INFO },
+	{ .type = HB_OPT_HEADING,
+	  .help = "Limits (each refusal is counted; 0 turns a limit off where said):" },
+	{ "max-per-source", 0, "N", "TCP connections from one address, IPv6 per /64; more are "
+	  "refused with ERROR(FULL); 0: no limit", HB_OPT_UINT, AT(max_per_source),
+	  .def.u = DEF_MAX_PER_SOURCE, .umin = 0, .umax = 1 << 24 },
+	{ "accept-rate", 0, "N", "new TCP connections a second; beyond it accepting pauses and the "
+	  "kernel queues them; 0: no limit", HB_OPT_DOUBLE, AT(accept_rate),
+	  .def.d = DEF_ACCEPT_RATE, .dmin = 0, .dmax = 1e7 },
+	{ "hello-timeout", 0, "SEC", "close connections without a HELLO by then", HB_OPT_DOUBLE,
+	  AT(hello_timeout_s), .def.d = DEF_HELLO_TIMEOUT_S, .dmin = 0.01, .dmax = 3600 },
+	{ "auth-fail-rate", 0, "R", "failed HELLOs a second one source may make after "
+	  "--auth-fail-burst at once; beyond it HELLOs from there are refused unchecked "
+	  "(ERROR(RATE); none on UDP)", HB_OPT_DOUBLE, AT(auth_fail_rate),
+	  .def.d = DEF_AUTH_FAIL_RATE, .dmin = 0, .dmax = 1e6 },
+	{ "auth-fail-burst", 0, "N", "failed HELLOs one source may make at once", HB_OPT_UINT,
+	  AT(auth_fail_burst), .def.u = DEF_AUTH_FAIL_BURST, .umin = 1, .umax = 1000000 },
+	{ "data-rate", 0, "R", "DATA frames a second one device may send after --data-burst at "
+	  "once; beyond it TCP gets ERROR(RATE) and is closed, UDP DATA is not ACKed; 0: no limit",
+	  HB_OPT_DOUBLE, AT(data_rate), .def.d = DEF_DATA_RATE, .dmin = 0, .dmax = 1e7 },
+	{ "data-burst", 0, "N", "DATA frames one device may send at once", HB_OPT_UINT,
+	  AT(data_burst), .def.u = DEF_DATA_BURST, .umin = 1, .umax = 10000000 },
+	{ "max-payload", 0, "B", "largest DATA/ECHO payload; the default is the most the "
+	  "protocol allows", HB_OPT_UINT, AT(max_payload), .def.u = HB_MAX_PAYLOAD, .umin = 1,
+	  .umax = HB_MAX_PAYLOAD },
+	{ "max-output", 0, "B", "unsent reply bytes one TCP connection may queue before it is "
+	  "closed as a slow reader", HB_OPT_UINT, AT(max_output), .def.u = DEF_MAX_OUTPUT,
+	  .umin = 1024, .umax = 1 << 30 },
+	{ "on-map-full", 0, NULL, "a client the kernel map has no room for is served in userspace, "
+	  "or refused with ERROR(FULL)", HB_OPT_CHOICE, AT(map_full_refuse), .choices = map_full,
+	  .def.i = false },
+	{ "help", 'h', NULL, "this text", .type = HB_OPT_HELP },
+	{ 0 },
+};
+
+static const struct hb_opt_prog prog = {
+	.name = "hbd",
+	.synopsis = "--keys FILE [options]",
+	.about = "The hbeat daemon: authenticates devices over TCP and UDP, answers what the\n"
+		 "kernel fast paths do not, stores DATA frames, expires silent devices.\n",
+	.epilog =
 		"Signals: SIGTERM/SIGINT drain (BYE to every device, then exit 0); SIGHUP reloads\n"
 		"the key store and cuts the live sessions of devices it no longer admits; SIGUSR2\n"
 		"upgrades: starts the binary now at this one's path with the same arguments and\n"
@@ -99,229 +150,22 @@ static void usage(FILE *f)
 		"\n"
 		"Exit codes: 0 clean shutdown, 1 runtime failure, 2 usage, 3 could not start.\n"
 		"At exit, one JSON line with every counter goes to stdout.\n",
-		HB_DEFAULT_PORT, HB_PIN_DEFAULT);
-}
+	.opts = options,
+};
 
-static int num(const char *opt, const char *s, double lo, double hi, double *out)
+void hbd_config_defaults(struct hbd_config *c)
 {
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
-		fprintf(stderr, "hbd: %s %s: expected a number in [%g, %g]\n", opt, s, lo, hi);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
+	memset(c, 0, sizeof(*c));
+	hb_opt_defaults(options, c);
 }
 
 int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 {
-	enum {
-		O_BIND = 256, O_PORT, O_WORKERS, O_MAX, O_KEYS, O_WINDOW, O_INTERVAL, O_MULT,
-		O_GRACE, O_SINK, O_SINKSYNC, O_PIN, O_NOOFF, O_LOG, O_DRAIN, O_RXN, O_RXS,
-		O_PERSRC, O_ACCRATE, O_HELLOTO, O_AFRATE, O_AFBURST, O_DRATE, O_DBURST, O_MAXPL,
-		O_MAXOUT, O_MAPFULL, O_CONTROL, O_METRICS,
-	};
-	static const struct option opts[] = {
-		{ "bind", required_argument, NULL, O_BIND },
-		{ "port", required_argument, NULL, O_PORT },
-		{ "workers", required_argument, NULL, O_WORKERS },
-		{ "max-clients", required_argument, NULL, O_MAX },
-		{ "keys", required_argument, NULL, O_KEYS },
-		{ "clock-window", required_argument, NULL, O_WINDOW },
-		{ "interval", required_argument, NULL, O_INTERVAL },
-		{ "expiry-mult", required_argument, NULL, O_MULT },
-		{ "grace", required_argument, NULL, O_GRACE },
-		{ "sink", required_argument, NULL, O_SINK },
-		{ "sink-fsync", no_argument, NULL, O_SINKSYNC },
-		{ "pin-path", required_argument, NULL, O_PIN },
-		{ "no-offload", no_argument, NULL, O_NOOFF },
-		{ "log-level", required_argument, NULL, O_LOG },
-		{ "drain-timeout", required_argument, NULL, O_DRAIN },
-		{ "rx-buffers", required_argument, NULL, O_RXN },
-		{ "rx-buf-size", required_argument, NULL, O_RXS },
-		{ "max-per-source", required_argument, NULL, O_PERSRC },
-		{ "accept-rate", required_argument, NULL, O_ACCRATE },
-		{ "hello-timeout", required_argument, NULL, O_HELLOTO },
-		{ "auth-fail-rate", required_argument, NULL, O_AFRATE },
-		{ "auth-fail-burst", required_argument, NULL, O_AFBURST },
-		{ "data-rate", required_argument, NULL, O_DRATE },
-		{ "data-burst", required_argument, NULL, O_DBURST },
-		{ "max-payload", required_argument, NULL, O_MAXPL },
-		{ "max-output", required_argument, NULL, O_MAXOUT },
-		{ "on-map-full", required_argument, NULL, O_MAPFULL },
-		{ "control", required_argument, NULL, O_CONTROL },
-		{ "metrics", required_argument, NULL, O_METRICS },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	double v;
-	int o;
+	int rc = hb_opt_parse(&prog, argc, argv, c, NULL);
 
-	optind = 1;
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (o) {
-		case O_BIND:
-			c->bind = optarg;
-			break;
-		case O_PORT:
-			if (num("--port", optarg, 0, 65535, &v))
-				return -EINVAL;
-			c->port = (uint16_t)v;
-			break;
-		case O_WORKERS:
-			if (num("--workers", optarg, 1, HBD_MAX_RINGS, &v))
-				return -EINVAL;
-			c->workers = (unsigned)v;
-			break;
-		case O_MAX:
-			if (num("--max-clients", optarg, 1, 1 << 24, &v))
-				return -EINVAL;
-			c->max_clients = (unsigned)v;
-			break;
-		case O_KEYS:
-			c->keys = optarg;
-			break;
-		case O_WINDOW:
-			if (num("--clock-window", optarg, 0.001, 86400, &c->clock_window_s))
-				return -EINVAL;
-			break;
-		case O_INTERVAL:
-			if (num("--interval", optarg, 0.01, 86400, &c->interval_s))
-				return -EINVAL;
-			break;
-		case O_MULT:
-			if (num("--expiry-mult", optarg, 1, 100, &c->expiry_mult))
-				return -EINVAL;
-			break;
-		case O_GRACE:
-			if (num("--grace", optarg, 0, 86400, &c->grace_s))
-				return -EINVAL;
-			break;
-		case O_SINK:
-			c->sink = optarg;
-			break;
-		case O_SINKSYNC:
-			c->sink_fsync = true;
-			break;
-		case O_PIN:
-			c->pin_path = optarg;
-			break;
-		case O_NOOFF:
-			c->no_offload = true;
-			break;
-		case O_LOG:
-			c->log_level = hb_log_parse_level(optarg);
-			if (c->log_level < 0) {
-				fprintf(stderr, "hbd: --log-level %s: expected error|warn|info|debug\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case O_DRAIN:
-			if (num("--drain-timeout", optarg, 0.1, 3600, &c->drain_s))
-				return -EINVAL;
-			break;
-		case O_RXN:
-			if (num("--rx-buffers", optarg, 16, 32768, &v))
-				return -EINVAL;
-			c->rx_buffers = (unsigned)v;
-			if (c->rx_buffers & (c->rx_buffers - 1)) {
-				fprintf(stderr, "hbd: --rx-buffers must be a power of 2\n");
-				return -EINVAL;
-			}
-			break;
-		case O_RXS:
-			if (num("--rx-buf-size", optarg, 64, 65536, &v))
-				return -EINVAL;
-			c->rx_buf_size = (unsigned)v;
-			break;
-		case O_PERSRC:
-			if (num("--max-per-source", optarg, 0, 1 << 24, &v))
-				return -EINVAL;
-			c->max_per_source = (unsigned)v;
-			break;
-		case O_ACCRATE:
-			if (num("--accept-rate", optarg, 0, 1e7, &c->accept_rate))
-				return -EINVAL;
-			break;
-		case O_HELLOTO:
-			if (num("--hello-timeout", optarg, 0.01, 3600, &c->hello_timeout_s))
-				return -EINVAL;
-			break;
-		case O_AFRATE:
-			if (num("--auth-fail-rate", optarg, 0, 1e6, &c->auth_fail_rate))
-				return -EINVAL;
-			break;
-		case O_AFBURST:
-			if (num("--auth-fail-burst", optarg, 1, 1e6, &v))
-				return -EINVAL;
-			c->auth_fail_burst = (unsigned)v;
-			break;
-		case O_DRATE:
-			if (num("--data-rate", optarg, 0, 1e7, &c->data_rate))
-				return -EINVAL;
-			break;
-		case O_DBURST:
-			if (num("--data-burst", optarg, 1, 1e7, &v))
-				return -EINVAL;
-			c->data_burst = (unsigned)v;
-			break;
-		case O_MAXPL:
-			if (num("--max-payload", optarg, 1, HB_MAX_PAYLOAD, &v))
-				return -EINVAL;
-			c->max_payload = (unsigned)v;
-			break;
-		case O_MAXOUT:
-			if (num("--max-output", optarg, 1024, 1 << 30, &v))
-				return -EINVAL;
-			c->max_output = (unsigned)v;
-			break;
-		case O_MAPFULL:
-			if (strcmp(optarg, "userspace") && strcmp(optarg, "refuse")) {
-				fprintf(stderr, "hbd: --on-map-full %s: expected userspace|refuse\n",
-					optarg);
-				return -EINVAL;
-			}
-			c->map_full_refuse = !strcmp(optarg, "refuse");
-			break;
-		case O_CONTROL:
-			c->control = optarg;
-			break;
-		case O_METRICS: {
-			struct sockaddr_storage ss;
-			socklen_t len;
-
-			if (hbd_metrics_parse_addr(optarg, &ss, &len)) {
-				fprintf(stderr, "hbd: --metrics %s: expected PORT, :PORT, ADDR:PORT or "
-						"[V6ADDR]:PORT\n", optarg);
-				return -EINVAL;
-			}
-			c->metrics = optarg;
-			break;
-		}
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "hbd: unexpected argument '%s' (try --help)\n", argv[optind]);
-		return -EINVAL;
-	}
-	if (!c->keys) {
-		fprintf(stderr, "hbd: --keys FILE is required (try --help)\n");
-		return -EINVAL;
-	}
-	if (c->interval_s * c->expiry_mult * 1000 > UINT32_MAX / 2) {
-		fprintf(stderr, "hbd: --interval x --expiry-mult is too long\n");
-		return -EINVAL;
-	}
+	if (rc)
+		return rc;
+	if (c->interval_s * c->expiry_mult * 1000 > UINT32_MAX / 2)
+		return hb_opt_error(&prog, "--interval x --expiry-mult is too long");
 	return 0;
 }

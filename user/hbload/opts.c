@@ -4,7 +4,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <netdb.h>
 #include <stdlib.h>
@@ -12,196 +11,33 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "opt.h"
 
-void hbl_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: hbload --server ADDR --port N --clients N --proto tcp|udp --interval S\n"
-		"              --duration S [--json] [options]\n"
-		"\n"
-		"Simulates N heartbeating devices against an hbeat server and measures round-trip\n"
-		"time from each heartbeat's scheduled send time (so neither a slow server nor a slow\n"
-		"hbload can hide latency). Progress goes to stderr every second; the summary to stdout.\n"
-		"\n"
-		"  --server ADDR         server address (IPv4/IPv6 literal or name)\n"
-		"  --port N              server port (default %d)\n"
-		"  --clients N           simulated devices\n"
-		"  --proto tcp|udp       TCP: one connection per device; UDP: devices share a pool of\n"
-		"                        sockets per thread and are told apart by session token\n"
-		"  --interval S          heartbeat interval in seconds (fractions allowed)\n"
-		"  --duration S          heartbeating time, counted from the end of setup\n"
-		"  --json                one-line JSON summary on stdout instead of text\n"
-		"  --keys FILE           device key store, hbd's format ('<id> <hex>' or\n"
-		"                        'FIRST-LAST derive <hex>'); default $HBEAT_KEYS, else a\n"
-		"                        built-in demo key (a warning says so)\n"
-		"  --first-device ID     device id of the first client (default 1)\n"
-		"  --source LIST         source addresses, comma-separated, ranges A-B allowed; clients\n"
-		"                        take them round-robin (default: the kernel chooses)\n"
-		"  --threads N           rings, one thread each (default: CPUs); raised for TCP so no\n"
-		"                        ring holds more sockets than RLIMIT_NOFILE allows\n"
-		"  --jitter FRAC         heartbeat jitter as a fraction of the interval (default 0.1)\n"
-		"  --connect-rate N      new connections per second, 0 = unlimited (default 0)\n"
-		"  --inflight N          connects + HELLOs in flight at once, all threads (default 1024)\n"
-		"  --data-every N        send a DATA frame every N heartbeats (default 0: never)\n"
-		"  --echo-every N        send an ECHO frame every N heartbeats (default 0: never)\n"
-		"  --payload BYTES       DATA/ECHO payload size, 8..%d (default 16)\n"
-		"  --silent N            the first N clients authenticate and never heartbeat\n"
-		"  --drain S             wait this long for outstanding replies at the end (default 2)\n"
-		"  --warmup S            leave heartbeats scheduled before setup end + S out of rtt_us\n"
-		"                        (they still count as pings/pongs/lost; default: keep all)\n"
-		"  --storm-at S          TCP: all clients drop S seconds after setup and reconnect\n"
-		"  --storm-window S      ... with their reconnects spread over S seconds (default 30)\n"
-		"  --setup-timeout S     stop waiting for every client to authenticate (default 60)\n"
-		"  --connect-timeout S   TCP connect timeout (default 5)\n"
-		"  --hello-timeout S     HELLO to WELCOME timeout (default 5)\n"
-		"  --udp-sockets N       UDP sockets per thread (default 1024, at most one per client)\n"
-		"Measurement windows (reported apart under \"steady\" and \"steps\"):\n"
-		"  --steady S            the steady window: S seconds from the end of the warmup\n"
-		"                        (default: until --duration ends)\n"
-		"  --steps R1,R2,...     a rate ramp after the steady phase: heartbeats per second of\n"
-		"                        each step (all clients, interval = clients / rate)\n"
-		"  --steps-at S          the ramp starts S seconds after setup (default --duration);\n"
-		"                        the run lasts until the ramp ends\n"
-		"  --step-s S            length of a step (default 15)\n"
-		"  --step-settle S       first seconds of a step left out of its window (default 3)\n"
-		"  --step-stop-p99 MS    end the ramp after the first step whose p99 RTT exceeds MS\n"
-		"                        (unanswered PINGs count as slow; default 10, 0 = never)\n"
-		"  --events FILE         append phase events as they happen: 'SECONDS EVENT [ARGS]'\n"
-		"                        (setup_done, window_start NAME RATE, window_end NAME, storm,\n"
-		"                        storm_done, run_end), e.g. a FIFO a CPU sampler reads\n"
-		"  --hist FILE           write each window's RTT histogram at the end (for plots)\n"
-		"  --no-progress         no progress lines\n"
-		"  -v, --verbose         debug logging\n"
-		"  -h, --help            this text\n"
-		"\n"
-		"Exit status: 0 the run completed (even if it measured losses or failures);\n"
-		"1 bad arguments or local setup failure (rings, key store); 2 the server was\n"
-		"unreachable or refused every client (no client ever authenticated).\n",
-		HB_DEFAULT_PORT, HBL_MAX_PAYLOAD);
-}
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
-enum {
-	O_SERVER = 256, O_PORT, O_CLIENTS, O_PROTO, O_INTERVAL, O_DURATION, O_JSON, O_KEYS,
-	O_FIRST, O_SOURCE, O_THREADS, O_JITTER, O_RATE, O_INFLIGHT, O_DATA, O_ECHO, O_PAYLOAD,
-	O_SILENT, O_DRAIN, O_STORM, O_STORM_WIN, O_SETUP_TO, O_CONN_TO, O_HELLO_TO, O_UDPSOCK,
-	O_NOPROG, O_WARMUP, O_STEADY, O_STEPS, O_STEPS_AT, O_STEP_S, O_STEP_SETTLE, O_STEP_STOP,
-	O_EVENTS, O_HIST,
-};
-
-static const struct option longopts[] = {
-	{ "server", required_argument, NULL, O_SERVER },
-	{ "port", required_argument, NULL, O_PORT },
-	{ "clients", required_argument, NULL, O_CLIENTS },
-	{ "proto", required_argument, NULL, O_PROTO },
-	{ "interval", required_argument, NULL, O_INTERVAL },
-	{ "duration", required_argument, NULL, O_DURATION },
-	{ "json", no_argument, NULL, O_JSON },
-	{ "keys", required_argument, NULL, O_KEYS },
-	{ "first-device", required_argument, NULL, O_FIRST },
-	{ "source", required_argument, NULL, O_SOURCE },
-	{ "threads", required_argument, NULL, O_THREADS },
-	{ "jitter", required_argument, NULL, O_JITTER },
-	{ "connect-rate", required_argument, NULL, O_RATE },
-	{ "inflight", required_argument, NULL, O_INFLIGHT },
-	{ "data-every", required_argument, NULL, O_DATA },
-	{ "echo-every", required_argument, NULL, O_ECHO },
-	{ "payload", required_argument, NULL, O_PAYLOAD },
-	{ "silent", required_argument, NULL, O_SILENT },
-	{ "drain", required_argument, NULL, O_DRAIN },
-	{ "storm-at", required_argument, NULL, O_STORM },
-	{ "storm-window", required_argument, NULL, O_STORM_WIN },
-	{ "setup-timeout", required_argument, NULL, O_SETUP_TO },
-	{ "connect-timeout", required_argument, NULL, O_CONN_TO },
-	{ "hello-timeout", required_argument, NULL, O_HELLO_TO },
-	{ "udp-sockets", required_argument, NULL, O_UDPSOCK },
-	{ "no-progress", no_argument, NULL, O_NOPROG },
-	{ "warmup", required_argument, NULL, O_WARMUP },
-	{ "steady", required_argument, NULL, O_STEADY },
-	{ "steps", required_argument, NULL, O_STEPS },
-	{ "steps-at", required_argument, NULL, O_STEPS_AT },
-	{ "step-s", required_argument, NULL, O_STEP_S },
-	{ "step-settle", required_argument, NULL, O_STEP_SETTLE },
-	{ "step-stop-p99", required_argument, NULL, O_STEP_STOP },
-	{ "events", required_argument, NULL, O_EVENTS },
-	{ "hist", required_argument, NULL, O_HIST },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ "help", no_argument, NULL, 'h' },
-	{ 0 },
-};
-
-static int num_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *v)
-{
-	char *end;
-
-	errno = 0;
-	*v = strtoull(s, &end, 10);
-	if (!*s || *s == '-' || errno || *end || *v < lo || *v > hi) {
-		hb_err("--%s: '%s' is not a whole number in %llu..%llu", opt, s,
-		       (unsigned long long)lo, (unsigned long long)hi);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int num_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi, uint32_t *v)
-{
-	uint64_t x;
-	int rc = num_u64(opt, s, lo, hi, &x);
-
-	*v = (uint32_t)x;
-	return rc;
-}
-
-/* A number of seconds (or a fraction); suffix allowed only where named (e.g. "/s"). */
-static int num_dbl(const char *opt, const char *s, double lo, double hi, const char *suffix,
-		   double *v)
-{
-	char *end;
-
-	errno = 0;
-	*v = strtod(s, &end);
-	if (suffix && *end && !strcmp(end, suffix))
-		end += strlen(end);
-	if (!*s || errno || *end || !isfinite(*v) || *v < lo || *v > hi) {
-		hb_err("--%s: '%s' is not a number in %g..%g", opt, s, lo, hi);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static void defaults(struct hbl_opts *o)
-{
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-
-	memset(o, 0, sizeof(*o));
-	o->port = HB_DEFAULT_PORT;
-	o->proto = HB_TCP;
-	o->interval_s = -1;
-	o->duration_s = -1;
-	o->first_device = 1;
-	o->threads = cpus > 0 && cpus < 64 ? (uint32_t)cpus : 2;
-	o->jitter = 0.1;
-	o->inflight = 1024;
-	o->payload = 16;
-	o->drain_s = 2;
-	o->warmup_s = -1;
-	o->storm_at_s = -1;
-	o->storm_window_s = 30;
-	o->setup_timeout_s = 60;
-	o->connect_timeout_s = 5;
-	o->hello_timeout_s = 5;
-	o->udp_sockets = 1024;
-	o->steady_s = -1;
-	o->steps_at_s = -1;
-	o->step_s = 15;
-	o->step_settle_s = 3;
-	o->step_stop_ms = 10;
-	o->progress = 1;
-}
+/* hbload's own defaults; the port is the ABI header's. */
+#define DEF_FIRST_DEVICE 1
+#define DEF_THREADS_NOCPU 2 /* when the CPU count is unknown or implausible */
+#define DEF_JITTER 0.1
+#define DEF_INFLIGHT 1024
+#define DEF_PAYLOAD 16
+#define DEF_DRAIN_S 2
+#define DEF_STORM_WINDOW_S 30
+#define DEF_SETUP_TIMEOUT_S 60
+#define DEF_CONNECT_TIMEOUT_S 5
+#define DEF_HELLO_TIMEOUT_S 5
+#define DEF_UDP_SOCKETS 1024
+#define DEF_STEP_S 15
+#define DEF_STEP_SETTLE_S 3
+#define DEF_STEP_STOP_MS 10
+#define OFF (-1.0) /* the double options whose "not given" is a negative number */
+#define MAX_RUN_S (30 * 86400)
 
 /* "R1,R2,...": rates in heartbeats per second, each > 0. */
-static int parse_steps(struct hbl_opts *o, const char *arg)
+static int parse_steps(const char *arg, void *cfg)
 {
+	struct hbl_opts *o = cfg;
 	const char *p = arg;
 
 	o->nsteps = 0;
@@ -211,130 +47,157 @@ static int parse_steps(struct hbl_opts *o, const char *arg)
 
 		errno = 0;
 		v = strtod(p, &end);
-		if (end == p || errno || !isfinite(v) || v <= 0 || (*end && *end != ',')) {
-			hb_err("--steps: '%s' is not a list of rates per second (e.g. 20000,30000)",
-			       arg);
+		if (end == p || errno || !isfinite(v) || v <= 0 || (*end && *end != ','))
 			return -EINVAL;
-		}
-		if (o->nsteps == HBL_MAX_STEPS_OPT) {
-			hb_err("--steps: at most %d steps", HBL_MAX_STEPS_OPT);
+		if (o->nsteps == HBL_MAX_STEPS_OPT)
 			return -EINVAL;
-		}
 		o->steps[o->nsteps++] = v;
 		p = *end ? end + 1 : end;
 	}
-	if (!o->nsteps) {
-		hb_err("--steps: empty list");
-		return -EINVAL;
-	}
-	return 0;
+	return o->nsteps ? 0 : -EINVAL;
 }
 
-static int one(struct hbl_opts *o, int c, const char *arg)
-{
-	const char *name = NULL;
-	uint64_t v64;
-	uint32_t v;
+static const struct hb_opt_choice protos[] = {
+	{ "tcp", HB_TCP }, { "udp", HB_UDP }, { NULL, 0 },
+};
 
-	for (const struct option *l = longopts; l->name; l++)
-		if (l->val == c)
-			name = l->name;
-	switch (c) {
-	case O_SERVER: o->server = arg; return 0;
-	case O_PORT:
-		if (num_u32(name, arg, 1, 65535, &v))
-			return -EINVAL;
-		o->port = (uint16_t)v;
-		return 0;
-	case O_CLIENTS: return num_u32(name, arg, 1, 10000000, &o->clients);
-	case O_PROTO:
-		if (!strcmp(arg, "tcp"))
-			o->proto = HB_TCP;
-		else if (!strcmp(arg, "udp"))
-			o->proto = HB_UDP;
-		else {
-			hb_err("--proto: '%s' is neither tcp nor udp", arg);
-			return -EINVAL;
-		}
-		return 0;
-	case O_INTERVAL: return num_dbl(name, arg, 0.001, 86400, NULL, &o->interval_s);
-	case O_DURATION: return num_dbl(name, arg, 0, 30 * 86400, NULL, &o->duration_s);
-	case O_JSON: o->json = 1; return 0;
-	case O_KEYS: o->keys = arg; return 0;
-	case O_FIRST:
-		if (num_u64(name, arg, 1, UINT64_MAX - 10000000, &v64))
-			return -EINVAL;
-		o->first_device = v64;
-		return 0;
-	case O_SOURCE: o->source = arg; return 0;
-	case O_THREADS: return num_u32(name, arg, 1, 256, &o->threads);
-	case O_JITTER: return num_dbl(name, arg, 0, 1, NULL, &o->jitter);
-	case O_RATE: return num_dbl(name, arg, 0, 1e9, "/s", &o->connect_rate);
-	case O_INFLIGHT: return num_u32(name, arg, 1, 1000000, &o->inflight);
-	case O_DATA: return num_u32(name, arg, 0, 1000000, &o->data_every);
-	case O_ECHO: return num_u32(name, arg, 0, 1000000, &o->echo_every);
-	case O_PAYLOAD: return num_u32(name, arg, 8, HBL_MAX_PAYLOAD, &o->payload);
-	case O_SILENT: return num_u32(name, arg, 0, 10000000, &o->silent);
-	case O_DRAIN: return num_dbl(name, arg, 0, 3600, NULL, &o->drain_s);
-	case O_STORM: return num_dbl(name, arg, 0, 30 * 86400, NULL, &o->storm_at_s);
-	case O_STORM_WIN: return num_dbl(name, arg, 0, 3600, NULL, &o->storm_window_s);
-	case O_SETUP_TO: return num_dbl(name, arg, 0.1, 86400, NULL, &o->setup_timeout_s);
-	case O_CONN_TO: return num_dbl(name, arg, 0.01, 3600, NULL, &o->connect_timeout_s);
-	case O_HELLO_TO: return num_dbl(name, arg, 0.01, 3600, NULL, &o->hello_timeout_s);
-	case O_UDPSOCK: return num_u32(name, arg, 1, 16384, &o->udp_sockets);
-	case O_NOPROG: o->progress = 0; return 0;
-	case O_WARMUP: return num_dbl(name, arg, 0, 86400, NULL, &o->warmup_s);
-	case O_STEADY: return num_dbl(name, arg, 0, 30 * 86400, NULL, &o->steady_s);
-	case O_STEPS: return parse_steps(o, arg);
-	case O_STEPS_AT: return num_dbl(name, arg, 0, 30 * 86400, NULL, &o->steps_at_s);
-	case O_STEP_S: return num_dbl(name, arg, 0.1, 86400, NULL, &o->step_s);
-	case O_STEP_SETTLE: return num_dbl(name, arg, 0, 86400, NULL, &o->step_settle_s);
-	case O_STEP_STOP: return num_dbl(name, arg, 0, 1e6, NULL, &o->step_stop_ms);
-	case O_EVENTS: o->events = arg; return 0;
-	case O_HIST: o->hist = arg; return 0;
-	case 'v': o->verbose = 1; return 0;
-	default: return -EINVAL;
-	}
+#define AT(f) HB_OPT_AT(struct hbl_opts, f)
+#define SECONDS(lo, hi) .dmin = (lo), .dmax = (hi)
+
+static const struct hb_opt options[] = {
+	{ "server", 0, "ADDR", "server address (IPv4/IPv6 literal or name)", HB_OPT_STRING,
+	  AT(server), .required = true },
+	{ "port", 0, "N", "server port", HB_OPT_UINT, AT(port), .def.u = HB_DEFAULT_PORT,
+	  .umin = 1, .umax = 65535 },
+	{ "clients", 0, "N", "simulated devices", HB_OPT_UINT, AT(clients), .umin = 1,
+	  .umax = 10000000, .required = true },
+	{ "proto", 0, NULL, "TCP: one connection per device; UDP: devices share a pool of sockets "
+	  "per thread and are told apart by session token", HB_OPT_CHOICE, AT(proto),
+	  .choices = protos, .def.i = HB_TCP },
+	{ "interval", 0, "S", "heartbeat interval in seconds (fractions allowed)", HB_OPT_DOUBLE,
+	  AT(interval_s), SECONDS(0.001, 86400), .required = true },
+	{ "duration", 0, "S", "heartbeating time, counted from the end of setup", HB_OPT_DOUBLE,
+	  AT(duration_s), SECONDS(0, MAX_RUN_S), .required = true },
+	{ "json", 0, NULL, "one-line JSON summary on stdout instead of text", HB_OPT_FLAG,
+	  AT(json) },
+	{ "keys", 0, "FILE", "device key store, hbd's format ('<id> <hex>' or 'FIRST-LAST derive "
+	  "<hex>')", HB_OPT_STRING, AT(keys),
+	  .def_text = "$HBEAT_KEYS, else a built-in demo key, with a warning" },
+	{ "first-device", 0, "ID", "device id of the first client", HB_OPT_UINT, AT(first_device),
+	  .def.u = DEF_FIRST_DEVICE, .umin = 1, .umax = UINT64_MAX - 10000000 },
+	{ "source", 0, "LIST", "source addresses, comma-separated, ranges A-B allowed; clients "
+	  "take them round-robin", HB_OPT_STRING, AT(source),
+	  .def_text = "none: the kernel chooses" },
+	{ "threads", 0, "N", "rings, one thread each; raised for TCP so no ring holds more sockets "
+	  "than RLIMIT_NOFILE allows", HB_OPT_UINT, AT(threads), .umin = 1, .umax = 256,
+	  .def_text = "one per CPU" },
+	{ "jitter", 0, "FRAC", "heartbeat jitter as a fraction of the interval", HB_OPT_DOUBLE,
+	  AT(jitter), .def.d = DEF_JITTER, .dmin = 0, .dmax = 1 },
+	{ "connect-rate", 0, "N", "new connections per second, 0 = unlimited", HB_OPT_DOUBLE,
+	  AT(connect_rate), .dmin = 0, .dmax = 1e9, .unit = "/s" },
+	{ "inflight", 0, "N", "connects + HELLOs in flight at once, all threads", HB_OPT_UINT,
+	  AT(inflight), .def.u = DEF_INFLIGHT, .umin = 1, .umax = 1000000 },
+	{ "data-every", 0, "N", "send a DATA frame every N heartbeats; 0 = never", HB_OPT_UINT,
+	  AT(data_every), .umin = 0, .umax = 1000000 },
+	{ "echo-every", 0, "N", "send an ECHO frame every N heartbeats; 0 = never", HB_OPT_UINT,
+	  AT(echo_every), .umin = 0, .umax = 1000000 },
+	{ "payload", 0, "BYTES", "DATA/ECHO payload size, 8.." STR(HBL_MAX_PAYLOAD), HB_OPT_UINT,
+	  AT(payload), .def.u = DEF_PAYLOAD, .umin = 8, .umax = HBL_MAX_PAYLOAD },
+	{ "silent", 0, "N", "the first N clients authenticate and never heartbeat", HB_OPT_UINT,
+	  AT(silent), .umin = 0, .umax = 10000000 },
+	{ "drain", 0, "S", "wait this long for outstanding replies at the end", HB_OPT_DOUBLE,
+	  AT(drain_s), .def.d = DEF_DRAIN_S, SECONDS(0, 3600) },
+	{ "warmup", 0, "S", "leave heartbeats scheduled before setup end + S out of rtt_us (they "
+	  "still count as pings/pongs/lost)", HB_OPT_DOUBLE, AT(warmup_s), .def.d = OFF,
+	  SECONDS(0, 86400), .def_text = "keep all" },
+	{ "storm-at", 0, "S", "TCP: all clients drop S seconds after setup and reconnect",
+	  HB_OPT_DOUBLE, AT(storm_at_s), .def.d = OFF, SECONDS(0, MAX_RUN_S),
+	  .def_text = "never" },
+	{ "storm-window", 0, "S", "... with their reconnects spread over S seconds", HB_OPT_DOUBLE,
+	  AT(storm_window_s), .def.d = DEF_STORM_WINDOW_S, SECONDS(0, 3600) },
+	{ "setup-timeout", 0, "S", "stop waiting for every client to authenticate", HB_OPT_DOUBLE,
+	  AT(setup_timeout_s), .def.d = DEF_SETUP_TIMEOUT_S, SECONDS(0.1, 86400) },
+	{ "connect-timeout", 0, "S", "TCP connect timeout", HB_OPT_DOUBLE, AT(connect_timeout_s),
+	  .def.d = DEF_CONNECT_TIMEOUT_S, SECONDS(0.01, 3600) },
+	{ "hello-timeout", 0, "S", "HELLO to WELCOME timeout", HB_OPT_DOUBLE, AT(hello_timeout_s),
+	  .def.d = DEF_HELLO_TIMEOUT_S, SECONDS(0.01, 3600) },
+	{ "udp-sockets", 0, "N", "UDP sockets per thread, at most one per client", HB_OPT_UINT,
+	  AT(udp_sockets), .def.u = DEF_UDP_SOCKETS, .umin = 1, .umax = 16384 },
+	{ .type = HB_OPT_HEADING,
+	  .help = "Measurement windows (reported apart under \"steady\" and \"steps\"):" },
+	{ "steady", 0, "S", "the steady window: S seconds from the end of the warmup",
+	  HB_OPT_DOUBLE, AT(steady_s), .def.d = OFF, SECONDS(0, MAX_RUN_S),
+	  .def_text = "until --duration ends" },
+	{ "steps", 0, "R1,R2,...", "a rate ramp after the steady phase: heartbeats per second of "
+	  "each step (all clients, interval = clients / rate)", HB_OPT_CUSTOM,
+	  .parse = parse_steps, .expect = "a comma-separated list of at most "
+	  STR(HBL_MAX_STEPS_OPT) " rates per second above 0 (e.g. 20000,30000)" },
+	{ "steps-at", 0, "S", "the ramp starts S seconds after setup; the run lasts until the ramp "
+	  "ends", HB_OPT_DOUBLE, AT(steps_at_s), .def.d = OFF, SECONDS(0, MAX_RUN_S),
+	  .def_text = "--duration" },
+	{ "step-s", 0, "S", "length of a step", HB_OPT_DOUBLE, AT(step_s), .def.d = DEF_STEP_S,
+	  SECONDS(0.1, 86400) },
+	{ "step-settle", 0, "S", "first seconds of a step left out of its window", HB_OPT_DOUBLE,
+	  AT(step_settle_s), .def.d = DEF_STEP_SETTLE_S, SECONDS(0, 86400) },
+	{ "step-stop-p99", 0, "MS", "end the ramp after the first step whose p99 RTT exceeds MS "
+	  "(unanswered PINGs count as slow; 0 = never)", HB_OPT_DOUBLE, AT(step_stop_ms),
+	  .def.d = DEF_STEP_STOP_MS, .dmin = 0, .dmax = 1e6 },
+	{ "events", 0, "FILE", "append phase events as they happen: 'SECONDS EVENT [ARGS]' "
+	  "(setup_done, window_start NAME RATE, window_end NAME, storm, storm_done, run_end), e.g. "
+	  "a FIFO a CPU sampler reads", HB_OPT_STRING, AT(events) },
+	{ "hist", 0, "FILE", "write each window's RTT histogram at the end (for plots)",
+	  HB_OPT_STRING, AT(hist) },
+	{ "no-progress", 0, NULL, "no progress lines", HB_OPT_FLAG_OFF, AT(progress) },
+	{ "verbose", 'v', NULL, "debug logging", HB_OPT_FLAG, AT(verbose) },
+	{ "help", 'h', NULL, "this text", .type = HB_OPT_HELP },
+	{ 0 },
+};
+
+static const struct hb_opt_prog prog = {
+	.name = "hbload",
+	.synopsis = "--server ADDR --port N --clients N --proto tcp|udp --interval S\n"
+		    "              --duration S [--json] [options]",
+	.about = "Simulates N heartbeating devices against an hbeat server and measures\n"
+		 "round-trip time from each heartbeat's scheduled send time (so neither a slow\n"
+		 "server nor a slow hbload can hide latency). Progress goes to stderr every\n"
+		 "second; the summary to stdout.\n",
+	.epilog = "Exit status: 0 the run completed (even if it measured losses or failures);\n"
+		  "1 bad arguments or local setup failure (rings, key store); 2 the server was\n"
+		  "unreachable or refused every client (no client ever authenticated).\n",
+	.opts = options,
+};
+
+void hbl_usage(FILE *f)
+{
+	hb_opt_help(&prog, f);
+}
+
+static void defaults(struct hbl_opts *o)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	memset(o, 0, sizeof(*o));
+	hb_opt_defaults(options, o);
+	o->threads = cpus > 0 && cpus < 64 ? (uint32_t)cpus : DEF_THREADS_NOCPU;
 }
 
 int hbl_parse_args(int argc, char **argv, struct hbl_opts *o)
 {
-	int c;
+	int rc;
 
 	defaults(o);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
-		if (c == 'h') {
-			hbl_usage(stdout);
-			return 1;
-		}
-		if (c == '?' || one(o, c, optarg)) {
-			fprintf(stderr, "try 'hbload --help'\n");
-			return -EINVAL;
-		}
-	}
-	if (optind < argc) {
-		hb_err("unexpected argument '%s'", argv[optind]);
-		return -EINVAL;
-	}
-	if (!o->server || !o->clients || o->interval_s < 0 || o->duration_s < 0) {
-		hb_err("--server, --clients, --interval and --duration are required "
-		       "(try 'hbload --help')");
-		return -EINVAL;
-	}
-	if (o->silent > o->clients) {
-		hb_err("--silent %u exceeds --clients %u", o->silent, o->clients);
-		return -EINVAL;
-	}
-	if (o->nsteps && o->step_settle_s >= o->step_s) {
-		hb_err("--step-settle %g leaves nothing of a %g s step to measure", o->step_settle_s,
-		       o->step_s);
-		return -EINVAL;
-	}
-	if (o->storm_at_s >= 0 && o->proto != HB_TCP) {
-		hb_err("--storm-at applies to TCP clients (a UDP session has no connection to drop)");
-		return -EINVAL;
-	}
+	rc = hb_opt_parse(&prog, argc, argv, o, NULL);
+	if (rc)
+		return rc;
+	if (o->silent > o->clients)
+		return hb_opt_error(&prog, "--silent %u exceeds --clients %u", o->silent,
+				    o->clients);
+	if (o->nsteps && o->step_settle_s >= o->step_s)
+		return hb_opt_error(&prog, "--step-settle %g leaves nothing of a %g s step to "
+				    "measure", o->step_settle_s, o->step_s);
+	if (o->storm_at_s >= 0 && o->proto != HB_TCP)
+		return hb_opt_error(&prog, "--storm-at applies to TCP clients (a UDP session has "
+				    "no connection to drop)");
 	return 0;
 }
 

@@ -4,6 +4,7 @@
 #define HBL_OPTS_H
 
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,7 +23,7 @@ struct hbl_opts {
 	enum hb_transport proto; /* --proto tcp|udp */
 	double interval_s; /* --interval: heartbeat period */
 	double duration_s; /* --duration: heartbeating time after setup */
-	int json; /* --json: one-line JSON summary on stdout */
+	bool json; /* --json: one-line JSON summary on stdout */
 	const char *keys; /* --keys: key store file (same format as hbd's) */
 	uint64_t first_device; /* --first-device: id of client 0 */
 	const char *source; /* --source: comma list of addresses and ranges A-B */
@@ -54,8 +55,8 @@ struct hbl_opts {
 			      * never) */
 	const char *events; /* --events: phase and window events, one line each, as they happen */
 	const char *hist; /* --hist: RTT histograms of the windows, written at the end */
-	int progress; /* progress line on stderr every second (--no-progress clears) */
-	int verbose; /* -v: debug logging */
+	bool progress; /* progress line on stderr every second (--no-progress clears) */
+	bool verbose; /* -v: debug logging */
 };
 
 /* Parses argv. Returns 0, 1 if --help was printed, or -EINVAL after printing what was wrong. */
