@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /* hbload internals: run configuration, per-ring context, per-client record, counters.
  *
- * Layers, top to bottom; a file calls only the files listed below it (tcp.c and udp.c, side
- * by side, never each other), so no two files call each other, even through others:
- *   main.c         arguments, key store, configuration, the summary (opts.c, report.c,
- *                  probe.c beside it)
+ * Layers, top to bottom. A file calls only files on the lines below its own (the files that
+ * share a line never call each other), so there is no call cycle:
+ *   main.c         configuration, key store, exit status
+ *   opts.c report.c probe.c   the command line; the summary; the start-up kernel check
  *   run.c          the main thread of a run: ring threads, phases, windows, results
  *   ring.c         a ring's thread: setup, the event loop, teardown
  *   dispatch.c     what each completion means, for the wire and for the session
@@ -317,7 +317,6 @@ void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_
 /* session.c: transport-independent client logic */
 void hbl_admit(struct hbl_ring *r, uint32_t l);
 void hbl_admit_run(struct hbl_ring *r, uint64_t now);
-void hbl_inflight_done(struct hbl_ring *r, uint32_t l);
 void hbl_set_ls(struct hbl_ring *r, uint32_t l, enum hbl_lstate ls);
 void hbl_wake(struct hbl_ring *r, uint32_t l, uint64_t now);
 void hbl_tcp_connect_done(struct hbl_ring *r, uint32_t l, int res, uint64_t now);
@@ -326,7 +325,6 @@ void hbl_session_lost(struct hbl_ring *r, uint32_t l, uint64_t now, int failed);
 void hbl_end_session(struct hbl_ring *r, uint32_t l, uint64_t now, enum hbl_after_close after);
 void hbl_tcp_close(struct hbl_ring *r, uint32_t l, enum hbl_after_close after);
 void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now);
-void hbl_retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t delay_ns);
 
 /* beat.c: what a client sends on its own schedule */
 uint64_t hbl_interval_ns(const struct hbl_ring *r);

@@ -15,7 +15,7 @@
 #include "hbload.h"
 #include "log.h"
 
-void hbl_inflight_done(struct hbl_ring *r, uint32_t l)
+static void inflight_done(struct hbl_ring *r, uint32_t l)
 {
 	if (r->cl[l].flags & HBL_F_INFLIGHT) {
 		r->cl[l].flags &= ~HBL_F_INFLIGHT;
@@ -33,7 +33,7 @@ void hbl_set_ls(struct hbl_ring *r, uint32_t l, enum hbl_lstate ls)
 	if (ls == HBL_LS_AUTHED && c->ls != HBL_LS_AUTHED)
 		HBL_INC(r, authed_now);
 	if (ls != HBL_LS_CONNECTING && ls != HBL_LS_HELLO)
-		hbl_inflight_done(r, l);
+		inflight_done(r, l);
 	if (ls == HBL_LS_DONE)
 		hbl_wheel_del(&r->wheel, l);
 	c->ls = (uint8_t)ls;
@@ -62,7 +62,7 @@ static void forget_session(struct hbl_ring *r, struct hbl_client *c)
 	hbc_reset(&c->c);
 }
 
-void hbl_retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t delay_ns)
+static void retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t delay_ns)
 {
 	if (r->phase != HBL_PH_RUN) {
 		hbl_set_ls(r, l, HBL_LS_DONE);
@@ -77,7 +77,7 @@ static void retry_backoff(struct hbl_ring *r, uint32_t l, uint64_t now)
 {
 	uint32_t ms = hbc_backoff_ms(&r->cl[l].c, &r->cfg->backoff, (uint32_t)hbl_rand(&r->rng));
 
-	hbl_retry_later(r, l, now, (uint64_t)ms * 1000000);
+	retry_later(r, l, now, (uint64_t)ms * 1000000);
 }
 
 /* The session (and for TCP the connection) is over; failed: it never got authenticated. */
@@ -114,7 +114,7 @@ void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now)
 	case HBL_AFTER_STORM:
 		forget_session(r, c);
 		c->c.attempt = 0;
-		hbl_retry_later(r, l, now, w ? hbl_rand(&r->rng) % w : 0);
+		retry_later(r, l, now, w ? hbl_rand(&r->rng) % w : 0);
 		break;
 	default:
 		hbl_session_lost(r, l, now, c->after == HBL_AFTER_FAILED);
@@ -245,7 +245,7 @@ static void start(struct hbl_ring *r, uint32_t l, uint64_t now)
 	if (udp_hello(r, l, now)) {
 		/* no send buffer right now: try again in a millisecond */
 		HBL_INC(r, send_stalls);
-		hbl_retry_later(r, l, now, 1000000);
+		retry_later(r, l, now, 1000000);
 	}
 }
 
