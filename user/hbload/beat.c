@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* What a client sends on its own: heartbeats (with their DATA and ECHO) on a fixed schedule,
- * and the BYE at the end of the run.
+/* What a client sends on its own schedule: heartbeats, with their DATA and ECHO.
  *
  * Heartbeat schedule (coordinated omission): beat_ns follows a fixed schedule, first beat
  * uniform in [WELCOME, WELCOME + interval), then interval * (1 +- jitter) apart, computed from
@@ -9,6 +8,7 @@
  */
 #include <string.h>
 
+#include "clock.h"
 #include "hbload.h"
 
 /* DATA/ECHO payload: a pattern derived from (device, seq), so an ECHO is checked without
@@ -37,13 +37,14 @@ uint64_t hbl_interval_ns(const struct hbl_ring *r)
 static uint64_t next_beat(struct hbl_ring *r, uint64_t b)
 {
 	double j = r->cfg->o.jitter;
-	double u = (double)(hbl_rand(r) >> 11) * 0x1.0p-53; /* [0, 1) */
+	double u = (double)(hbl_rand(&r->rng) >> 11) * 0x1.0p-53; /* [0, 1) */
 	double d = (double)hbl_interval_ns(r) * (1.0 + j * (2.0 * u - 1.0));
 
 	return b + (d < 1e6 ? 1000000 : (uint64_t)d);
 }
 
-static int flush(struct hbl_ring *r, uint32_t l, int id, unsigned len)
+/* Sends len bytes of send buffer id on client l's session, over whichever transport it uses. */
+int hbl_send(struct hbl_ring *r, uint32_t l, int id, unsigned len)
 {
 	return hbl_is_tcp(r) ? hbl_tcp_send(r, l, id, len) : hbl_udp_send(r, l, id, len);
 }
@@ -82,7 +83,7 @@ static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t
 			 * tell a slow hbload from a slow server
 			 */
 			if (c->beat_ns >= __atomic_load_n(&r->sh->measure_from_ns, __ATOMIC_RELAXED))
-				hb_hist_add(&r->lag, (hbl_now() - c->beat_ns) / 1000);
+				hb_hist_add(&r->lag, (hb_mono_ns() - c->beat_ns) / 1000);
 		}
 		return n;
 	}
@@ -125,13 +126,13 @@ void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now)
 		for (unsigned i = 0; i < nk; i++)
 			size += (unsigned)hb_frame_size((enum hb_transport)o->proto,
 							kinds[i] == HB_PING ? 8 : (uint16_t)o->payload);
-		if (tcp && id < 0 && (id = hbl_sbuf_get(r)) < 0) {
+		if (tcp && id < 0 && (id = hbl_sbuf_get(&r->sb)) < 0) {
 			stalled = 1;
 			break;
 		}
 		if (tcp && len + size > HBL_SBUF_SIZE)
 			break; /* the rest goes out with the next send */
-		if (!tcp && r->nsfree < nk) {
+		if (!tcp && r->sb.nfree < nk) {
 			stalled = 1;
 			break;
 		}
@@ -140,19 +141,19 @@ void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now)
 			int n;
 
 			if (!tcp) {
-				id = hbl_sbuf_get(r);
+				id = hbl_sbuf_get(&r->sb);
 				len = 0;
 			}
-			n = build(r, c, kinds[i], hbl_sbuf(r, id) + len, HBL_SBUF_SIZE - len);
+			n = build(r, c, kinds[i], hbl_sbuf(&r->sb, id) + len, HBL_SBUF_SIZE - len);
 			if (n > 0)
 				len += (unsigned)n;
 			else
 				HBL_INC(r, errors);
 			if (!tcp) {
 				if (len)
-					flush(r, l, id, len);
+					hbl_send(r, l, id, len);
 				else
-					hbl_sbuf_put(r, id);
+					hbl_sbuf_put(&r->sb, id);
 				id = -1;
 			}
 		}
@@ -160,9 +161,9 @@ void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now)
 	}
 	if (id >= 0) {
 		if (len)
-			flush(r, l, id, len);
+			hbl_send(r, l, id, len);
 		else
-			hbl_sbuf_put(r, id);
+			hbl_sbuf_put(&r->sb, id);
 	}
 	/* after a stall longer than the catch-up allows, the missed beats are skipped, counted */
 	while (!stalled && k >= HBL_MAX_CATCHUP && c->beat_ns <= now) {
@@ -177,33 +178,3 @@ out:
 		hbl_wheel_set(&r->wheel, l, c->beat_ns > now ? c->beat_ns : now + 1000000);
 	}
 }
-
-/* Our BYE at the end of the run. TCP then waits (bounded) for the server to close. */
-void hbl_send_bye(struct hbl_ring *r, uint32_t l, uint64_t now)
-{
-	struct hbl_client *c = &r->cl[l];
-	int id, n;
-
-	if (hbl_is_tcp(r) && (c->flags & HBL_F_SENDING)) {
-		hbl_wheel_set(&r->wheel, l, now + 1000000);
-		return;
-	}
-	id = hbl_sbuf_get(r);
-	if (id < 0) {
-		hbl_wheel_set(&r->wheel, l, now + 1000000);
-		return;
-	}
-	n = hbc_bye(&c->c, hbl_sbuf(r, id), HBL_SBUF_SIZE, HB_BYE_NORMAL);
-	if (n < 0) {
-		hbl_sbuf_put(r, id);
-		hbl_end_session(r, l, now, HBL_AFTER_DONE);
-		return;
-	}
-	HBL_INC(r, bye_sent);
-	flush(r, l, id, (unsigned)n);
-	if (hbl_is_tcp(r))
-		hbl_wheel_set(&r->wheel, l, now + HBL_BYE_WAIT_NS);
-	else
-		hbl_end_session(r, l, now, HBL_AFTER_DONE);
-}
-

@@ -1,6 +1,25 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /* hbload internals: run configuration, per-ring context, per-client record, counters.
  *
+ * Layers, top to bottom. A file calls only files on the lines below its own (the files that
+ * share a line never call each other), so there is no call cycle:
+ *   main.c         configuration, key store, exit status
+ *   opts.c report.c probe.c   the command line; the summary; the start-up kernel check
+ *   run.c          the main thread of a run: ring threads, phases, windows, results
+ *   ring.c         a ring's thread: setup, the event loop, teardown
+ *   dispatch.c     what each completion means, for the wire and for the session
+ *   sweep.c        passes over every client: storm, rate change, BYE
+ *   replies.c      what a client does with each frame from the server
+ *   session.c      session lifecycle: admission, HELLO, end, retry, BYE, wakeups
+ *   beat.c         heartbeats on their fixed schedule
+ *   tcp.c udp.c    transports: a session's wire I/O (SQEs, stream reassembly, the UDP pool)
+ *   uring.c        ring plumbing: SQEs, the provided receive-buffer ring, errno counts
+ *   utilities      sbuf (send buffers), rand.h, wakeups (the wheel), tokmap, window;
+ *                  user/common (clock.h, hbclient, proto, hist, auth, log)
+ * Upward news (a connection opened, a frame arrived, the server closed) travels in
+ * completions, and completions are read by dispatch.c, above both the transports and the
+ * sessions: so nothing below ever calls up, with no callback table on the per-heartbeat path.
+ *
  * Threads: one per ring. A ring owns its clients (every R-th client of the run, so --silent and
  * --source spread evenly), its fixed-file table, its provided-buffer ring, its send buffers,
  * its timing wheel and its counters. Rings share only the read-only configuration and the
@@ -24,6 +43,8 @@
 #include "hbclient.h"
 #include "hist.h"
 #include "opts.h"
+#include "rand.h"
+#include "sbuf.h"
 #include "tokmap.h"
 #include "wakeups.h"
 #include "window.h"
@@ -43,8 +64,6 @@ _Static_assert(HBL_MAX_STEPS_OPT == HBL_MAX_STEPS, "one limit for --steps and th
 #define HBL_CQE_BATCH 4096 /* CQEs reaped per iteration */
 #define HBL_RBUF_COUNT 1024 /* provided receive buffers per ring (power of two) */
 #define HBL_RBUF_SIZE 2048 /* > HB_MAX_FRAME: a datagram is never truncated */
-#define HBL_SBUF_COUNT 4096 /* send buffers per ring */
-#define HBL_SBUF_SIZE 512 /* a TCP heartbeat batch: overdue PINGs (+ DATA/ECHO) that fit */
 #define HBL_CARRY_CAP (HB_MAX_FRAME + HBL_RBUF_SIZE) /* partial frame + one receive */
 /* one heartbeat with its DATA and ECHO always fits one send buffer, or it could never leave */
 _Static_assert(HB_PING_UDP_BYTES + 2 * (HB_TOKEN_LEN + 8 + HBL_MAX_PAYLOAD) <= HBL_SBUF_SIZE,
@@ -157,7 +176,9 @@ enum hbl_after_close {
 #define HBL_F_INFLIGHT 0x20 /* counted in the ring's connects+HELLOs in flight */
 #define HBL_F_QUEUED 0x40 /* in the admission queue */
 
-/* One simulated device. 80 bytes; with the wheel's 20 bytes a ring spends ~100 B a client. */
+/* One simulated device. A ring holds one per client (with its wheel entry), so every field
+ * counts at a million clients: keep it small.
+ */
 struct hbl_client {
 	struct hbc c;
 	uint64_t beat_ns; /* scheduled time of the next heartbeat: the fixed schedule */
@@ -226,9 +247,7 @@ struct hbl_ring {
 	size_t br_bytes;
 	uint8_t *rbufs;
 	unsigned rbuf_returns; /* buffers added since the last advance */
-	uint8_t *sbufs;
-	uint16_t *sfree; /* free send buffer ids (stack) */
-	unsigned nsfree;
+	struct hbl_sbufs sb;
 
 	uint32_t n; /* clients in this ring */
 	struct hbl_client *cl;
@@ -238,7 +257,7 @@ struct hbl_ring {
 	uint32_t inflight, inflight_max;
 	double tokens; /* --connect-rate bucket */
 	uint64_t tokens_ns;
-	uint64_t rng;
+	uint64_t rng; /* hbl_rand() state */
 	int phase; /* the phase this ring has acted on */
 	int stormed;
 	int sweep; /* enum hbl_sweep: a pass over every client, HBL_SWEEP_BATCH at a time */
@@ -272,62 +291,91 @@ static inline int hbl_is_tcp(const struct hbl_ring *r)
 	return r->cfg->o.proto == HB_TCP;
 }
 
+/* Client l of a ring is client l * rings + id of the run. */
+static inline uint64_t hbl_global_index(const struct hbl_ring *r, uint32_t l)
+{
+	return (uint64_t)l * r->cfg->rings + r->id;
+}
+
+/* Prototypes by file, top layer first (see the top of this file). */
+
 /* ring.c */
 void *hbl_ring_main(void *arg);
-struct io_uring_sqe *hbl_sqe(struct hbl_ring *r);
-void hbl_sq_reserve(struct hbl_ring *r, unsigned n);
-int hbl_sbuf_get(struct hbl_ring *r);
-uint8_t *hbl_sbuf(struct hbl_ring *r, int id);
-void hbl_sbuf_put(struct hbl_ring *r, int id);
-void hbl_rbuf_return(struct hbl_ring *r, unsigned bid);
-uint8_t *hbl_rbuf(struct hbl_ring *r, unsigned bid);
-uint64_t hbl_now(void);
-uint64_t hbl_rand(struct hbl_ring *r);
-uint64_t hbl_global_index(const struct hbl_ring *r, uint32_t l);
-void hbl_admit(struct hbl_ring *r, uint32_t l);
-void hbl_inflight_done(struct hbl_ring *r, uint32_t l);
 
-/* session.c: transport-independent client logic */
-void hbl_wake(struct hbl_ring *r, uint32_t l, uint64_t now);
-void hbl_start(struct hbl_ring *r, uint32_t l, uint64_t now);
-int hbl_build_hello(struct hbl_ring *r, uint32_t l, uint8_t *buf, size_t cap);
-void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_t now);
-void hbl_set_ls(struct hbl_ring *r, uint32_t l, enum hbl_lstate ls);
-void hbl_session_lost(struct hbl_ring *r, uint32_t l, uint64_t now, int failed);
-void hbl_end_session(struct hbl_ring *r, uint32_t l, uint64_t now, enum hbl_after_close after);
-void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now);
-void hbl_retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t delay_ns);
+/* dispatch.c */
+void hbl_dispatch(struct hbl_ring *r, const struct io_uring_cqe *cqe, uint64_t now);
 
-/* probe.c: the kernel has what hbload needs (logs what is missing) */
-int hbl_probe_kernel(const struct hbl_cfg *cfg);
-
-/* beat.c: what a client sends on its own schedule */
-uint64_t hbl_interval_ns(const struct hbl_ring *r);
-void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now);
-void hbl_send_bye(struct hbl_ring *r, uint32_t l, uint64_t now);
-void hbl_pattern(uint8_t *p, unsigned len, uint64_t dev, uint16_t seq);
-
-/* sweep.c: passes over all clients (storm, BYE) */
+/* sweep.c: passes over all clients (storm, rate change, BYE) */
 void hbl_phase_change(struct hbl_ring *r, int phase, uint64_t now);
 void hbl_storm(struct hbl_ring *r, uint64_t now);
 void hbl_rate_change(struct hbl_ring *r);
 void hbl_sweep(struct hbl_ring *r, uint64_t now);
-void hbl_count_errno(struct hbl_ring *r, int res);
+
+/* replies.c */
+void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_t now);
+
+/* session.c: transport-independent client logic */
+void hbl_admit(struct hbl_ring *r, uint32_t l);
+void hbl_admit_run(struct hbl_ring *r, uint64_t now);
+void hbl_set_ls(struct hbl_ring *r, uint32_t l, enum hbl_lstate ls);
+void hbl_wake(struct hbl_ring *r, uint32_t l, uint64_t now);
+void hbl_tcp_connect_done(struct hbl_ring *r, uint32_t l, int res, uint64_t now);
+void hbl_send_bye(struct hbl_ring *r, uint32_t l, uint64_t now);
+void hbl_session_lost(struct hbl_ring *r, uint32_t l, uint64_t now, int failed);
+void hbl_end_session(struct hbl_ring *r, uint32_t l, uint64_t now, enum hbl_after_close after);
+void hbl_tcp_close(struct hbl_ring *r, uint32_t l, enum hbl_after_close after);
+void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now);
+
+/* beat.c: what a client sends on its own schedule */
+uint64_t hbl_interval_ns(const struct hbl_ring *r);
+void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now);
+int hbl_send(struct hbl_ring *r, uint32_t l, int id, unsigned len);
+void hbl_pattern(uint8_t *p, unsigned len, uint64_t dev, uint16_t seq);
 
 /* tcp.c */
 void hbl_tcp_connect(struct hbl_ring *r, uint32_t l);
-void hbl_tcp_close(struct hbl_ring *r, uint32_t l, enum hbl_after_close after);
+void hbl_tcp_arm_recv(struct hbl_ring *r, uint32_t l);
 int hbl_tcp_send(struct hbl_ring *r, uint32_t l, int buf, unsigned len);
-void hbl_tcp_cqe(struct hbl_ring *r, const struct io_uring_cqe *cqe, uint64_t now);
+/* Cancels what is armed on the slot and closes it; the close's CQE ends the connection. */
+void hbl_tcp_submit_close(struct hbl_ring *r, uint32_t l);
+/* The close completed: the slot, its send flag and any partial frame are released. */
+void hbl_tcp_close_done(struct hbl_ring *r, uint32_t l);
+/* Reassembly of one receive: begin with its bytes, then take frames until next returns 0 (the
+ * rest, a partial frame, is kept for the next receive) or a negative errno (the carry would
+ * overflow, a malformed frame, no memory): the stream cannot go on. Stop early, without
+ * calling next again, when a frame ended the connection.
+ */
+struct hbl_tcp_rx {
+	const uint8_t *p; /* the receive buffer, or the carry when a partial frame was pending */
+	size_t avail, off;
+};
+int hbl_tcp_rx_begin(struct hbl_ring *r, uint32_t l, const uint8_t *data, size_t n,
+		     struct hbl_tcp_rx *rx);
+int hbl_tcp_rx_next(struct hbl_ring *r, uint32_t l, struct hbl_tcp_rx *rx, struct hb_frame *f);
 
 /* udp.c */
 int hbl_udp_init(struct hbl_ring *r);
 void hbl_udp_free(struct hbl_ring *r);
 void hbl_udp_open_sockets(struct hbl_ring *r);
-int hbl_udp_hello(struct hbl_ring *r, uint32_t l, uint64_t now);
+void hbl_udp_arm_recv(struct hbl_ring *r, uint32_t s);
+void hbl_udp_socket_ready(struct hbl_ring *r, uint32_t s, int res);
+void hbl_udp_claim(struct hbl_ring *r, uint32_t l);
 void hbl_udp_release(struct hbl_ring *r, uint32_t l, uint64_t now, int timed_out);
 int hbl_udp_send(struct hbl_ring *r, uint32_t l, int buf, unsigned len);
-void hbl_udp_cqe(struct hbl_ring *r, const struct io_uring_cqe *cqe, uint64_t now);
+uint32_t hbl_udp_match(struct hbl_ring *r, uint32_t s, const uint8_t *p, size_t n,
+		       struct hb_frame *f);
 void hbl_udp_tick(struct hbl_ring *r, uint64_t now);
+
+/* uring.c: ring plumbing */
+struct io_uring_sqe *hbl_sqe(struct hbl_ring *r);
+void hbl_sq_reserve(struct hbl_ring *r, unsigned n);
+int hbl_rbufs_setup(struct hbl_ring *r);
+void hbl_rbufs_free(struct hbl_ring *r);
+uint8_t *hbl_rbuf(struct hbl_ring *r, unsigned bid);
+void hbl_rbuf_return(struct hbl_ring *r, unsigned bid);
+void hbl_count_errno(struct hbl_ring *r, int res);
+
+/* probe.c: the kernel has what hbload needs (logs what is missing) */
+int hbl_probe_kernel(const struct hbl_cfg *cfg);
 
 #endif

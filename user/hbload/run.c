@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 
 #define TICK_NS 20000000ULL /* main thread poll period */
@@ -109,13 +110,13 @@ static int start_rings(struct hbl_cfg *cfg, struct hbl_shared *sh, struct hbl_ri
 
 static int wait_rings_ready(struct hbl_cfg *cfg, struct hbl_ring *rings)
 {
-	uint64_t deadline = hbl_now() + INIT_WAIT_NS;
+	uint64_t deadline = hb_mono_ns() + INIT_WAIT_NS;
 
 	for (unsigned i = 0; i < cfg->rings; i++) {
 		int rc;
 
 		while ((rc = __atomic_load_n(&rings[i].init_rc, __ATOMIC_ACQUIRE)) == 1) {
-			if (hbl_now() > deadline) {
+			if (hb_mono_ns() > deadline) {
 				hb_err("ring %u did not finish its setup in time", i);
 				return -1;
 			}
@@ -370,7 +371,7 @@ int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res)
 		free(rings);
 		return -1;
 	}
-	cfg->t0_ns = hbl_now();
+	cfg->t0_ns = hb_mono_ns();
 	if (start_rings(cfg, &sh, rings) || wait_rings_ready(cfg, rings)) {
 		join_rings(cfg, &sh, rings);
 		if (tl.events)
@@ -384,7 +385,7 @@ int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res)
 		uint64_t now;
 
 		nanosleep(&(struct timespec){ .tv_nsec = TICK_NS }, NULL);
-		now = hbl_now();
+		now = hb_mono_ns();
 		hbl_stats_sum(rings, cfg->rings, &t);
 		/* first Ctrl-C/SIGTERM: finish gracefully now; second: leave at once */
 		if (stop_requests > handled_stops) {
@@ -464,7 +465,7 @@ int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res)
 		hb_hist_merge(&res->lag, &rings[i].lag);
 	}
 	if (!tl.setup_done) {
-		res->setup_s = (double)(hbl_now() - cfg->t0_ns) / 1e9;
+		res->setup_s = (double)(hb_mono_ns() - cfg->t0_ns) / 1e9;
 		res->unreachable = !res->tot.connected;
 	}
 	if (tl.setup_done && drain_start > tl.setup_done)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Client sessions, whatever the transport: admission, HELLO, replies, retries and backoff.
+/* Client sessions, whatever the transport: admission, HELLO, the end of a session, retries
+ * and backoff, the BYE, and what each wheel wakeup means.
  *
  * Session lifecycle (hbl_client.ls): WAIT -> (admission) CONNECTING -> HELLO -> AUTHED, and
  * from any of them to CLOSING (TCP) and back to WAIT after a backoff, or to DONE. Each client
@@ -9,11 +10,18 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "hbload.h"
 #include "log.h"
 
+static void inflight_done(struct hbl_ring *r, uint32_t l)
+{
+	if (r->cl[l].flags & HBL_F_INFLIGHT) {
+		r->cl[l].flags &= ~HBL_F_INFLIGHT;
+		r->inflight--;
+	}
+}
 
 /* Moves a client to a new lifecycle state, keeping the gauges and the in-flight count right. */
 void hbl_set_ls(struct hbl_ring *r, uint32_t l, enum hbl_lstate ls)
@@ -25,33 +33,23 @@ void hbl_set_ls(struct hbl_ring *r, uint32_t l, enum hbl_lstate ls)
 	if (ls == HBL_LS_AUTHED && c->ls != HBL_LS_AUTHED)
 		HBL_INC(r, authed_now);
 	if (ls != HBL_LS_CONNECTING && ls != HBL_LS_HELLO)
-		hbl_inflight_done(r, l);
+		inflight_done(r, l);
 	if (ls == HBL_LS_DONE)
 		hbl_wheel_del(&r->wheel, l);
 	c->ls = (uint8_t)ls;
 }
 
-void hbl_count_errno(struct hbl_ring *r, int res)
+/* Queues a client for admission (at most once). */
+void hbl_admit(struct hbl_ring *r, uint32_t l)
 {
-	switch (-res) {
-	case ECANCELED:
-		break; /* a consequence of another failure, counted there */
-	case EADDRNOTAVAIL:
-	case EADDRINUSE:
-		HBL_INC(r, err_addrnotavail);
-		break;
-	case ECONNREFUSED:
-		HBL_INC(r, err_connrefused);
-		break;
-	case ETIME:
-	case ETIMEDOUT:
-		HBL_INC(r, err_timeout);
-		break;
-	default:
-		hb_dbg("ring %u: %s", r->id, strerror(-res));
-		HBL_INC(r, err_other);
-		break;
-	}
+	struct hbl_client *c = &r->cl[l];
+
+	c->ls = HBL_LS_WAIT;
+	hbl_wheel_del(&r->wheel, l);
+	if (c->flags & HBL_F_QUEUED)
+		return;
+	c->flags |= HBL_F_QUEUED;
+	r->queue[(r->qhead + r->qlen++) % r->n] = l;
 }
 
 /* Clears the protocol state of a session that ended; PINGs it still had outstanding can no
@@ -64,7 +62,7 @@ static void forget_session(struct hbl_ring *r, struct hbl_client *c)
 	hbc_reset(&c->c);
 }
 
-void hbl_retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t delay_ns)
+static void retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t delay_ns)
 {
 	if (r->phase != HBL_PH_RUN) {
 		hbl_set_ls(r, l, HBL_LS_DONE);
@@ -77,9 +75,9 @@ void hbl_retry_later(struct hbl_ring *r, uint32_t l, uint64_t now, uint64_t dela
 
 static void retry_backoff(struct hbl_ring *r, uint32_t l, uint64_t now)
 {
-	uint32_t ms = hbc_backoff_ms(&r->cl[l].c, &r->cfg->backoff, (uint32_t)hbl_rand(r));
+	uint32_t ms = hbc_backoff_ms(&r->cl[l].c, &r->cfg->backoff, (uint32_t)hbl_rand(&r->rng));
 
-	hbl_retry_later(r, l, now, (uint64_t)ms * 1000000);
+	retry_later(r, l, now, (uint64_t)ms * 1000000);
 }
 
 /* The session (and for TCP the connection) is over; failed: it never got authenticated. */
@@ -102,6 +100,50 @@ void hbl_session_lost(struct hbl_ring *r, uint32_t l, uint64_t now, int failed)
 		retry_backoff(r, l, now);
 }
 
+/* TCP: the slot is closed; act on what the close was for. */
+void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now)
+{
+	struct hbl_client *c = &r->cl[l];
+	uint64_t w = r->cfg->storm_window_ns;
+
+	switch (c->after) {
+	case HBL_AFTER_DONE:
+		forget_session(r, c);
+		hbl_set_ls(r, l, HBL_LS_DONE);
+		break;
+	case HBL_AFTER_STORM:
+		forget_session(r, c);
+		c->c.attempt = 0;
+		retry_later(r, l, now, w ? hbl_rand(&r->rng) % w : 0);
+		break;
+	default:
+		hbl_session_lost(r, l, now, c->after == HBL_AFTER_FAILED);
+		break;
+	}
+}
+
+/* Ends a TCP session by closing its connection; what follows (after) happens when the close
+ * completes (hbl_closed). A client already closing only learns that it is done.
+ */
+void hbl_tcp_close(struct hbl_ring *r, uint32_t l, enum hbl_after_close after)
+{
+	struct hbl_client *c = &r->cl[l];
+
+	if (c->ls == HBL_LS_CLOSING) {
+		if (after == HBL_AFTER_DONE)
+			c->after = HBL_AFTER_DONE;
+		return;
+	}
+	c->after = (uint8_t)after;
+	hbl_set_ls(r, l, HBL_LS_CLOSING);
+	hbl_wheel_del(&r->wheel, l);
+	if (!(c->flags & HBL_F_OPEN)) {
+		hbl_closed(r, l, hb_mono_ns());
+		return;
+	}
+	hbl_tcp_submit_close(r, l);
+}
+
 /* Ends a session from our side: TCP closes the slot (the rest happens when the close
  * completes), UDP just forgets it.
  */
@@ -122,7 +164,75 @@ void hbl_end_session(struct hbl_ring *r, uint32_t l, uint64_t now, enum hbl_afte
 	hbl_session_lost(r, l, now, after == HBL_AFTER_FAILED);
 }
 
-void hbl_start(struct hbl_ring *r, uint32_t l, uint64_t now)
+/* The HELLO of client l into buf; its length or a negative errno (-ENOENT: the device is not
+ * in the key store, said once per ring).
+ */
+static int build_hello(struct hbl_ring *r, uint32_t l, uint8_t *buf, size_t cap)
+{
+	struct hbl_client *c = &r->cl[l];
+	uint8_t secret[HB_SECRET_MAX];
+	int slen, n;
+
+	slen = hb_keystore_secret(r->cfg->ks, c->c.device_id, secret);
+	if (slen == -ENOENT && !r->warned_key++)
+		hb_err("device %llu is not in the key store: its clients cannot authenticate",
+		       (unsigned long long)c->c.device_id);
+	if (slen < 0)
+		return slen;
+	n = hbc_hello(&c->c, buf, cap, secret, (size_t)slen, hb_realtime_ms());
+	memset(secret, 0, sizeof(secret));
+	return n;
+}
+
+/* UDP: the HELLO goes out through a free pool socket. -ENOBUFS: no send buffer right now. */
+static int udp_hello(struct hbl_ring *r, uint32_t l, uint64_t now)
+{
+	int id = hbl_sbuf_get(&r->sb), n;
+
+	if (id < 0)
+		return -ENOBUFS;
+	hbl_udp_claim(r, l);
+	n = build_hello(r, l, hbl_sbuf(&r->sb, id), HBL_SBUF_SIZE);
+	if (n < 0) {
+		hbl_sbuf_put(&r->sb, id);
+		hbl_udp_release(r, l, now, 0);
+		HBL_INC(r, errors);
+		hbl_set_ls(r, l, HBL_LS_DONE);
+		return 0;
+	}
+	hbl_udp_send(r, l, id, (unsigned)n);
+	hbl_set_ls(r, l, HBL_LS_HELLO);
+	hbl_wheel_set(&r->wheel, l, now + r->cfg->hello_timeout_ns);
+	return 0;
+}
+
+/* TCP: the connect chain completed (res: its result). Connected: arm the recv, send HELLO. */
+void hbl_tcp_connect_done(struct hbl_ring *r, uint32_t l, int res, uint64_t now)
+{
+	int id, n;
+
+	if (res < 0) {
+		hbl_count_errno(r, res);
+		HBL_INC(r, connect_failed);
+		hbl_tcp_close(r, l, HBL_AFTER_FAILED);
+		return;
+	}
+	hbl_tcp_arm_recv(r, l);
+	id = hbl_sbuf_get(&r->sb);
+	n = id < 0 ? -ENOBUFS : build_hello(r, l, hbl_sbuf(&r->sb, id), HBL_SBUF_SIZE);
+	if (n < 0) {
+		if (id >= 0)
+			hbl_sbuf_put(&r->sb, id);
+		HBL_INC(r, errors);
+		hbl_tcp_close(r, l, n == -ENOENT ? HBL_AFTER_DONE : HBL_AFTER_FAILED);
+		return;
+	}
+	hbl_tcp_send(r, l, id, (unsigned)n);
+	hbl_set_ls(r, l, HBL_LS_HELLO);
+	hbl_wheel_set(&r->wheel, l, now + r->cfg->hello_timeout_ns);
+}
+
+static void start(struct hbl_ring *r, uint32_t l, uint64_t now)
 {
 	HBL_INC(r, attempts);
 	r->cl[l].gen++;
@@ -132,30 +242,75 @@ void hbl_start(struct hbl_ring *r, uint32_t l, uint64_t now)
 		return;
 	}
 	hbl_set_ls(r, l, HBL_LS_CONNECTING);
-	if (hbl_udp_hello(r, l, now)) {
+	if (udp_hello(r, l, now)) {
 		/* no send buffer right now: try again in a millisecond */
 		HBL_INC(r, send_stalls);
-		hbl_retry_later(r, l, now, 1000000);
+		retry_later(r, l, now, 1000000);
 	}
 }
 
-int hbl_build_hello(struct hbl_ring *r, uint32_t l, uint8_t *buf, size_t cap)
+/* Starts queued sessions within the in-flight bound and the connect rate. */
+void hbl_admit_run(struct hbl_ring *r, uint64_t now)
 {
-	struct hbl_client *c = &r->cl[l];
-	uint8_t secret[HB_SECRET_MAX];
-	struct timespec ts;
-	int slen, n;
+	double rate = r->cfg->o.connect_rate / r->cfg->rings;
 
-	slen = hb_keystore_secret(r->cfg->ks, c->c.device_id, secret);
-	if (slen < 0)
-		return slen;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	n = hbc_hello(&c->c, buf, cap, secret, (size_t)slen,
-		      (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
-	memset(secret, 0, sizeof(secret));
-	return n;
+	if (r->phase != HBL_PH_RUN)
+		return;
+	if (rate > 0) {
+		r->tokens += (double)(now - r->tokens_ns) * 1e-9 * rate;
+		/* a burst of at most 10 ms worth, and never less than one connect */
+		if (r->tokens > rate / 100 + 1)
+			r->tokens = rate / 100 + 1;
+		r->tokens_ns = now;
+	}
+	while (r->qlen && r->inflight < r->inflight_max && (rate <= 0 || r->tokens >= 1)) {
+		uint32_t l;
+
+		if (r->cfg->o.proto == HB_UDP && !r->nufree)
+			break;
+		l = r->queue[r->qhead];
+		r->qhead = (r->qhead + 1) % r->n;
+		r->qlen--;
+		r->cl[l].flags &= ~HBL_F_QUEUED;
+		if (r->cl[l].ls != HBL_LS_WAIT)
+			continue;
+		r->cl[l].flags |= HBL_F_INFLIGHT;
+		r->inflight++;
+		start(r, l, now);
+		r->tokens -= 1;
+	}
 }
 
+/* Our BYE at the end of the run. TCP then waits (bounded) for the server to close. */
+void hbl_send_bye(struct hbl_ring *r, uint32_t l, uint64_t now)
+{
+	struct hbl_client *c = &r->cl[l];
+	int id, n;
+
+	if (hbl_is_tcp(r) && (c->flags & HBL_F_SENDING)) {
+		hbl_wheel_set(&r->wheel, l, now + 1000000);
+		return;
+	}
+	id = hbl_sbuf_get(&r->sb);
+	if (id < 0) {
+		hbl_wheel_set(&r->wheel, l, now + 1000000);
+		return;
+	}
+	n = hbc_bye(&c->c, hbl_sbuf(&r->sb, id), HBL_SBUF_SIZE, HB_BYE_NORMAL);
+	if (n < 0) {
+		hbl_sbuf_put(&r->sb, id);
+		hbl_end_session(r, l, now, HBL_AFTER_DONE);
+		return;
+	}
+	HBL_INC(r, bye_sent);
+	hbl_send(r, l, id, (unsigned)n);
+	if (hbl_is_tcp(r))
+		hbl_wheel_set(&r->wheel, l, now + HBL_BYE_WAIT_NS);
+	else
+		hbl_end_session(r, l, now, HBL_AFTER_DONE);
+}
+
+/* The client's wheel entry is due: what that means depends on where it is (see the top). */
 void hbl_wake(struct hbl_ring *r, uint32_t l, uint64_t now)
 {
 	struct hbl_client *c = &r->cl[l];
@@ -187,127 +342,6 @@ void hbl_wake(struct hbl_ring *r, uint32_t l, uint64_t now)
 		}
 		break;
 	default:
-		break;
-	}
-}
-
-static void on_welcome(struct hbl_ring *r, uint32_t l, uint64_t now)
-{
-	struct hbl_client *c = &r->cl[l];
-
-	if (!hbl_is_tcp(r)) {
-		hbl_udp_release(r, l, now, 0);
-		if (hbl_tokmap_put(&r->tm, c->c.token, l))
-			HBL_INC(r, errors);
-	}
-	hbl_set_ls(r, l, HBL_LS_AUTHED);
-	HBL_INC(r, authed);
-	if (!(c->flags & HBL_F_EVER)) {
-		c->flags |= HBL_F_EVER;
-		HBL_INC(r, connected);
-		HBL_ST_SET(&r->st, last_first_auth_ns, now);
-	} else {
-		HBL_INC(r, reconnects);
-	}
-	if (c->flags & HBL_F_STORM) {
-		c->flags &= ~HBL_F_STORM;
-		HBL_INC(r, storm_back);
-		if (r->st.storm_back == r->st.storm_dropped && r->sweep != HBL_SWEEP_STORM)
-			HBL_ST_SET(&r->st, storm_done_ns, now);
-	}
-	if (r->phase >= HBL_PH_BYE) {
-		hbl_send_bye(r, l, now);
-		return;
-	}
-	if (c->flags & HBL_F_SILENT || r->phase != HBL_PH_RUN) {
-		hbl_wheel_del(&r->wheel, l);
-		return;
-	}
-	/* first beat uniformly spread over one interval */
-	c->last_ns = now;
-	c->beat_ns = now + hbl_rand(r) % hbl_interval_ns(r);
-	hbl_wheel_set(&r->wheel, l, c->beat_ns);
-}
-
-void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_t now)
-{
-	struct hbl_client *c = &r->cl[l];
-	uint8_t want[HBL_MAX_PAYLOAD];
-	struct hbc_ev ev;
-
-	switch (hbc_input(&c->c, f, now, &ev)) {
-	case HBC_EV_WELCOME:
-		on_welcome(r, l, now);
-		break;
-	case HBC_EV_PONG: {
-		int w = hbl_window_of(&r->sh->win, ev.ts);
-
-		HBL_INC(r, pongs);
-		/* the echoed timestamp is the scheduled time: --warmup leaves early ones out */
-		if (ev.ts >= __atomic_load_n(&r->sh->measure_from_ns, __ATOMIC_RELAXED))
-			hb_hist_add(&r->rtt, ev.rtt_ns / 1000);
-		if (w >= 0) {
-			hb_hist_add(&r->win[w].rtt, ev.rtt_ns / 1000);
-			__atomic_store_n(&r->win[w].pongs, r->win[w].pongs + 1, __ATOMIC_RELEASE);
-		}
-		break;
-	}
-	case HBC_EV_ACK:
-		HBL_INC(r, data_acked);
-		break;
-	case HBC_EV_ECHO:
-		if (ev.len == r->cfg->o.payload &&
-		    (hbl_pattern(want, ev.len, c->c.device_id, ev.seq),
-		     !memcmp(want, ev.payload, ev.len)))
-			HBL_INC(r, echo_ok);
-		else
-			HBL_INC(r, echo_bad);
-		break;
-	case HBC_EV_BYE:
-		if (ev.code == HB_BYE_EXPIRED)
-			HBL_INC(r, expired);
-		else
-			HBL_INC(r, server_bye);
-		hbl_end_session(r, l, now, HBL_AFTER_RETRY);
-		break;
-	case HBC_EV_AUTH_FAILED:
-		HBL_INC(r, auth_failed);
-		if (c->flags & HBL_F_STORM)
-			HBL_INC(r, storm_failures);
-		hbl_end_session(r, l, now, HBL_AFTER_DONE);
-		break;
-	case HBC_EV_ERROR:
-		HBL_INC(r, server_error);
-		hbl_end_session(r, l, now, c->ls == HBL_LS_AUTHED ? HBL_AFTER_RETRY : HBL_AFTER_FAILED);
-		break;
-	case HBC_EV_STRAY:
-		HBL_INC(r, stray);
-		break;
-	case HBC_EV_PROTO:
-	default:
-		HBL_INC(r, errors);
-		break;
-	}
-}
-
-/* TCP: the slot is closed; act on what the close was for. */
-void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now)
-{
-	struct hbl_client *c = &r->cl[l];
-	uint64_t w = r->cfg->storm_window_ns;
-
-	switch (c->after) {
-	case HBL_AFTER_DONE:
-		forget_session(r, c);
-		hbl_set_ls(r, l, HBL_LS_DONE);
-		break;
-	case HBL_AFTER_STORM:
-		forget_session(r, c);
-		c->c.attempt = 0;
-		hbl_retry_later(r, l, now, w ? hbl_rand(r) % w : 0);
-		break;
-	default:
-		hbl_session_lost(r, l, now, c->after == HBL_AFTER_FAILED);
 		break;
 	}
 }

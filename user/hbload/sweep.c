@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Passes over every client of a ring: the reconnect storm, a heartbeat rate change and the
- * end-of-run BYE. A pass
- * visits HBL_SWEEP_BATCH clients per loop iteration, so the completions it causes (closes,
- * cancels, sends) never outrun the CQ.
+ * end-of-run BYE. A pass visits HBL_SWEEP_BATCH clients per loop iteration, so the completions
+ * it causes (closes, cancels, sends) never outrun the CQ.
  */
 #include "hbload.h"
 
@@ -29,11 +28,10 @@ void hbl_storm(struct hbl_ring *r, uint64_t now)
 /* A rate step (--steps) changed the interval. Every heartbeating client's wait for its next
  * beat is scaled by new / old interval: waits uniform over the old interval become uniform
  * over the new one, so the new rate holds at once (instead of after the old interval has run
- * out, 30 s at the default) and without a burst. Silence is capped in sweep_rate(). (Drawing
- * every next beat anew over the new interval left devices silent for up to old + new
- * interval: at 500k clients a ramp back to 30 s had 85k silent for over 45 s, and the server
- * rightly expired them. Keeping whichever beat came sooner doubled the rate for the first
- * seconds of each step.) Another sweep under way goes first.
+ * out) and without a burst. Silence is capped in sweep_rate(). (Drawing every next beat anew
+ * over the new interval leaves devices silent for up to old + new interval, long enough for
+ * the server to expire them, rightly; keeping whichever beat comes sooner doubles the rate
+ * for the first seconds of each step.) Another sweep under way goes first.
  */
 void hbl_rate_change(struct hbl_ring *r)
 {

@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* UDP clients on a ring: sessions share a pool of connected sockets and are told apart by the
+/* UDP wire I/O on a ring: sessions share a pool of connected sockets and are told apart by the
  * session token every frame carries.
  *
  * Why a pool and not a socket per client: a UDP session is its token plus the source address
  * and port it was admitted from (docs/PROTOCOL.md), so many sessions can share one socket, and
- * 500k sockets would cost 500k receive queues and ports for nothing. The pool (--udp-sockets
- * per ring, direct descriptors like TCP) still spreads sessions over many source ports, as a
- * fleet behind NATs would look. The one thing a shared socket cannot tell apart is a WELCOME
- * (it carries no device id): so each socket has at most one HELLO outstanding, and a WELCOME
- * belongs to that socket's pending client. After a HELLO times out its socket rests for
+ * a socket per client would cost a receive queue and a port per client for nothing. The pool
+ * (--udp-sockets per ring, direct descriptors like TCP) still spreads sessions over many source
+ * ports, as a fleet behind NATs would look. The one thing a shared socket cannot tell apart is
+ * a WELCOME (it carries no device id): so each socket has at most one HELLO outstanding, and a
+ * WELCOME belongs to that socket's pending client. After a HELLO times out its socket rests for
  * another timeout before taking a new HELLO, so a late WELCOME cannot be taken for someone
  * else's.
+ *
+ * Like tcp.c, this file submits, keeps the pool and matches datagrams to clients; what a
+ * completion means for a session is decided above it (dispatch.c).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -73,7 +76,7 @@ void hbl_udp_open_sockets(struct hbl_ring *r)
 	}
 }
 
-static void arm_recv(struct hbl_ring *r, uint32_t s)
+void hbl_udp_arm_recv(struct hbl_ring *r, uint32_t s)
 {
 	struct io_uring_sqe *sqe = hbl_sqe(r);
 
@@ -88,41 +91,26 @@ int hbl_udp_send(struct hbl_ring *r, uint32_t l, int buf, unsigned len)
 {
 	struct io_uring_sqe *sqe = hbl_sqe(r);
 
-	io_uring_prep_send(sqe, r->cl[l].sock, hbl_sbuf(r, buf), len, MSG_NOSIGNAL);
+	io_uring_prep_send(sqe, r->cl[l].sock, hbl_sbuf(&r->sb, buf), len, MSG_NOSIGNAL);
 	sqe->flags |= IOSQE_FIXED_FILE;
 	sqe->user_data = hbl_ud(HBL_OP_UDP_SEND, (uint16_t)buf, r->cl[l].gen, l);
 	return 0;
 }
 
-int hbl_udp_hello(struct hbl_ring *r, uint32_t l, uint64_t now)
+/* Takes a free pool socket for client l's HELLO: the socket's WELCOME will be l's. There is one
+ * whenever admission let the client start (it checks nufree).
+ */
+void hbl_udp_claim(struct hbl_ring *r, uint32_t l)
 {
-	struct hbl_client *c = &r->cl[l];
-	int id = hbl_sbuf_get(r), n;
-	uint32_t s;
+	uint32_t s = r->ufree[--r->nufree];
 
-	if (id < 0)
-		return -ENOBUFS;
-	s = r->ufree[--r->nufree];
 	r->us[s].pending = l;
-	c->sock = (uint16_t)s;
-	n = hbl_build_hello(r, l, hbl_sbuf(r, id), HBL_SBUF_SIZE);
-	if (n < 0) {
-		hbl_sbuf_put(r, id);
-		r->us[s].pending = HBL_NIL;
-		r->ufree[r->nufree++] = s;
-		if (n == -ENOENT && !r->warned_key++)
-			hb_err("device %llu is not in the key store: its clients cannot authenticate",
-			       (unsigned long long)c->c.device_id);
-		HBL_INC(r, errors);
-		hbl_set_ls(r, l, HBL_LS_DONE);
-		return 0;
-	}
-	hbl_udp_send(r, l, id, (unsigned)n);
-	hbl_set_ls(r, l, HBL_LS_HELLO);
-	hbl_wheel_set(&r->wheel, l, now + r->cfg->hello_timeout_ns);
-	return 0;
+	r->cl[l].sock = (uint16_t)s;
 }
 
+/* Gives back the socket of client l's HELLO (no-op if it has none); after a timeout it rests
+ * first, so a late WELCOME cannot be taken for the next client's.
+ */
 void hbl_udp_release(struct hbl_ring *r, uint32_t l, uint64_t now, int timed_out)
 {
 	uint32_t s = r->cl[l].sock;
@@ -149,32 +137,34 @@ void hbl_udp_tick(struct hbl_ring *r, uint64_t now)
 	}
 }
 
-/* One datagram from socket s: find its client by token (or, for a WELCOME or an ERROR
- * refusing a HELLO, by the socket's pending HELLO).
+/* Decodes one datagram from socket s and finds its client by token (or, for a WELCOME or an
+ * ERROR refusing a HELLO, by the socket's pending HELLO). Returns the client, or HBL_NIL for a
+ * malformed or stray datagram (counted).
  */
-static void on_dgram(struct hbl_ring *r, uint32_t s, const uint8_t *p, size_t n, uint64_t now)
+uint32_t hbl_udp_match(struct hbl_ring *r, uint32_t s, const uint8_t *p, size_t n,
+		       struct hb_frame *f)
 {
-	struct hb_frame f;
 	uint32_t l;
-	int rc = hb_decode_dgram(p, n, &f);
+	int rc = hb_decode_dgram(p, n, f);
 
 	if (rc) {
 		hb_dbg("bad datagram from server: %s", hb_decode_str(rc));
 		HBL_INC(r, errors);
-		return;
+		return HBL_NIL;
 	}
-	if (f.type == HB_WELCOME || !f.token)
+	if (f->type == HB_WELCOME || !f->token)
 		l = r->us[s].pending;
 	else
-		l = hbl_tokmap_get(&r->tm, f.token);
+		l = hbl_tokmap_get(&r->tm, f->token);
 	if (l == HBL_NIL || r->cl[l].sock != s) {
 		HBL_INC(r, stray);
-		return;
+		return HBL_NIL;
 	}
-	hbl_frame(r, l, &f, now);
+	return l;
 }
 
-static void on_socket_ready(struct hbl_ring *r, uint32_t s, int res)
+/* Pool socket s's setup chain completed (res: its result); a ready socket takes HELLOs. */
+void hbl_udp_socket_ready(struct hbl_ring *r, uint32_t s, int res)
 {
 	if (r->us[s].resolved)
 		return;
@@ -191,52 +181,6 @@ static void on_socket_ready(struct hbl_ring *r, uint32_t s, int res)
 	r->nsock_ready++;
 	HBL_INC(r, usock_ready);
 	HBL_INC(r, open);
-	arm_recv(r, s);
+	hbl_udp_arm_recv(r, s);
 	r->ufree[r->nufree++] = s;
-}
-
-void hbl_udp_cqe(struct hbl_ring *r, const struct io_uring_cqe *cqe, uint64_t now)
-{
-	uint64_t ud = cqe->user_data;
-	uint32_t i = hbl_ud_idx(ud);
-
-	switch (hbl_ud_op(ud)) {
-	case HBL_OP_USOCK_STEP:
-		/* a failed step is the chain's only CQE (see tcp.c) */
-		if (cqe->res < 0)
-			on_socket_ready(r, i, cqe->res);
-		break;
-	case HBL_OP_USOCK_CONNECT:
-		on_socket_ready(r, i, cqe->res);
-		break;
-	case HBL_OP_USOCK_RECV:
-		if (cqe->res > 0 && (cqe->flags & IORING_CQE_F_BUFFER))
-			on_dgram(r, i, hbl_rbuf(r, cqe->flags >> IORING_CQE_BUFFER_SHIFT),
-				 (size_t)cqe->res, now);
-		if (cqe->flags & IORING_CQE_F_BUFFER)
-			hbl_rbuf_return(r, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
-		if (cqe->res < 0 && cqe->res != -ENOBUFS && cqe->res != -ECANCELED) {
-			/* ICMP port unreachable and the like: the pending HELLO failed */
-			uint32_t l = r->us[i].pending;
-
-			hbl_count_errno(r, cqe->res);
-			if (l != HBL_NIL && r->cl[l].ls == HBL_LS_HELLO) {
-				HBL_INC(r, connect_failed);
-				hbl_udp_release(r, l, now, 0);
-				hbl_session_lost(r, l, now, 1);
-			}
-		}
-		if (!(cqe->flags & IORING_CQE_F_MORE) && cqe->res != -ECANCELED)
-			arm_recv(r, i);
-		break;
-	case HBL_OP_UDP_SEND:
-		hbl_sbuf_put(r, hbl_ud_buf(ud));
-		if (cqe->res < 0) {
-			hbl_count_errno(r, cqe->res);
-			HBL_INC(r, errors);
-		}
-		break;
-	default:
-		break;
-	}
 }
