@@ -80,16 +80,16 @@ static void deliver_events(struct hbd_daemon *d)
 static void tick(struct hbd_daemon *d, uint64_t grace_ns)
 {
 	if (d->offload) {
-		int rc = hbd_maps_stamp(&d->maps, hbd_mono_ns(), grace_ns);
+		int rc = hbd_maps_stamp(&d->maps, hb_mono_ns(), grace_ns);
 
 		if (rc)
 			hb_warn("config stamp: %s", strerror(-rc));
 	}
-	hbd_nic_check(&d->nic, hbd_mono_ns() / 1000000);
-	hbd_devices_sweep(d->devices, hbd_realtime_ms(), d->window_ms, SWEEP_BUDGET);
-	hbd_keytab_sweep(&d->sources, hbd_mono_ns() / 1000, SWEEP_BUDGET);
-	hbd_keytab_sweep(&d->data_rl, hbd_mono_ns() / 1000, SWEEP_BUDGET);
-	hbd_notify_tick(d, hbd_mono_ns() / 1000000);
+	hbd_nic_check(&d->nic, hb_mono_ms());
+	hbd_devices_sweep(d->devices, hb_realtime_ms(), d->window_ms, SWEEP_BUDGET);
+	hbd_keytab_sweep(&d->sources, hb_mono_us(), SWEEP_BUDGET);
+	hbd_keytab_sweep(&d->data_rl, hb_mono_us(), SWEEP_BUDGET);
+	hbd_notify_tick(d, hb_mono_ms());
 }
 
 static int on_signal(struct hbd_daemon *d, int sigfd)
@@ -129,7 +129,7 @@ int hbd_control_loop(struct hbd_daemon *d, int sigfd)
 	uint64_t next_tick = 0;
 
 	for (;;) {
-		uint64_t now = hbd_mono_ns() / 1000000;
+		uint64_t now = hb_mono_ms();
 		int n = 0, rc;
 
 		if (now >= next_tick) {

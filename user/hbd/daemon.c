@@ -318,8 +318,8 @@ int hbd_run(const struct hbd_config *cfg)
 	d->cfg = cfg;
 	d->sink_fd = -1;
 	d->lock_fd = -1;
-	d->mono0_ns = hbd_mono_ns();
-	d->replay_floor_ms = hbd_realtime_ms();
+	d->mono0_ns = hb_mono_ns();
+	d->replay_floor_ms = hb_realtime_ms();
 	d->interval_ms = (uint64_t)(cfg->interval_s * 1000);
 	d->timeout_ms = (uint64_t)(cfg->interval_s * cfg->expiry_mult * 1000);
 	d->window_ms = (uint64_t)(cfg->clock_window_s * 1000);

@@ -42,7 +42,7 @@ static void report(struct hbd_daemon *d, uint32_t client, uint32_t req, uint64_t
 		.device = device,
 		.seq = seq,
 		.rtt_us = (uint32_t)(rtt_ns / 1000 > UINT32_MAX ? UINT32_MAX : rtt_ns / 1000),
-		.ts_ms = hbd_realtime_ms(),
+		.ts_ms = hb_realtime_ms(),
 	};
 
 	hbd_events_push(&d->events, &ev);
@@ -122,7 +122,7 @@ static void send_one(struct hbd_worker *w, struct hbd_down_req *r)
 	*p = (struct hbd_down_pending){
 		.loc = loc,
 		.device = r->device,
-		.sent_ns = hbd_mono_ns(),
+		.sent_ns = hb_mono_ns(),
 		.deadline_ms = w->now_ms + r->timeout_ms,
 		.client = r->client,
 		.req = r->req,
@@ -154,7 +154,7 @@ void hbd_down_drain(struct hbd_worker *w)
 
 static void finish(struct hbd_worker *w, struct hbd_down_pending *p, enum hbd_down_status st)
 {
-	uint64_t rtt = st == HBD_DOWN_DELIVERED ? hbd_mono_ns() - p->sent_ns : 0;
+	uint64_t rtt = st == HBD_DOWN_DELIVERED ? hb_mono_ns() - p->sent_ns : 0;
 
 	if (st == HBD_DOWN_DELIVERED) {
 		HBD_STAT_ADD(w->st, down_acked, 1);

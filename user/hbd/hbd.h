@@ -10,6 +10,7 @@
 #include <liburing.h>
 
 #include "auth.h"
+#include "clock.h"
 #include "devices.h"
 #include "events.h"
 #include "hbeat_abi.h"
@@ -144,6 +145,12 @@ static inline const struct hb_keystore *hbd_keys(struct hbd_daemon *d)
 	return __atomic_load_n(&d->keys, __ATOMIC_ACQUIRE);
 }
 
+/* The worker clock: ms of CLOCK_MONOTONIC since the daemon started. */
+static inline uint64_t hbd_clock_ms(const struct hbd_daemon *d)
+{
+	return (hb_mono_ns() - d->mono0_ns) / 1000000;
+}
+
 /* Control thread: queues a MSG_RING to worker target's ring (its CQE carries ud and res);
  * hbd_ctl_flush() submits what is queued.
  */
@@ -166,8 +173,6 @@ enum hbd_ho_phase {
  * the control thread). Returns an enum hbd_exit.
  */
 int hbd_run(const struct hbd_config *cfg);
-
-uint64_t hbd_mono_ns(void);
 
 /* Rate-limited logging: true at most once per every_ms (per *last, which the caller keeps). */
 static inline bool hbd_log_due(uint64_t *last_ms, uint64_t now_ms, uint64_t every_ms)

@@ -3,18 +3,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
-#include <time.h>
 
 #include "log.h"
 #include "worker.h"
-
-uint64_t hbd_realtime_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t loc,
 		       uint64_t now_ms, struct hbd_hello_result *r)
@@ -51,7 +42,7 @@ int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t 
 int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc,
 		    struct hbd_hello_result *r)
 {
-	return hbd_hello_check_at(w->d, h, loc, hbd_realtime_ms(), r);
+	return hbd_hello_check_at(w->d, h, loc, hb_realtime_ms(), r);
 }
 
 const char *hbd_auth_str(int rc)

@@ -308,7 +308,7 @@ int hbd_metrics_start(struct hbd_metrics **out, struct hbd_daemon *d, const char
 		return -EINVAL;
 	}
 	m->d = d;
-	m->start_s = (double)hbd_realtime_ms() / 1000;
+	m->start_s = (double)hb_realtime_ms() / 1000;
 	m->ncpus = libbpf_num_possible_cpus();
 	snprintf(path, sizeof(path), "%s/%s", d->cfg->pin_path, HB_MAP_KSTATS);
 	m->kstats_fd = m->ncpus > 0 ? bpf_obj_get(path) : -1;

@@ -18,7 +18,7 @@ void hbd_presence(struct hbd_worker *w, enum hbd_ev_kind kind, uint64_t device, 
 	ev.udp = !!(loc & HBD_LOC_UDP);
 	ev.device = device;
 	ev.session = loc;
-	ev.ts_ms = hbd_realtime_ms();
+	ev.ts_ms = hb_realtime_ms();
 	if (addr)
 		hbd_peer_str(addr, port, ev.peer);
 	hbd_events_push(&w->d->events, &ev);

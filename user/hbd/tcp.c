@@ -411,7 +411,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	}
 	memcpy(&h, f->payload, sizeof(h)); /* the payload may sit at any alignment */
 	src = w->src ? w->src[slot] : HBD_KEY_NONE;
-	if (src != HBD_KEY_NONE && hbd_keytab_over_at(&d->sources, src, hbd_mono_ns() / 1000)) {
+	if (src != HBD_KEY_NONE && hbd_keytab_over_at(&d->sources, src, hb_mono_us())) {
 		/* this address failed too often: not worth an HMAC until its budget refills */
 		HBD_STAT_ADD(w->st, auth_rate_limited, 1);
 		conn_close(w, slot, HB_ERROR, HB_ERR_RATE);
@@ -423,7 +423,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 
 		HBD_STAT_ADD(w->st, auth_fail, 1);
 		if (rc > 0 && src != HBD_KEY_NONE)
-			hbd_keytab_charge_at(&d->sources, src, hbd_mono_ns() / 1000);
+			hbd_keytab_charge_at(&d->sources, src, hb_mono_us());
 		if (hbd_log_due(&last_log, w->now_ms, 1000))
 			hb_info("tcp: HELLO from device %" PRIu64 " refused: %s (logged at most once "
 				"a second)",
@@ -438,7 +438,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	hb_wheel_del(&w->tcp_wheel, slot);
 	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->timeout_ms);
 	if (d->tcp_offload && c->cookie) {
-		rc = hbd_maps_conn_auth(&d->maps, c->cookie, r.device_id, hbd_mono_ns(),
+		rc = hbd_maps_conn_auth(&d->maps, c->cookie, r.device_id, hb_mono_ns(),
 					hbd_seen_tcp(w, slot));
 		if (rc && hbd_map_full(w, rc, "conns", r.device_id)) {
 			conn_close(w, slot, HB_ERROR, HB_ERR_FULL);
@@ -467,7 +467,7 @@ static void tcp_data(struct hbd_worker *w, uint32_t slot, const struct hb_frame 
 
 	hbd_key_u64(c->device_id, key);
 	if (c->sink_pending == UINT16_MAX ||
-	    !hbd_keytab_take(&w->d->data_rl, key, hbd_mono_ns() / 1000)) {
+	    !hbd_keytab_take(&w->d->data_rl, key, hb_mono_us())) {
 		HBD_STAT_ADD(w->st, data_rate_limited, 1);
 		conn_close(w, slot, HB_ERROR, HB_ERR_RATE);
 		return;

@@ -146,7 +146,7 @@ static int put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint32_
 		.port = s->port,
 		.state = HB_STATE_AUTHED,
 		.device_id = s->device_id,
-		.last_seen_ns = hbd_mono_ns(),
+		.last_seen_ns = hb_mono_ns(),
 		.seen_slot = hbd_seen_udp(w->d, idx),
 	};
 	int rc;
@@ -168,7 +168,7 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	struct hb_hello h;
 	struct hbd_sess *s;
 	uint32_t idx;
-	uint64_t loc, now_us = hbd_mono_ns() / 1000;
+	uint64_t loc, now_us = hb_mono_us();
 	uint8_t key[16];
 	int rc, tries;
 
@@ -310,7 +310,7 @@ static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, sockle
 		uint8_t key[16];
 
 		hbd_key_u64(v.device_id, key);
-		if (!hbd_keytab_take(&w->d->data_rl, key, hbd_mono_ns() / 1000)) {
+		if (!hbd_keytab_take(&w->d->data_rl, key, hb_mono_us())) {
 			/* not ACKed: the device sends it again later */
 			HBD_STAT_ADD(w->st, data_rate_limited, 1);
 			break;

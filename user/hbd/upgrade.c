@@ -44,11 +44,6 @@ struct hbd_upgrade {
 	uint64_t sessions;
 };
 
-static uint64_t now_ms(void)
-{
-	return hbd_mono_ns() / 1000000;
-}
-
 static void set_buffers(int fd)
 {
 	int sz = HBD_HO_SOCKBUF;
@@ -205,7 +200,7 @@ void hbd_upgrade_request(struct hbd_daemon *d)
 		return;
 	}
 	u->sock = sv[0];
-	u->t0_ms = now_ms();
+	u->t0_ms = hb_mono_ms();
 	u->deadline_ms = u->t0_ms + READY_TIMEOUT_MS;
 	u->state = UP_WAIT_READY;
 	for (unsigned i = 0; i < d->plan.workers; i++) {
@@ -260,7 +255,7 @@ static int send_state(struct hbd_daemon *d)
 	struct hbd_upgrade *u = d->up;
 	struct dev_batch *db = calloc(1, sizeof(*db));
 	struct hbd_ho_sess *rec;
-	uint32_t now = (uint32_t)((hbd_mono_ns() - d->mono0_ns) / 1000000), fresh;
+	uint32_t now = (uint32_t)hbd_clock_ms(d), fresh;
 	const unsigned per = HBD_HO_MSG_MAX / sizeof(*rec);
 	unsigned n = 0;
 	int rc;
@@ -344,7 +339,7 @@ static void on_ready(struct hbd_daemon *d)
 	if (rc == -ETIMEDOUT) {
 		if (child_gone(d))
 			abort_upgrade(d, "the new hbd exited before it was ready (its log says why)");
-		else if (now_ms() > u->deadline_ms)
+		else if (hb_mono_ms() > u->deadline_ms)
 			abort_upgrade(d, "the new hbd did not become ready in 30 s");
 		return;
 	}
@@ -366,9 +361,9 @@ static void on_ready(struct hbd_daemon *d)
 	for (unsigned i = 0; i < nfds; i++)
 		close(fds[i]);
 	hb_info("upgrade: the new hbd is ready (%u workers) after %llu ms: handing over", nfds,
-		(unsigned long long)(now_ms() - u->t0_ms));
+		(unsigned long long)(hb_mono_ms() - u->t0_ms));
 	u->state = UP_STOPPING;
-	u->deadline_ms = now_ms() + (uint64_t)(d->cfg->drain_s * 1000) + 5000;
+	u->deadline_ms = hb_mono_ms() + (uint64_t)(d->cfg->drain_s * 1000) + 5000;
 	set_phase(d, HBD_HO_PHASE_STOP);
 }
 
@@ -405,7 +400,7 @@ int hbd_upgrade_poll(struct hbd_daemon *d)
 	}
 	if (u->state == UP_STOPPING) {
 		if (!all_workers(d, true)) {
-			if (now_ms() > u->deadline_ms)
+			if (hb_mono_ms() > u->deadline_ms)
 				abort_upgrade(d, "the workers did not stop taking new work");
 			return 0;
 		}
@@ -430,7 +425,7 @@ int hbd_upgrade_poll(struct hbd_daemon *d)
 	hb_info("upgrade: handed over %llu TCP connections and %llu UDP sessions in %llu ms "
 		"(%llu could not be): exiting",
 		(unsigned long long)done.conns, (unsigned long long)done.sessions,
-		(unsigned long long)(now_ms() - u->t0_ms), (unsigned long long)done.dropped);
+		(unsigned long long)(hb_mono_ms() - u->t0_ms), (unsigned long long)done.dropped);
 	set_phase(d, HBD_HO_PHASE_EXIT);
 	hbd_notify_mainpid(u->child); /* systemd follows the successor */
 	return 1;
@@ -476,7 +471,7 @@ int hbd_upgrade_child_offer(struct hbd_daemon *d, int *tcp, int *udp, unsigned *
 		return -ENOMEM;
 	d->up->sock = sock;
 	d->up->state = UP_CHILD;
-	d->up->t0_ms = now_ms();
+	d->up->t0_ms = hb_mono_ms();
 	d->ho_new = true;
 	d->services_pending = true;
 	rc = hbd_ho_recv(sock, &offer, sizeof(offer), &h, fds, &nfds, 10000);
@@ -515,7 +510,7 @@ static void take_session(struct hbd_daemon *d, const struct hbd_ho_sess *r, unsi
 	s->device_id = r->device_id;
 	memcpy(s->addr, r->addr, sizeof(s->addr));
 	s->port = r->port;
-	s->last_seen = (uint32_t)((hbd_mono_ns() - d->mono0_ns) / 1000000) - r->age_ms;
+	s->last_seen = (uint32_t)hbd_clock_ms(d) - r->age_ms;
 	if (hbd_sess_publish(t, idx, r->token) ||
 	    hbd_devices_adopt(d->devices, r->device_id, 0, hbd_loc(1, owner, s->gen, idx))) {
 		struct hbd_sess gone;
@@ -612,7 +607,7 @@ int hbd_upgrade_child_poll(struct hbd_daemon *d)
 	if (rc == HBD_HO_DONE && h.len == sizeof(done))
 		hb_info("upgrade complete in %llu ms: the old hbd handed over %llu TCP connections "
 			"and %llu UDP sessions (%llu could not be)",
-			(unsigned long long)(now_ms() - u->t0_ms), (unsigned long long)done.conns,
+			(unsigned long long)(hb_mono_ms() - u->t0_ms), (unsigned long long)done.conns,
 			(unsigned long long)done.sessions, (unsigned long long)done.dropped);
 	else
 		hb_warn("upgrade: the old hbd went away without saying it was done; connections "

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "log.h"
 #include "vg.h"
@@ -19,17 +18,9 @@
 #define CQ_ENTRIES 4096
 #define CQE_BATCH_MAX 4096 /* CQEs handled before the loop looks at the clock again */
 
-uint64_t hbd_mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t hbd_worker_clock(struct hbd_worker *w)
 {
-	w->now_ms = (hbd_mono_ns() - w->d->mono0_ns) / 1000000;
+	w->now_ms = hbd_clock_ms(w->d);
 	return w->now_ms;
 }
 
@@ -225,7 +216,7 @@ static void sink_flush(struct hbd_worker *w)
 	io_uring_prep_write(sqe, w->sink.fd, b->buf + b->done,
 			    (unsigned)hbd_sink_next_len(&w->sink, b), (uint64_t)-1);
 	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_SINK_WRITE, 0, 0, 0));
-	w->sink_t0_ns = hbd_mono_ns();
+	w->sink_t0_ns = hb_mono_ns();
 }
 
 static void sink_complete(struct hbd_worker *w, bool ok)
@@ -234,7 +225,7 @@ static void sink_complete(struct hbd_worker *w, bool ok)
 
 	if (ok) {
 		HBD_STAT_ADD(w->st, data_bytes, b->bytes);
-		hbd_timing_add(&w->t_sink, (hbd_mono_ns() - w->sink_t0_ns) / 1000);
+		hbd_timing_add(&w->t_sink, (hb_mono_ns() - w->sink_t0_ns) / 1000);
 	}
 	for (uint32_t i = 0; i < b->nacks; i++) {
 		if (b->acks[i].udp)

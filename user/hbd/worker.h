@@ -207,7 +207,6 @@ void hbd_worker_msg(struct hbd_worker *w, unsigned target, enum hbd_op op, uint3
 /* The same with a 32-bit value for the target (the CQE's res). */
 void hbd_worker_msg_res(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
 			uint16_t gen, uint8_t aux, int32_t res);
-uint64_t hbd_realtime_ms(void);
 
 /* accept.c */
 void hbd_accept_init(struct hbd_worker *w);
