@@ -20,45 +20,6 @@
 #define SWEEP_BUDGET 4096 /* device-table slots looked at per control tick */
 #define EVENT_BATCH 256
 
-void hbd_ctl_msg(struct hbd_daemon *d, unsigned target, uint64_t ud, int res)
-{
-	struct io_uring_sqe *sqe;
-
-	if (!d->ctl_ok || target >= d->plan.workers || d->ring_fds[target] < 0)
-		return;
-	sqe = io_uring_get_sqe(&d->ctl);
-	if (!sqe) {
-		hbd_ctl_flush(d);
-		sqe = io_uring_get_sqe(&d->ctl);
-		if (!sqe)
-			return;
-	}
-	io_uring_prep_msg_ring(sqe, d->ring_fds[target], (unsigned)res, ud, 0);
-	/* only failures come back: the control ring's CQ never fills with successes */
-	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-	io_uring_sqe_set_data64(sqe, target);
-}
-
-void hbd_ctl_flush(struct hbd_daemon *d)
-{
-	struct io_uring_cqe *cqe;
-	unsigned head, n = 0;
-	int rc;
-
-	if (!d->ctl_ok)
-		return;
-	rc = io_uring_submit(&d->ctl);
-	if (rc < 0)
-		hb_warn("control ring submit: %s", strerror(-rc));
-	io_uring_for_each_cqe(&d->ctl, head, cqe)
-	{
-		hb_warn("message to worker %llu failed: %s", (unsigned long long)cqe->user_data,
-			strerror(-cqe->res));
-		n++;
-	}
-	io_uring_cq_advance(&d->ctl, n);
-}
-
 static void deliver_events(struct hbd_daemon *d)
 {
 	struct hbd_event ev[EVENT_BATCH];

@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "restart.h"
+#include "services.h"
 #include "sockets.h"
 #include "upgrade.h"
 #include "uring_sock.h"
@@ -269,24 +270,6 @@ static void print_stats(struct hbd_daemon *d)
 		printf("%s\n", buf);
 		fflush(stdout);
 	}
-}
-
-int hbd_services_open(struct hbd_daemon *d)
-{
-	const struct hbd_config *cfg = d->cfg;
-	char why[512];
-	int rc;
-
-	d->services_pending = false;
-	if (cfg->control && (rc = hbd_api_open(&d->api, d, cfg->control, why, sizeof(why)))) {
-		hb_err("control socket: %s", why);
-		return rc;
-	}
-	if (cfg->metrics && (rc = hbd_metrics_start(&d->metrics, d, cfg->metrics, &d->metrics_port))) {
-		hb_err("metrics on %s: %s", cfg->metrics, strerror(-rc));
-		return rc;
-	}
-	return 0;
 }
 
 static const char *mode_str(const struct hbd_daemon *d)

@@ -151,17 +151,10 @@ static inline uint64_t hbd_clock_ms(const struct hbd_daemon *d)
 	return (hb_mono_ns() - d->mono0_ns) / 1000000;
 }
 
-/* Control thread: queues a MSG_RING to worker target's ring (its CQE carries ud and res);
- * hbd_ctl_flush() submits what is queued.
- */
-void hbd_ctl_msg(struct hbd_daemon *d, unsigned target, uint64_t ud, int res);
-void hbd_ctl_flush(struct hbd_daemon *d);
 /* Control thread main loop (control.c): signals, control socket, events, ticks. Returns an
  * enum hbd_exit when a signal or a failed worker ends the daemon.
  */
 int hbd_control_loop(struct hbd_daemon *d, int sigfd);
-/* Opens the control socket and the metrics endpoint if configured (logs what failed). */
-int hbd_services_open(struct hbd_daemon *d);
 enum hbd_ho_phase {
 	HBD_HO_PHASE_NONE = 0, /* serving (or, after an aborted upgrade, serving again) */
 	HBD_HO_PHASE_STOP, /* no new work: accepts and UDP receives cancelled */

@@ -26,6 +26,7 @@
 
 #include "log.h"
 #include "notify.h"
+#include "services.h"
 #include "worker.h"
 
 extern char **environ;

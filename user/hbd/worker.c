@@ -24,54 +24,6 @@ uint64_t hbd_worker_clock(struct hbd_worker *w)
 	return w->now_ms;
 }
 
-/* An SQE, submitting what is queued if the SQ is full. NULL only if the kernel refuses the
- * submission (the caller then gives up on that operation and says so).
- */
-struct io_uring_sqe *hbd_sqe(struct hbd_worker *w)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
-
-	if (!sqe) {
-		int rc = io_uring_submit(&w->ring);
-
-		if (rc < 0)
-			hb_warn("worker %u: submit: %s", w->id, strerror(-rc));
-		sqe = io_uring_get_sqe(&w->ring);
-	}
-	return sqe;
-}
-
-void hbd_worker_msg_res(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
-			uint16_t gen, uint8_t aux, int32_t res)
-{
-	struct io_uring_sqe *sqe;
-
-	if (target == w->id) {
-		if (op == HBD_OP_MSG_KILL_TCP)
-			hbd_tcp_kill(w, index, gen, aux);
-		else if (op == HBD_OP_MSG_KILL_UDP)
-			hbd_udp_kill(w, index, gen, aux);
-		else if (op == HBD_OP_MSG_DOWN_ACK)
-			hbd_down_acked(w, hbd_loc(1, w->id, gen, index), (uint16_t)res);
-		return;
-	}
-	if (target >= w->d->plan.workers || !(sqe = hbd_sqe(w))) {
-		HBD_STAT_ADD(w->st, errors, 1);
-		return;
-	}
-	/* the target ring gets a CQE with this res and user_data; ours only on failure */
-	io_uring_prep_msg_ring(sqe, w->d->ring_fds[target], (unsigned)res,
-			       hbd_ud(op, index, gen, aux), 0);
-	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_MSG_SENT, target, 0, 0));
-}
-
-void hbd_worker_msg(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
-		    uint16_t gen, uint8_t aux)
-{
-	hbd_worker_msg_res(w, target, op, index, gen, aux, 0);
-}
-
 /* Buffer life (provided buffer rings): the kernel picks a buffer for each receive and names it
  * in the CQE; handle_cqe consumes it on the spot (a partial TCP frame is copied to a chunk) and
  * gives it back with io_uring_buf_ring_add; the ring tail is advanced once per loop iteration,
@@ -281,6 +233,30 @@ static void on_sink_sync(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	sink_complete(w, cqe->res >= 0);
 }
 
+/* Each downlink in the inbox becomes a DOWN frame on its session's transport. */
+static void deliver_downlinks(struct hbd_worker *w)
+{
+	struct hbd_down_req *r = hbd_down_take(&w->down);
+
+	while (r) {
+		struct hbd_down_req *next = r->next;
+		struct hbd_down_pending *p = hbd_down_reserve(w, r);
+		uint32_t index = hbd_loc_index(r->loc);
+		uint16_t gen = hbd_loc_gen(r->loc), seq = w->down.seq;
+		int rc;
+
+		if (p) {
+			if (r->loc & HBD_LOC_UDP)
+				rc = hbd_udp_send_down(w, index, gen, seq, r->payload, r->len);
+			else
+				rc = hbd_tcp_send_down(w, index, gen, seq, r->payload, r->len);
+			hbd_down_sent(w, r, p, rc);
+		}
+		free(r);
+		r = next;
+	}
+}
+
 static void handle_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
 {
 	uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -336,7 +312,7 @@ static void handle_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		hbd_udp_kill(w, hbd_ud_index(ud), hbd_ud_gen(ud), hbd_ud_aux(ud));
 		break;
 	case HBD_OP_MSG_INBOX:
-		hbd_down_drain(w);
+		deliver_downlinks(w);
 		break;
 	case HBD_OP_MSG_DOWN_ACK:
 		hbd_down_acked(w, hbd_loc(1, w->id, hbd_ud_gen(ud), hbd_ud_index(ud)),
@@ -380,6 +356,7 @@ static void tick(struct hbd_worker *w)
 {
 	hbd_tcp_expire(w);
 	hbd_udp_expire(w);
+	deliver_downlinks(w);
 	hbd_down_tick(w);
 	if (!w->draining) {
 		hbd_accept_tick(w);
@@ -495,7 +472,10 @@ void *hbd_worker_main(void *arg)
 {
 	struct hbd_worker *w = arg;
 	struct hbd_daemon *d = w->d;
-	int rc = setup(w);
+	int rc;
+
+	w->dispatch = handle_cqe;
+	rc = setup(w);
 
 	pthread_mutex_lock(&d->lock);
 	if (rc && !d->start_err)

@@ -14,6 +14,7 @@
 #include "handoff.h"
 #include "hbd.h"
 #include "presence.h"
+#include "ring.h"
 #include "proto.h"
 #include "sink.h"
 #include "stats.h"
@@ -98,6 +99,8 @@ struct hbd_worker {
 	struct hb_ustats *st; /* this worker's counter slot */
 	struct io_uring ring;
 	bool ring_ok;
+	/* the CQE handler (worker.c); ring.c hands it messages this worker sends itself */
+	void (*dispatch)(struct hbd_worker *w, struct io_uring_cqe *cqe);
 	int lfd, ufd; /* listener and UDP socket (regular fds, owned by the daemon) */
 
 	/* TCP: one entry per direct-descriptor slot */
@@ -199,14 +202,7 @@ static inline uint32_t hbd_silence(const struct hbd_worker *w, uint32_t last)
 /* worker.c */
 void *hbd_worker_main(void *arg);
 void hbd_worker_free(struct hbd_worker *w);
-struct io_uring_sqe *hbd_sqe(struct hbd_worker *w);
 uint64_t hbd_worker_clock(struct hbd_worker *w);
-/* Asks another worker's ring (or this one) to run op on (index, gen). */
-void hbd_worker_msg(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
-		    uint16_t gen, uint8_t aux);
-/* The same with a 32-bit value for the target (the CQE's res). */
-void hbd_worker_msg_res(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
-			uint16_t gen, uint8_t aux, int32_t res);
 
 /* accept.c */
 void hbd_accept_init(struct hbd_worker *w);
