@@ -17,6 +17,7 @@
 #include "auth.h"
 #include "devices.h"
 #include "hbd.h"
+#include "hello.h"
 #include "proto.h"
 #include "targets.h"
 #include "worker.h"
@@ -166,9 +167,9 @@ int hbf_hello(const uint8_t *data, size_t n)
 		else if (ts < now - WINDOW_MS || ts > now + WINDOW_MS)
 			want = HB_AUTH_CLOCK;
 		else if (now < d.replay_floor_until_ms && ts <= d.replay_floor_ms)
-			want = HBD_AUTH_REPLAY; /* may predate the restart */
+			want = HBD_REFUSE_REPLAY; /* may predate the restart */
 		else if (ts <= last[slot_of(id)])
-			want = HBD_AUTH_REPLAY;
+			want = HBD_REFUSE_REPLAY;
 		else
 			want = 0;
 

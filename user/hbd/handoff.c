@@ -20,7 +20,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "log.h"
+#include "tcp.h"
+#include "udp.h"
 #include "uring_sock.h"
 #include "vg.h"
 #include "worker.h"
@@ -242,12 +245,12 @@ static void export_some(struct hbd_worker *w)
 	while (looked++ < w->nslots && ho->n < HBD_HO_FDS &&
 	       ho->bytes + sizeof(struct hbd_ho_conn) + HB_MAX_FRAME + 8 <= HBD_HO_MSG_MAX) {
 		uint32_t slot = ho->cursor++ % w->nslots;
-		int q = hbd_tcp_quiesce(w, slot);
+		enum hbd_tcp_quiet q = hbd_tcp_quiesce(w, slot);
 
-		if (q > 0) {
+		if (q == HBD_TCP_QUIET) {
 			ho->slot[ho->n++] = slot;
 			ho->bytes += sizeof(struct hbd_ho_conn) + HB_MAX_FRAME + 8;
-		} else if (q < 0 && late) {
+		} else if (q == HBD_TCP_BUSY && late) {
 			/* a peer that will not take its replies, or a stuck operation */
 			hbd_tcp_drop(w, slot);
 			ho->dropped++;

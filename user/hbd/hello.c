@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "hello.h"
 #include "log.h"
 #include "worker.h"
 
@@ -20,13 +21,13 @@ int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t 
 		return rc;
 	/* shortly after a restart: the previous daemon's replay state is gone (restart.c) */
 	if (now_ms < d->replay_floor_until_ms && hb_get_be64(&h->ts_ms) <= d->replay_floor_ms)
-		return HBD_AUTH_REPLAY;
+		return HBD_REFUSE_REPLAY;
 	/* Replay: the device table keeps the newest accepted timestamp per device, so a HELLO
 	 * captured and resent within the clock window is refused (it is not newer).
 	 */
 	rc = hbd_devices_hello(d->devices, r->device_id, hb_get_be64(&h->ts_ms), loc, &r->old_loc);
 	if (rc == -EALREADY)
-		return HBD_AUTH_REPLAY;
+		return HBD_REFUSE_REPLAY;
 	if (rc)
 		return rc;
 	/* a zero token means "no session" on the wire */
@@ -47,7 +48,7 @@ int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc
 
 const char *hbd_auth_str(int rc)
 {
-	if (rc == HBD_AUTH_REPLAY)
+	if (rc == HBD_REFUSE_REPLAY)
 		return "replayed HELLO (timestamp not newer than the last accepted)";
 	if (rc < 0)
 		return "internal error";

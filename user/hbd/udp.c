@@ -18,7 +18,9 @@
 #include <netinet/in.h>
 #include <string.h>
 
+#include "hello.h"
 #include "log.h"
+#include "udp.h"
 #include "vg.h"
 #include "worker.h"
 

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accept.h"
 #include "log.h"
+#include "tcp.h"
+#include "udp.h"
 #include "vg.h"
 
 /* A ring's memory counts in hbd's RSS (64 B an SQE, 16 B a CQE) and there are ~28 rings at
@@ -18,7 +21,7 @@
 #define CQ_ENTRIES 4096
 #define CQE_BATCH_MAX 4096 /* CQEs handled before the loop looks at the clock again */
 
-uint64_t hbd_worker_clock(struct hbd_worker *w)
+static uint64_t worker_clock(struct hbd_worker *w)
 {
 	w->now_ms = hbd_clock_ms(w->d);
 	return w->now_ms;
@@ -108,7 +111,7 @@ static int setup(struct hbd_worker *w)
 	if (!w->conns || !w->links || !w->dirty || !w->rearm)
 		return -ENOMEM;
 	hb_wheel_links_init(w->links, w->nslots);
-	hbd_worker_clock(w);
+	worker_clock(w);
 	hbd_accept_init(w);
 	rc = hb_wheel_init(&w->tcp_wheel, w->links, w->nslots, d->tick_ms, d->timeout_ms,
 			   w->now_ms);
@@ -426,7 +429,7 @@ static void run(struct hbd_worker *w)
 		unsigned head, n = 0;
 		int rc;
 
-		hbd_worker_clock(w);
+		worker_clock(w);
 		/* nothing from the last iteration is still using the key store it read */
 		__atomic_store_n(&w->epoch, __atomic_load_n(&d->keys_epoch, __ATOMIC_ACQUIRE),
 				 __ATOMIC_RELEASE);
@@ -456,7 +459,7 @@ static void run(struct hbd_worker *w)
 			hb_err("worker %u: io_uring wait: %s", w->id, strerror(-rc));
 			HBD_STAT_ADD(w->st, errors, 1);
 		}
-		hbd_worker_clock(w);
+		worker_clock(w);
 		io_uring_for_each_cqe(&w->ring, head, cqe)
 		{
 			handle_cqe(w, cqe);
