@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "control.h"
 #include "log.h"
 #include "notify.h"
 #include "reload.h"

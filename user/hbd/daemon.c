@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "control.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"

@@ -1,5 +1,29 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* hbd: configuration, the state shared by all workers, and the entry points main.c uses. */
+/* hbd: configuration, the state shared by all workers, and the entry points main.c uses.
+ *
+ * hbd in layers. A file calls functions of its own layer or of the layers below it, never of
+ * one above (callcycles.py over user/hbd and user/common finds no cycle):
+ *
+ *   life cycle     main, opts (the command line), daemon (start, stop), control (the control
+ *                  thread's loop: signals drive reload, upgrade and drain), upgrade, restart
+ *   control plane  services (opens the control socket and /metrics), api, metrics, reload,
+ *                  notify (systemd)
+ *   data plane     worker (the loop; it dispatches every CQE) > handoff > accept > tcp_*
+ *                  (tcp.h orders them) and udp > hello, presence, downlink
+ *   ring plumbing  ring: SQEs, MSG_RING from a worker or from the control thread
+ *   core state     devices, sessions, keytab, sink, events, stats, maps, chunk, reasm,
+ *                  sockets, nicwatch; below them user/common (clock, log, proto, auth, ...)
+ *
+ * The one call up goes through a pointer: ring.c hands a message a worker sends itself to
+ * that worker's CQE dispatch (w->dispatch), as if it had come through the ring.
+ *
+ * Headers: this one and the core state's may be included anywhere; ring.h from the data plane
+ * up; worker.h (a worker's state) by the data plane and by the layers above, which read it; a
+ * data-plane module's header (accept.h, tcp.h, udp.h, hello.h, presence.h, downlink.h,
+ * handoff.h) by the files above that module; tcp_impl.h by tcp_*.c only; the headers of the
+ * control plane and the life cycle (services.h, api.h, metrics.h, reload.h, notify.h,
+ * control.h, upgrade.h, restart.h) only within those two layers.
+ */
 #ifndef HBD_H
 #define HBD_H
 
@@ -151,10 +175,6 @@ static inline uint64_t hbd_clock_ms(const struct hbd_daemon *d)
 	return (hb_mono_ns() - d->mono0_ns) / 1000000;
 }
 
-/* Control thread main loop (control.c): signals, control socket, events, ticks. Returns an
- * enum hbd_exit when a signal or a failed worker ends the daemon.
- */
-int hbd_control_loop(struct hbd_daemon *d, int sigfd);
 enum hbd_ho_phase {
 	HBD_HO_PHASE_NONE = 0, /* serving (or, after an aborted upgrade, serving again) */
 	HBD_HO_PHASE_STOP, /* no new work: accepts and UDP receives cancelled */
