@@ -432,7 +432,7 @@ int hbd_run(const struct hbd_config *cfg)
 		stop_workers(d);
 		goto out;
 	}
-	/* a successor opens them once its predecessor has closed them (control.c) */
+	/* a successor opens them once its predecessor has closed them (upgrade.c) */
 	if (!d->ho_new && hbd_services_open(d)) {
 		stop_workers(d);
 		goto out;

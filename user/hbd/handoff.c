@@ -10,7 +10,7 @@
  * Message life (new side): one recvmsg is in flight; its fds are registered into free
  * direct-descriptor slots with one IORING_OP_FILES_UPDATE (IORING_FILE_INDEX_ALLOC: the kernel
  * picks slots, so accepts running meanwhile cannot collide), closed, and each record becomes a
- * connection (tcp.c); then the next recvmsg.
+ * connection (tcp_handoff.c); then the next recvmsg.
  */
 #include "handoff.h"
 

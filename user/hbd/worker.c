@@ -21,10 +21,9 @@
 #define CQ_ENTRIES 4096
 #define CQE_BATCH_MAX 4096 /* CQEs handled before the loop looks at the clock again */
 
-static uint64_t worker_clock(struct hbd_worker *w)
+static void worker_clock(struct hbd_worker *w)
 {
 	w->now_ms = hbd_clock_ms(w->d);
-	return w->now_ms;
 }
 
 /* Buffer life (provided buffer rings): the kernel picks a buffer for each receive and names it

@@ -22,7 +22,7 @@
 #include "ud.h"
 #include "hb_wheel.h"
 
-/* TCP connection state; the lifecycle is written down in tcp.c. */
+/* TCP connection state; the lifecycle is written down in tcp.h. */
 enum hbd_conn_state {
 	CONN_FREE = 0,
 	CONN_NEW, /* accepted, HELLO not verified yet */
