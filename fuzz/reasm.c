@@ -98,7 +98,8 @@ int hbf_reasm(const uint8_t *data, size_t n)
 
 		if (piece > n - pos)
 			piece = n - pos;
-		rc = hbd_reasm_feed(&ck, &partial, max_payload, data + pos, piece, on_frame, &r, &bad);
+		rc = hbd_reasm_feed(&ck, &partial, max_payload, data + pos, piece, on_frame, &r,
+				    &bad);
 		pos += piece;
 		if (rc || (r.stop_after && r.got == r.stop_after))
 			break;

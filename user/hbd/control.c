@@ -28,27 +28,27 @@ static void deliver_events(struct hbd_daemon *d)
 	uint32_t n;
 
 	do {
-		n = hbd_events_take(&d->events, ev, EVENT_BATCH, &dropped);
-		for (uint32_t i = 0; d->api && i < n; i++)
-			hbd_api_event(d->api, &ev[i]);
+		n = hbd_events_take(&d->ctl.events, ev, EVENT_BATCH, &dropped);
+		for (uint32_t i = 0; d->ctl.api && i < n; i++)
+			hbd_api_event(d->ctl.api, &ev[i]);
 		if (dropped) {
-			__atomic_fetch_add(&d->events_lost, dropped, __ATOMIC_RELAXED);
-			if (d->api)
-				hbd_api_lost(d->api, dropped);
+			__atomic_fetch_add(&d->ctl.events_lost, dropped, __ATOMIC_RELAXED);
+			if (d->ctl.api)
+				hbd_api_lost(d->ctl.api, dropped);
 		}
 	} while (n == EVENT_BATCH);
 }
 
 static void tick(struct hbd_daemon *d, uint64_t grace_ns)
 {
-	if (d->offload) {
-		int rc = hbd_maps_stamp(&d->maps, hb_mono_ns(), grace_ns);
+	if (d->kern.offload) {
+		int rc = hbd_maps_stamp(&d->kern.maps, hb_mono_ns(), grace_ns);
 
 		if (rc)
 			hb_warn("config stamp: %s", strerror(-rc));
 	}
-	hbd_nic_check(&d->nic, hb_mono_ms());
-	hbd_devices_sweep(d->devices, hb_realtime_ms(), d->window_ms, SWEEP_BUDGET);
+	hbd_nic_check(&d->kern.nic, hb_mono_ms());
+	hbd_devices_sweep(d->devices, hb_realtime_ms(), d->lim.window_ms, SWEEP_BUDGET);
 	hbd_keytab_sweep(&d->sources, hb_mono_us(), SWEEP_BUDGET);
 	hbd_keytab_sweep(&d->data_rl, hb_mono_us(), SWEEP_BUDGET);
 	hbd_notify_tick(d, hb_mono_ms());
@@ -70,12 +70,12 @@ static int on_signal(struct hbd_daemon *d, int sigfd)
 			hbd_upgrade_request(d); /* it logs either way */
 			continue;
 		}
-		if (hbd_upgrade_busy(d) && !d->ho_new) {
+		if (hbd_upgrade_busy(d) && !d->upg.successor) {
 			/* an old daemon mid-upgrade finishes it (it exits after it anyway); if the
 			 * upgrade fails, it drains then
 			 */
 			hb_info("%s: finishing the upgrade under way first", strsignal((int)si.ssi_signo));
-			d->term_pending = (int)si.ssi_signo;
+			d->upg.term_pending = (int)si.ssi_signo;
 			continue;
 		}
 		hb_info("%s: draining", strsignal((int)si.ssi_signo));
@@ -103,17 +103,18 @@ int hbd_control_loop(struct hbd_daemon *d, int sigfd)
 			return HBD_EXIT_FAIL;
 		}
 		if (hbd_upgrade_poll(d)) {
-			d->upgraded = true; /* every device is the successor's now */
+			d->upg.handed = true; /* every device is the successor's now */
 			return HBD_EXIT_OK;
 		}
-		if (d->term_pending && !hbd_upgrade_busy(d)) {
-			hb_info("%s: draining", strsignal(d->term_pending));
+		if (d->upg.term_pending && !hbd_upgrade_busy(d)) {
+			hb_info("%s: draining", strsignal(d->upg.term_pending));
 			return HBD_EXIT_OK;
 		}
 		pfd[n++] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
-		pfd[n++] = (struct pollfd){ .fd = d->events.efd, .events = POLLIN };
-		if (d->api)
-			n += hbd_api_pollfds(d->api, pfd + n, (int)(sizeof(pfd) / sizeof(pfd[0])) - n);
+		pfd[n++] = (struct pollfd){ .fd = d->ctl.events.efd, .events = POLLIN };
+		if (d->ctl.api)
+			n += hbd_api_pollfds(d->ctl.api, pfd + n,
+					     (int)(sizeof(pfd) / sizeof(pfd[0])) - n);
 		/* an upgrade under way is driven every 10 ms */
 		rc = poll(pfd, (nfds_t)n,
 			  hbd_upgrade_busy(d) ? 10 : (int)(next_tick > now ? next_tick - now : 0));
@@ -127,8 +128,8 @@ int hbd_control_loop(struct hbd_daemon *d, int sigfd)
 			return HBD_EXIT_OK;
 		if (pfd[1].revents & POLLIN)
 			deliver_events(d);
-		if (d->api)
-			hbd_api_handle(d->api, pfd + 2, n - 2);
+		if (d->ctl.api)
+			hbd_api_handle(d->ctl.api, pfd + 2, n - 2);
 		hbd_ctl_flush(d); /* downlink wake-ups queued while handling requests */
 	}
 }

@@ -45,7 +45,7 @@ static void report(struct hbd_daemon *d, uint32_t client, uint32_t req, uint64_t
 		.ts_ms = hb_realtime_ms(),
 	};
 
-	hbd_events_push(&d->events, &ev);
+	hbd_events_push(&d->ctl.events, &ev);
 }
 
 /* The outcome of a request that never became a DOWN frame. */

@@ -371,11 +371,11 @@ void hbd_ho_on_update(struct hbd_worker *w, int res)
 void hbd_ho_step(struct hbd_worker *w)
 {
 	struct hbd_ho_worker *ho = &w->ho;
-	int phase = __atomic_load_n(&w->d->ho_phase, __ATOMIC_ACQUIRE);
+	int phase = __atomic_load_n(&w->d->upg.phase, __ATOMIC_ACQUIRE);
 
 	if (__atomic_load_n(&ho->sock, __ATOMIC_ACQUIRE) < 0)
 		return;
-	if (w->d->ho_new) {
+	if (w->d->upg.successor) {
 		/* a new daemon's worker: take what O's workers send, until they are gone; then
 		 * this daemon may itself be upgraded (upgrade.c waits for every worker here)
 		 */

@@ -16,11 +16,11 @@ int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t 
 	r->device_id = hb_get_be64(&h->device_id);
 	r->old_loc = 0;
 	r->token = 0;
-	rc = hb_hello_verify(hbd_keys(d), h, now_ms, d->window_ms);
+	rc = hb_hello_verify(hbd_keys(d), h, now_ms, d->lim.window_ms);
 	if (rc != HB_AUTH_OK)
 		return rc;
 	/* shortly after a restart: the previous daemon's replay state is gone (restart.c) */
-	if (now_ms < d->replay_floor_until_ms && hb_get_be64(&h->ts_ms) <= d->replay_floor_ms)
+	if (now_ms < d->replay.until_ms && hb_get_be64(&h->ts_ms) <= d->replay.floor_ms)
 		return HBD_REFUSE_REPLAY;
 	/* Replay: the device table keeps the newest accepted timestamp per device, so a HELLO
 	 * captured and resent within the clock window is refused (it is not newer).
@@ -89,6 +89,6 @@ void hbd_supersede(struct hbd_worker *w, uint64_t old_loc)
 void hbd_welcome(struct hbd_worker *w, uint64_t token, struct hb_welcome *out)
 {
 	hb_put_be64(&out->token, token);
-	out->interval_ms = htobe32((uint32_t)w->d->interval_ms);
-	out->timeout_ms = htobe32((uint32_t)w->d->timeout_ms);
+	out->interval_ms = htobe32((uint32_t)w->d->lim.interval_ms);
+	out->timeout_ms = htobe32((uint32_t)w->d->lim.timeout_ms);
 }

@@ -53,12 +53,12 @@ void hbd_ctl_msg(struct hbd_daemon *d, unsigned target, uint64_t ud, int res)
 {
 	struct io_uring_sqe *sqe;
 
-	if (!d->ctl_ok || target >= d->plan.workers || d->ring_fds[target] < 0)
+	if (!d->ctl.ok || target >= d->plan.workers || d->ring_fds[target] < 0)
 		return;
-	sqe = io_uring_get_sqe(&d->ctl);
+	sqe = io_uring_get_sqe(&d->ctl.ring);
 	if (!sqe) {
 		hbd_ctl_flush(d);
-		sqe = io_uring_get_sqe(&d->ctl);
+		sqe = io_uring_get_sqe(&d->ctl.ring);
 		if (!sqe)
 			return;
 	}
@@ -74,16 +74,16 @@ void hbd_ctl_flush(struct hbd_daemon *d)
 	unsigned head, n = 0;
 	int rc;
 
-	if (!d->ctl_ok)
+	if (!d->ctl.ok)
 		return;
-	rc = io_uring_submit(&d->ctl);
+	rc = io_uring_submit(&d->ctl.ring);
 	if (rc < 0)
 		hb_warn("control ring submit: %s", strerror(-rc));
-	io_uring_for_each_cqe(&d->ctl, head, cqe)
+	io_uring_for_each_cqe(&d->ctl.ring, head, cqe)
 	{
 		hb_warn("message to worker %llu failed: %s", (unsigned long long)cqe->user_data,
 			strerror(-cqe->res));
 		n++;
 	}
-	io_uring_cq_advance(&d->ctl, n);
+	io_uring_cq_advance(&d->ctl.ring, n);
 }

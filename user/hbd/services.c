@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Opens the control plane's endpoints: the start-up path (daemon.c) and an upgrade's (upgrade.c). */
+/* Opens the control plane's endpoints, at the start (daemon.c) or after an upgrade (upgrade.c). */
 #include "services.h"
 
 #include <string.h>
@@ -15,12 +15,13 @@ int hbd_services_open(struct hbd_daemon *d)
 	char why[512];
 	int rc;
 
-	d->services_pending = false;
-	if (cfg->control && (rc = hbd_api_open(&d->api, d, cfg->control, why, sizeof(why)))) {
+	d->upg.services_pending = false;
+	if (cfg->control && (rc = hbd_api_open(&d->ctl.api, d, cfg->control, why, sizeof(why)))) {
 		hb_err("control socket: %s", why);
 		return rc;
 	}
-	if (cfg->metrics && (rc = hbd_metrics_start(&d->metrics, d, cfg->metrics, &d->metrics_port))) {
+	if (cfg->metrics &&
+	    (rc = hbd_metrics_start(&d->ctl.metrics, d, cfg->metrics, &d->ctl.metrics_port))) {
 		hb_err("metrics on %s: %s", cfg->metrics, strerror(-rc));
 		return rc;
 	}

@@ -200,7 +200,7 @@ void hbd_tcp_close(struct hbd_worker *w, uint32_t slot, uint8_t final_type, uint
 		hbd_devices_release(d->devices, c->device_id, hbd_loc(0, w->id, c->gen, slot));
 	/* close deadline: a peer that never reads must not pin the slot forever */
 	hb_wheel_del(&w->tcp_wheel, slot);
-	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->timeout_ms);
+	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->lim.timeout_ms);
 	hbd_tcp_advance(w, slot);
 }
 
@@ -273,7 +273,7 @@ void hbd_tcp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		return;
 	}
 	hbd_outq_peek(&w->chunks, c->out, &len);
-	if (w->d->tcp_offload && c->state == CONN_AUTHED && (uint32_t)cqe->res < len) {
+	if (w->d->kern.tcp_offload && c->state == CONN_AUTHED && (uint32_t)cqe->res < len) {
 		/* A short send means the peer left the send buffer full. In offload mode the
 		 * kernel writes PONGs into this same stream (sk_skb redirect), so sending the rest
 		 * later could put a PONG in the middle of our frame. The peer is not reading

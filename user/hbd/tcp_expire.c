@@ -21,7 +21,7 @@ static void close_timed_out(struct hbd_worker *w, uint32_t slot)
 		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 		io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_CANCEL, slot, c->gen, 0));
 	}
-	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + w->d->timeout_ms);
+	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + w->d->lim.timeout_ms);
 	hbd_tcp_advance(w, slot);
 }
 
@@ -50,34 +50,34 @@ void hbd_tcp_expire(struct hbd_worker *w)
 			if (c->state == CONN_NEW) {
 				/* slowloris: a connection that never completes its HELLO */
 				silent = hbd_tcp_now32(w) - c->last_seen;
-				if (silent >= d->hello_timeout_ms) {
+				if (silent >= d->lim.hello_timeout_ms) {
 					HBD_STAT_ADD(w->st, hello_timeout, 1);
 					hb_dbg("tcp: worker %u slot %u: no HELLO in %u ms: closing",
 					       w->id, slot, silent);
 					hbd_tcp_close(w, slot, HB_BYE, HB_BYE_EXPIRED);
 				} else {
 					hb_wheel_add(&w->tcp_wheel, slot,
-						     w->now_ms - silent + d->hello_timeout_ms);
+						     w->now_ms - silent + d->lim.hello_timeout_ms);
 				}
 				continue;
 			}
-			kernel = c->state == CONN_AUTHED && d->tcp_offload && c->cookie;
+			kernel = c->state == CONN_AUTHED && d->kern.tcp_offload && c->cookie;
 			if (kernel)
 				hbd_tcp_kernel_last_seen(w, slot, false);
 			silent = hbd_silence(w, c->last_seen);
-			if (silent >= d->timeout_ms && kernel && hbd_seen_tcp(w, slot)) {
+			if (silent >= d->lim.timeout_ms && kernel && hbd_seen_tcp(w, slot)) {
 				/* conns is the record: a stamp can lag it after an adoption */
 				hbd_tcp_kernel_last_seen(w, slot, true);
 				silent = hbd_silence(w, c->last_seen);
 			}
-			if (silent >= d->timeout_ms) {
+			if (silent >= d->lim.timeout_ms) {
 				HBD_STAT_ADD(w->st, expired_tcp, 1);
 				hb_dbg("tcp: device %" PRIu64 " silent for %u ms: expired",
 				       c->device_id, silent);
 				hbd_tcp_close(w, slot, HB_BYE, HB_BYE_EXPIRED);
 			} else {
 				hb_wheel_add(&w->tcp_wheel, slot,
-					     w->now_ms - silent + d->timeout_ms);
+					     w->now_ms - silent + d->lim.timeout_ms);
 			}
 		}
 	} while (n == HBD_DUE_BATCH);

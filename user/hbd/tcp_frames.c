@@ -54,7 +54,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	c->last_seen = hbd_tcp_now32(w);
 	/* from --hello-timeout to the heartbeat timeout: not due (nor looked at) before that */
 	hb_wheel_del(&w->tcp_wheel, slot);
-	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->timeout_ms);
+	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->lim.timeout_ms);
 	if (hbd_tcp_kernel_admit(w, slot, r.device_id)) {
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_FULL);
 		return;

@@ -103,7 +103,7 @@ void hbd_tcp_adopt(struct hbd_worker *w, uint32_t slot, const struct hbd_ho_conn
 		w->src[slot] = HBD_KEY_NONE;
 		hbd_keytab_conn_open(&d->sources, rec->src, 0, &w->src[slot], NULL);
 	}
-	due = (rec->authed ? d->timeout_ms : d->hello_timeout_ms);
+	due = (rec->authed ? d->lim.timeout_ms : d->lim.hello_timeout_ms);
 	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms - (rec->age_ms < due ? rec->age_ms : due) + due);
 	if (rec->authed)
 		hbd_tcp_kernel_reseat(w, slot);

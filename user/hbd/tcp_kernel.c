@@ -26,7 +26,7 @@ void hbd_tcp_ask_cookie(struct hbd_worker *w, uint32_t slot)
 	struct hbd_conn *c = &w->conns[slot];
 	struct io_uring_sqe *sqe;
 
-	if (!w->d->tcp_offload || !(sqe = hbd_sqe(w)))
+	if (!w->d->kern.tcp_offload || !(sqe = hbd_sqe(w)))
 		return;
 	hb_prep_getsockopt(sqe, (int)slot, SOL_SOCKET, SO_COOKIE, &c->cookie, sizeof(c->cookie));
 	/* hard link: the cookie is known before the first frame is handled */
@@ -67,9 +67,10 @@ bool hbd_tcp_kernel_admit(struct hbd_worker *w, uint32_t slot, uint64_t device_i
 	struct hbd_conn *c = &w->conns[slot];
 	int rc;
 
-	if (!d->tcp_offload || !c->cookie)
+	if (!d->kern.tcp_offload || !c->cookie)
 		return false;
-	rc = hbd_maps_conn_auth(&d->maps, c->cookie, device_id, hb_mono_ns(), hbd_seen_tcp(w, slot));
+	rc = hbd_maps_conn_auth(&d->kern.maps, c->cookie, device_id, hb_mono_ns(),
+				hbd_seen_tcp(w, slot));
 	if (rc)
 		return hbd_map_full(w, rc, "conns", device_id);
 	join_sockhash(w, slot);
@@ -84,8 +85,9 @@ int hbd_tcp_sockhash_done(struct hbd_worker *w, struct hbd_conn *c, int res)
 		int fd = rc;
 
 		/* a connection closing meanwhile has no conns entry left: not worth adding */
-		rc = c && c->state == CONN_AUTHED ? hbd_maps_sockhash_add(&w->d->maps, c->cookie, fd)
-						  : 0;
+		rc = c && c->state == CONN_AUTHED
+			     ? hbd_maps_sockhash_add(&w->d->kern.maps, c->cookie, fd)
+			     : 0;
 		close(fd);
 	}
 	if (c)
@@ -97,9 +99,9 @@ void hbd_tcp_kernel_forget(struct hbd_worker *w, const struct hbd_conn *c)
 {
 	int rc;
 
-	if (!w->d->tcp_offload || !c->cookie)
+	if (!w->d->kern.tcp_offload || !c->cookie)
 		return;
-	rc = hbd_maps_conn_delete(&w->d->maps, c->cookie);
+	rc = hbd_maps_conn_delete(&w->d->kern.maps, c->cookie);
 	if (rc)
 		hb_dbg("conns delete %" PRIu64 ": %s", c->cookie, strerror(-rc));
 }
@@ -112,10 +114,10 @@ void hbd_tcp_kernel_last_seen(struct hbd_worker *w, uint32_t slot, bool lookup)
 	uint64_t ns;
 
 	if (k && !lookup) {
-		ns = hbd_seen_get(&d->maps, k);
+		ns = hbd_seen_get(&d->kern.maps, k);
 	} else {
 		HBD_STAT_ADD(w->st, expiry_lookups, 1);
-		if (hbd_maps_conn_last_seen(&d->maps, c->cookie, &ns))
+		if (hbd_maps_conn_last_seen(&d->kern.maps, c->cookie, &ns))
 			return;
 	}
 	c->last_seen = hbd_seen_later(d, ns, c->last_seen);
@@ -127,6 +129,6 @@ void hbd_tcp_kernel_reseat(struct hbd_worker *w, uint32_t slot)
 	uint32_t k = hbd_seen_tcp(w, slot);
 
 	/* the kernel stamps the old daemon's slot until the entry names ours */
-	if (w->d->tcp_offload && c->cookie && k)
-		hbd_maps_conn_reseat(&w->d->maps, c->cookie, k);
+	if (w->d->kern.tcp_offload && c->cookie && k)
+		hbd_maps_conn_reseat(&w->d->kern.maps, c->cookie, k);
 }

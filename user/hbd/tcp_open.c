@@ -20,8 +20,8 @@ void hbd_tcp_open(struct hbd_worker *w, uint32_t slot, const uint8_t addr[16])
 		return;
 	HBD_STAT_ADD(w->st, tcp_accepted, 1);
 	/* until it authenticates, a connection has --hello-timeout, not the heartbeat timeout */
-	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->hello_timeout_ms);
-	if (d->track_sources) {
+	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->lim.hello_timeout_ms);
+	if (d->lim.track_sources) {
 		w->src[slot] = HBD_KEY_NONE;
 		hbd_key_source(addr, key);
 		rc = hbd_keytab_conn_open(&d->sources, key, d->cfg->max_per_source, &w->src[slot],

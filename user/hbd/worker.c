@@ -103,7 +103,7 @@ static int setup(struct hbd_worker *w)
 
 	w->conns = calloc(w->nslots, sizeof(*w->conns));
 	w->links = malloc(w->nslots * sizeof(*w->links));
-	if (d->track_sources && !(w->src = malloc(w->nslots * sizeof(*w->src))))
+	if (d->lim.track_sources && !(w->src = malloc(w->nslots * sizeof(*w->src))))
 		return -ENOMEM;
 	w->dirty = malloc(w->nslots * sizeof(*w->dirty));
 	w->rearm = malloc(w->nslots * sizeof(*w->rearm));
@@ -112,18 +112,18 @@ static int setup(struct hbd_worker *w)
 	hb_wheel_links_init(w->links, w->nslots);
 	worker_clock(w);
 	hbd_accept_init(w);
-	rc = hb_wheel_init(&w->tcp_wheel, w->links, w->nslots, d->tick_ms, d->timeout_ms,
+	rc = hb_wheel_init(&w->tcp_wheel, w->links, w->nslots, d->lim.tick_ms, d->lim.timeout_ms,
 			   w->now_ms);
 	if (!rc)
-		rc = hb_wheel_init(&w->udp_wheel, d->sessions.links, d->sessions.cap, d->tick_ms,
-				   d->timeout_ms, w->now_ms);
+		rc = hb_wheel_init(&w->udp_wheel, d->sessions.links, d->sessions.cap, d->lim.tick_ms,
+				   d->lim.timeout_ms, w->now_ms);
 	if (!rc)
 		rc = hbd_chunks_init(&w->chunks, 64u << 20); /* up to 64 MiB a class in flight */
 	if (rc)
 		return rc;
 	hbd_sink_init(&w->sink, d->sink_fd, d->cfg->sink_fsync);
 	w->udp_msg.msg_namelen = sizeof(struct sockaddr_in6);
-	w->next_tick = w->now_ms + d->tick_ms;
+	w->next_tick = w->now_ms + d->lim.tick_ms;
 	return 0;
 }
 
@@ -412,8 +412,8 @@ static void arm_tick(struct hbd_worker *w)
 
 	if (!sqe)
 		return;
-	w->tick_ts.tv_sec = (long long)(w->d->tick_ms / 1000);
-	w->tick_ts.tv_nsec = (long long)(w->d->tick_ms % 1000) * 1000000;
+	w->tick_ts.tv_sec = (long long)(w->d->lim.tick_ms / 1000);
+	w->tick_ts.tv_nsec = (long long)(w->d->lim.tick_ms % 1000) * 1000000;
 	io_uring_prep_timeout(sqe, &w->tick_ts, 0, 0);
 	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_TICK, 0, 0, 0));
 	w->tick_armed = true;
@@ -430,13 +430,14 @@ static void run(struct hbd_worker *w)
 
 		worker_clock(w);
 		/* nothing from the last iteration is still using the key store it read */
-		__atomic_store_n(&w->epoch, __atomic_load_n(&d->keys_epoch, __ATOMIC_ACQUIRE),
+		__atomic_store_n(&w->epoch, __atomic_load_n(&d->keys.epoch, __ATOMIC_ACQUIRE),
 				 __ATOMIC_RELEASE);
 		hbd_ho_step(w);
 		/* handed everything to a successor: leave without a drain, which would say BYE to
 		 * devices that now belong to it
 		 */
-		if (__atomic_load_n(&d->ho_phase, __ATOMIC_ACQUIRE) == HBD_HO_PHASE_EXIT && w->ho.done)
+		if (__atomic_load_n(&d->upg.phase, __ATOMIC_ACQUIRE) == HBD_HO_PHASE_EXIT &&
+		    w->ho.done)
 			break;
 		if (!w->draining && !hbd_handing_off(w) && __atomic_load_n(&d->stop, __ATOMIC_ACQUIRE))
 			drain_start(w);
@@ -448,7 +449,7 @@ static void run(struct hbd_worker *w)
 		}
 		if (w->now_ms >= w->next_tick) {
 			tick(w);
-			w->next_tick = w->now_ms + d->tick_ms;
+			w->next_tick = w->now_ms + d->lim.tick_ms;
 		}
 		if (!w->tick_armed)
 			arm_tick(w);
@@ -479,15 +480,15 @@ void *hbd_worker_main(void *arg)
 	w->dispatch = handle_cqe;
 	rc = setup(w);
 
-	pthread_mutex_lock(&d->lock);
-	if (rc && !d->start_err)
-		d->start_err = rc;
-	d->nready++;
-	pthread_cond_broadcast(&d->cond);
-	while (!d->go && !d->start_err)
-		pthread_cond_wait(&d->cond, &d->lock);
-	rc = d->start_err;
-	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_lock(&d->start.lock);
+	if (rc && !d->start.err)
+		d->start.err = rc;
+	d->start.nready++;
+	pthread_cond_broadcast(&d->start.cond);
+	while (!d->start.go && !d->start.err)
+		pthread_cond_wait(&d->start.cond, &d->start.lock);
+	rc = d->start.err;
+	pthread_mutex_unlock(&d->start.lock);
 	if (rc) {
 		__atomic_store_n(&w->exited, true, __ATOMIC_RELEASE);
 		return NULL;

@@ -68,7 +68,8 @@ struct hbd_conn {
 	uint8_t final_code; /* its reason or error code */
 };
 
-_Static_assert(sizeof(struct hbd_conn) == 40, "per-slot state: keep it compact (every slot of every ring has one)");
+_Static_assert(sizeof(struct hbd_conn) == 40,
+	       "per-slot state: keep it compact (every slot of every ring has one)");
 
 #define HBD_ACCEPTS 32 /* single-shot accepts in flight per worker (accept.c) */
 
@@ -151,8 +152,8 @@ struct hbd_worker {
  */
 static inline bool hbd_handing_off(const struct hbd_worker *w)
 {
-	return !w->d->ho_new &&
-	       __atomic_load_n(&w->d->ho_phase, __ATOMIC_ACQUIRE) != HBD_HO_PHASE_NONE;
+	return !w->d->upg.successor &&
+	       __atomic_load_n(&w->d->upg.phase, __ATOMIC_ACQUIRE) != HBD_HO_PHASE_NONE;
 }
 
 /* Slots in the seen array (bpf/hbeat_abi.h): TCP connections first, by worker and slot, then
@@ -162,7 +163,7 @@ static inline uint32_t hbd_seen_tcp(const struct hbd_worker *w, uint32_t slot)
 {
 	uint64_t k = 1 + (uint64_t)w->id * w->d->plan.slots + slot;
 
-	return k < w->d->maps.seen_n ? (uint32_t)k : 0;
+	return k < w->d->kern.maps.seen_n ? (uint32_t)k : 0;
 }
 
 static inline uint64_t hbd_seen_udp_base(const struct hbd_daemon *d)
@@ -174,7 +175,7 @@ static inline uint32_t hbd_seen_udp(const struct hbd_daemon *d, uint32_t idx)
 {
 	uint64_t k = hbd_seen_udp_base(d) + idx;
 
-	return k < d->maps.seen_n ? (uint32_t)k : 0;
+	return k < d->kern.maps.seen_n ? (uint32_t)k : 0;
 }
 
 /* The later of last (a worker clock ms, wrapping) and a kernel CLOCK_MONOTONIC stamp; stamps
