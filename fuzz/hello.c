@@ -17,6 +17,7 @@
 #include "auth.h"
 #include "devices.h"
 #include "hbd.h"
+#include "hello.h"
 #include "proto.h"
 #include "targets.h"
 #include "worker.h"
@@ -70,11 +71,11 @@ int hbf_hello(const uint8_t *data, size_t n)
 
 	if (!keys)
 		load_keys();
-	d.keys = keys;
-	d.window_ms = WINDOW_MS;
+	d.keys.cur = keys;
+	d.lim.window_ms = WINDOW_MS;
 	if (in.n && (*in.p & 1)) {
-		d.replay_floor_ms = T0_MS - (uint64_t)(*in.p >> 1) * 100;
-		d.replay_floor_until_ms = d.replay_floor_ms + WINDOW_MS;
+		d.replay.floor_ms = T0_MS - (uint64_t)(*in.p >> 1) * 100;
+		d.replay.until_ms = d.replay.floor_ms + WINDOW_MS;
 	}
 	hbf_u8(&in);
 	HBF_CHECK(!hbd_devices_init(&d.devices, 0), "device table");
@@ -165,10 +166,10 @@ int hbf_hello(const uint8_t *data, size_t n)
 			want = HB_AUTH_BAD_MAC;
 		else if (ts < now - WINDOW_MS || ts > now + WINDOW_MS)
 			want = HB_AUTH_CLOCK;
-		else if (now < d.replay_floor_until_ms && ts <= d.replay_floor_ms)
-			want = HBD_AUTH_REPLAY; /* may predate the restart */
+		else if (now < d.replay.until_ms && ts <= d.replay.floor_ms)
+			want = HBD_REFUSE_REPLAY; /* may predate the restart */
 		else if (ts <= last[slot_of(id)])
-			want = HBD_AUTH_REPLAY;
+			want = HBD_REFUSE_REPLAY;
 		else
 			want = 0;
 

@@ -6,6 +6,7 @@
  * Input: byte 0 = number of cut sizes k (mod 16), byte 1 = frame after which the connection
  * "closes" (0xff: never), byte 2 = payload limit selector, then k cut sizes, then the stream.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "chunk.h"
@@ -60,6 +61,7 @@ int hbf_reasm(const uint8_t *data, size_t n)
 	size_t k, off = 0, pos = 0, nref = 0;
 	uint16_t max_payload;
 	int ref_rc, rc = 0;
+	enum hb_decode bad = HB_DECODE_OK;
 	struct run r;
 
 	if (n < 3)
@@ -96,7 +98,8 @@ int hbf_reasm(const uint8_t *data, size_t n)
 
 		if (piece > n - pos)
 			piece = n - pos;
-		rc = hbd_reasm_feed(&ck, &partial, max_payload, data + pos, piece, on_frame, &r);
+		rc = hbd_reasm_feed(&ck, &partial, max_payload, data + pos, piece, on_frame, &r,
+				    &bad);
 		pos += piece;
 		if (rc || (r.stop_after && r.got == r.stop_after))
 			break;
@@ -104,8 +107,9 @@ int hbf_reasm(const uint8_t *data, size_t n)
 	if (r.stop_after && r.got == r.stop_after) {
 		HBF_CHECK(rc == 0 && partial == HBD_NONE, "stopped feed kept a chunk");
 	} else if (rc) {
-		HBF_CHECK(rc == ref_rc, "reassembly failed with %s, the one-shot decode with %s",
-			  hb_decode_str(rc), hb_decode_str(ref_rc));
+		HBF_CHECK(rc == -EBADMSG && (int)bad == ref_rc,
+			  "reassembly failed with %d (%s), the one-shot decode with %s", rc,
+			  hb_decode_str(bad), hb_decode_str(ref_rc));
 		HBF_CHECK(r.got == nref, "error after %zu frames, the one-shot decode after %zu",
 			  r.got, nref);
 	} else {

@@ -12,7 +12,9 @@
 #include <errno.h>
 #include <string.h>
 
+#include "accept.h"
 #include "log.h"
+#include "tcp.h"
 #include "worker.h"
 
 static void refill(struct hbd_worker *w)

@@ -61,7 +61,7 @@ static void drop_client(struct hbd_api *a, struct client *c)
 	uint32_t gen = c->gen;
 
 	if (c->subscribed)
-		__atomic_fetch_sub(&a->d->events.subscribers, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_sub(&a->d->ctl.events.subscribers, 1, __ATOMIC_RELAXED);
 	close(c->fd);
 	free(c->out);
 	memset(c, 0, sizeof(*c));
@@ -212,7 +212,7 @@ static void cmd_stats(struct hbd_api *a, struct client *c, uint32_t req)
 		return;
 	}
 	out_printf(c, "{\"req\":%u,\"ok\":true,\"stats\":%s,\"subscribers\":%d}\n", req, buf,
-		   __atomic_load_n(&a->d->events.subscribers, __ATOMIC_RELAXED));
+		   __atomic_load_n(&a->d->ctl.events.subscribers, __ATOMIC_RELAXED));
 }
 
 static void request(struct hbd_api *a, struct client *c, char *line)
@@ -232,7 +232,7 @@ static void request(struct hbd_api *a, struct client *c, char *line)
 	} else if (!strcmp(arg[0], "subscribe") && n == 1) {
 		if (!c->subscribed) {
 			c->subscribed = true;
-			__atomic_fetch_add(&a->d->events.subscribers, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&a->d->ctl.events.subscribers, 1, __ATOMIC_RELAXED);
 		}
 		out_printf(c, "{\"req\":%u,\"ok\":true}\n", req);
 	} else if (!strcmp(arg[0], "reload") && n == 1) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "control.h"
 #include "log.h"
 #include "notify.h"
 #include "reload.h"
@@ -20,45 +21,6 @@
 #define SWEEP_BUDGET 4096 /* device-table slots looked at per control tick */
 #define EVENT_BATCH 256
 
-void hbd_ctl_msg(struct hbd_daemon *d, unsigned target, uint64_t ud, int res)
-{
-	struct io_uring_sqe *sqe;
-
-	if (!d->ctl_ok || target >= d->plan.workers || d->ring_fds[target] < 0)
-		return;
-	sqe = io_uring_get_sqe(&d->ctl);
-	if (!sqe) {
-		hbd_ctl_flush(d);
-		sqe = io_uring_get_sqe(&d->ctl);
-		if (!sqe)
-			return;
-	}
-	io_uring_prep_msg_ring(sqe, d->ring_fds[target], (unsigned)res, ud, 0);
-	/* only failures come back: the control ring's CQ never fills with successes */
-	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-	io_uring_sqe_set_data64(sqe, target);
-}
-
-void hbd_ctl_flush(struct hbd_daemon *d)
-{
-	struct io_uring_cqe *cqe;
-	unsigned head, n = 0;
-	int rc;
-
-	if (!d->ctl_ok)
-		return;
-	rc = io_uring_submit(&d->ctl);
-	if (rc < 0)
-		hb_warn("control ring submit: %s", strerror(-rc));
-	io_uring_for_each_cqe(&d->ctl, head, cqe)
-	{
-		hb_warn("message to worker %llu failed: %s", (unsigned long long)cqe->user_data,
-			strerror(-cqe->res));
-		n++;
-	}
-	io_uring_cq_advance(&d->ctl, n);
-}
-
 static void deliver_events(struct hbd_daemon *d)
 {
 	struct hbd_event ev[EVENT_BATCH];
@@ -66,30 +28,30 @@ static void deliver_events(struct hbd_daemon *d)
 	uint32_t n;
 
 	do {
-		n = hbd_events_take(&d->events, ev, EVENT_BATCH, &dropped);
-		for (uint32_t i = 0; d->api && i < n; i++)
-			hbd_api_event(d->api, &ev[i]);
+		n = hbd_events_take(&d->ctl.events, ev, EVENT_BATCH, &dropped);
+		for (uint32_t i = 0; d->ctl.api && i < n; i++)
+			hbd_api_event(d->ctl.api, &ev[i]);
 		if (dropped) {
-			__atomic_fetch_add(&d->events_lost, dropped, __ATOMIC_RELAXED);
-			if (d->api)
-				hbd_api_lost(d->api, dropped);
+			__atomic_fetch_add(&d->ctl.events_lost, dropped, __ATOMIC_RELAXED);
+			if (d->ctl.api)
+				hbd_api_lost(d->ctl.api, dropped);
 		}
 	} while (n == EVENT_BATCH);
 }
 
 static void tick(struct hbd_daemon *d, uint64_t grace_ns)
 {
-	if (d->offload) {
-		int rc = hbd_maps_stamp(&d->maps, hbd_mono_ns(), grace_ns);
+	if (d->kern.offload) {
+		int rc = hbd_maps_stamp(&d->kern.maps, hb_mono_ns(), grace_ns);
 
 		if (rc)
 			hb_warn("config stamp: %s", strerror(-rc));
 	}
-	hbd_nic_check(&d->nic, hbd_mono_ns() / 1000000);
-	hbd_devices_sweep(d->devices, hbd_realtime_ms(), d->window_ms, SWEEP_BUDGET);
-	hbd_keytab_sweep(&d->sources, hbd_mono_ns() / 1000, SWEEP_BUDGET);
-	hbd_keytab_sweep(&d->data_rl, hbd_mono_ns() / 1000, SWEEP_BUDGET);
-	hbd_notify_tick(d, hbd_mono_ns() / 1000000);
+	hbd_nic_check(&d->kern.nic, hb_mono_ms());
+	hbd_devices_sweep(d->devices, hb_realtime_ms(), d->lim.window_ms, SWEEP_BUDGET);
+	hbd_keytab_sweep(&d->sources, hb_mono_us(), SWEEP_BUDGET);
+	hbd_keytab_sweep(&d->data_rl, hb_mono_us(), SWEEP_BUDGET);
+	hbd_notify_tick(d, hb_mono_ms());
 }
 
 static int on_signal(struct hbd_daemon *d, int sigfd)
@@ -108,12 +70,12 @@ static int on_signal(struct hbd_daemon *d, int sigfd)
 			hbd_upgrade_request(d); /* it logs either way */
 			continue;
 		}
-		if (hbd_upgrade_busy(d) && !d->ho_new) {
+		if (hbd_upgrade_busy(d) && !d->upg.successor) {
 			/* an old daemon mid-upgrade finishes it (it exits after it anyway); if the
 			 * upgrade fails, it drains then
 			 */
 			hb_info("%s: finishing the upgrade under way first", strsignal((int)si.ssi_signo));
-			d->term_pending = (int)si.ssi_signo;
+			d->upg.term_pending = (int)si.ssi_signo;
 			continue;
 		}
 		hb_info("%s: draining", strsignal((int)si.ssi_signo));
@@ -129,7 +91,7 @@ int hbd_control_loop(struct hbd_daemon *d, int sigfd)
 	uint64_t next_tick = 0;
 
 	for (;;) {
-		uint64_t now = hbd_mono_ns() / 1000000;
+		uint64_t now = hb_mono_ms();
 		int n = 0, rc;
 
 		if (now >= next_tick) {
@@ -141,17 +103,18 @@ int hbd_control_loop(struct hbd_daemon *d, int sigfd)
 			return HBD_EXIT_FAIL;
 		}
 		if (hbd_upgrade_poll(d)) {
-			d->upgraded = true; /* every device is the successor's now */
+			d->upg.handed = true; /* every device is the successor's now */
 			return HBD_EXIT_OK;
 		}
-		if (d->term_pending && !hbd_upgrade_busy(d)) {
-			hb_info("%s: draining", strsignal(d->term_pending));
+		if (d->upg.term_pending && !hbd_upgrade_busy(d)) {
+			hb_info("%s: draining", strsignal(d->upg.term_pending));
 			return HBD_EXIT_OK;
 		}
 		pfd[n++] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
-		pfd[n++] = (struct pollfd){ .fd = d->events.efd, .events = POLLIN };
-		if (d->api)
-			n += hbd_api_pollfds(d->api, pfd + n, (int)(sizeof(pfd) / sizeof(pfd[0])) - n);
+		pfd[n++] = (struct pollfd){ .fd = d->ctl.events.efd, .events = POLLIN };
+		if (d->ctl.api)
+			n += hbd_api_pollfds(d->ctl.api, pfd + n,
+					     (int)(sizeof(pfd) / sizeof(pfd[0])) - n);
 		/* an upgrade under way is driven every 10 ms */
 		rc = poll(pfd, (nfds_t)n,
 			  hbd_upgrade_busy(d) ? 10 : (int)(next_tick > now ? next_tick - now : 0));
@@ -165,8 +128,8 @@ int hbd_control_loop(struct hbd_daemon *d, int sigfd)
 			return HBD_EXIT_OK;
 		if (pfd[1].revents & POLLIN)
 			deliver_events(d);
-		if (d->api)
-			hbd_api_handle(d->api, pfd + 2, n - 2);
+		if (d->ctl.api)
+			hbd_api_handle(d->ctl.api, pfd + 2, n - 2);
 		hbd_ctl_flush(d); /* downlink wake-ups queued while handling requests */
 	}
 }

@@ -15,10 +15,12 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "control.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
 #include "restart.h"
+#include "services.h"
 #include "sockets.h"
 #include "upgrade.h"
 #include "uring_sock.h"
@@ -108,7 +110,7 @@ static int setup_maps(struct hbd_daemon *d)
 
 	if (cfg->no_offload) {
 		hb_info("--no-offload: answering every heartbeat in userspace");
-	} else if (hbd_maps_open_offload(&d->maps, cfg->pin_path, why, sizeof(why))) {
+	} else if (hbd_maps_open_offload(&d->kern.maps, cfg->pin_path, why, sizeof(why))) {
 		if (!on_bpffs(cfg->pin_path))
 			hb_warn("no bpffs at %s, so no pinned fast path: answering heartbeats in "
 				"userspace; mount one (mount -t bpf bpf /sys/fs/bpf) and run `hbctl load "
@@ -121,37 +123,39 @@ static int setup_maps(struct hbd_daemon *d)
 	} else {
 		struct hb_config hc;
 
-		d->offload = true;
-		d->tcp_offload = hbd_maps_config(&d->maps, &hc) || hc.tcp_path != HB_TCP_USER;
-		if (!d->tcp_offload) {
+		d->kern.offload = true;
+		d->kern.tcp_offload =
+			hbd_maps_config(&d->kern.maps, &hc) || hc.tcp_path != HB_TCP_USER;
+		if (!d->kern.tcp_offload) {
 			hb_info("BPF loaded with --tcp user: TCP heartbeats answered here, UDP ones by XDP");
 		} else if (!uring_has_op(HB_IORING_OP_FIXED_FD_INSTALL)) {
 			hb_warn("io_uring lacks IORING_OP_FIXED_FD_INSTALL (kernel >= 6.8), which adds "
 				"connections to the sockhash: TCP heartbeats answered here, UDP ones by "
 				"XDP");
-			d->tcp_offload = false;
-		} else if (hbd_maps_open_sockhash(&d->maps, cfg->pin_path, why, sizeof(why))) {
+			d->kern.tcp_offload = false;
+		} else if (hbd_maps_open_sockhash(&d->kern.maps, cfg->pin_path, why, sizeof(why))) {
 			hb_warn("no sockhash to add TCP connections to (%s): TCP heartbeats answered "
 				"here, UDP ones by XDP",
 				why);
-			d->tcp_offload = false;
+			d->kern.tcp_offload = false;
 		}
 		/* TCP slots of every worker, then the sessions (worker.h, hbd_seen_tcp/udp) */
 		uint64_t want = hbd_seen_udp_base(d) + d->sessions.cap;
 
-		if (hbd_maps_open_seen(&d->maps, cfg->pin_path, want, why, sizeof(why)))
+		if (hbd_maps_open_seen(&d->kern.maps, cfg->pin_path, want, why, sizeof(why)))
 			hb_info("no heartbeat stamps to map (%s): expiry looks each device up in the "
 				"maps instead (hbctl load of this version pins them)", why);
-		else if (d->maps.seen_n < want)
+		else if (d->kern.maps.seen_n < want)
 			hb_info("%s/%s holds %u heartbeat stamps, fewer than the %" PRIu64 " TCP slots "
 				"and sessions here: expiry looks the devices beyond them up in the maps "
 				"(hbctl load --max-conns/--max-sessions size it)",
-				cfg->pin_path, HB_MAP_SEEN, d->maps.seen_n, want);
+				cfg->pin_path, HB_MAP_SEEN, d->kern.maps.seen_n, want);
 		/* one daemon per set of maps, before touching any of them: a second would undo the
 		 * first one's sessions and zero its counters
 		 */
-		rc = d->ho_new ? 0 /* inherited from the old daemon */
-			       : hbd_instance_lock(cfg->pin_path, &d->lock_fd, why, sizeof(why));
+		rc = d->upg.successor
+			     ? 0 /* inherited from the old daemon */
+			     : hbd_instance_lock(cfg->pin_path, &d->kern.lock_fd, why, sizeof(why));
 		if (rc == -EBUSY) {
 			hb_err("%s", why);
 			return rc;
@@ -161,8 +165,8 @@ static int setup_maps(struct hbd_daemon *d)
 				cfg->pin_path);
 	}
 	/* counters are published whenever the map is there, whatever the mode */
-	if (!hbd_maps_open_ustats(&d->maps, cfg->pin_path, why, sizeof(why))) {
-		d->stats = d->maps.ustats_mem;
+	if (!hbd_maps_open_ustats(&d->kern.maps, cfg->pin_path, why, sizeof(why))) {
+		d->stats = d->kern.maps.ustats_mem;
 		hb_info("publishing counters in %s/%s", cfg->pin_path, HB_MAP_USTATS);
 	} else {
 		hb_dbg("counters kept private: %s", why);
@@ -174,7 +178,7 @@ static int setup_maps(struct hbd_daemon *d)
 	/* counters count this daemon's life: a restarted daemon starts from zero; an upgraded
 	 * one goes on from its predecessor's (both add to them while they overlap)
 	 */
-	if (d->stats && (!d->ho_new || d->stats == d->stats_own))
+	if (d->stats && (!d->upg.successor || d->stats == d->stats_own))
 		memset(d->stats, 0, HB_MAX_WORKERS * sizeof(struct hb_ustats));
 	return d->stats ? 0 : -ENOMEM;
 }
@@ -214,27 +218,27 @@ static int start_workers(struct hbd_daemon *d)
 		}
 		started++;
 	}
-	pthread_mutex_lock(&d->lock);
-	if (rc && !d->start_err)
-		d->start_err = rc;
-	while (d->nready < started)
-		pthread_cond_wait(&d->cond, &d->lock);
-	rc = d->start_err;
+	pthread_mutex_lock(&d->start.lock);
+	if (rc && !d->start.err)
+		d->start.err = rc;
+	while (d->start.nready < started)
+		pthread_cond_wait(&d->start.cond, &d->start.lock);
+	rc = d->start.err;
 	/* every worker is set up and waiting: state from an earlier daemon goes into its tables
 	 * and wheels now, before any of them runs
 	 */
-	if (!rc && d->ho_new) {
+	if (!rc && d->upg.successor) {
 		char why[256];
 
 		rc = hbd_upgrade_child_ready(d, why, sizeof(why));
 		if (rc)
 			hb_err("upgrade: %s", why);
-	} else if (!rc && d->offload) {
-		hbd_adopt_sessions(d, d->replay_floor_ms);
+	} else if (!rc && d->kern.offload) {
+		hbd_adopt_sessions(d, d->replay.floor_ms);
 	}
-	d->go = !rc;
-	pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
+	d->start.go = !rc;
+	pthread_cond_broadcast(&d->start.cond);
+	pthread_mutex_unlock(&d->start.lock);
 	/* threads not started are joined as if they had exited */
 	for (unsigned i = started; i < n; i++) {
 		free(d->workers[i]);
@@ -271,27 +275,9 @@ static void print_stats(struct hbd_daemon *d)
 	}
 }
 
-int hbd_services_open(struct hbd_daemon *d)
-{
-	const struct hbd_config *cfg = d->cfg;
-	char why[512];
-	int rc;
-
-	d->services_pending = false;
-	if (cfg->control && (rc = hbd_api_open(&d->api, d, cfg->control, why, sizeof(why)))) {
-		hb_err("control socket: %s", why);
-		return rc;
-	}
-	if (cfg->metrics && (rc = hbd_metrics_start(&d->metrics, d, cfg->metrics, &d->metrics_port))) {
-		hb_err("metrics on %s: %s", cfg->metrics, strerror(-rc));
-		return rc;
-	}
-	return 0;
-}
-
 static const char *mode_str(const struct hbd_daemon *d)
 {
-	if (d->offload)
+	if (d->kern.offload)
 		return "offload";
 	return d->cfg->no_offload ? "userspace(--no-offload)" : "userspace(bpf-not-loaded)";
 }
@@ -312,26 +298,26 @@ int hbd_run(const struct hbd_config *cfg)
 		return HBD_EXIT_FAIL;
 	hb_log_init("hbd", (enum hb_log_level)cfg->log_level);
 	hb_log_route_libbpf();
-	pthread_mutex_init(&d->lock, NULL);
-	pthread_cond_init(&d->cond, NULL);
-	hbd_maps_init(&d->maps);
+	pthread_mutex_init(&d->start.lock, NULL);
+	pthread_cond_init(&d->start.cond, NULL);
+	hbd_maps_init(&d->kern.maps);
 	d->cfg = cfg;
 	d->sink_fd = -1;
-	d->lock_fd = -1;
-	d->mono0_ns = hbd_mono_ns();
-	d->replay_floor_ms = hbd_realtime_ms();
-	d->interval_ms = (uint64_t)(cfg->interval_s * 1000);
-	d->timeout_ms = (uint64_t)(cfg->interval_s * cfg->expiry_mult * 1000);
-	d->window_ms = (uint64_t)(cfg->clock_window_s * 1000);
-	d->replay_floor_until_ms = d->replay_floor_ms + d->window_ms;
+	d->kern.lock_fd = -1;
+	d->mono0_ns = hb_mono_ns();
+	d->replay.floor_ms = hb_realtime_ms();
+	d->lim.interval_ms = (uint64_t)(cfg->interval_s * 1000);
+	d->lim.timeout_ms = (uint64_t)(cfg->interval_s * cfg->expiry_mult * 1000);
+	d->lim.window_ms = (uint64_t)(cfg->clock_window_s * 1000);
+	d->replay.until_ms = d->replay.floor_ms + d->lim.window_ms;
 	/* 8 ticks a timeout keeps expiry within ~12% late; 250 ms is plenty at 30 s intervals */
-	d->tick_ms = d->timeout_ms / 8;
-	if (d->tick_ms < 5)
-		d->tick_ms = 5;
-	if (d->tick_ms > WORKER_TICK_MAX_MS)
-		d->tick_ms = WORKER_TICK_MAX_MS;
+	d->lim.tick_ms = d->lim.timeout_ms / 8;
+	if (d->lim.tick_ms < 5)
+		d->lim.tick_ms = 5;
+	if (d->lim.tick_ms > WORKER_TICK_MAX_MS)
+		d->lim.tick_ms = WORKER_TICK_MAX_MS;
 
-	rc = hb_keystore_load(cfg->keys, &d->keys, why, sizeof(why));
+	rc = hb_keystore_load(cfg->keys, &d->keys.cur, why, sizeof(why));
 	if (rc) {
 		hb_err("key store: %s", why);
 		goto out;
@@ -343,12 +329,12 @@ int hbd_run(const struct hbd_config *cfg)
 			hb_warn("key store %s is readable by others (mode %03o): chmod 600 it",
 				cfg->keys, st.st_mode & 0777);
 	}
-	if (hbd_events_init(&d->events, EVENT_QUEUE) ||
-	    io_uring_queue_init(CTL_RING, &d->ctl, 0)) {
+	if (hbd_events_init(&d->ctl.events, EVENT_QUEUE) ||
+	    io_uring_queue_init(CTL_RING, &d->ctl.ring, 0)) {
 		hb_err("control thread set-up failed (out of memory or io_uring unavailable)");
 		goto out;
 	}
-	d->ctl_ok = true;
+	d->ctl.ok = true;
 	getrlimit(RLIMIT_NOFILE, &rl);
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	/* started by an upgrade: the old daemon's sockets come first (as many workers at least) */
@@ -361,7 +347,7 @@ int hbd_run(const struct hbd_config *cfg)
 	if (!rc)
 		ho_n = 0;
 	else
-		d->replay_floor_until_ms = 0; /* the old daemon hands its replay state over */
+		d->replay.until_ms = 0; /* the old daemon hands its replay state over */
 	want = cfg->workers ? cfg->workers : (ncpu > 0 ? (unsigned)ncpu : 1);
 	if (want < ho_n)
 		want = ho_n;
@@ -373,10 +359,10 @@ int hbd_run(const struct hbd_config *cfg)
 		goto out;
 	}
 	/* a connection gets no longer to authenticate than an authenticated one may stay silent */
-	d->hello_timeout_ms = (uint64_t)(cfg->hello_timeout_s * 1000);
-	if (d->hello_timeout_ms > d->timeout_ms)
-		d->hello_timeout_ms = d->timeout_ms;
-	d->track_sources = cfg->max_per_source || cfg->auth_fail_rate > 0;
+	d->lim.hello_timeout_ms = (uint64_t)(cfg->hello_timeout_s * 1000);
+	if (d->lim.hello_timeout_ms > d->lim.timeout_ms)
+		d->lim.hello_timeout_ms = d->lim.timeout_ms;
+	d->lim.track_sources = cfg->max_per_source || cfg->auth_fail_rate > 0;
 	if (hbd_devices_init(&d->devices, cfg->max_clients) || hbd_sessions_init(&d->sessions, cfg->max_clients) ||
 	    /* bounded: a flood of new source addresses must not take all memory */
 	    hbd_keytab_init(&d->sources, cfg->auth_fail_rate, cfg->auth_fail_burst,
@@ -392,18 +378,18 @@ int hbd_run(const struct hbd_config *cfg)
 			hb_err("out of memory for counters");
 		goto out;
 	}
-	if (d->offload) {
-		if (!d->ho_new) /* an old daemon still owns its connections */
+	if (d->kern.offload) {
+		if (!d->upg.successor) /* an old daemon still owns its connections */
 			hbd_clean_stale_conns(d);
 		{
 			struct hb_config c;
 
-			if (!hbd_maps_config(&d->maps, &c) && c.ifindex)
-				hbd_nic_init(&d->nic, (int)c.ifindex, c.ifname);
+			if (!hbd_maps_config(&d->kern.maps, &c) && c.ifindex)
+				hbd_nic_init(&d->kern.nic, (int)c.ifindex, c.ifname);
 		}
 	}
 	/* no repair while an old daemon may be mid-write on the same file */
-	d->sink_fd = open_sink(cfg->sink, cfg->sink_fsync, !d->ho_new);
+	d->sink_fd = open_sink(cfg->sink, cfg->sink_fsync, !d->upg.successor);
 	if (d->sink_fd < 0)
 		goto out;
 	d->tcp_fds = calloc(d->plan.workers, sizeof(int));
@@ -448,49 +434,49 @@ int hbd_run(const struct hbd_config *cfg)
 		stop_workers(d);
 		goto out;
 	}
-	/* a successor opens them once its predecessor has closed them (control.c) */
-	if (!d->ho_new && hbd_services_open(d)) {
+	/* a successor opens them once its predecessor has closed them (upgrade.c) */
+	if (!d->upg.successor && hbd_services_open(d)) {
 		stop_workers(d);
 		goto out;
 	}
 	hb_info("ready: listening on %s port=%u tcp+udp workers=%u slots=%u max_clients=%u "
 		"interval_ms=%llu timeout_ms=%llu mode=%s sink=%s control=%s metrics_port=%u pid=%d%s",
 		cfg->bind ? cfg->bind : "::", d->port, d->plan.workers, d->plan.slots,
-		cfg->max_clients, (unsigned long long)d->interval_ms,
-		(unsigned long long)d->timeout_ms, mode_str(d), cfg->sink,
-		cfg->control ? cfg->control : "none", d->metrics_port, (int)getpid(),
-		d->ho_new ? " (upgrade: taking over)" : "");
+		cfg->max_clients, (unsigned long long)d->lim.interval_ms,
+		(unsigned long long)d->lim.timeout_ms, mode_str(d), cfg->sink,
+		cfg->control ? cfg->control : "none", d->ctl.metrics_port, (int)getpid(),
+		d->upg.successor ? " (upgrade: taking over)" : "");
 	hbd_notify_ready(d);
 	exit_code = hbd_control_loop(d, sigfd);
-	if (!d->upgraded)
+	if (!d->upg.handed)
 		hbd_notify_stopping();
 	/* no more requests; the workers' last events are dropped with the queue */
-	hbd_api_close(d->api);
-	d->api = NULL;
+	hbd_api_close(d->ctl.api);
+	d->ctl.api = NULL;
 	stop_workers(d);
 	/* metrics read worker memory: stop serving before the workers are freed */
-	hbd_metrics_stop(d->metrics);
-	d->metrics = NULL;
-	if (d->offload && !d->upgraded) {
+	hbd_metrics_stop(d->ctl.metrics);
+	d->ctl.metrics = NULL;
+	if (d->kern.offload && !d->upg.handed) {
 		/* the fast paths must stop answering for a daemon that is gone: a zero stamp is
 		 * stale at once (unless the grace check is disabled); after an upgrade the
 		 * successor stamps, and a zero here would silence the fast paths under it
 		 */
-		hbd_maps_stamp(&d->maps, 0, (uint64_t)(cfg->grace_s * 1e9));
+		hbd_maps_stamp(&d->kern.maps, 0, (uint64_t)(cfg->grace_s * 1e9));
 	}
 	print_stats(d);
 	hb_info("stopped");
 out:
-	hbd_api_close(d->api);
-	hbd_metrics_stop(d->metrics);
+	hbd_api_close(d->ctl.api);
+	hbd_metrics_stop(d->ctl.metrics);
 	if (sigfd >= 0)
 		close(sigfd);
-	if (d->ctl_ok)
-		io_uring_queue_exit(&d->ctl);
-	hbd_events_free(&d->events);
-	for (unsigned i = 0; i < d->nretired; i++)
-		hb_keystore_free(d->keys_retired[i]);
-	free(d->keys_retired);
+	if (d->ctl.ok)
+		io_uring_queue_exit(&d->ctl.ring);
+	hbd_events_free(&d->ctl.events);
+	for (unsigned i = 0; i < d->keys.nretired; i++)
+		hb_keystore_free(d->keys.retired[i]);
+	free(d->keys.retired);
 	if (d->workers) {
 		for (unsigned i = 0; i < d->plan.workers; i++) {
 			if (d->workers[i])
@@ -502,22 +488,22 @@ out:
 		hbd_sockets_close(d->plan.workers, d->tcp_fds, d->udp_fds);
 	if (d->sink_fd >= 0)
 		close(d->sink_fd);
-	if (d->lock_fd >= 0)
-		close(d->lock_fd);
-	hbd_maps_close(&d->maps);
+	if (d->kern.lock_fd >= 0)
+		close(d->kern.lock_fd);
+	hbd_maps_close(&d->kern.maps);
 	free(d->stats_own);
 	hbd_sessions_free(&d->sessions);
 	hbd_keytab_free(&d->sources);
 	hbd_keytab_free(&d->data_rl);
 	hbd_devices_free(d->devices);
-	hb_keystore_free(d->keys);
+	hb_keystore_free(d->keys.cur);
 	free(d->workers);
 	free(d->tcp_fds);
 	free(d->udp_fds);
 	free(d->ring_fds);
 	hbd_upgrade_free(d);
-	pthread_mutex_destroy(&d->lock);
-	pthread_cond_destroy(&d->cond);
+	pthread_mutex_destroy(&d->start.lock);
+	pthread_cond_destroy(&d->start.cond);
 	free(d);
 	return exit_code;
 }

@@ -42,10 +42,10 @@ static void report(struct hbd_daemon *d, uint32_t client, uint32_t req, uint64_t
 		.device = device,
 		.seq = seq,
 		.rtt_us = (uint32_t)(rtt_ns / 1000 > UINT32_MAX ? UINT32_MAX : rtt_ns / 1000),
-		.ts_ms = hbd_realtime_ms(),
+		.ts_ms = hb_realtime_ms(),
 	};
 
-	hbd_events_push(&d->events, &ev);
+	hbd_events_push(&d->ctl.events, &ev);
 }
 
 /* The outcome of a request that never became a DOWN frame. */
@@ -93,68 +93,57 @@ static struct hbd_down_pending *pending_slot(struct hbd_downlink *dl)
 	return NULL;
 }
 
-static void send_one(struct hbd_worker *w, struct hbd_down_req *r)
+struct hbd_down_req *hbd_down_take(struct hbd_downlink *dl)
 {
-	struct hbd_downlink *dl = &w->down;
-	struct hbd_down_pending *p = pending_slot(dl);
-	uint64_t loc = r->loc;
-	uint16_t seq = dl->seq;
-	int rc;
+	struct hbd_down_req *r;
+
+	/* unlocked peek: a request pushed right after is announced by its own MSG_RING */
+	if (!__atomic_load_n(&dl->head, __ATOMIC_RELAXED))
+		return NULL;
+	pthread_mutex_lock(&dl->lock);
+	r = dl->head;
+	dl->head = dl->tail = NULL;
+	pthread_mutex_unlock(&dl->lock);
+	return r;
+}
+
+struct hbd_down_pending *hbd_down_reserve(struct hbd_worker *w, const struct hbd_down_req *r)
+{
+	struct hbd_down_pending *p = pending_slot(&w->down);
 
 	if (!p) {
 		HBD_STAT_ADD(w->st, down_failed, 1);
 		refuse(w->d, r, HBD_DOWN_BUSY);
-		return;
 	}
-	if (loc & HBD_LOC_UDP)
-		rc = hbd_udp_send_down(w, hbd_loc_index(loc), hbd_loc_gen(loc), seq, r->payload,
-				       r->len);
-	else
-		rc = hbd_tcp_send_down(w, hbd_loc_index(loc), hbd_loc_gen(loc), seq, r->payload,
-				       r->len);
+	return p;
+}
+
+void hbd_down_sent(struct hbd_worker *w, const struct hbd_down_req *r, struct hbd_down_pending *p,
+		   int rc)
+{
+	struct hbd_downlink *dl = &w->down;
+
 	if (rc) {
 		HBD_STAT_ADD(w->st, down_failed, 1);
 		refuse(w->d, r, rc == -ENOENT ? HBD_DOWN_OFFLINE : HBD_DOWN_FAILED);
 		return;
 	}
-	dl->seq++;
 	HBD_STAT_ADD(w->st, down_sent, 1);
 	*p = (struct hbd_down_pending){
-		.loc = loc,
+		.loc = r->loc,
 		.device = r->device,
-		.sent_ns = hbd_mono_ns(),
+		.sent_ns = hb_mono_ns(),
 		.deadline_ms = w->now_ms + r->timeout_ms,
 		.client = r->client,
 		.req = r->req,
-		.seq = seq,
+		.seq = dl->seq++,
 	};
 	dl->npending++;
 }
 
-void hbd_down_drain(struct hbd_worker *w)
-{
-	struct hbd_downlink *dl = &w->down;
-	struct hbd_down_req *r;
-
-	/* unlocked peek: a request pushed right after is announced by its own MSG_RING */
-	if (!__atomic_load_n(&dl->head, __ATOMIC_RELAXED))
-		return;
-	pthread_mutex_lock(&dl->lock);
-	r = dl->head;
-	dl->head = dl->tail = NULL;
-	pthread_mutex_unlock(&dl->lock);
-	while (r) {
-		struct hbd_down_req *next = r->next;
-
-		send_one(w, r);
-		free(r);
-		r = next;
-	}
-}
-
 static void finish(struct hbd_worker *w, struct hbd_down_pending *p, enum hbd_down_status st)
 {
-	uint64_t rtt = st == HBD_DOWN_DELIVERED ? hbd_mono_ns() - p->sent_ns : 0;
+	uint64_t rtt = st == HBD_DOWN_DELIVERED ? hb_mono_ns() - p->sent_ns : 0;
 
 	if (st == HBD_DOWN_DELIVERED) {
 		HBD_STAT_ADD(w->st, down_acked, 1);
@@ -195,7 +184,6 @@ void hbd_down_tick(struct hbd_worker *w)
 {
 	struct hbd_downlink *dl = &w->down;
 
-	hbd_down_drain(w);
 	for (uint32_t i = 0; dl->npending && i < HBD_DOWN_PENDING_MAX; i++) {
 		struct hbd_down_pending *p = &dl->pending[i];
 

@@ -59,13 +59,21 @@ void hbd_down_free(struct hbd_downlink *dl);
 /* Control thread: routes a request (owned by the callee from here on) to the device's worker. */
 void hbd_down_submit(struct hbd_daemon *d, struct hbd_down_req *r);
 
-/* Worker: sends what its inbox holds (on the MSG_RING wake-up and at every tick). */
-void hbd_down_drain(struct hbd_worker *w);
+/* Worker, on the MSG_RING wake-up and at every tick: the requests its inbox holds (a list
+ * through ->next, the caller's to free), NULL if none. For each, hbd_down_reserve() a pending
+ * entry (NULL: too many in flight, the request is answered BUSY), the DOWN frame goes out on
+ * the session's transport with the worker's next seq (dl->seq), then hbd_down_sent() with what
+ * the transport returned (0, -ENOENT: not that session any more, -ENOMEM).
+ */
+struct hbd_down_req *hbd_down_take(struct hbd_downlink *dl);
+struct hbd_down_pending *hbd_down_reserve(struct hbd_worker *w, const struct hbd_down_req *r);
+void hbd_down_sent(struct hbd_worker *w, const struct hbd_down_req *r, struct hbd_down_pending *p,
+		   int rc);
 /* Worker: the device ACKed seq on session loc (this worker's). */
 void hbd_down_acked(struct hbd_worker *w, uint64_t loc, uint16_t seq);
 /* Worker: session loc ended; its pending downlinks are CLOSED. */
 void hbd_down_gone(struct hbd_worker *w, uint64_t loc);
-/* Worker tick: deadlines. */
+/* Worker tick: deadlines (after the inbox). */
 void hbd_down_tick(struct hbd_worker *w);
 
 #endif

@@ -10,7 +10,7 @@
  * Message life (new side): one recvmsg is in flight; its fds are registered into free
  * direct-descriptor slots with one IORING_OP_FILES_UPDATE (IORING_FILE_INDEX_ALLOC: the kernel
  * picks slots, so accepts running meanwhile cannot collide), closed, and each record becomes a
- * connection (tcp.c); then the next recvmsg.
+ * connection (tcp_handoff.c); then the next recvmsg.
  */
 #include "handoff.h"
 
@@ -20,7 +20,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "log.h"
+#include "tcp.h"
+#include "udp.h"
 #include "uring_sock.h"
 #include "vg.h"
 #include "worker.h"
@@ -242,12 +245,12 @@ static void export_some(struct hbd_worker *w)
 	while (looked++ < w->nslots && ho->n < HBD_HO_FDS &&
 	       ho->bytes + sizeof(struct hbd_ho_conn) + HB_MAX_FRAME + 8 <= HBD_HO_MSG_MAX) {
 		uint32_t slot = ho->cursor++ % w->nslots;
-		int q = hbd_tcp_quiesce(w, slot);
+		enum hbd_tcp_quiet q = hbd_tcp_quiesce(w, slot);
 
-		if (q > 0) {
+		if (q == HBD_TCP_QUIET) {
 			ho->slot[ho->n++] = slot;
 			ho->bytes += sizeof(struct hbd_ho_conn) + HB_MAX_FRAME + 8;
-		} else if (q < 0 && late) {
+		} else if (q == HBD_TCP_BUSY && late) {
 			/* a peer that will not take its replies, or a stuck operation */
 			hbd_tcp_drop(w, slot);
 			ho->dropped++;
@@ -368,11 +371,11 @@ void hbd_ho_on_update(struct hbd_worker *w, int res)
 void hbd_ho_step(struct hbd_worker *w)
 {
 	struct hbd_ho_worker *ho = &w->ho;
-	int phase = __atomic_load_n(&w->d->ho_phase, __ATOMIC_ACQUIRE);
+	int phase = __atomic_load_n(&w->d->upg.phase, __ATOMIC_ACQUIRE);
 
 	if (__atomic_load_n(&ho->sock, __ATOMIC_ACQUIRE) < 0)
 		return;
-	if (w->d->ho_new) {
+	if (w->d->upg.successor) {
 		/* a new daemon's worker: take what O's workers send, until they are gone; then
 		 * this daemon may itself be upgraded (upgrade.c waits for every worker here)
 		 */

@@ -1,5 +1,29 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* hbd: configuration, the state shared by all workers, and the entry points main.c uses. */
+/* hbd: configuration, the state shared by all workers, and the entry points main.c uses.
+ *
+ * hbd in layers. A file calls functions of its own layer or of the layers below it, never of
+ * one above (callcycles.py over user/hbd and user/common finds no cycle):
+ *
+ *   life cycle     main, opts (the command line), daemon (start, stop), control (the control
+ *                  thread's loop: signals drive reload, upgrade and drain), upgrade, restart
+ *   control plane  services (opens the control socket and /metrics), api, metrics, reload,
+ *                  notify (systemd)
+ *   data plane     worker (the loop; it dispatches every CQE) > handoff > accept > tcp_*
+ *                  (tcp.h orders them) and udp > hello, presence, downlink
+ *   ring plumbing  ring: SQEs, MSG_RING from a worker or from the control thread
+ *   core state     devices, sessions, keytab, sink, events, stats, maps, chunk, reasm,
+ *                  sockets, nicwatch; below them user/common (clock, log, proto, auth, ...)
+ *
+ * The one call up goes through a pointer: ring.c hands a message a worker sends itself to
+ * that worker's CQE dispatch (w->dispatch), as if it had come through the ring.
+ *
+ * Headers: this one and the core state's may be included anywhere; ring.h from the data plane
+ * up; worker.h (a worker's state) by the data plane and by the layers above, which read it; a
+ * data-plane module's header (accept.h, tcp.h, udp.h, hello.h, presence.h, downlink.h,
+ * handoff.h) by the files above that module; tcp_impl.h by tcp_*.c only; the headers of the
+ * control plane and the life cycle (services.h, api.h, metrics.h, reload.h, notify.h,
+ * control.h, upgrade.h, restart.h) only within those two layers.
+ */
 #ifndef HBD_H
 #define HBD_H
 
@@ -10,6 +34,7 @@
 #include <liburing.h>
 
 #include "auth.h"
+#include "clock.h"
 #include "devices.h"
 #include "events.h"
 #include "hbeat_abi.h"
@@ -83,23 +108,47 @@ struct hbd_worker;
 struct hbd_api;
 struct hbd_metrics;
 
+/* The daemon's state, grouped by concern. Written by the control thread while it sets up,
+ * read by every worker; what changes while workers run is atomic or under a lock.
+ */
 struct hbd_daemon {
 	const struct hbd_config *cfg;
-	struct hb_keystore *keys; /* atomic pointer: replaced by a reload (reload.c) */
-	uint64_t keys_epoch; /* atomic: bumped by every reload */
-	struct hb_keystore **keys_retired; /* old stores a stuck worker might still read */
-	unsigned nretired;
-	struct hbd_maps maps;
-	bool offload; /* kernel fast paths loaded and in use */
-	bool tcp_offload; /* and the TCP one among them (hbctl load --tcp kernel) */
+	/* the configuration in the units the workers use */
+	struct hbd_limits {
+		uint64_t interval_ms, timeout_ms, window_ms, tick_ms, hello_timeout_ms;
+		bool track_sources; /* per-source limits on: workers keep each connection's entry */
+	} lim;
+	/* the key store HELLOs are checked against (reload.c) */
+	struct hbd_keyring {
+		struct hb_keystore *cur; /* atomic pointer: replaced by a reload */
+		uint64_t epoch; /* atomic: bumped by every reload */
+		struct hb_keystore **retired; /* old stores a stuck worker might still read */
+		unsigned nretired;
+	} keys;
+	/* HELLOs a previous daemon may have accepted are not known here: for one clock window
+	 * after the start, a HELLO must be newer than the start (restart.c)
+	 */
+	struct hbd_replay_floor {
+		uint64_t floor_ms, until_ms;
+	} replay;
+	/* the kernel fast paths (maps.h) */
+	struct hbd_kernel {
+		struct hbd_maps maps;
+		bool offload; /* kernel fast paths loaded and in use */
+		bool tcp_offload; /* and the TCP one among them (hbctl load --tcp kernel) */
+		int lock_fd; /* instance lock (offload mode), -1 if none */
+		struct hbd_nicwatch nic; /* the XDP NIC (offload mode) */
+	} kern;
+	/* client state every worker shares */
 	struct hbd_devices *devices;
 	struct hbd_sessions sessions;
 	struct hbd_keytab sources; /* per source address: TCP connections, failed HELLOs */
 	struct hbd_keytab data_rl; /* per device: DATA rate */
-	bool track_sources; /* per-source limits on: workers keep each connection's entry */
+	unsigned tcp_clients; /* atomic: live TCP connections, against max_clients */
 	struct hb_ustats *stats; /* HB_MAX_WORKERS slots: the ustats map, or stats_own */
 	struct hb_ustats *stats_own;
 	int sink_fd;
+	/* sockets and workers */
 	int family; /* AF_INET6 (dual-stack) or AF_INET */
 	uint16_t port;
 	struct hbd_plan plan;
@@ -107,54 +156,48 @@ struct hbd_daemon {
 	struct hbd_worker **workers;
 	int *ring_fds; /* for MSG_RING between workers */
 	uint64_t mono0_ns; /* CLOCK_MONOTONIC at start: worker clocks count ms from here */
-	uint64_t interval_ms, timeout_ms, window_ms, tick_ms, hello_timeout_ms;
-	/* HELLOs a previous daemon may have accepted are not known here: for one clock window
-	 * after the start, a HELLO must be newer than the start (restart.c)
-	 */
-	uint64_t replay_floor_ms, replay_floor_until_ms;
-	int lock_fd; /* instance lock (offload mode), -1 if none */
-	struct hbd_nicwatch nic; /* the XDP NIC (offload mode) */
 	int stop; /* atomic: 1 = drain */
-	int ho_phase; /* atomic: upgrade phase the old daemon's workers follow (upgrade.c) */
-	bool ho_new; /* this daemon was started by an upgrade and takes connections over */
-	bool upgraded; /* everything was handed to a successor: exit without a drain */
-	bool services_pending; /* a successor: control socket and metrics once the old one left */
-	int term_pending; /* a drain signal that waits for an upgrade under way */
-	uint16_t metrics_port;
-	struct hbd_upgrade *up;
-	unsigned tcp_clients; /* atomic: live TCP connections, against max_clients */
 	/* start-up handshake between the control thread and the workers */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned nready;
-	int start_err;
-	bool go;
-	/* control thread: its ring for MSG_RING to the workers, the control socket, metrics */
-	struct io_uring ctl;
-	bool ctl_ok;
-	struct hbd_events events; /* workers -> control thread */
-	uint64_t events_lost; /* atomic, for /metrics */
-	struct hbd_api *api;
-	struct hbd_metrics *metrics;
+	struct hbd_start {
+		pthread_mutex_t lock;
+		pthread_cond_t cond;
+		unsigned nready;
+		int err;
+		bool go;
+	} start;
+	/* upgrade (upgrade.c) */
+	struct hbd_upgrade_state {
+		int phase; /* atomic: enum hbd_ho_phase, which the old daemon's workers follow */
+		bool successor; /* started by an upgrade: this daemon takes connections over */
+		bool handed; /* everything was handed to a successor: exit without a drain */
+		bool services_pending; /* successor: control socket, metrics once the old left */
+		int term_pending; /* a drain signal that waits for an upgrade under way */
+		struct hbd_upgrade *run; /* the upgrade under way, NULL if none */
+	} upg;
+	/* control thread: its ring for MSG_RING to the workers, events, control socket, metrics */
+	struct hbd_control {
+		struct io_uring ring;
+		bool ok; /* the ring is set up */
+		struct hbd_events events; /* workers -> control thread */
+		uint64_t events_lost; /* atomic, for /metrics */
+		struct hbd_api *api;
+		struct hbd_metrics *metrics;
+		uint16_t metrics_port;
+	} ctl;
 };
 
 /* The key store HELLOs are checked against right now. */
 static inline const struct hb_keystore *hbd_keys(struct hbd_daemon *d)
 {
-	return __atomic_load_n(&d->keys, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&d->keys.cur, __ATOMIC_ACQUIRE);
 }
 
-/* Control thread: queues a MSG_RING to worker target's ring (its CQE carries ud and res);
- * hbd_ctl_flush() submits what is queued.
- */
-void hbd_ctl_msg(struct hbd_daemon *d, unsigned target, uint64_t ud, int res);
-void hbd_ctl_flush(struct hbd_daemon *d);
-/* Control thread main loop (control.c): signals, control socket, events, ticks. Returns an
- * enum hbd_exit when a signal or a failed worker ends the daemon.
- */
-int hbd_control_loop(struct hbd_daemon *d, int sigfd);
-/* Opens the control socket and the metrics endpoint if configured (logs what failed). */
-int hbd_services_open(struct hbd_daemon *d);
+/* The worker clock: ms of CLOCK_MONOTONIC since the daemon started. */
+static inline uint64_t hbd_clock_ms(const struct hbd_daemon *d)
+{
+	return (hb_mono_ns() - d->mono0_ns) / 1000000;
+}
+
 enum hbd_ho_phase {
 	HBD_HO_PHASE_NONE = 0, /* serving (or, after an aborted upgrade, serving again) */
 	HBD_HO_PHASE_STOP, /* no new work: accepts and UDP receives cancelled */
@@ -166,8 +209,6 @@ enum hbd_ho_phase {
  * the control thread). Returns an enum hbd_exit.
  */
 int hbd_run(const struct hbd_config *cfg);
-
-uint64_t hbd_mono_ns(void);
 
 /* Rate-limited logging: true at most once per every_ms (per *last, which the caller keeps). */
 static inline bool hbd_log_due(uint64_t *last_ms, uint64_t now_ms, uint64_t every_ms)

@@ -3,18 +3,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
-#include <time.h>
 
+#include "hello.h"
 #include "log.h"
 #include "worker.h"
-
-uint64_t hbd_realtime_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t loc,
 		       uint64_t now_ms, struct hbd_hello_result *r)
@@ -24,18 +16,18 @@ int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t 
 	r->device_id = hb_get_be64(&h->device_id);
 	r->old_loc = 0;
 	r->token = 0;
-	rc = hb_hello_verify(hbd_keys(d), h, now_ms, d->window_ms);
+	rc = hb_hello_verify(hbd_keys(d), h, now_ms, d->lim.window_ms);
 	if (rc != HB_AUTH_OK)
 		return rc;
 	/* shortly after a restart: the previous daemon's replay state is gone (restart.c) */
-	if (now_ms < d->replay_floor_until_ms && hb_get_be64(&h->ts_ms) <= d->replay_floor_ms)
-		return HBD_AUTH_REPLAY;
+	if (now_ms < d->replay.until_ms && hb_get_be64(&h->ts_ms) <= d->replay.floor_ms)
+		return HBD_REFUSE_REPLAY;
 	/* Replay: the device table keeps the newest accepted timestamp per device, so a HELLO
 	 * captured and resent within the clock window is refused (it is not newer).
 	 */
 	rc = hbd_devices_hello(d->devices, r->device_id, hb_get_be64(&h->ts_ms), loc, &r->old_loc);
 	if (rc == -EALREADY)
-		return HBD_AUTH_REPLAY;
+		return HBD_REFUSE_REPLAY;
 	if (rc)
 		return rc;
 	/* a zero token means "no session" on the wire */
@@ -51,12 +43,12 @@ int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t 
 int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc,
 		    struct hbd_hello_result *r)
 {
-	return hbd_hello_check_at(w->d, h, loc, hbd_realtime_ms(), r);
+	return hbd_hello_check_at(w->d, h, loc, hb_realtime_ms(), r);
 }
 
 const char *hbd_auth_str(int rc)
 {
-	if (rc == HBD_AUTH_REPLAY)
+	if (rc == HBD_REFUSE_REPLAY)
 		return "replayed HELLO (timestamp not newer than the last accepted)";
 	if (rc < 0)
 		return "internal error";
@@ -97,6 +89,6 @@ void hbd_supersede(struct hbd_worker *w, uint64_t old_loc)
 void hbd_welcome(struct hbd_worker *w, uint64_t token, struct hb_welcome *out)
 {
 	hb_put_be64(&out->token, token);
-	out->interval_ms = htobe32((uint32_t)w->d->interval_ms);
-	out->timeout_ms = htobe32((uint32_t)w->d->timeout_ms);
+	out->interval_ms = htobe32((uint32_t)w->d->lim.interval_ms);
+	out->timeout_ms = htobe32((uint32_t)w->d->lim.timeout_ms);
 }

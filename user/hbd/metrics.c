@@ -151,7 +151,7 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 
 	family(f, "hbeat_build_info", "gauge", "Version of hbd and how it answers heartbeats.");
 	fprintf(f, "hbeat_build_info{version=\"%s\",mode=\"%s\"} 1\n", HBEAT_VERSION,
-		d->offload ? "offload" : "userspace");
+		d->kern.offload ? "offload" : "userspace");
 	family(f, "hbeat_start_time_seconds", "gauge", "Unix time hbd started.");
 	fprintf(f, "hbeat_start_time_seconds %.3f\n", m->start_s);
 
@@ -222,7 +222,7 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 	family(f, "hbeat_events_dropped_total", "counter",
 	       "Presence events lost because subscribers fell behind.");
 	fprintf(f, "hbeat_events_dropped_total %" PRIu64 "\n",
-		(uint64_t)__atomic_load_n(&d->events_lost, __ATOMIC_RELAXED));
+		(uint64_t)__atomic_load_n(&d->ctl.events_lost, __ATOMIC_RELAXED));
 
 	timing(f, d, offsetof(struct hbd_worker, t_sink), "hbeat_sink_write_seconds",
 	       "Time from handing a DATA batch to the sink until it was written (and synced).");
@@ -308,7 +308,7 @@ int hbd_metrics_start(struct hbd_metrics **out, struct hbd_daemon *d, const char
 		return -EINVAL;
 	}
 	m->d = d;
-	m->start_s = (double)hbd_realtime_ms() / 1000;
+	m->start_s = (double)hb_realtime_ms() / 1000;
 	m->ncpus = libbpf_num_possible_cpus();
 	snprintf(path, sizeof(path), "%s/%s", d->cfg->pin_path, HB_MAP_KSTATS);
 	m->kstats_fd = m->ncpus > 0 ? bpf_obj_get(path) : -1;

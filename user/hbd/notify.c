@@ -20,7 +20,8 @@ static void status(struct hbd_daemon *d, const char *prefix)
 	sd_notifyf(0, "%sSTATUS=%" PRIu64 " devices online (tcp %" PRIu64 ", udp %" PRIu64
 		      "), heartbeats %s, %" PRIu64 " answered by hbd",
 		   prefix, (uint64_t)(u.tcp_authed + u.udp_active), (uint64_t)u.tcp_authed,
-		   (uint64_t)u.udp_active, d->offload ? "answered in the kernel" : "in userspace",
+		   (uint64_t)u.udp_active,
+		   d->kern.offload ? "answered in the kernel" : "in userspace",
 		   (uint64_t)u.pings_user);
 }
 

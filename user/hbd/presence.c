@@ -11,17 +11,17 @@ void hbd_presence(struct hbd_worker *w, enum hbd_ev_kind kind, uint64_t device, 
 {
 	struct hbd_event ev;
 
-	if (!device || !hbd_events_watched(&w->d->events))
+	if (!device || !hbd_events_watched(&w->d->ctl.events))
 		return;
 	memset(&ev, 0, sizeof(ev));
 	ev.kind = (uint8_t)kind;
 	ev.udp = !!(loc & HBD_LOC_UDP);
 	ev.device = device;
 	ev.session = loc;
-	ev.ts_ms = hbd_realtime_ms();
+	ev.ts_ms = hb_realtime_ms();
 	if (addr)
 		hbd_peer_str(addr, port, ev.peer);
-	hbd_events_push(&w->d->events, &ev);
+	hbd_events_push(&w->d->ctl.events, &ev);
 }
 
 enum hbd_ev_kind hbd_presence_end(uint8_t bye_reason)

@@ -4,6 +4,7 @@
  */
 #include "reasm.h"
 
+#include <errno.h>
 #include <string.h>
 
 /* hb_decode_stream plus the daemon's own payload limit, judged from the header alone. */
@@ -25,10 +26,10 @@ void hbd_reasm_drop(struct hbd_chunks *ck, uint32_t *partial)
 }
 
 /* Completes the frame held in *partial from p/n. Returns 1 with the frame in f, 0 if the bytes
- * ran out first, or an error.
+ * ran out first, or an error as hbd_reasm_feed() does.
  */
 static int complete(struct hbd_chunks *ck, uint32_t *partial, uint16_t max_payload,
-		    const uint8_t **p, size_t *n, struct hb_frame *f)
+		    const uint8_t **p, size_t *n, struct hb_frame *f, enum hb_decode *bad)
 {
 	struct hbd_chunk *k = hbd_chunk(ck, *partial);
 
@@ -41,8 +42,10 @@ static int complete(struct hbd_chunks *ck, uint32_t *partial, uint16_t max_paylo
 
 		if (k->len >= want) {
 			rc = judge(k->data, k->len, max_payload, f);
-			if (rc < 0)
-				return rc;
+			if (rc < 0) {
+				*bad = (enum hb_decode)rc;
+				return -EBADMSG;
+			}
 			if (rc == HB_DECODE_OK)
 				return 1;
 			want = f->size;
@@ -54,7 +57,7 @@ static int complete(struct hbd_chunks *ck, uint32_t *partial, uint16_t max_paylo
 			uint32_t idx = hbd_chunk_alloc(ck, want);
 
 			if (idx == HBD_NONE)
-				return HBD_REASM_NOMEM;
+				return -ENOMEM;
 			memcpy(hbd_chunk(ck, idx)->data, k->data, k->len);
 			hbd_chunk(ck, idx)->len = k->len;
 			hbd_chunk_put(ck, *partial);
@@ -70,13 +73,13 @@ static int complete(struct hbd_chunks *ck, uint32_t *partial, uint16_t max_paylo
 }
 
 int hbd_reasm_feed(struct hbd_chunks *ck, uint32_t *partial, uint16_t max_payload,
-		   const uint8_t *p, size_t n, hbd_reasm_fn fn, void *ctx)
+		   const uint8_t *p, size_t n, hbd_reasm_fn fn, void *ctx, enum hb_decode *bad)
 {
 	struct hb_frame f;
 	int rc;
 
 	if (*partial != HBD_NONE) {
-		rc = complete(ck, partial, max_payload, &p, &n, &f);
+		rc = complete(ck, partial, max_payload, &p, &n, &f, bad);
 		if (rc <= 0)
 			return rc;
 		if (!fn(ctx, &f))
@@ -95,12 +98,14 @@ int hbd_reasm_feed(struct hbd_chunks *ck, uint32_t *partial, uint16_t max_payloa
 			n -= f.size;
 			continue;
 		}
-		if (rc != HB_DECODE_MORE)
-			return rc;
+		if (rc != HB_DECODE_MORE) {
+			*bad = (enum hb_decode)rc;
+			return -EBADMSG;
+		}
 		/* n < one frame; the chunk grows once the header says by how much */
 		idx = hbd_chunk_alloc(ck, n >= sizeof(struct hb_hdr) ? f.size : n);
 		if (idx == HBD_NONE)
-			return HBD_REASM_NOMEM;
+			return -ENOMEM;
 		memcpy(hbd_chunk(ck, idx)->data, p, n);
 		hbd_chunk(ck, idx)->len = (uint16_t)n;
 		*partial = idx;

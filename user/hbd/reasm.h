@@ -17,20 +17,19 @@
  */
 typedef bool (*hbd_reasm_fn)(void *ctx, const struct hb_frame *f);
 
-#define HBD_REASM_NOMEM (-100) /* no chunk for an incomplete frame */
-
 /* Feeds n bytes to the decoder. A frame split across calls is gathered in a chunk that exists
  * only while it is incomplete (*partial, HBD_NONE when there is none); complete frames are
  * handed to fn straight from p. A header is judged as soon as its 8 bytes are there, so an
  * oversized length is refused without waiting for its payload; payloads above max_payload
  * (<= HB_MAX_PAYLOAD) are refused as HB_DECODE_TOO_LARGE.
  *
- * Returns 0 when every byte was consumed or fn stopped the feed, a negative enum hb_decode for
- * a malformed frame, or HBD_REASM_NOMEM. On an error *partial is left as it was for the caller
- * to free with the connection.
+ * Returns 0 when every byte was consumed or fn stopped the feed, -EBADMSG for a malformed frame
+ * (*bad says what the decoder found: a negative enum hb_decode), or -ENOMEM (no chunk for an
+ * incomplete frame). On an error *partial is left as it was for the caller to free with the
+ * connection.
  */
 int hbd_reasm_feed(struct hbd_chunks *ck, uint32_t *partial, uint16_t max_payload,
-		   const uint8_t *p, size_t n, hbd_reasm_fn fn, void *ctx);
+		   const uint8_t *p, size_t n, hbd_reasm_fn fn, void *ctx, enum hb_decode *bad);
 
 /* Frees an incomplete frame, if any. */
 void hbd_reasm_drop(struct hbd_chunks *ck, uint32_t *partial);

@@ -2,7 +2,7 @@
 /* Key store reload: swap, wait until no worker can still hold the old store, cut revoked
  * sessions.
  *
- * Workers read d->keys once per HELLO and publish, at the top of every loop iteration, the
+ * Workers read d->keys.cur once per HELLO and publish, at the top of every loop iteration, the
  * reload epoch they have seen. The store is swapped before the epoch moves on, so once every
  * worker shows the new epoch none is inside a HELLO check that began with the old store: it
  * can be freed, and every session admitted with it is in the device table, where the
@@ -72,8 +72,8 @@ int hbd_keys_reload(struct hbd_daemon *d, struct hbd_reload_result *res, char *w
 		return rc;
 	}
 	hbd_notify_reloading();
-	old = __atomic_exchange_n(&d->keys, nk, __ATOMIC_ACQ_REL);
-	epoch = __atomic_add_fetch(&d->keys_epoch, 1, __ATOMIC_ACQ_REL);
+	old = __atomic_exchange_n(&d->keys.cur, nk, __ATOMIC_ACQ_REL);
+	epoch = __atomic_add_fetch(&d->keys.epoch, 1, __ATOMIC_ACQ_REL);
 	/* wake every loop so the epoch is passed in microseconds, not at the next tick */
 	for (unsigned i = 0; i < d->plan.workers; i++)
 		hbd_ctl_msg(d, i, hbd_ud(HBD_OP_MSG_WAKE, 0, 0, 0), 0);
@@ -88,12 +88,12 @@ int hbd_keys_reload(struct hbd_daemon *d, struct hbd_reload_result *res, char *w
 		/* a worker is stuck: its HELLO may still read the old store, so keep it to the end */
 		hb_warn("a worker did not pass the key reload within %d ms; revocations may miss a "
 			"HELLO it was checking", EPOCH_WAIT_MS);
-		struct hb_keystore **r = realloc(d->keys_retired,
-						 (d->nretired + 1) * sizeof(*r));
+		struct hb_keystore **r = realloc(d->keys.retired,
+						 (d->keys.nretired + 1) * sizeof(*r));
 
 		if (r) {
-			d->keys_retired = r;
-			r[d->nretired++] = old;
+			d->keys.retired = r;
+			r[d->keys.nretired++] = old;
 		}
 	}
 	s.ks = nk;

@@ -87,7 +87,7 @@ static size_t map_keys(int fd, uint64_t **out, size_t max)
 unsigned hbd_clean_stale_conns(struct hbd_daemon *d)
 {
 	uint64_t *keys;
-	size_t n = map_keys(d->maps.conns, &keys, HB_MAX_CONNS);
+	size_t n = map_keys(d->kern.maps.conns, &keys, HB_MAX_CONNS);
 	unsigned removed = 0;
 
 	/* Runs before this daemon's listeners exist: no TCP connection in the map is ours, and a
@@ -99,8 +99,8 @@ unsigned hbd_clean_stale_conns(struct hbd_daemon *d)
 		struct hb_conn_key k = { .cookie = keys[i] };
 		struct hb_conn v;
 
-		if (!bpf_map_lookup_elem(d->maps.conns, &k, &v) && v.state != HB_STATE_NEW &&
-		    !bpf_map_delete_elem(d->maps.conns, &k))
+		if (!bpf_map_lookup_elem(d->kern.maps.conns, &k, &v) && v.state != HB_STATE_NEW &&
+		    !bpf_map_delete_elem(d->kern.maps.conns, &k))
 			removed++;
 	}
 	free(keys);
@@ -150,9 +150,9 @@ static int adopt_one(struct hbd_daemon *d, uint64_t token, const struct hb_sessi
 		hbd_sess_release(t, idx);
 		return rc;
 	}
-	hb_wheel_add(&w->udp_wheel, idx, (uint64_t)(seen_ms > 0 ? seen_ms : 0) + d->timeout_ms);
+	hb_wheel_add(&w->udp_wheel, idx, (uint64_t)(seen_ms > 0 ? seen_ms : 0) + d->lim.timeout_ms);
 	/* the entry names the dead daemon's seen slot: ours from now on */
-	hbd_maps_sess_reseat(&d->maps, token, v, hbd_seen_udp(d, idx));
+	hbd_maps_sess_reseat(&d->kern.maps, token, v, hbd_seen_udp(d, idx));
 	HBD_STAT_ADD(w->st, udp_active, 1);
 	HBD_STAT_ADD(w->st, adopted, 1);
 	return 0;
@@ -161,14 +161,14 @@ static int adopt_one(struct hbd_daemon *d, uint64_t token, const struct hb_sessi
 unsigned hbd_adopt_sessions(struct hbd_daemon *d, uint64_t floor_ms)
 {
 	uint64_t *tokens;
-	size_t n = map_keys(d->maps.sessions, &tokens, HB_MAX_SESSIONS);
+	size_t n = map_keys(d->kern.maps.sessions, &tokens, HB_MAX_SESSIONS);
 	unsigned adopted = 0, dropped = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		struct hb_session_key k = { .token = tokens[i] };
 		struct hb_session v;
 
-		if (bpf_map_lookup_elem(d->maps.sessions, &k, &v))
+		if (bpf_map_lookup_elem(d->kern.maps.sessions, &k, &v))
 			continue;
 		if (v.state == HB_STATE_AUTHED && v.device_id &&
 		    !adopt_one(d, k.token, &v, (unsigned)(i % d->plan.workers), floor_ms)) {
@@ -176,7 +176,7 @@ unsigned hbd_adopt_sessions(struct hbd_daemon *d, uint64_t floor_ms)
 			continue;
 		}
 		/* not admitted, the device twice, or no room: its device must say HELLO again */
-		bpf_map_delete_elem(d->maps.sessions, &k);
+		bpf_map_delete_elem(d->kern.maps.sessions, &k);
 		dropped++;
 	}
 	free(tokens);

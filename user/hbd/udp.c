@@ -18,7 +18,9 @@
 #include <netinet/in.h>
 #include <string.h>
 
+#include "hello.h"
 #include "log.h"
+#include "udp.h"
 #include "vg.h"
 #include "worker.h"
 
@@ -146,14 +148,14 @@ static int put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint32_
 		.port = s->port,
 		.state = HB_STATE_AUTHED,
 		.device_id = s->device_id,
-		.last_seen_ns = hbd_mono_ns(),
+		.last_seen_ns = hb_mono_ns(),
 		.seen_slot = hbd_seen_udp(w->d, idx),
 	};
 	int rc;
 
 	memcpy(v.addr, s->addr, sizeof(v.addr));
 	hbd_peer_str(s->addr, s->port, v.peer);
-	rc = hbd_maps_sess_put(&w->d->maps, token, &v);
+	rc = hbd_maps_sess_put(&w->d->kern.maps, token, &v);
 	return rc ? hbd_map_full(w, rc, "sessions", s->device_id) : 0;
 }
 
@@ -168,7 +170,7 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	struct hb_hello h;
 	struct hbd_sess *s;
 	uint32_t idx;
-	uint64_t loc, now_us = hbd_mono_ns() / 1000;
+	uint64_t loc, now_us = hb_mono_us();
 	uint8_t key[16];
 	int rc, tries;
 
@@ -218,7 +220,7 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 		return;
 	}
 	/* the kernel must know the session before the device learns its token */
-	if (d->offload && put_map_entry(w, s, idx, r.token)) {
+	if (d->kern.offload && put_map_entry(w, s, idx, r.token)) {
 		struct hbd_sess gone;
 
 		err.code = htobe16(HB_ERR_FULL);
@@ -228,7 +230,7 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 		udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err));
 		return;
 	}
-	hb_wheel_add(&w->udp_wheel, idx, w->now_ms + d->timeout_ms);
+	hb_wheel_add(&w->udp_wheel, idx, w->now_ms + d->lim.timeout_ms);
 	HBD_STAT_ADD(w->st, udp_sessions, 1);
 	HBD_STAT_ADD(w->st, udp_active, 1);
 	HBD_STAT_ADD(w->st, auth_ok, 1);
@@ -243,7 +245,7 @@ static void rebind(struct hbd_worker *w, uint64_t token, uint32_t idx)
 {
 	struct hbd_sess s;
 
-	if (!w->d->offload || hbd_sess_lookup(&w->d->sessions, token, &s))
+	if (!w->d->kern.offload || hbd_sess_lookup(&w->d->sessions, token, &s))
 		return;
 	put_map_entry(w, &s, idx, token);
 }
@@ -310,7 +312,7 @@ static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, sockle
 		uint8_t key[16];
 
 		hbd_key_u64(v.device_id, key);
-		if (!hbd_keytab_take(&w->d->data_rl, key, hbd_mono_ns() / 1000)) {
+		if (!hbd_keytab_take(&w->d->data_rl, key, hb_mono_us())) {
 			/* not ACKed: the device sends it again later */
 			HBD_STAT_ADD(w->st, data_rate_limited, 1);
 			break;
@@ -386,8 +388,8 @@ void hbd_udp_kill(struct hbd_worker *w, uint32_t idx, uint16_t gen, uint8_t reas
 
 		udp_send(w, s.addr, s.port, HB_BYE, 0, s.token, &b, sizeof(b));
 	}
-	if (d->offload) {
-		int rc = hbd_maps_sess_delete(&d->maps, s.token);
+	if (d->kern.offload) {
+		int rc = hbd_maps_sess_delete(&d->kern.maps, s.token);
 
 		if (rc)
 			hb_warn("sessions delete: %s", strerror(-rc));
@@ -433,10 +435,10 @@ static uint32_t kernel_last_seen(struct hbd_worker *w, uint64_t token, uint32_t 
 	uint64_t ns;
 
 	if (k) {
-		ns = hbd_seen_get(&d->maps, k);
+		ns = hbd_seen_get(&d->kern.maps, k);
 	} else {
 		HBD_STAT_ADD(w->st, expiry_lookups, 1);
-		if (hbd_maps_sess_last_seen(&d->maps, token, &ns))
+		if (hbd_maps_sess_last_seen(&d->kern.maps, token, &ns))
 			return last;
 	}
 	return hbd_seen_later(d, ns, last);
@@ -459,19 +461,19 @@ void hbd_udp_expire(struct hbd_worker *w)
 			struct hbd_sess *s = &t->s[idx];
 			uint32_t k = hbd_seen_udp(d, idx);
 
-			if (d->offload)
+			if (d->kern.offload)
 				last = kernel_last_seen(w, s->token, k, last);
 			silent = hbd_silence(w, last);
-			if (silent >= d->timeout_ms && d->offload && k) {
+			if (silent >= d->lim.timeout_ms && d->kern.offload && k) {
 				/* sessions is the record: a stamp can lag it after an adoption */
 				last = kernel_last_seen(w, s->token, 0, last);
 				silent = hbd_silence(w, last);
 			}
-			if (silent >= d->timeout_ms) {
+			if (silent >= d->lim.timeout_ms) {
 				HBD_STAT_ADD(w->st, expired_udp, 1);
 				hbd_udp_kill(w, idx, s->gen, HB_BYE_EXPIRED);
 			} else {
-				hb_wheel_add(&w->udp_wheel, idx, w->now_ms - silent + d->timeout_ms);
+				hb_wheel_add(&w->udp_wheel, idx, w->now_ms - silent + d->lim.timeout_ms);
 			}
 		}
 	} while (n == HBD_DUE_BATCH);

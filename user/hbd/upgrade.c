@@ -26,6 +26,7 @@
 
 #include "log.h"
 #include "notify.h"
+#include "services.h"
 #include "worker.h"
 
 extern char **environ;
@@ -43,11 +44,6 @@ struct hbd_upgrade {
 	uint64_t deadline_ms, t0_ms;
 	uint64_t sessions;
 };
-
-static uint64_t now_ms(void)
-{
-	return hbd_mono_ns() / 1000000;
-}
 
 static void set_buffers(int fd)
 {
@@ -82,7 +78,7 @@ static void wake_workers(struct hbd_daemon *d)
 
 static void set_phase(struct hbd_daemon *d, int phase)
 {
-	__atomic_store_n(&d->ho_phase, phase, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->upg.phase, phase, __ATOMIC_RELEASE);
 	wake_workers(d);
 }
 
@@ -112,7 +108,7 @@ static char **child_env(int sock, int lock)
 
 static void abort_upgrade(struct hbd_daemon *d, const char *why)
 {
-	struct hbd_upgrade *u = d->up;
+	struct hbd_upgrade *u = d->upg.run;
 	int st;
 
 	hb_err("upgrade aborted: %s; this hbd goes on serving", why);
@@ -129,7 +125,7 @@ static void abort_upgrade(struct hbd_daemon *d, const char *why)
 			/* the worker's own thread closes nothing of it meanwhile: it only writes */
 			shutdown(d->workers[i]->ho.sock, SHUT_RDWR);
 		}
-	if (__atomic_load_n(&d->ho_phase, __ATOMIC_ACQUIRE) != HBD_HO_PHASE_NONE)
+	if (__atomic_load_n(&d->upg.phase, __ATOMIC_ACQUIRE) != HBD_HO_PHASE_NONE)
 		set_phase(d, HBD_HO_PHASE_NONE);
 	u->state = UP_IDLE;
 }
@@ -144,12 +140,12 @@ void hbd_upgrade_request(struct hbd_daemon *d)
 	char **env;
 	int rc;
 
-	if (!d->up && !(d->up = calloc(1, sizeof(*d->up)))) {
+	if (!d->upg.run && !(d->upg.run = calloc(1, sizeof(*d->upg.run)))) {
 		hb_err("upgrade: out of memory");
 		return;
 	}
-	u = d->up;
-	if (u->state != UP_IDLE || d->ho_new) {
+	u = d->upg.run;
+	if (u->state != UP_IDLE || d->upg.successor) {
 		hb_warn("SIGUSR2: an upgrade is already under way (or this hbd is still taking one "
 			"over); ignored");
 		return;
@@ -174,8 +170,8 @@ void hbd_upgrade_request(struct hbd_daemon *d)
 	int child_sock = fcntl(sv[1], F_DUPFD, 3);
 
 	close(sv[1]);
-	if (d->lock_fd >= 0)
-		lock = fcntl(d->lock_fd, F_DUPFD, 3);
+	if (d->kern.lock_fd >= 0)
+		lock = fcntl(d->kern.lock_fd, F_DUPFD, 3);
 	env = child_env(child_sock, lock);
 	sigemptyset(&none);
 	sigemptyset(&dfl);
@@ -205,7 +201,7 @@ void hbd_upgrade_request(struct hbd_daemon *d)
 		return;
 	}
 	u->sock = sv[0];
-	u->t0_ms = now_ms();
+	u->t0_ms = hb_mono_ms();
 	u->deadline_ms = u->t0_ms + READY_TIMEOUT_MS;
 	u->state = UP_WAIT_READY;
 	for (unsigned i = 0; i < d->plan.workers; i++) {
@@ -257,10 +253,10 @@ static void one_dev(void *ctx, uint64_t id, uint64_t ts)
 static int send_state(struct hbd_daemon *d)
 {
 	struct hbd_sessions *t = &d->sessions;
-	struct hbd_upgrade *u = d->up;
+	struct hbd_upgrade *u = d->upg.run;
 	struct dev_batch *db = calloc(1, sizeof(*db));
 	struct hbd_ho_sess *rec;
-	uint32_t now = (uint32_t)((hbd_mono_ns() - d->mono0_ns) / 1000000), fresh;
+	uint32_t now = (uint32_t)hbd_clock_ms(d), fresh;
 	const unsigned per = HBD_HO_MSG_MAX / sizeof(*rec);
 	unsigned n = 0;
 	int rc;
@@ -323,10 +319,11 @@ static bool all_workers(struct hbd_daemon *d, bool stopped)
 
 static bool child_gone(struct hbd_daemon *d)
 {
+	struct hbd_upgrade *u = d->upg.run;
 	int st;
 
-	if (d->up->child > 0 && waitpid(d->up->child, &st, WNOHANG) == d->up->child) {
-		d->up->child = 0;
+	if (u->child > 0 && waitpid(u->child, &st, WNOHANG) == u->child) {
+		u->child = 0;
 		return true;
 	}
 	return false;
@@ -334,7 +331,7 @@ static bool child_gone(struct hbd_daemon *d)
 
 static void on_ready(struct hbd_daemon *d)
 {
-	struct hbd_upgrade *u = d->up;
+	struct hbd_upgrade *u = d->upg.run;
 	struct hbd_ho_ready r;
 	struct hbd_ho_hdr h;
 	int fds[HBD_HO_FDS];
@@ -344,7 +341,7 @@ static void on_ready(struct hbd_daemon *d)
 	if (rc == -ETIMEDOUT) {
 		if (child_gone(d))
 			abort_upgrade(d, "the new hbd exited before it was ready (its log says why)");
-		else if (now_ms() > u->deadline_ms)
+		else if (hb_mono_ms() > u->deadline_ms)
 			abort_upgrade(d, "the new hbd did not become ready in 30 s");
 		return;
 	}
@@ -366,15 +363,15 @@ static void on_ready(struct hbd_daemon *d)
 	for (unsigned i = 0; i < nfds; i++)
 		close(fds[i]);
 	hb_info("upgrade: the new hbd is ready (%u workers) after %llu ms: handing over", nfds,
-		(unsigned long long)(now_ms() - u->t0_ms));
+		(unsigned long long)(hb_mono_ms() - u->t0_ms));
 	u->state = UP_STOPPING;
-	u->deadline_ms = now_ms() + (uint64_t)(d->cfg->drain_s * 1000) + 5000;
+	u->deadline_ms = hb_mono_ms() + (uint64_t)(d->cfg->drain_s * 1000) + 5000;
 	set_phase(d, HBD_HO_PHASE_STOP);
 }
 
 int hbd_upgrade_poll(struct hbd_daemon *d)
 {
-	struct hbd_upgrade *u = d->up;
+	struct hbd_upgrade *u = d->upg.run;
 	struct hbd_ho_done done = { 0 };
 	int rc;
 
@@ -387,10 +384,10 @@ int hbd_upgrade_poll(struct hbd_daemon *d)
 		for (unsigned i = 0; i < d->plan.workers; i++)
 			if (__atomic_load_n(&d->workers[i]->ho.sock, __ATOMIC_ACQUIRE) >= 0)
 				return 0;
-		d->ho_new = false;
+		d->upg.successor = false;
 		u->state = UP_IDLE;
 		/* the predecessor is gone: its control socket and metrics port are free now */
-		if (d->services_pending)
+		if (d->upg.services_pending)
 			hbd_services_open(d);
 		return 0;
 	}
@@ -405,7 +402,7 @@ int hbd_upgrade_poll(struct hbd_daemon *d)
 	}
 	if (u->state == UP_STOPPING) {
 		if (!all_workers(d, true)) {
-			if (now_ms() > u->deadline_ms)
+			if (hb_mono_ms() > u->deadline_ms)
 				abort_upgrade(d, "the workers did not stop taking new work");
 			return 0;
 		}
@@ -430,7 +427,7 @@ int hbd_upgrade_poll(struct hbd_daemon *d)
 	hb_info("upgrade: handed over %llu TCP connections and %llu UDP sessions in %llu ms "
 		"(%llu could not be): exiting",
 		(unsigned long long)done.conns, (unsigned long long)done.sessions,
-		(unsigned long long)(now_ms() - u->t0_ms), (unsigned long long)done.dropped);
+		(unsigned long long)(hb_mono_ms() - u->t0_ms), (unsigned long long)done.dropped);
 	set_phase(d, HBD_HO_PHASE_EXIT);
 	hbd_notify_mainpid(u->child); /* systemd follows the successor */
 	return 1;
@@ -438,17 +435,17 @@ int hbd_upgrade_poll(struct hbd_daemon *d)
 
 bool hbd_upgrade_busy(const struct hbd_daemon *d)
 {
-	return d->up && d->up->state != UP_IDLE;
+	return d->upg.run && d->upg.run->state != UP_IDLE;
 }
 
 void hbd_upgrade_free(struct hbd_daemon *d)
 {
-	if (!d->up)
+	if (!d->upg.run)
 		return;
-	if (d->up->sock >= 0)
-		close(d->up->sock);
-	free(d->up);
-	d->up = NULL;
+	if (d->upg.run->sock >= 0)
+		close(d->upg.run->sock);
+	free(d->upg.run);
+	d->upg.run = NULL;
 }
 
 /* ---- the new daemon -------------------------------------------------------------------- */
@@ -469,16 +466,16 @@ int hbd_upgrade_child_offer(struct hbd_daemon *d, int *tcp, int *udp, unsigned *
 	unsetenv(ENV_LOCK);
 	fcntl(sock, F_SETFD, FD_CLOEXEC);
 	if (l) {
-		d->lock_fd = atoi(l);
-		fcntl(d->lock_fd, F_SETFD, FD_CLOEXEC);
+		d->kern.lock_fd = atoi(l);
+		fcntl(d->kern.lock_fd, F_SETFD, FD_CLOEXEC);
 	}
-	if (!(d->up = calloc(1, sizeof(*d->up))))
+	if (!(d->upg.run = calloc(1, sizeof(*d->upg.run))))
 		return -ENOMEM;
-	d->up->sock = sock;
-	d->up->state = UP_CHILD;
-	d->up->t0_ms = now_ms();
-	d->ho_new = true;
-	d->services_pending = true;
+	d->upg.run->sock = sock;
+	d->upg.run->state = UP_CHILD;
+	d->upg.run->t0_ms = hb_mono_ms();
+	d->upg.successor = true;
+	d->upg.services_pending = true;
 	rc = hbd_ho_recv(sock, &offer, sizeof(offer), &h, fds, &nfds, 10000);
 	if (rc != HBD_HO_OFFER || h.len != sizeof(offer) || offer.conn_size != sizeof(struct hbd_ho_conn) ||
 	    offer.sess_size != sizeof(struct hbd_ho_sess) || nfds != 2 * offer.workers ||
@@ -515,7 +512,7 @@ static void take_session(struct hbd_daemon *d, const struct hbd_ho_sess *r, unsi
 	s->device_id = r->device_id;
 	memcpy(s->addr, r->addr, sizeof(s->addr));
 	s->port = r->port;
-	s->last_seen = (uint32_t)((hbd_mono_ns() - d->mono0_ns) / 1000000) - r->age_ms;
+	s->last_seen = (uint32_t)hbd_clock_ms(d) - r->age_ms;
 	if (hbd_sess_publish(t, idx, r->token) ||
 	    hbd_devices_adopt(d->devices, r->device_id, 0, hbd_loc(1, owner, s->gen, idx))) {
 		struct hbd_sess gone;
@@ -525,17 +522,18 @@ static void take_session(struct hbd_daemon *d, const struct hbd_ho_sess *r, unsi
 		return;
 	}
 	hb_wheel_add(&w->udp_wheel, idx,
-		     w->now_ms - (r->age_ms < d->timeout_ms ? r->age_ms : d->timeout_ms) + d->timeout_ms);
+		     w->now_ms - (r->age_ms < d->lim.timeout_ms ? r->age_ms : d->lim.timeout_ms) +
+			     d->lim.timeout_ms);
 	/* the kernel stamps the old daemon's seen slot until the entry names ours */
-	if (d->offload)
-		hbd_maps_sess_reseat(&d->maps, r->token, NULL, hbd_seen_udp(d, idx));
+	if (d->kern.offload)
+		hbd_maps_sess_reseat(&d->kern.maps, r->token, NULL, hbd_seen_udp(d, idx));
 	HBD_STAT_ADD(w->st, udp_active, 1);
 	HBD_STAT_ADD(w->st, handoff_in, 1);
 }
 
 int hbd_upgrade_child_ready(struct hbd_daemon *d, char *why, size_t whylen)
 {
-	struct hbd_upgrade *u = d->up;
+	struct hbd_upgrade *u = d->upg.run;
 	struct hbd_ho_ready ready = { .workers = d->plan.workers };
 	int fds[HBD_HO_FDS] = { 0 };
 	uint8_t *buf = malloc(HBD_HO_MSG_MAX);
@@ -601,7 +599,7 @@ out:
 
 int hbd_upgrade_child_poll(struct hbd_daemon *d)
 {
-	struct hbd_upgrade *u = d->up;
+	struct hbd_upgrade *u = d->upg.run;
 	struct hbd_ho_done done;
 	struct hbd_ho_hdr h;
 	unsigned nfds = 0;
@@ -612,7 +610,7 @@ int hbd_upgrade_child_poll(struct hbd_daemon *d)
 	if (rc == HBD_HO_DONE && h.len == sizeof(done))
 		hb_info("upgrade complete in %llu ms: the old hbd handed over %llu TCP connections "
 			"and %llu UDP sessions (%llu could not be)",
-			(unsigned long long)(now_ms() - u->t0_ms), (unsigned long long)done.conns,
+			(unsigned long long)(hb_mono_ms() - u->t0_ms), (unsigned long long)done.conns,
 			(unsigned long long)done.sessions, (unsigned long long)done.dropped);
 	else
 		hb_warn("upgrade: the old hbd went away without saying it was done; connections "
@@ -625,5 +623,5 @@ int hbd_upgrade_child_poll(struct hbd_daemon *d)
 
 int hbd_upgrade_fd(const struct hbd_daemon *d)
 {
-	return d->up && d->up->state != UP_IDLE ? d->up->sock : -1;
+	return d->upg.run && d->upg.run->state != UP_IDLE ? d->upg.run->sock : -1;
 }

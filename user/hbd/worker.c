@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "accept.h"
 #include "log.h"
+#include "tcp.h"
+#include "udp.h"
 #include "vg.h"
 
 /* A ring's memory counts in hbd's RSS (64 B an SQE, 16 B a CQE) and there are ~28 rings at
@@ -19,66 +21,9 @@
 #define CQ_ENTRIES 4096
 #define CQE_BATCH_MAX 4096 /* CQEs handled before the loop looks at the clock again */
 
-uint64_t hbd_mono_ns(void)
+static void worker_clock(struct hbd_worker *w)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t hbd_worker_clock(struct hbd_worker *w)
-{
-	w->now_ms = (hbd_mono_ns() - w->d->mono0_ns) / 1000000;
-	return w->now_ms;
-}
-
-/* An SQE, submitting what is queued if the SQ is full. NULL only if the kernel refuses the
- * submission (the caller then gives up on that operation and says so).
- */
-struct io_uring_sqe *hbd_sqe(struct hbd_worker *w)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
-
-	if (!sqe) {
-		int rc = io_uring_submit(&w->ring);
-
-		if (rc < 0)
-			hb_warn("worker %u: submit: %s", w->id, strerror(-rc));
-		sqe = io_uring_get_sqe(&w->ring);
-	}
-	return sqe;
-}
-
-void hbd_worker_msg_res(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
-			uint16_t gen, uint8_t aux, int32_t res)
-{
-	struct io_uring_sqe *sqe;
-
-	if (target == w->id) {
-		if (op == HBD_OP_MSG_KILL_TCP)
-			hbd_tcp_kill(w, index, gen, aux);
-		else if (op == HBD_OP_MSG_KILL_UDP)
-			hbd_udp_kill(w, index, gen, aux);
-		else if (op == HBD_OP_MSG_DOWN_ACK)
-			hbd_down_acked(w, hbd_loc(1, w->id, gen, index), (uint16_t)res);
-		return;
-	}
-	if (target >= w->d->plan.workers || !(sqe = hbd_sqe(w))) {
-		HBD_STAT_ADD(w->st, errors, 1);
-		return;
-	}
-	/* the target ring gets a CQE with this res and user_data; ours only on failure */
-	io_uring_prep_msg_ring(sqe, w->d->ring_fds[target], (unsigned)res,
-			       hbd_ud(op, index, gen, aux), 0);
-	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_MSG_SENT, target, 0, 0));
-}
-
-void hbd_worker_msg(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
-		    uint16_t gen, uint8_t aux)
-{
-	hbd_worker_msg_res(w, target, op, index, gen, aux, 0);
+	w->now_ms = hbd_clock_ms(w->d);
 }
 
 /* Buffer life (provided buffer rings): the kernel picks a buffer for each receive and names it
@@ -158,27 +103,27 @@ static int setup(struct hbd_worker *w)
 
 	w->conns = calloc(w->nslots, sizeof(*w->conns));
 	w->links = malloc(w->nslots * sizeof(*w->links));
-	if (d->track_sources && !(w->src = malloc(w->nslots * sizeof(*w->src))))
+	if (d->lim.track_sources && !(w->src = malloc(w->nslots * sizeof(*w->src))))
 		return -ENOMEM;
 	w->dirty = malloc(w->nslots * sizeof(*w->dirty));
 	w->rearm = malloc(w->nslots * sizeof(*w->rearm));
 	if (!w->conns || !w->links || !w->dirty || !w->rearm)
 		return -ENOMEM;
 	hb_wheel_links_init(w->links, w->nslots);
-	hbd_worker_clock(w);
+	worker_clock(w);
 	hbd_accept_init(w);
-	rc = hb_wheel_init(&w->tcp_wheel, w->links, w->nslots, d->tick_ms, d->timeout_ms,
+	rc = hb_wheel_init(&w->tcp_wheel, w->links, w->nslots, d->lim.tick_ms, d->lim.timeout_ms,
 			   w->now_ms);
 	if (!rc)
-		rc = hb_wheel_init(&w->udp_wheel, d->sessions.links, d->sessions.cap, d->tick_ms,
-				   d->timeout_ms, w->now_ms);
+		rc = hb_wheel_init(&w->udp_wheel, d->sessions.links, d->sessions.cap, d->lim.tick_ms,
+				   d->lim.timeout_ms, w->now_ms);
 	if (!rc)
 		rc = hbd_chunks_init(&w->chunks, 64u << 20); /* up to 64 MiB a class in flight */
 	if (rc)
 		return rc;
 	hbd_sink_init(&w->sink, d->sink_fd, d->cfg->sink_fsync);
 	w->udp_msg.msg_namelen = sizeof(struct sockaddr_in6);
-	w->next_tick = w->now_ms + d->tick_ms;
+	w->next_tick = w->now_ms + d->lim.tick_ms;
 	return 0;
 }
 
@@ -225,7 +170,7 @@ static void sink_flush(struct hbd_worker *w)
 	io_uring_prep_write(sqe, w->sink.fd, b->buf + b->done,
 			    (unsigned)hbd_sink_next_len(&w->sink, b), (uint64_t)-1);
 	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_SINK_WRITE, 0, 0, 0));
-	w->sink_t0_ns = hbd_mono_ns();
+	w->sink_t0_ns = hb_mono_ns();
 }
 
 static void sink_complete(struct hbd_worker *w, bool ok)
@@ -234,7 +179,7 @@ static void sink_complete(struct hbd_worker *w, bool ok)
 
 	if (ok) {
 		HBD_STAT_ADD(w->st, data_bytes, b->bytes);
-		hbd_timing_add(&w->t_sink, (hbd_mono_ns() - w->sink_t0_ns) / 1000);
+		hbd_timing_add(&w->t_sink, (hb_mono_ns() - w->sink_t0_ns) / 1000);
 	}
 	for (uint32_t i = 0; i < b->nacks; i++) {
 		if (b->acks[i].udp)
@@ -288,6 +233,30 @@ static void on_sink_sync(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		HBD_STAT_ADD(w->st, errors, 1);
 	}
 	sink_complete(w, cqe->res >= 0);
+}
+
+/* Each downlink in the inbox becomes a DOWN frame on its session's transport. */
+static void deliver_downlinks(struct hbd_worker *w)
+{
+	struct hbd_down_req *r = hbd_down_take(&w->down);
+
+	while (r) {
+		struct hbd_down_req *next = r->next;
+		struct hbd_down_pending *p = hbd_down_reserve(w, r);
+		uint32_t index = hbd_loc_index(r->loc);
+		uint16_t gen = hbd_loc_gen(r->loc), seq = w->down.seq;
+		int rc;
+
+		if (p) {
+			if (r->loc & HBD_LOC_UDP)
+				rc = hbd_udp_send_down(w, index, gen, seq, r->payload, r->len);
+			else
+				rc = hbd_tcp_send_down(w, index, gen, seq, r->payload, r->len);
+			hbd_down_sent(w, r, p, rc);
+		}
+		free(r);
+		r = next;
+	}
 }
 
 static void handle_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
@@ -345,7 +314,7 @@ static void handle_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		hbd_udp_kill(w, hbd_ud_index(ud), hbd_ud_gen(ud), hbd_ud_aux(ud));
 		break;
 	case HBD_OP_MSG_INBOX:
-		hbd_down_drain(w);
+		deliver_downlinks(w);
 		break;
 	case HBD_OP_MSG_DOWN_ACK:
 		hbd_down_acked(w, hbd_loc(1, w->id, hbd_ud_gen(ud), hbd_ud_index(ud)),
@@ -389,6 +358,7 @@ static void tick(struct hbd_worker *w)
 {
 	hbd_tcp_expire(w);
 	hbd_udp_expire(w);
+	deliver_downlinks(w);
 	hbd_down_tick(w);
 	if (!w->draining) {
 		hbd_accept_tick(w);
@@ -442,8 +412,8 @@ static void arm_tick(struct hbd_worker *w)
 
 	if (!sqe)
 		return;
-	w->tick_ts.tv_sec = (long long)(w->d->tick_ms / 1000);
-	w->tick_ts.tv_nsec = (long long)(w->d->tick_ms % 1000) * 1000000;
+	w->tick_ts.tv_sec = (long long)(w->d->lim.tick_ms / 1000);
+	w->tick_ts.tv_nsec = (long long)(w->d->lim.tick_ms % 1000) * 1000000;
 	io_uring_prep_timeout(sqe, &w->tick_ts, 0, 0);
 	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_TICK, 0, 0, 0));
 	w->tick_armed = true;
@@ -458,15 +428,16 @@ static void run(struct hbd_worker *w)
 		unsigned head, n = 0;
 		int rc;
 
-		hbd_worker_clock(w);
+		worker_clock(w);
 		/* nothing from the last iteration is still using the key store it read */
-		__atomic_store_n(&w->epoch, __atomic_load_n(&d->keys_epoch, __ATOMIC_ACQUIRE),
+		__atomic_store_n(&w->epoch, __atomic_load_n(&d->keys.epoch, __ATOMIC_ACQUIRE),
 				 __ATOMIC_RELEASE);
 		hbd_ho_step(w);
 		/* handed everything to a successor: leave without a drain, which would say BYE to
 		 * devices that now belong to it
 		 */
-		if (__atomic_load_n(&d->ho_phase, __ATOMIC_ACQUIRE) == HBD_HO_PHASE_EXIT && w->ho.done)
+		if (__atomic_load_n(&d->upg.phase, __ATOMIC_ACQUIRE) == HBD_HO_PHASE_EXIT &&
+		    w->ho.done)
 			break;
 		if (!w->draining && !hbd_handing_off(w) && __atomic_load_n(&d->stop, __ATOMIC_ACQUIRE))
 			drain_start(w);
@@ -478,7 +449,7 @@ static void run(struct hbd_worker *w)
 		}
 		if (w->now_ms >= w->next_tick) {
 			tick(w);
-			w->next_tick = w->now_ms + d->tick_ms;
+			w->next_tick = w->now_ms + d->lim.tick_ms;
 		}
 		if (!w->tick_armed)
 			arm_tick(w);
@@ -488,7 +459,7 @@ static void run(struct hbd_worker *w)
 			hb_err("worker %u: io_uring wait: %s", w->id, strerror(-rc));
 			HBD_STAT_ADD(w->st, errors, 1);
 		}
-		hbd_worker_clock(w);
+		worker_clock(w);
 		io_uring_for_each_cqe(&w->ring, head, cqe)
 		{
 			handle_cqe(w, cqe);
@@ -504,17 +475,20 @@ void *hbd_worker_main(void *arg)
 {
 	struct hbd_worker *w = arg;
 	struct hbd_daemon *d = w->d;
-	int rc = setup(w);
+	int rc;
 
-	pthread_mutex_lock(&d->lock);
-	if (rc && !d->start_err)
-		d->start_err = rc;
-	d->nready++;
-	pthread_cond_broadcast(&d->cond);
-	while (!d->go && !d->start_err)
-		pthread_cond_wait(&d->cond, &d->lock);
-	rc = d->start_err;
-	pthread_mutex_unlock(&d->lock);
+	w->dispatch = handle_cqe;
+	rc = setup(w);
+
+	pthread_mutex_lock(&d->start.lock);
+	if (rc && !d->start.err)
+		d->start.err = rc;
+	d->start.nready++;
+	pthread_cond_broadcast(&d->start.cond);
+	while (!d->start.go && !d->start.err)
+		pthread_cond_wait(&d->start.cond, &d->start.lock);
+	rc = d->start.err;
+	pthread_mutex_unlock(&d->start.lock);
 	if (rc) {
 		__atomic_store_n(&w->exited, true, __ATOMIC_RELEASE);
 		return NULL;

@@ -14,6 +14,7 @@
 #include "handoff.h"
 #include "hbd.h"
 #include "presence.h"
+#include "ring.h"
 #include "proto.h"
 #include "sink.h"
 #include "stats.h"
@@ -21,7 +22,7 @@
 #include "ud.h"
 #include "hb_wheel.h"
 
-/* TCP connection state; the lifecycle is written down in tcp.c. */
+/* TCP connection state; the lifecycle is written down in tcp.h. */
 enum hbd_conn_state {
 	CONN_FREE = 0,
 	CONN_NEW, /* accepted, HELLO not verified yet */
@@ -50,9 +51,8 @@ enum {
  * live in chunks only while needed. Per client the daemon also keeps a device-table entry
  * (24 bytes at a load of ~3/4: ~35 bytes, devices.c) and, with per-source limits, 4 bytes of
  * source reference. Per ring: a 256-entry SQ, a 4096-entry CQ, 128 x 512 B TCP and
- * 64 x 1152 B UDP receive buffers. Measured at 500k TCP clients on 31 rings (scripts/bench.sh,
- * docs/BENCHMARKS.md): RSS grew by ~92 bytes a client; an hbd with no client has ~17 MB
- * (about half of it shared libraries).
+ * 64 x 1152 B UDP receive buffers. What that comes to per client in a running hbd is
+ * measured by scripts/bench.sh (docs/BENCHMARKS.md).
  */
 struct hbd_conn {
 	uint64_t cookie; /* SO_COOKIE: the conns map key (offload mode) */
@@ -68,7 +68,8 @@ struct hbd_conn {
 	uint8_t final_code; /* its reason or error code */
 };
 
-_Static_assert(sizeof(struct hbd_conn) == 40, "per-slot state: keep it compact (issue 3)");
+_Static_assert(sizeof(struct hbd_conn) == 40,
+	       "per-slot state: keep it compact (every slot of every ring has one)");
 
 #define HBD_ACCEPTS 32 /* single-shot accepts in flight per worker (accept.c) */
 
@@ -98,6 +99,8 @@ struct hbd_worker {
 	struct hb_ustats *st; /* this worker's counter slot */
 	struct io_uring ring;
 	bool ring_ok;
+	/* the CQE handler (worker.c); ring.c hands it messages this worker sends itself */
+	void (*dispatch)(struct hbd_worker *w, struct io_uring_cqe *cqe);
 	int lfd, ufd; /* listener and UDP socket (regular fds, owned by the daemon) */
 
 	/* TCP: one entry per direct-descriptor slot */
@@ -136,7 +139,7 @@ struct hbd_worker {
 	uint64_t next_tick;
 	uint32_t due[HBD_DUE_BATCH];
 
-	/* the application side (issue 5): downlinks, the key reload epoch, timings for /metrics */
+	/* the application side: downlinks, the key reload epoch, timings for /metrics */
 	struct hbd_downlink down;
 	uint64_t epoch; /* atomic: the key reload epoch this loop has seen (reload.c) */
 	bool exited; /* atomic: the loop has returned */
@@ -149,8 +152,8 @@ struct hbd_worker {
  */
 static inline bool hbd_handing_off(const struct hbd_worker *w)
 {
-	return !w->d->ho_new &&
-	       __atomic_load_n(&w->d->ho_phase, __ATOMIC_ACQUIRE) != HBD_HO_PHASE_NONE;
+	return !w->d->upg.successor &&
+	       __atomic_load_n(&w->d->upg.phase, __ATOMIC_ACQUIRE) != HBD_HO_PHASE_NONE;
 }
 
 /* Slots in the seen array (bpf/hbeat_abi.h): TCP connections first, by worker and slot, then
@@ -160,7 +163,7 @@ static inline uint32_t hbd_seen_tcp(const struct hbd_worker *w, uint32_t slot)
 {
 	uint64_t k = 1 + (uint64_t)w->id * w->d->plan.slots + slot;
 
-	return k < w->d->maps.seen_n ? (uint32_t)k : 0;
+	return k < w->d->kern.maps.seen_n ? (uint32_t)k : 0;
 }
 
 static inline uint64_t hbd_seen_udp_base(const struct hbd_daemon *d)
@@ -172,7 +175,7 @@ static inline uint32_t hbd_seen_udp(const struct hbd_daemon *d, uint32_t idx)
 {
 	uint64_t k = hbd_seen_udp_base(d) + idx;
 
-	return k < d->maps.seen_n ? (uint32_t)k : 0;
+	return k < d->kern.maps.seen_n ? (uint32_t)k : 0;
 }
 
 /* The later of last (a worker clock ms, wrapping) and a kernel CLOCK_MONOTONIC stamp; stamps
@@ -196,98 +199,11 @@ static inline uint32_t hbd_silence(const struct hbd_worker *w, uint32_t last)
 	return (int32_t)(now - last) > 0 ? now - last : 0;
 }
 
-/* worker.c */
+/* worker.c: the thread and its loop; it dispatches every CQE (accept.h, tcp.h, udp.h,
+ * handoff.h, downlink.h) */
 void *hbd_worker_main(void *arg);
 void hbd_worker_free(struct hbd_worker *w);
-struct io_uring_sqe *hbd_sqe(struct hbd_worker *w);
-uint64_t hbd_worker_clock(struct hbd_worker *w);
-/* Asks another worker's ring (or this one) to run op on (index, gen). */
-void hbd_worker_msg(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
-		    uint16_t gen, uint8_t aux);
-/* The same with a 32-bit value for the target (the CQE's res). */
-void hbd_worker_msg_res(struct hbd_worker *w, unsigned target, enum hbd_op op, uint32_t index,
-			uint16_t gen, uint8_t aux, int32_t res);
-uint64_t hbd_realtime_ms(void);
 
-/* accept.c */
-void hbd_accept_init(struct hbd_worker *w);
-/* Arms accepts up to HBD_ACCEPTS as the rate allows; called every loop iteration. */
-int hbd_accept_fill(struct hbd_worker *w);
-void hbd_accept_on_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe);
-/* Cancels the accepts in flight and arms no more (drain, handoff). */
-void hbd_accept_stop(struct hbd_worker *w);
-void hbd_accept_tick(struct hbd_worker *w);
-
-/* tcp.c */
-/* A connection accepted into slot from addr (16 bytes, IPv4 v4-mapped). */
-void hbd_tcp_open(struct hbd_worker *w, uint32_t slot, const uint8_t addr[16]);
-void hbd_tcp_on_sockhash(struct hbd_worker *w, struct io_uring_cqe *cqe);
-void hbd_tcp_on_cookie(struct hbd_worker *w, struct io_uring_cqe *cqe);
-void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe);
-void hbd_tcp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe);
-void hbd_tcp_on_close(struct hbd_worker *w, struct io_uring_cqe *cqe);
-void hbd_tcp_kill(struct hbd_worker *w, uint32_t slot, uint16_t gen, uint8_t reason);
-void hbd_tcp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok);
-void hbd_tcp_flush(struct hbd_worker *w);
-void hbd_tcp_expire(struct hbd_worker *w);
-void hbd_tcp_drain(struct hbd_worker *w);
-/* Queues a DOWN frame on a live authenticated connection: 0, -ENOENT (not that session any
- * more) or -ENOMEM (no output buffer). */
-int hbd_tcp_send_down(struct hbd_worker *w, uint32_t slot, uint16_t gen, uint16_t seq,
-		      const void *payload, uint16_t len);
-/* Upgrade handoff: 1 if slot is a live connection quiet enough to travel (no operation in
- * flight, nothing unsent), -1 if live but not yet (its receive is being cancelled), 0 if not
- * live.
- */
-int hbd_tcp_quiesce(struct hbd_worker *w, uint32_t slot);
-/* Writes slot's record and partial frame (struct hbd_ho_conn + bytes); returns their size. */
-size_t hbd_tcp_export(struct hbd_worker *w, uint32_t slot, uint8_t *out);
-/* slot now lives in the new daemon: forget it here, close our direct descriptor. */
-void hbd_tcp_handed(struct hbd_worker *w, uint32_t slot);
-/* Closes slot without a final frame (it could not be handed over); counted as an error. */
-void hbd_tcp_drop(struct hbd_worker *w, uint32_t slot);
-/* A connection from the old daemon, registered into slot: state, partial frame, recv armed. */
-void hbd_tcp_adopt(struct hbd_worker *w, uint32_t slot, const struct hbd_ho_conn *rec,
-		   const uint8_t *partial);
-
-/* udp.c */
-int hbd_udp_arm(struct hbd_worker *w);
-void hbd_udp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe);
-void hbd_udp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe);
-void hbd_udp_kill(struct hbd_worker *w, uint32_t idx, uint16_t gen, uint8_t reason);
-void hbd_udp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok);
-void hbd_udp_expire(struct hbd_worker *w);
-void hbd_udp_drain(struct hbd_worker *w);
-/* Sends a DOWN datagram to an ACTIVE session this worker owns: 0, -ENOENT or -ENOMEM. */
-int hbd_udp_send_down(struct hbd_worker *w, uint32_t idx, uint16_t gen, uint16_t seq,
-		      const void *payload, uint16_t len);
-
-/* hello.c: HELLO checks shared by both transports */
-struct hbd_hello_result {
-	uint64_t device_id;
-	uint64_t old_loc; /* session superseded by this one, 0 if none */
-	uint64_t token;
-};
-#define HBD_AUTH_REPLAY 100
 #define HBD_NO_BYE 0xff /* aux of a kill message: end the session without a BYE */
-/* Verifies MAC, clock window and replay, and makes loc the device's current session. Returns
- * 0, an enum hb_auth value or HBD_AUTH_REPLAY (> 0: refuse with ERROR(AUTH)), or -errno.
- */
-int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc,
-		    struct hbd_hello_result *r);
-/* The same at a given wall-clock time, needing only keys, devices and window_ms of d (the fuzz
- * harness runs it without workers).
- */
-int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t loc,
-		       uint64_t now_ms, struct hbd_hello_result *r);
-const char *hbd_auth_str(int rc);
-/* A kernel map update for an admitted client failed with rc: counts and logs it (rate
- * limited); true if the client must be refused (--on-map-full refuse and the map is full).
- */
-bool hbd_map_full(struct hbd_worker *w, int rc, const char *map, uint64_t device_id);
-/* Ends the session a HELLO superseded, wherever it lives. */
-void hbd_supersede(struct hbd_worker *w, uint64_t old_loc);
-/* WELCOME payload for a token. */
-void hbd_welcome(struct hbd_worker *w, uint64_t token, struct hb_welcome *out);
 
 #endif

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* What the tcp_*.c files share; nothing outside them includes this (they are listed in tcp.h,
+ * each calling only those below it).
+ */
+#ifndef HBD_TCP_IMPL_H
+#define HBD_TCP_IMPL_H
+
+#include "outq.h"
+#include "tcp.h"
+#include "worker.h"
+
+/* The worker clock in the 32 bits a connection keeps (wraps; compared by difference). */
+static inline uint32_t hbd_tcp_now32(const struct hbd_worker *w)
+{
+	return (uint32_t)w->now_ms;
+}
+
+static inline bool hbd_conn_live(const struct hbd_conn *c)
+{
+	return c->state == CONN_NEW || c->state == CONN_AUTHED;
+}
+
+/* The connection a CQE or message names, if slot still holds that generation. */
+static inline struct hbd_conn *hbd_conn_of(struct hbd_worker *w, uint32_t slot, uint16_t gen)
+{
+	if (slot >= w->nslots || w->conns[slot].gen != gen || w->conns[slot].state == CONN_FREE)
+		return NULL;
+	return &w->conns[slot];
+}
+
+/* tcp_kernel.c: the kernel fast path's view of a connection (offload mode); calls nothing of
+ * the lifecycle: what a failure means for the connection is the caller's to decide.
+ */
+/* Asks for the socket's SO_COOKIE, hard-linked to the next SQE (the first recv), so the cookie
+ * is known before the first frame is handled. Nothing without --tcp kernel.
+ */
+void hbd_tcp_ask_cookie(struct hbd_worker *w, uint32_t slot);
+/* The SO_COOKIE CQE of c: c->cookie holds it, or 0 if it failed (no fast path for c). */
+void hbd_tcp_cookie_done(struct hbd_worker *w, struct hbd_conn *c, int res);
+/* An authenticated connection: conns[cookie] names its device, and its socket is on its way
+ * into the sockhash (output held until it is in). True if the client must be refused (the
+ * map is full and --on-map-full says refuse).
+ */
+bool hbd_tcp_kernel_admit(struct hbd_worker *w, uint32_t slot, uint64_t device_id);
+/* The fd install for the sockhash completed with res (c NULL: the connection is gone): the
+ * socket goes into the sockhash if c is still authenticated, and the fd is closed. Returns 0
+ * or the -errno the sockhash refused it with.
+ */
+int hbd_tcp_sockhash_done(struct hbd_worker *w, struct hbd_conn *c, int res);
+/* A closing connection: its conns entry goes, so the kernel stops answering for it. */
+void hbd_tcp_kernel_forget(struct hbd_worker *w, const struct hbd_conn *c);
+/* Folds the kernel's last heartbeat of an authenticated connection into c->last_seen: from
+ * its seen stamp (a memory read), or with lookup (or without a seen slot) from conns[cookie]
+ * (a syscall).
+ */
+void hbd_tcp_kernel_last_seen(struct hbd_worker *w, uint32_t slot, bool lookup);
+/* An adopted connection: the kernel stamps our seen slot for it from now on. */
+void hbd_tcp_kernel_reseat(struct hbd_worker *w, uint32_t slot);
+
+/* tcp_conn.c: the lifecycle */
+/* Takes a free slot for a new connection (what: "accept into", "handed-over connection in"):
+ * NEW, counted, nothing queued. NULL if the slot is not free (logged and counted). *clients is
+ * the daemon's TCP connection count before this one.
+ */
+struct hbd_conn *hbd_tcp_slot_take(struct hbd_worker *w, uint32_t slot, const char *what,
+				   unsigned *clients);
+/* Arms the multishot recv: 0 or -EBUSY (no SQE). */
+int hbd_tcp_arm_recv(struct hbd_worker *w, uint32_t slot);
+/* Cancels the multishot recv if one is armed and not being cancelled already. */
+void hbd_tcp_cancel_recv(struct hbd_worker *w, uint32_t slot);
+/* Output to submit at the end of the loop iteration. */
+void hbd_tcp_mark_dirty(struct hbd_worker *w, uint32_t slot);
+/* Submits the close of the direct descriptor: 0 or -EBUSY (no SQE). */
+int hbd_tcp_close_direct(struct hbd_worker *w, uint32_t slot);
+/* Starts closing a live connection: final_type HB_BYE/HB_ERROR (with its code) or 0. */
+void hbd_tcp_close(struct hbd_worker *w, uint32_t slot, uint8_t final_type, uint16_t code);
+/* Moves a closing connection along its lifecycle as far as its operations in flight allow. */
+void hbd_tcp_advance(struct hbd_worker *w, uint32_t slot);
+/* Queues a frame; a connection that would go over --max-output is closed (a slow reader). */
+void hbd_tcp_send(struct hbd_worker *w, uint32_t slot, uint8_t type, uint16_t seq,
+		  const void *payload, uint16_t len);
+void hbd_tcp_send_error(struct hbd_worker *w, uint32_t slot, uint16_t code);
+
+/* tcp_frames.c */
+/* Received bytes to the frame decoder, frames to their handlers. 0, -ENOMEM (no chunk for an
+ * incomplete frame) or -EBADMSG (*bad says how the frame was malformed).
+ */
+int hbd_tcp_feed(struct hbd_worker *w, uint32_t slot, const uint8_t *p, size_t n,
+		 enum hb_decode *bad);
+
+#endif
