@@ -458,10 +458,9 @@ int hbctl_do_load(const struct hbctl_args *a)
 	if (lock < 0)
 		return HBCTL_FAIL;
 	if (!access(pin, F_OK)) {
-		char p[PATH_MAX + 16];
+		char p[PATH_MAX];
 
-		snprintf(p, sizeof(p), "%s/%s", pin, HB_MAP_CONFIG);
-		if (!access(p, F_OK)) {
+		if (!hb_pin_path(p, sizeof(p), pin, HB_MAP_CONFIG) && !access(p, F_OK)) {
 			hb_err("hbeat is already loaded (pins in %s); run: hbctl unload --dev %s%s%s",
 			       pin, dev, strcmp(pin, HB_PIN_DEFAULT) ? " --pin-path " : "",
 			       strcmp(pin, HB_PIN_DEFAULT) ? pin : "");
