@@ -71,6 +71,14 @@ static json_t *num(double v, int decimals)
 	return json_real(round(v * scale) / scale);
 }
 
+/* A real as %g printed it: a whole number without ".0" (interval_s 1, not 1.0). */
+static json_t *num_g(double v)
+{
+	if (isfinite(v) && v == trunc(v) && fabs(v) < 9007199254740992.0) /* 2^53 */
+		return json_integer((json_int_t)v);
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
 /* The members of a measurement window, added to o. -ENOMEM if one could not be. */
 static int window_json(json_t *o, const struct hbl_result *res, uint32_t i)
 {
@@ -157,7 +165,7 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 			"s:{s:o,s:o,s:o,s:o}}",
 			"proto", cfg->o.proto == HB_TCP ? "tcp" : "udp",
 			"clients", (json_int_t)cfg->o.clients, "threads", (json_int_t)res->rings,
-			"interval_s", json_real(cfg->o.interval_s), "duration_s",
+			"interval_s", num_g(cfg->o.interval_s), "duration_s",
 			num(res->duration_s, 3), "setup_s", num(res->setup_s, 3), "setup_complete",
 			res->setup_complete, "connected", U(t->connected), "connected_end",
 			U(res->connected_end), "pings", U(t->pings), "pongs", U(t->pongs), "lost",
