@@ -512,6 +512,9 @@ int hbctl_do_load(const struct hbctl_args *a)
 
 	if (hbctl_flag(a, "json")) {
 		bool kernel = o.tcp_path == HB_TCP_KERNEL;
+		json_int_t parser = kernel ? prog_id(hbk_prog_fd(h, "hb_parser")) : 0;
+		json_int_t verdict = kernel ? prog_id(hbk_prog_fd(h, "hb_verdict")) : 0;
+		json_int_t sockops = kernel ? prog_id(hbk_prog_fd(h, "hb_sockops")) : 0;
 
 		hb_json_print(stdout, json_pack(
 			"{s:b,s:o,s:I,s:I,s:o,s:{s:I,s:s,s:s,s:I},s:s,s:I,s:I,s:I}", "loaded", 1,
@@ -520,10 +523,8 @@ int hbctl_do_load(const struct hbctl_args *a)
 			"xdp", "prog_id", (json_int_t)prog_id(hbk_prog_fd(h, HBK_PROG_XDP)),
 			"mode", mode_s, "attach", how_id(h->xdp_how), "then_prog_id",
 			(json_int_t)then_id,
-			"tcp", tcp_s,
-			"parser_id", (json_int_t)(kernel ? prog_id(hbk_prog_fd(h, "hb_parser")) : 0),
-			"verdict_id", (json_int_t)(kernel ? prog_id(hbk_prog_fd(h, "hb_verdict")) : 0),
-			"sockops_id", (json_int_t)(kernel ? prog_id(hbk_prog_fd(h, "hb_sockops")) : 0)));
+			"tcp", tcp_s, "parser_id", parser, "verdict_id", verdict,
+			"sockops_id", sockops));
 		rc = HBCTL_OK;
 		goto out;
 	}
@@ -575,8 +576,8 @@ int hbctl_do_unload(const struct hbctl_args *a)
 		bool stray = ifindex && hbk_detach_xdp_ifindex(ifindex) == 0;
 
 		if (hbctl_flag(a, "json")) {
-			hb_json_print(stdout, json_pack("{s:b,s:b}", "loaded", 0, "stray_xdp_removed",
-							stray));
+			hb_json_print(stdout, json_pack("{s:b,s:b}", "loaded", 0,
+							"stray_xdp_removed", stray));
 		} else {
 			printf("hbeat is not loaded (no pins in %s)\n", pin);
 			if (stray)
@@ -588,11 +589,14 @@ int hbctl_do_unload(const struct hbctl_args *a)
 	if (hbctl_flag(a, "json")) {
 		/* tcp "user": there was nothing to detach */
 		hb_json_print(stdout, json_pack(
-			"{s:b,s:b,s:o*,s:b,s:b,s:s,s:i,s:b}", "loaded", 1, "xdp_detached",
-			rep.xdp_detached, "xdp_note", rep.xdp_detached ? NULL : hb_json_str(rep.xdp_note),
-			"sockops_detached", rep.sockops_detached, "sockmap_detached",
-			rep.sockmap_detached, "tcp", rep.tcp_user ? "user" : "kernel", "pins_removed",
-			rep.pins_removed, "pin_dir_removed", access(pin, F_OK) != 0));
+			"{s:b,s:b,s:o*,s:b,s:b,s:s,s:i,s:b}", "loaded", 1,
+			"xdp_detached", rep.xdp_detached,
+			"xdp_note", rep.xdp_detached ? NULL : hb_json_str(rep.xdp_note),
+			"sockops_detached", rep.sockops_detached,
+			"sockmap_detached", rep.sockmap_detached,
+			"tcp", rep.tcp_user ? "user" : "kernel",
+			"pins_removed", rep.pins_removed,
+			"pin_dir_removed", access(pin, F_OK) != 0));
 	} else if (rep.xdp_detached)
 		printf("detached hb_xdp from %s\n", dev);
 	if (!hbctl_flag(a, "json")) {

@@ -188,8 +188,8 @@ int hbctl_do_send(const struct hbctl_args *a)
 	} else if (status && !strcmp(status, "delivered")) {
 		json_t *seq = json_object_get(doc, "seq"), *rtt = json_object_get(doc, "rtt_us");
 
-		printf("delivered to device %llu (%d bytes, seq %lld, acknowledged after %.3f ms)\n",
-		       dev, len, (long long)json_integer_value(seq),
+		printf("delivered to device %llu (%d bytes, seq %lld, acknowledged after %.3f "
+		       "ms)\n", dev, len, (long long)json_integer_value(seq),
 		       (double)json_integer_value(rtt) / 1000);
 	} else if (status) {
 		hb_err("not delivered to device %llu: %s", dev,

@@ -255,12 +255,14 @@ static int do_list(const struct hbctl_args *a, const char *keys, bool json)
 		if (k->kind == HB_KS_BLANK)
 			continue;
 		if (json) {
-			json_t *e = k->kind == HB_KS_RANGE
-					    ? json_pack("{s:s,s:o,s:o}", "kind", name[k->kind], "first",
-							hb_json_u64(k->first), "last",
-							hb_json_u64(k->last))
-					    : json_pack("{s:s,s:o}", "kind", name[k->kind], "device",
-							hb_json_u64(k->first));
+			json_t *e;
+
+			if (k->kind == HB_KS_RANGE)
+				e = json_pack("{s:s,s:o,s:o}", "kind", name[k->kind], "first",
+					      hb_json_u64(k->first), "last", hb_json_u64(k->last));
+			else
+				e = json_pack("{s:s,s:o}", "kind", name[k->kind], "device",
+					      hb_json_u64(k->first));
 
 			if (json_array_append_new(entries, e)) {
 				json_decref(entries);

@@ -104,26 +104,31 @@ static void print_status_json(const char *pin, const struct hb_config *cfg,
 			      const __u32 fill[3], const __u32 max[3], __u64 now, bool stamped,
 			      __u64 age, bool alive)
 {
+	const char *mode = xi->mode == HB_XDP_SKB ? "skb"
+			   : xi->mode == HB_XDP_NATIVE ? "native" : "none";
+	json_t *ifname = hb_json_bytes(cfg->ifname, strnlen(cfg->ifname, sizeof(cfg->ifname)));
+	json_int_t loaded_s = cfg->loaded_ns && now > cfg->loaded_ns
+				      ? (json_int_t)((now - cfg->loaded_ns) / 1000000000ull)
+				      : 0;
 	json_t *maps = json_object();
 
-	for (int i = 0; maps && i < 3; i++)
-		if (json_object_set_new(maps, fill_maps[i],
-					json_pack("{s:I,s:I}", "entries", (json_int_t)fill[i], "max",
-						  (json_int_t)max[i]))) {
+	for (int i = 0; maps && i < 3; i++) {
+		json_t *m = json_pack("{s:I,s:I}", "entries", (json_int_t)fill[i], "max",
+				      (json_int_t)max[i]);
+
+		if (json_object_set_new(maps, fill_maps[i], m)) {
 			json_decref(maps);
 			maps = NULL;
 		}
+	}
 	hb_json_print(stdout, json_pack(
 		"{s:b,s:o,s:I,s:I,"
 		"s:{s:o,s:I,s:s,s:s,s:I,s:s*,s:{s:I,s:o}},"
 		"s:s,s:{s:I,s:I},s:{s:I,s:I,s:o},s:o,s:{s:b,s:o,s:I}}",
 		"loaded", 1, "pin_path", hb_json_str(pin), "port", (json_int_t)cfg->port,
-		"loaded_s_ago",
-		(json_int_t)(cfg->loaded_ns && now > cfg->loaded_ns
-				     ? (now - cfg->loaded_ns) / 1000000000ull : 0),
-		"xdp", "ifname", hb_json_bytes(cfg->ifname, strnlen(cfg->ifname, sizeof(cfg->ifname))),
-		"ifindex", (json_int_t)cfg->ifindex,
-		"mode", xi->mode == HB_XDP_SKB ? "skb" : xi->mode == HB_XDP_NATIVE ? "native" : "none",
+		"loaded_s_ago", loaded_s,
+		"xdp", "ifname", ifname,
+		"ifindex", (json_int_t)cfg->ifindex, "mode", mode,
 		"attach", how_str(xi->how), "prog_id", (json_int_t)xi->prog_id,
 		"dispatcher_unavailable", dispatcher_why,
 		"then", "prog_id", (json_int_t)then_id, "name", hb_json_str(then_name),
@@ -187,8 +192,8 @@ int hbctl_do_status(const struct hbctl_args *a)
 
 	if (json) {
 		print_status_json(pin, &cfg, &xi, dispatcher_ok ? NULL : dispatcher_why, then_id,
-				  then_name, parser, verdict, &sl, fill_maps, fill, max, now, stamped, age,
-				  alive);
+				  then_name, parser, verdict, &sl, fill_maps, fill, max, now,
+				  stamped, age, alive);
 	} else {
 		printf("hbeat is loaded (pins in %s), port %u, loaded %llu s ago\n", pin, cfg.port,
 		       (unsigned long long)(cfg.loaded_ns && now > cfg.loaded_ns ? (now - cfg.loaded_ns) / 1000000000ull : 0));
@@ -460,16 +465,19 @@ static int collect(int cfd, int sfd, const struct filter *f, struct row **rows, 
 
 static json_t *json_row(const struct row *r, __u64 now)
 {
+	__u64 ago = now > r->last_seen_ns ? (now - r->last_seen_ns) / 1000000 : 0;
+
 	/* the UDP token authenticates heartbeats: never printed; TCP rows carry the cookie */
-	return json_pack("{s:s,s:o*,s:o,s:o,s:s,s:o,s:o,s:o*,s:I}", "transport",
-			 r->udp ? "udp" : "tcp", "cookie", r->udp ? NULL : hb_json_u64(r->cookie),
-			 "peer", hb_json_str(r->peer), "device_id", hb_json_u64(r->device_id), "state",
-			 state_str(r->state), "last_seen_ms_ago",
-			 !r->last_seen_ns ? json_null()
-			 : now > r->last_seen_ns ? hb_json_u64((now - r->last_seen_ns) / 1000000)
-						 : json_integer(0),
-			 "pings", hb_json_u64(r->pings), "echoes",
-			 r->udp ? NULL : hb_json_u64(r->echoes), "last_seq", (json_int_t)r->last_seq);
+	return json_pack("{s:s,s:o*,s:o,s:o,s:s,s:o,s:o,s:o*,s:I}",
+			 "transport", r->udp ? "udp" : "tcp",
+			 "cookie", r->udp ? NULL : hb_json_u64(r->cookie),
+			 "peer", hb_json_str(r->peer),
+			 "device_id", hb_json_u64(r->device_id),
+			 "state", state_str(r->state),
+			 "last_seen_ms_ago", r->last_seen_ns ? hb_json_u64(ago) : json_null(),
+			 "pings", hb_json_u64(r->pings),
+			 "echoes", r->udp ? NULL : hb_json_u64(r->echoes),
+			 "last_seq", (json_int_t)r->last_seq);
 }
 
 int hbctl_do_conns(const struct hbctl_args *a)

@@ -37,9 +37,9 @@ int hb_pin_open(const char *dir, const char *name, char *why, size_t whylen)
 	rc = -errno;
 	if (why)
 		snprintf(why, whylen, "%s: %s%s", path, strerror(-rc),
-			 rc == -ENOENT			  ? " (is hbeat loaded there? hbctl status --pin-path DIR)"
+			 rc == -ENOENT ? " (is hbeat loaded there? hbctl status --pin-path DIR)"
 			 : rc == -EACCES || rc == -EPERM ? " (the pins are root's: run as root)"
-							  : "");
+							 : "");
 	return rc;
 }
 

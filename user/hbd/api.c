@@ -321,9 +321,9 @@ static void on_accept(struct hbd_api *a)
 				break;
 			}
 		if (!c) {
+			json_t *doc = json_pack("{s:b,s:s}", "ok", 0, "error", "too many clients");
 			char busy[64];
-			int n = hb_json_line(busy, sizeof(busy),
-					     json_pack("{s:b,s:s}", "ok", 0, "error", "too many clients"));
+			int n = hb_json_line(busy, sizeof(busy), doc);
 
 			if (n > 0 && send(fd, busy, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
 			}
@@ -473,10 +473,12 @@ static json_t *presence_json(const struct hbd_event *ev)
 	json_t *o;
 
 	snprintf(session, sizeof(session), "%016" PRIx64, ev->session);
-	o = json_pack("{s:s,s:o,s:s,s:s,s:o}", "event",
-		      hbd_ev_kind_str((enum hbd_ev_kind)ev->kind), "device", hb_json_u64(ev->device),
-		      "transport", ev->udp ? "udp" : "tcp", "session", session, "ts_ms",
-		      hb_json_u64(ev->ts_ms));
+	o = json_pack("{s:s,s:o,s:s,s:s,s:o}",
+		      "event", hbd_ev_kind_str((enum hbd_ev_kind)ev->kind),
+		      "device", hb_json_u64(ev->device),
+		      "transport", ev->udp ? "udp" : "tcp",
+		      "session", session,
+		      "ts_ms", hb_json_u64(ev->ts_ms));
 	if (o && ev->peer[0] &&
 	    json_object_set_new(o, "peer", hb_json_bytes(ev->peer, strnlen(ev->peer,
 									  sizeof(ev->peer))))) {

@@ -138,7 +138,8 @@ size_t hbd_sink_format(char *out, size_t cap, uint64_t device, bool udp, uint16_
 		return 0;
 	n = EVP_EncodeBlock((unsigned char *)b64, payload, (int)len);
 	snprintf(time, sizeof(time), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000000);
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		 ts->tv_nsec / 1000000);
 	/* the device id stays a number over the whole u64 range, as consumers have always read it;
 	 * base64 and the time are ASCII, which the library need not check */
 	n = hb_json_line_u64_first(out, cap, "device", device,
