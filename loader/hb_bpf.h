@@ -16,6 +16,8 @@
  *                         attachment it made, so a failed load leaves nothing behind
  *
  * hbk_unload() is the inverse of a pinned load, working only from the pins (another process).
+ * Files by job: hb_bpf_load.c (open, load, close), hb_bpf_attach.c, hb_bpf_pin.c (pin, unload,
+ * lock), hb_bpf_query.c (what is attached, seen from the pins and the NIC).
  * No function here touches HB_PIN_DEFAULT unless the caller passes it.
  */
 #ifndef HB_BPF_H
@@ -26,6 +28,7 @@
 #include <stddef.h>
 
 #include "hbeat_abi.h"
+#include "pins.h"
 
 struct sk_skb_hb;
 struct sockops_hb;
@@ -142,22 +145,26 @@ struct hbk_xdp_info {
 };
 int hbk_xdp_query(const char *pin_dir, int ifindex, struct hbk_xdp_info *out);
 
-/* Number of entries in a map (walks the keys) and its capacity. */
-int hbk_map_fill(int map_fd, __u32 *entries, __u32 *max_entries);
-
-/* Serialises load/unload across processes (flock on /run/lock/hbctl.lock, held for the whole
- * operation). Returns an fd to pass to hbk_unlock(), or a negative errno. */
+/* Serialises load and unload of one pin directory across processes: an exclusive flock on a
+ * lock file named after the directory's canonical path (hbk_lock_path), held for the whole
+ * operation; other pin directories are not held up. Returns an fd to pass to hbk_unlock(), or
+ * a negative errno. */
 int hbk_lock(const char *pin_dir);
 void hbk_unlock(int fd);
+/* The lock file of a pin directory: /run/lock/hbctl-<path, escaped as systemd does>.lock, e.g.
+ * /run/lock/hbctl-sys-fs-bpf-hbeat.lock (/run or /tmp where /run/lock is missing). */
+int hbk_lock_path(const char *pin_dir, char *out, size_t len);
 
-/* Sums of the per-CPU kernel counters and of the per-worker daemon counters. */
-int hbk_read_kstats(int kstats_fd, struct hb_kstats *sum);
-int hbk_read_ustats(int ustats_fd, struct hb_ustats *sum);
-/* Counter names in struct order (from the X-macros), and count. */
-extern const char *const hbk_kstat_names[];
-extern const char *const hbk_ustat_names[];
-#define HBK_KSTAT(s, i) (((const __u64 *)(s))[i])
-#define HBK_USTAT(s, i) (((const __u64 *)(s))[i])
+/* The counters are read by user/common/pins.h (hb_kstats_read and friends); these names stay
+ * for the loader library's callers, the tests. */
+#define hbk_kstat_names hb_kstat_names
+#define hbk_ustat_names hb_ustat_names
+#define HBK_KSTAT(s, i) HB_STAT(s, i)
+#define HBK_USTAT(s, i) HB_STAT(s, i)
+static inline int hbk_read_kstats(int kstats_fd, struct hb_kstats *sum)
+{
+	return hb_kstats_read(kstats_fd, sum);
+}
 
 /* The current network namespace's cookie (SO_NETNS_COOKIE, 5.14), for hbk_opts.netns_cookie. */
 int hbk_netns_cookie(__u64 *cookie);

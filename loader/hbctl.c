@@ -17,7 +17,7 @@
 #include "auth.h"
 #include "hb_bpf.h"
 #include "hb_env.h"
-#include "hb_json.h"
+#include "json_out.h"
 #include "log.h"
 #include "opt.h"
 
@@ -406,6 +406,21 @@ static const char *how_id(enum hbk_xdp_how how)
 	}
 }
 
+/* hbk_lock, with a message if it fails. */
+static int take_lock(const char *pin)
+{
+	char path[PATH_MAX];
+	int fd = hbk_lock(pin);
+
+	if (fd < 0) {
+		if (hbk_lock_path(pin, path, sizeof(path)))
+			snprintf(path, sizeof(path), "no lock file for it");
+		hb_err("taking the lock of %s (%s): %s; is /run/lock writable?", pin, path,
+		       strerror(-fd));
+	}
+	return fd;
+}
+
 int hbctl_do_load(const void *opts, int argc, char **argv)
 {
 	const struct hbctl_load_opts *lo = opts;
@@ -433,16 +448,13 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 		return HBCTL_ENV;
 	}
 
-	lock = hbk_lock(pin);
-	if (lock < 0) {
-		hb_err("taking the hbctl lock (/run/lock/hbctl.lock): %s", strerror(-lock));
+	lock = take_lock(pin);
+	if (lock < 0)
 		return HBCTL_FAIL;
-	}
 	if (!access(pin, F_OK)) {
-		char p[PATH_MAX + 16];
+		char p[PATH_MAX];
 
-		snprintf(p, sizeof(p), "%s/%s", pin, HB_MAP_CONFIG);
-		if (!access(p, F_OK)) {
+		if (!hb_pin_path(p, sizeof(p), pin, HB_MAP_CONFIG) && !access(p, F_OK)) {
 			hb_err("hbeat is already loaded (pins in %s); run: hbctl unload --dev %s%s%s",
 			       pin, dev, strcmp(pin, HB_PIN_DEFAULT) ? " --pin-path " : "",
 			       strcmp(pin, HB_PIN_DEFAULT) ? pin : "");
@@ -493,27 +505,20 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 		goto out;
 
 	if (lo->json) {
-		struct hbj j;
+		bool kernel = o.tcp_path == HB_TCP_KERNEL;
+		json_int_t parser = kernel ? prog_id(hbk_prog_fd(h, "hb_parser")) : 0;
+		json_int_t verdict = kernel ? prog_id(hbk_prog_fd(h, "hb_verdict")) : 0;
+		json_int_t sockops = kernel ? prog_id(hbk_prog_fd(h, "hb_sockops")) : 0;
 
-		hbj_init(&j, stdout);
-		hbj_obj(&j, NULL);
-		hbj_bool(&j, "loaded", true);
-		hbj_str(&j, "dev", dev);
-		hbj_u64(&j, "ifindex", (uint64_t)ifindex);
-		hbj_u64(&j, "port", o.port);
-		hbj_str(&j, "pin_path", pin);
-		hbj_obj(&j, "xdp");
-		hbj_u64(&j, "prog_id", prog_id(hbk_prog_fd(h, HBK_PROG_XDP)));
-		hbj_str(&j, "mode", mode_s);
-		hbj_str(&j, "attach", how_id(h->xdp_how));
-		hbj_u64(&j, "then_prog_id", then_id);
-		hbj_obj_end(&j);
-		hbj_str(&j, "tcp", tcp_s);
-		hbj_u64(&j, "parser_id", o.tcp_path == HB_TCP_KERNEL ? prog_id(hbk_prog_fd(h, "hb_parser")) : 0);
-		hbj_u64(&j, "verdict_id", o.tcp_path == HB_TCP_KERNEL ? prog_id(hbk_prog_fd(h, "hb_verdict")) : 0);
-		hbj_u64(&j, "sockops_id", o.tcp_path == HB_TCP_KERNEL ? prog_id(hbk_prog_fd(h, "hb_sockops")) : 0);
-		hbj_obj_end(&j);
-		hbj_end(&j);
+		hb_json_print(stdout, json_pack(
+			"{s:b,s:o,s:I,s:I,s:o,s:{s:I,s:s,s:s,s:I},s:s,s:I,s:I,s:I}", "loaded", 1,
+			"dev", hb_json_str(dev), "ifindex", (json_int_t)ifindex, "port",
+			(json_int_t)o.port, "pin_path", hb_json_str(pin),
+			"xdp", "prog_id", (json_int_t)prog_id(hbk_prog_fd(h, HBK_PROG_XDP)),
+			"mode", mode_s, "attach", how_id(h->xdp_how), "then_prog_id",
+			(json_int_t)then_id,
+			"tcp", tcp_s, "parser_id", parser, "verdict_id", verdict,
+			"sockops_id", sockops));
 		rc = HBCTL_OK;
 		goto out;
 	}
@@ -553,18 +558,17 @@ int hbctl_do_unload(const void *opts, int argc, char **argv)
 	if (!ifindex)
 		hb_warn("no NIC named '%s' here; removing the rest", dev);
 
-	lock = hbk_lock(pin);
-	if (lock < 0) {
-		hb_err("taking the hbctl lock (/run/lock/hbctl.lock): %s", strerror(-lock));
+	lock = take_lock(pin);
+	if (lock < 0)
 		return HBCTL_FAIL;
-	}
 	err = hbk_unload(pin, ifindex ? dev : NULL, &rep);
 	if (err == -ENOENT) {
 		/* Nothing pinned. A crashed load may still have left hb_xdp on the NIC. */
 		bool stray = ifindex && hbk_detach_xdp_ifindex(ifindex) == 0;
 
 		if (uo->json) {
-			printf("{\"loaded\":false,\"stray_xdp_removed\":%s}\n", stray ? "true" : "false");
+			hb_json_print(stdout, json_pack("{s:b,s:b}", "loaded", 0,
+							"stray_xdp_removed", stray));
 		} else {
 			printf("hbeat is not loaded (no pins in %s)\n", pin);
 			if (stray)
@@ -574,21 +578,16 @@ int hbctl_do_unload(const void *opts, int argc, char **argv)
 		return HBCTL_OK;
 	}
 	if (uo->json) {
-		struct hbj j;
-
-		hbj_init(&j, stdout);
-		hbj_obj(&j, NULL);
-		hbj_bool(&j, "loaded", true);
-		hbj_bool(&j, "xdp_detached", rep.xdp_detached);
-		if (!rep.xdp_detached)
-			hbj_str(&j, "xdp_note", rep.xdp_note);
-		hbj_bool(&j, "sockops_detached", rep.sockops_detached);
-		hbj_bool(&j, "sockmap_detached", rep.sockmap_detached);
-		hbj_str(&j, "tcp", rep.tcp_user ? "user" : "kernel"); /* user: nothing to detach */
-		hbj_u64(&j, "pins_removed", (uint64_t)rep.pins_removed);
-		hbj_bool(&j, "pin_dir_removed", access(pin, F_OK) != 0);
-		hbj_obj_end(&j);
-		hbj_end(&j);
+		/* tcp "user": there was nothing to detach */
+		hb_json_print(stdout, json_pack(
+			"{s:b,s:b,s:o*,s:b,s:b,s:s,s:i,s:b}", "loaded", 1,
+			"xdp_detached", rep.xdp_detached,
+			"xdp_note", rep.xdp_detached ? NULL : hb_json_str(rep.xdp_note),
+			"sockops_detached", rep.sockops_detached,
+			"sockmap_detached", rep.sockmap_detached,
+			"tcp", rep.tcp_user ? "user" : "kernel",
+			"pins_removed", rep.pins_removed,
+			"pin_dir_removed", access(pin, F_OK) != 0));
 	} else if (rep.xdp_detached)
 		printf("detached hb_xdp from %s\n", dev);
 	if (!uo->json) {

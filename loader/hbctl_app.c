@@ -15,6 +15,7 @@
 #include "auth.h"
 #include "hbctl.h"
 #include "hbeat_abi.h"
+#include "json_out.h"
 #include "log.h"
 
 static int ctl_connect(const char *path)
@@ -140,6 +141,9 @@ int hbctl_do_send(const void *opts, int argc, char **argv)
 	char b64[(HB_MAX_PAYLOAD + 2) / 3 * 4 + 1], req[1500], reply[1024], *end;
 	unsigned long long dev;
 	long tmo = o->timeout_ms;
+	const char *status;
+	json_t *doc;
+	bool ok;
 	int len, rc;
 
 	errno = 0;
@@ -162,51 +166,50 @@ int hbctl_do_send(const void *opts, int argc, char **argv)
 		why_unreachable(path, rc);
 		return HBCTL_FAIL;
 	}
-	if (o->json) {
-		printf("%s\n", reply);
-	} else if (strstr(reply, "\"status\":\"delivered\"")) {
-		const char *r = strstr(reply, "\"rtt_us\":"), *s = strstr(reply, "\"seq\":");
-
-		printf("delivered to device %llu (%d bytes, seq %lu, acknowledged after %.3f ms)\n",
-		       dev, len, s ? strtoul(s + 6, NULL, 10) : 0, r ? atof(r + 9) / 1000 : 0.0);
-	} else {
-		const char *st = strstr(reply, "\"status\":\"");
-
-		if (st) {
-			char status[32];
-
-			sscanf(st + 10, "%31[^\"]", status);
-			hb_err("not delivered to device %llu: %s", dev,
-			       !strcmp(status, "offline")   ? "offline (no open session)"
-			       : !strcmp(status, "timeout") ? "no ACK in time"
-			       : !strcmp(status, "closed")  ? "its session ended before the ACK"
-							    : status);
-		} else {
-			hb_err("hbd refused the request: %s", reply);
-		}
+	doc = json_loads(reply, 0, NULL);
+	if (!json_is_object(doc)) {
+		hb_err("hbd answered with something that is not a JSON object: %s", reply);
+		json_decref(doc);
+		return HBCTL_FAIL;
 	}
-	return strstr(reply, "\"ok\":true") ? HBCTL_OK : HBCTL_FAIL;
+	ok = json_is_true(json_object_get(doc, "ok"));
+	status = json_string_value(json_object_get(doc, "status"));
+	if (o->json) {
+		json_incref(doc);
+		hb_json_print(stdout, doc);
+	} else if (status && !strcmp(status, "delivered")) {
+		json_t *seq = json_object_get(doc, "seq"), *rtt = json_object_get(doc, "rtt_us");
+
+		printf("delivered to device %llu (%d bytes, seq %lld, acknowledged after %.3f "
+		       "ms)\n", dev, len, (long long)json_integer_value(seq),
+		       (double)json_integer_value(rtt) / 1000);
+	} else if (status) {
+		hb_err("not delivered to device %llu: %s", dev,
+		       !strcmp(status, "offline")   ? "offline (no open session)"
+		       : !strcmp(status, "timeout") ? "no ACK in time"
+		       : !strcmp(status, "closed")  ? "its session ended before the ACK"
+						    : status);
+	} else {
+		hb_err("hbd refused the request: %s", reply);
+	}
+	json_decref(doc);
+	return ok ? HBCTL_OK : HBCTL_FAIL;
 }
 
 /* {"event":"online","device":42,...} -> "12:00:01.234 online      device 42 tcp ..." */
-static void print_event(const char *line)
+static void print_event(const json_t *ev, const char *line)
 {
-	char kind[24] = "?", transport[8] = "", peer[64] = "";
-	const char *p;
-	unsigned long long dev = 0, ts = 0;
+	const char *kind = json_string_value(json_object_get(ev, "event"));
+	const char *transport = json_string_value(json_object_get(ev, "transport"));
+	const char *peer = json_string_value(json_object_get(ev, "peer"));
+	uint64_t dev = 0, ts = 0;
 	time_t t;
 	struct tm tm;
 
-	if ((p = strstr(line, "\"event\":\"")))
-		sscanf(p + 9, "%23[^\"]", kind);
-	if ((p = strstr(line, "\"device\":")))
-		dev = strtoull(p + 9, NULL, 10);
-	if ((p = strstr(line, "\"transport\":\"")))
-		sscanf(p + 13, "%7[^\"]", transport);
-	if ((p = strstr(line, "\"peer\":\"")))
-		sscanf(p + 8, "%63[^\"]", peer);
-	if ((p = strstr(line, "\"ts_ms\":")))
-		ts = strtoull(p + 8, NULL, 10);
+	hb_json_to_u64(json_object_get(ev, "device"), &dev);
+	hb_json_to_u64(json_object_get(ev, "ts_ms"), &ts);
+	if (!kind)
+		kind = "?";
 	if (!strcmp(kind, "lost") || !strcmp(kind, "overflow")) {
 		printf("(%s)\n", line);
 		return;
@@ -214,7 +217,8 @@ static void print_event(const char *line)
 	t = (time_t)(ts / 1000);
 	localtime_r(&t, &tm);
 	printf("%02d:%02d:%02d.%03llu %-10s device %llu %s %s\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
-	       ts % 1000, kind, dev, transport, peer);
+	       (unsigned long long)(ts % 1000), kind, (unsigned long long)dev,
+	       transport ? transport : "", peer ? peer : "");
 }
 
 int hbctl_do_events(const void *opts, int argc, char **argv)
@@ -226,6 +230,8 @@ int hbctl_do_events(const void *opts, int argc, char **argv)
 	char buf[65536], line[4096];
 	size_t have = 0;
 	int fd = ctl_connect(path), rc;
+	json_t *ev;
+	bool ok;
 
 	if (fd < 0) {
 		why_unreachable(path, fd);
@@ -234,7 +240,10 @@ int hbctl_do_events(const void *opts, int argc, char **argv)
 	rc = write_all(fd, "subscribe\n");
 	if (!rc)
 		rc = read_line(fd, buf, sizeof(buf), &have, line, sizeof(line), 5000);
-	if (rc || !strstr(line, "\"ok\":true")) {
+	ev = rc ? NULL : json_loads(line, 0, NULL);
+	ok = json_is_true(json_object_get(ev, "ok"));
+	json_decref(ev);
+	if (!ok) {
 		hb_err("subscribing at %s: %s", path, rc ? strerror(-rc) : line);
 		close(fd);
 		return HBCTL_FAIL;
@@ -244,10 +253,19 @@ int hbctl_do_events(const void *opts, int argc, char **argv)
 		rc = read_line(fd, buf, sizeof(buf), &have, line, sizeof(line), -1);
 		if (rc)
 			break;
-		if (json)
-			printf("%s\n", line);
-		else
-			print_event(line);
+		ev = json_loads(line, 0, NULL);
+		if (!json_is_object(ev)) {
+			hb_warn("hbd sent a line that is not a JSON object, skipped: %s", line);
+			json_decref(ev);
+			continue;
+		}
+		if (json) {
+			json_incref(ev);
+			hb_json_print(stdout, ev);
+		} else {
+			print_event(ev, line);
+		}
+		json_decref(ev);
 		seen++;
 	}
 	close(fd);

@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #include "auth.h"
-#include "hb_json.h"
 #include "hbctl.h"
+#include "json_out.h"
 #include "log.h"
 
 #define SECRET_BYTES 32
@@ -212,8 +212,9 @@ static void drop_lines(struct store *s, enum hb_ks_kind kind, uint64_t id, unsig
 static long reload(const struct hbctl_devices_opts *o, bool json, char *reply, size_t cap)
 {
 	const char *path = o->control;
-	const char *p;
 	int rc = hbctl_ctl_request(path, "reload", reply, cap, 10000);
+	json_t *doc, *cut;
+	long n = -1;
 
 	if (rc) {
 		if (!json)
@@ -222,26 +223,26 @@ static long reload(const struct hbctl_devices_opts *o, bool json, char *reply, s
 				path, strerror(-rc));
 		return -1;
 	}
-	if (!strstr(reply, "\"ok\":true")) {
+	doc = json_loads(reply, 0, NULL);
+	if (json_is_true(json_object_get(doc, "ok"))) {
+		cut = json_object_get(doc, "revoked_sessions");
+		n = json_is_integer(cut) ? (long)json_integer_value(cut) : 0;
+	} else {
 		hb_err("hbd refused the reload: %s", reply);
-		return -1;
 	}
-	p = strstr(reply, "\"revoked_sessions\":");
-	return p ? atol(p + strlen("\"revoked_sessions\":")) : 0;
+	json_decref(doc);
+	return n;
 }
 
 static int do_list(const struct hbctl_devices_opts *o, const char *keys, bool json)
 {
+	json_t *entries = NULL;
 	struct store s;
-	struct hbj j;
 
 	if (store_read(keys, &s, false))
 		return HBCTL_FAIL;
 	if (json) {
-		hbj_init(&j, stdout);
-		hbj_obj(&j, NULL);
-		hbj_str(&j, "keys", keys);
-		hbj_arr(&j, "entries");
+		entries = json_array();
 	} else {
 		printf("%-8s %-41s\n", "KIND", "DEVICE(S)");
 	}
@@ -254,15 +255,19 @@ static int do_list(const struct hbctl_devices_opts *o, const char *keys, bool js
 		if (k->kind == HB_KS_BLANK)
 			continue;
 		if (json) {
-			hbj_obj(&j, NULL);
-			hbj_str(&j, "kind", name[k->kind]);
-			if (k->kind == HB_KS_RANGE) {
-				hbj_u64(&j, "first", k->first);
-				hbj_u64(&j, "last", k->last);
-			} else {
-				hbj_u64(&j, "device", k->first);
+			json_t *e;
+
+			if (k->kind == HB_KS_RANGE)
+				e = json_pack("{s:s,s:o,s:o}", "kind", name[k->kind], "first",
+					      hb_json_u64(k->first), "last", hb_json_u64(k->last));
+			else
+				e = json_pack("{s:s,s:o}", "kind", name[k->kind], "device",
+					      hb_json_u64(k->first));
+
+			if (json_array_append_new(entries, e)) {
+				json_decref(entries);
+				entries = NULL; /* out of memory: hb_json_print says so */
 			}
-			hbj_obj_end(&j);
 		} else if (k->kind == HB_KS_RANGE) {
 			printf("%-8s %" PRIu64 "-%" PRIu64 " (derived keys, %" PRIu64 " devices)\n",
 			       name[k->kind], k->first, k->last, k->last - k->first + 1);
@@ -270,12 +275,12 @@ static int do_list(const struct hbctl_devices_opts *o, const char *keys, bool js
 			printf("%-8s %" PRIu64 "\n", name[k->kind], k->first);
 		}
 	}
-	if (json) {
-		hbj_arr_end(&j);
-		hbj_obj_end(&j);
-		hbj_end(&j);
-	}
 	store_free(&s);
+	if (json && hb_json_print(stdout, json_pack("{s:o,s:o}", "keys", hb_json_str(keys),
+						    "entries", entries))) {
+		hb_err("writing the JSON listing: out of memory");
+		return HBCTL_FAIL;
+	}
 	return HBCTL_OK;
 }
 
@@ -329,16 +334,16 @@ static int do_add(const struct hbctl_devices_opts *o, const char *keys, uint64_t
 	rc = HBCTL_OK;
 	cut = o->no_reload ? -1 : reload(o, json, reply, sizeof(reply));
 	if (json) {
-		struct hbj j;
+		json_t *doc = json_pack("{s:o,s:s,s:o,s:b}", "device", hb_json_u64(id), "secret",
+					hex, "keys", hb_json_str(keys), "reloaded", cut >= 0);
+		json_t *sec = json_object_get(doc, "secret");
 
-		hbj_init(&j, stdout);
-		hbj_obj(&j, NULL);
-		hbj_u64(&j, "device", id);
-		hbj_str(&j, "secret", hex);
-		hbj_str(&j, "keys", keys);
-		hbj_bool(&j, "reloaded", cut >= 0);
-		hbj_obj_end(&j);
-		hbj_end(&j);
+		/* the library's copy of the secret is wiped like ours before it is freed */
+		json_incref(doc);
+		hb_json_print(stdout, doc);
+		if (sec)
+			OPENSSL_cleanse((char *)json_string_value(sec), json_string_length(sec));
+		json_decref(doc);
 	} else {
 		printf("device %" PRIu64 " added to %s%s%s\n", id, keys,
 		       dropped ? " (its revocation is lifted)" : "",
@@ -401,17 +406,10 @@ static int do_remove(const struct hbctl_devices_opts *o, const char *keys, uint6
 	rc = HBCTL_OK;
 	cut = o->no_reload ? -1 : reload(o, json, reply, sizeof(reply));
 	if (json) {
-		struct hbj j;
-
-		hbj_init(&j, stdout);
-		hbj_obj(&j, NULL);
-		hbj_u64(&j, "device", id);
-		hbj_str(&j, "keys", keys);
-		hbj_bool(&j, "revoked_in_range", add_revoke);
-		hbj_bool(&j, "reloaded", cut >= 0);
-		hbj_u64(&j, "sessions_cut", cut > 0 ? (uint64_t)cut : 0);
-		hbj_obj_end(&j);
-		hbj_end(&j);
+		hb_json_print(stdout, json_pack("{s:o,s:o,s:b,s:b,s:I}", "device", hb_json_u64(id),
+						"keys", hb_json_str(keys), "revoked_in_range",
+						add_revoke, "reloaded", cut >= 0, "sessions_cut",
+						(json_int_t)(cut > 0 ? cut : 0)));
 	} else {
 		printf("device %" PRIu64 " %s %s\n", id,
 		       add_revoke ? "revoked (inside a derive range) in" : "removed from", keys);

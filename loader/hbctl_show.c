@@ -16,8 +16,9 @@
 
 #include "hb_bpf.h"
 #include "hb_env.h"
-#include "hb_json.h"
+#include "json_out.h"
 #include "log.h"
+#include "pins.h"
 
 /* With grace_ns 0 the kernel does not check liveness; hbctl still calls a stamp older than this
  * stale, so status says something useful about a daemon that stopped refreshing it. */
@@ -29,14 +30,6 @@ static __u64 now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static int open_pin(const char *dir, const char *name)
-{
-	char p[PATH_MAX];
-
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	return bpf_obj_get(p);
 }
 
 /* fd of every map, or -1 each; false (and a message) if hbeat is not loaded. */
@@ -57,7 +50,7 @@ static bool open_all(const char *dir, struct pinned *p, bool quiet)
 	bool ok = true;
 
 	for (int i = 0; hbk_map_names[i]; i++) {
-		p->fd[i] = open_pin(dir, hbk_map_names[i]);
+		p->fd[i] = hb_pin_open(dir, hbk_map_names[i], NULL, 0);
 		if (p->fd[i] < 0)
 			ok = false;
 	}
@@ -103,6 +96,52 @@ static __u32 first_prog(int map_fd, enum bpf_attach_type t)
 	return !bpf_prog_query(map_fd, t, 0, NULL, ids, &cnt) && cnt ? ids[0] : 0;
 }
 
+/* One line of JSON for hbctl status --json (docs/OPERATIONS.md names its keys). */
+static void print_status_json(const char *pin, const struct hb_config *cfg,
+			      const struct hbk_xdp_info *xi, const char *dispatcher_why,
+			      __u32 then_id, const char *then_name, __u32 parser, __u32 verdict,
+			      const struct bpf_link_info *sl, const char *const fill_maps[3],
+			      const __u32 fill[3], const __u32 max[3], __u64 now, bool stamped,
+			      __u64 age, bool alive)
+{
+	const char *mode = xi->mode == HB_XDP_SKB ? "skb"
+			   : xi->mode == HB_XDP_NATIVE ? "native" : "none";
+	json_t *ifname = hb_json_bytes(cfg->ifname, strnlen(cfg->ifname, sizeof(cfg->ifname)));
+	json_int_t loaded_s = cfg->loaded_ns && now > cfg->loaded_ns
+				      ? (json_int_t)((now - cfg->loaded_ns) / 1000000000ull)
+				      : 0;
+	json_t *maps = json_object();
+
+	for (int i = 0; maps && i < 3; i++) {
+		json_t *m = json_pack("{s:I,s:I}", "entries", (json_int_t)fill[i], "max",
+				      (json_int_t)max[i]);
+
+		if (json_object_set_new(maps, fill_maps[i], m)) {
+			json_decref(maps);
+			maps = NULL;
+		}
+	}
+	hb_json_print(stdout, json_pack(
+		"{s:b,s:o,s:I,s:I,"
+		"s:{s:o,s:I,s:s,s:s,s:I,s:s*,s:{s:I,s:o}},"
+		"s:s,s:{s:I,s:I},s:{s:I,s:I,s:o},s:o,s:{s:b,s:o,s:I}}",
+		"loaded", 1, "pin_path", hb_json_str(pin), "port", (json_int_t)cfg->port,
+		"loaded_s_ago", loaded_s,
+		"xdp", "ifname", ifname,
+		"ifindex", (json_int_t)cfg->ifindex, "mode", mode,
+		"attach", how_str(xi->how), "prog_id", (json_int_t)xi->prog_id,
+		"dispatcher_unavailable", dispatcher_why,
+		"then", "prog_id", (json_int_t)then_id, "name", hb_json_str(then_name),
+		"tcp", cfg->tcp_path == HB_TCP_USER ? "user" : "kernel",
+		"sockmap", "parser_id", (json_int_t)parser, "verdict_id", (json_int_t)verdict,
+		"sockops", "link_id", (json_int_t)sl->id, "prog_id", (json_int_t)sl->prog_id,
+		"cgroup_id", hb_json_u64(sl->cgroup.cgroup_id),
+		"maps", maps,
+		"daemon", "alive", alive, "stamp_age_ms",
+		stamped ? hb_json_u64(age / 1000000) : json_null(), "grace_ms",
+		(json_int_t)(cfg->grace_ns / 1000000)));
+}
+
 int hbctl_do_status(const void *opts, int argc, char **argv)
 {
 	const struct hbctl_show_opts *o = opts;
@@ -112,7 +151,6 @@ int hbctl_do_status(const void *opts, int argc, char **argv)
 	struct hbk_xdp_info xi;
 	struct hb_config cfg = { 0 };
 	struct pinned p;
-	struct hbj j;
 	__u32 zero = 0, parser, verdict, fill[3], max[3];
 	static const char *const fill_maps[3] = { HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_SOCKHASH };
 	__u64 now = now_ns(), age;
@@ -123,23 +161,18 @@ int hbctl_do_status(const void *opts, int argc, char **argv)
 
 	if (!open_all(pin, &p, true)) {
 		close_all(&p);
-		if (json) {
-			hbj_init(&j, stdout);
-			hbj_obj(&j, NULL);
-			hbj_bool(&j, "loaded", false);
-			hbj_str(&j, "pin_path", pin);
-			hbj_obj_end(&j);
-			hbj_end(&j);
-		} else {
+		if (json)
+			hb_json_print(stdout, json_pack("{s:b,s:o}", "loaded", 0, "pin_path",
+							hb_json_str(pin)));
+		else
 			printf("hbeat is not loaded (no pins in %s)\n", pin);
-		}
 		return HBCTL_OK;
 	}
 	bpf_map_lookup_elem(pinned_fd(&p, HB_MAP_CONFIG), &zero, &cfg);
 	hbk_xdp_query(pin, cfg.ifindex, &xi);
 	if (xi.how == HBK_XDP_LINK)
 		xi.mode = cfg.xdp_mode;
-	fd = open_pin(pin, HBK_PIN_LINK_SOCKOPS);
+	fd = hb_pin_open(pin, HBK_PIN_LINK_SOCKOPS, NULL, 0);
 	if (fd >= 0) {
 		__u32 len = sizeof(sl);
 
@@ -152,60 +185,16 @@ int hbctl_do_status(const void *opts, int argc, char **argv)
 	parser = first_prog(pinned_fd(&p, HB_MAP_SOCKHASH), BPF_SK_SKB_STREAM_PARSER);
 	verdict = first_prog(pinned_fd(&p, HB_MAP_SOCKHASH), BPF_SK_SKB_STREAM_VERDICT);
 	for (int i = 0; i < 3; i++)
-		if (hbk_map_fill(pinned_fd(&p, fill_maps[i]), &fill[i], &max[i]))
+		if (hb_map_fill(pinned_fd(&p, fill_maps[i]), &fill[i], &max[i]))
 			fill[i] = max[i] = 0;
 	stamped = cfg.alive_ns != 0;
 	age = stamped && now > cfg.alive_ns ? now - cfg.alive_ns : 0;
 	alive = stamped && age <= (cfg.grace_ns ? cfg.grace_ns : FRESH_NS_WITHOUT_GRACE);
 
 	if (json) {
-		hbj_init(&j, stdout);
-		hbj_obj(&j, NULL);
-		hbj_bool(&j, "loaded", true);
-		hbj_str(&j, "pin_path", pin);
-		hbj_u64(&j, "port", cfg.port);
-		hbj_u64(&j, "loaded_s_ago", cfg.loaded_ns && now > cfg.loaded_ns ? (now - cfg.loaded_ns) / 1000000000ull : 0);
-		hbj_obj(&j, "xdp");
-		hbj_str(&j, "ifname", cfg.ifname);
-		hbj_u64(&j, "ifindex", cfg.ifindex);
-		hbj_str(&j, "mode", xi.mode == HB_XDP_SKB ? "skb" : xi.mode == HB_XDP_NATIVE ? "native" : "none");
-		hbj_str(&j, "attach", how_str(xi.how));
-		hbj_u64(&j, "prog_id", xi.prog_id);
-		if (!dispatcher_ok)
-			hbj_str(&j, "dispatcher_unavailable", dispatcher_why);
-		hbj_obj(&j, "then");
-		hbj_u64(&j, "prog_id", then_id);
-		hbj_str(&j, "name", then_name);
-		hbj_obj_end(&j);
-		hbj_obj_end(&j);
-		hbj_str(&j, "tcp", cfg.tcp_path == HB_TCP_USER ? "user" : "kernel");
-		hbj_obj(&j, "sockmap");
-		hbj_u64(&j, "parser_id", parser);
-		hbj_u64(&j, "verdict_id", verdict);
-		hbj_obj_end(&j);
-		hbj_obj(&j, "sockops");
-		hbj_u64(&j, "link_id", sl.id);
-		hbj_u64(&j, "prog_id", sl.prog_id);
-		hbj_u64(&j, "cgroup_id", sl.cgroup.cgroup_id);
-		hbj_obj_end(&j);
-		hbj_obj(&j, "maps");
-		for (int i = 0; i < 3; i++) {
-			hbj_obj(&j, fill_maps[i]);
-			hbj_u64(&j, "entries", fill[i]);
-			hbj_u64(&j, "max", max[i]);
-			hbj_obj_end(&j);
-		}
-		hbj_obj_end(&j);
-		hbj_obj(&j, "daemon");
-		hbj_bool(&j, "alive", alive);
-		if (stamped)
-			hbj_u64(&j, "stamp_age_ms", age / 1000000);
-		else
-			hbj_null(&j, "stamp_age_ms");
-		hbj_u64(&j, "grace_ms", cfg.grace_ns / 1000000);
-		hbj_obj_end(&j);
-		hbj_obj_end(&j);
-		hbj_end(&j);
+		print_status_json(pin, &cfg, &xi, dispatcher_ok ? NULL : dispatcher_why, then_id,
+				  then_name, parser, verdict, &sl, fill_maps, fill, max, now,
+				  stamped, age, alive);
 	} else {
 		printf("hbeat is loaded (pins in %s), port %u, loaded %llu s ago\n", pin, cfg.port,
 		       (unsigned long long)(cfg.loaded_ns && now > cfg.loaded_ns ? (now - cfg.loaded_ns) / 1000000000ull : 0));
@@ -432,25 +421,21 @@ static int collect(int cfd, int sfd, const struct filter *f, struct row **rows, 
 	return 0;
 }
 
-static void print_json_row(struct hbj *j, const struct row *r, __u64 now)
+static json_t *json_row(const struct row *r, __u64 now)
 {
-	hbj_obj(j, NULL);
-	hbj_str(j, "transport", r->udp ? "udp" : "tcp");
+	__u64 ago = now > r->last_seen_ns ? (now - r->last_seen_ns) / 1000000 : 0;
+
 	/* the UDP token authenticates heartbeats: never printed; TCP rows carry the cookie */
-	if (!r->udp)
-		hbj_u64(j, "cookie", r->cookie);
-	hbj_str(j, "peer", r->peer);
-	hbj_u64(j, "device_id", r->device_id);
-	hbj_str(j, "state", state_str(r->state));
-	if (r->last_seen_ns)
-		hbj_u64(j, "last_seen_ms_ago", now > r->last_seen_ns ? (now - r->last_seen_ns) / 1000000 : 0);
-	else
-		hbj_null(j, "last_seen_ms_ago");
-	hbj_u64(j, "pings", r->pings);
-	if (!r->udp)
-		hbj_u64(j, "echoes", r->echoes);
-	hbj_u64(j, "last_seq", r->last_seq);
-	hbj_obj_end(j);
+	return json_pack("{s:s,s:o*,s:o,s:o,s:s,s:o,s:o,s:o*,s:I}",
+			 "transport", r->udp ? "udp" : "tcp",
+			 "cookie", r->udp ? NULL : hb_json_u64(r->cookie),
+			 "peer", hb_json_str(r->peer),
+			 "device_id", hb_json_u64(r->device_id),
+			 "state", state_str(r->state),
+			 "last_seen_ms_ago", r->last_seen_ns ? hb_json_u64(ago) : json_null(),
+			 "pings", hb_json_u64(r->pings),
+			 "echoes", r->udp ? NULL : hb_json_u64(r->echoes),
+			 "last_seq", (json_int_t)r->last_seq);
 }
 
 int hbctl_do_conns(const void *opts, int argc, char **argv)
@@ -463,7 +448,6 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 	struct row *rows = NULL;
 	struct filter f;
 	struct pinned p;
-	struct hbj j;
 	size_t n = 0;
 	char last[32];
 	int err;
@@ -484,9 +468,10 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 		qsort(rows, n, sizeof(*rows), cmp_rows);
 	for (size_t i = 0; i < n; i++)
 		rows[i].udp ? nudp++ : ntcp++;
+	/* JSON: the envelope is written here and each row by jansson as it comes, so a listing of
+	 * half a million connections is never one document in memory */
 	if (json) {
-		hbj_init(&j, stdout);
-		hbj_obj(&j, NULL);
+		fputc('{', stdout);
 	} else {
 		printf("%-9s %-47s %-20s %-8s %-14s %10s %8s\n", "TRANSPORT", "PEER", "DEVICE", "STATE",
 		       "LAST HEARTBEAT", "PINGS", "LAST SEQ");
@@ -496,8 +481,10 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 	bool one_list = !json && sort_key;
 
 	for (int pass = 0; pass < 2; pass++) {
+		bool first = true;
+
 		if (json)
-			hbj_arr(&j, pass ? "sessions" : "conns");
+			printf("%s\"%s\":[", pass ? "," : "", pass ? "sessions" : "conns");
 		for (size_t i = 0; i < n; i++) {
 			const struct row *r = &rows[i];
 			__u64 *shown = r->udp ? &shown_udp : &shown_tcp;
@@ -508,7 +495,10 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 				continue;
 			(*shown)++;
 			if (json) {
-				print_json_row(&j, r, f.now);
+				if (!first)
+					fputc(',', stdout);
+				first = false;
+				hb_json_dump(stdout, json_row(r, f.now));
 			} else {
 				char dev[24], seq[16];
 
@@ -522,17 +512,16 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 			}
 		}
 		if (json)
-			hbj_arr_end(&j);
+			fputc(']', stdout);
 		if (one_list)
 			break;
 	}
 	if (json) {
-		hbj_obj(&j, "count");
-		hbj_u64(&j, "tcp", ntcp);
-		hbj_u64(&j, "udp", nudp);
-		hbj_obj_end(&j);
-		hbj_obj_end(&j);
-		hbj_end(&j);
+		fputs(",\"count\":", stdout);
+		hb_json_dump(stdout, json_pack("{s:o,s:o}", "tcp", hb_json_u64(ntcp), "udp",
+					       hb_json_u64(nudp)));
+		fputs("}\n", stdout);
+		fflush(stdout);
 	} else {
 		printf("%llu TCP connection(s), %llu UDP session(s)%s\n", (unsigned long long)ntcp,
 		       (unsigned long long)nudp,
@@ -553,16 +542,15 @@ int hbctl_do_stats(const void *opts, int argc, char **argv)
 	struct hb_kstats k;
 	struct hb_ustats u;
 	struct pinned p;
-	struct hbj j;
 	int err;
 
 	if (!open_all(pin, &p, false)) {
 		close_all(&p);
 		return HBCTL_FAIL;
 	}
-	err = hbk_read_kstats(pinned_fd(&p, HB_MAP_KSTATS), &k);
+	err = hb_kstats_read(pinned_fd(&p, HB_MAP_KSTATS), &k);
 	if (!err)
-		err = hbk_read_ustats(pinned_fd(&p, HB_MAP_USTATS), &u);
+		err = hb_ustats_read(pinned_fd(&p, HB_MAP_USTATS), &u);
 	close_all(&p);
 	if (err) {
 		hb_err("reading counters: %s", strerror(-err));
@@ -570,20 +558,15 @@ int hbctl_do_stats(const void *opts, int argc, char **argv)
 	}
 	if (json) {
 		/* pings_kernel and pings_user are a contract outside checks rely on */
-		hbj_init(&j, stdout);
-		hbj_obj(&j, NULL);
-		hbj_u64(&j, "pings_kernel", k.xdp_pong + k.sk_pong);
-		hbj_u64(&j, "pings_user", u.pings_user);
-		hbj_obj(&j, "kernel");
-		for (int i = 0; i < HB_KSTATS_N; i++)
-			hbj_u64(&j, hbk_kstat_names[i], HBK_KSTAT(&k, i));
-		hbj_obj_end(&j);
-		hbj_obj(&j, "user");
-		for (int i = 0; i < HB_USTATS_N; i++)
-			hbj_u64(&j, hbk_ustat_names[i], HBK_USTAT(&u, i));
-		hbj_obj_end(&j);
-		hbj_obj_end(&j);
-		hbj_end(&j);
+		hb_json_print(stdout,
+			      json_pack("{s:o,s:o,s:o,s:o}", "pings_kernel",
+					hb_json_u64(k.xdp_pong + k.sk_pong), "pings_user",
+					hb_json_u64(u.pings_user), "kernel",
+					hb_json_u64_fields(hb_kstat_names, (const uint64_t *)&k,
+							   HB_KSTATS_N),
+					"user",
+					hb_json_u64_fields(hb_ustat_names, (const uint64_t *)&u,
+							   HB_USTATS_N)));
 		return HBCTL_OK;
 	}
 	printf("heartbeats answered: %llu in the kernel (xdp %llu, sockmap %llu), %llu by the daemon\n",
@@ -591,9 +574,9 @@ int hbctl_do_stats(const void *opts, int argc, char **argv)
 	       (unsigned long long)k.sk_pong, (unsigned long long)u.pings_user);
 	printf("\nkernel (summed over CPUs)\n");
 	for (int i = 0; i < HB_KSTATS_N; i++)
-		printf("  %-22s %llu\n", hbk_kstat_names[i], (unsigned long long)HBK_KSTAT(&k, i));
+		printf("  %-22s %llu\n", hb_kstat_names[i], (unsigned long long)HB_STAT(&k, i));
 	printf("\ndaemon (summed over %d worker slots)\n", HB_MAX_WORKERS);
 	for (int i = 0; i < HB_USTATS_N; i++)
-		printf("  %-22s %llu\n", hbk_ustat_names[i], (unsigned long long)HBK_USTAT(&u, i));
+		printf("  %-22s %llu\n", hb_ustat_names[i], (unsigned long long)HB_STAT(&u, i));
 	return HBCTL_OK;
 }

@@ -19,6 +19,17 @@ int hb_json_print(FILE *f, json_t *doc)
 	return 0;
 }
 
+int hb_json_dump(FILE *f, json_t *doc)
+{
+	int rc;
+
+	if (!doc)
+		return -ENOMEM;
+	rc = json_dumpf(doc, f, HB_JSON_FLAGS);
+	json_decref(doc);
+	return rc ? -EIO : 0;
+}
+
 int hb_json_line(char *buf, size_t cap, json_t *doc)
 {
 	size_t n;
@@ -35,6 +46,37 @@ int hb_json_line(char *buf, size_t cap, json_t *doc)
 	return (int)n;
 }
 
+int hb_json_line_u64_first(char *buf, size_t cap, const char *key, uint64_t v, json_t *rest)
+{
+	size_t head, n;
+	int k;
+
+	if (!rest)
+		return -ENOMEM;
+	k = snprintf(buf, cap, "{\"%s\":%llu", key, (unsigned long long)v);
+	if (k < 0 || (size_t)k >= cap) {
+		json_decref(rest);
+		return -ENOSPC;
+	}
+	head = (size_t)k;
+	/* rest comes out as {...}: its brace becomes the comma after the first member */
+	n = json_dumpb(rest, buf + head, cap - head, HB_JSON_FLAGS);
+	json_decref(rest);
+	if (n < 2 || head + n + 1 > cap)
+		return -ENOSPC;
+	if (n == 2) { /* {} */
+		buf[head] = '}';
+		n = 1;
+	} else {
+		buf[head] = ',';
+	}
+	n += head;
+	buf[n++] = '\n';
+	if (n < cap)
+		buf[n] = '\0';
+	return (int)n;
+}
+
 json_t *hb_json_u64(uint64_t v)
 {
 	char s[24];
@@ -43,6 +85,23 @@ json_t *hb_json_u64(uint64_t v)
 		return json_integer((json_int_t)v);
 	snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
 	return json_string(s);
+}
+
+int hb_json_to_u64(const json_t *v, uint64_t *out)
+{
+	const char *s;
+	char *end;
+
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		*out = (uint64_t)json_integer_value(v);
+		return 0;
+	}
+	s = json_string_value(v);
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return errno || *end ? -EINVAL : 0;
 }
 
 /* Length of the valid UTF-8 sequence at p (1..4), or 0 if it is not one. */
@@ -100,4 +159,22 @@ json_t *hb_json_bytes(const void *p, size_t n)
 	j = json_stringn(out, o);
 	free(out);
 	return j;
+}
+
+json_t *hb_json_str(const char *s)
+{
+	return s ? hb_json_bytes(s, strlen(s)) : json_string("");
+}
+
+json_t *hb_json_u64_fields(const char *const names[], const uint64_t *v, size_t n)
+{
+	json_t *o = json_object();
+
+	for (size_t i = 0; o && i < n; i++) {
+		if (json_object_set_new(o, names[i], hb_json_u64(v[i]))) {
+			json_decref(o);
+			o = NULL;
+		}
+	}
+	return o;
 }

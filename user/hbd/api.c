@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +22,9 @@
 #include <unistd.h>
 
 #include "downlink.h"
+#include "json_out.h"
 #include "log.h"
+#include "pins.h"
 #include "reload.h"
 #include "worker.h"
 
@@ -69,53 +70,73 @@ static void drop_client(struct hbd_api *a, struct client *c)
 	c->gen = (gen + 1) & 0xffffff;
 }
 
-static void out_printf(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out_printf(struct client *c, const char *fmt, ...)
+/* Room for n more bytes in the output buffer; false (the client is let go) if there is none. */
+static bool out_reserve(struct client *c, size_t n)
 {
-	va_list ap;
-	int n;
+	size_t cap;
+	char *p;
 
-	if (c->fd < 0 || c->closing)
-		return;
-	for (;;) {
-		size_t room = c->outcap - c->outlen;
-
-		va_start(ap, fmt);
-		n = vsnprintf(c->out ? c->out + c->outlen : NULL, c->out ? room : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0)
-			return;
-		if ((size_t)n < room)
-			break;
-		if (c->outlen + (size_t)n + 1 > OUT_MAX) {
-			/* a subscriber that does not read: say why, then let it go */
-			static const char msg[] = "{\"event\":\"overflow\",\"error\":\"client too slow\"}\n";
-
-			c->outlen = 0;
-			if (c->outcap >= sizeof(msg)) {
-				memcpy(c->out, msg, sizeof(msg) - 1);
-				c->outlen = sizeof(msg) - 1;
-			}
-			c->closing = true;
-			return;
-		}
-		size_t cap = c->outcap ? c->outcap * 2 : 4096;
-		while (cap < c->outlen + (size_t)n + 1)
-			cap *= 2;
-		char *p = realloc(c->out, cap);
-		if (!p) {
-			c->closing = true;
-			return;
-		}
-		c->out = p;
-		c->outcap = cap;
+	if (c->outlen + n <= c->outcap)
+		return true;
+	cap = c->outcap ? c->outcap * 2 : 4096;
+	while (cap < c->outlen + n)
+		cap *= 2;
+	p = realloc(c->out, cap);
+	if (!p) {
+		c->closing = true;
+		return false;
 	}
-	c->outlen += (size_t)n;
+	c->out = p;
+	c->outcap = cap;
+	return true;
 }
 
+/* Appends doc as one JSON line to the client's output and releases it. A doc that could not be
+ * built (NULL: out of memory) loses the client a reply, so the client is let go. */
+static void out_json(struct client *c, json_t *doc)
+{
+	size_t n;
+
+	if (c->fd < 0 || c->closing || !doc) {
+		if (!doc && c->fd >= 0)
+			c->closing = true;
+		json_decref(doc);
+		return;
+	}
+	n = json_dumpb(doc, NULL, 0, HB_JSON_FLAGS);
+	if (n && c->outlen + n + 1 > OUT_MAX) {
+		/* a subscriber that does not read: say why, then let it go */
+		json_decref(doc);
+		doc = json_pack("{s:s,s:s}", "event", "overflow", "error", "client too slow");
+		n = doc ? json_dumpb(doc, NULL, 0, HB_JSON_FLAGS) : 0;
+		c->outlen = 0;
+		c->closing = true;
+		if (n + 1 > c->outcap)
+			n = 0;
+	} else if (!n || !out_reserve(c, n + 1)) {
+		n = 0;
+		c->closing = true;
+	}
+	if (n) {
+		json_dumpb(doc, c->out + c->outlen, n, HB_JSON_FLAGS);
+		c->outlen += n;
+		c->out[c->outlen++] = '\n';
+	}
+	json_decref(doc);
+}
+
+/* {"req":N,"ok":true}: the reply of the requests that have nothing more to say. */
+static void reply_ok(struct client *c, uint32_t req)
+{
+	out_json(c, json_pack("{s:I,s:b}", "req", (json_int_t)req, "ok", 1));
+}
+
+/* err may hold any bytes (a file name, a line of the key store): the library escapes them, and
+ * what is not UTF-8 becomes U+FFFD. */
 static void reply_err(struct client *c, uint32_t req, const char *err)
 {
-	out_printf(c, "{\"req\":%u,\"ok\":false,\"error\":\"%s\"}\n", req, err);
+	out_json(c, json_pack("{s:I,s:b,s:o}", "req", (json_int_t)req, "ok", 0, "error",
+			      hb_json_bytes(err, strlen(err))));
 }
 
 /* Base64 payload -> bytes; -1 if not base64 or not 1..HB_MAX_PAYLOAD bytes. */
@@ -188,31 +209,23 @@ static void cmd_reload(struct hbd_api *a, struct client *c, uint32_t req)
 	char why[512];
 
 	if (hbd_keys_reload(a->d, &res, why, sizeof(why))) {
-		/* the message names a file and line: keep it JSON-safe */
-		for (char *p = why; *p; p++)
-			if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
-				*p = '\'';
 		reply_err(c, req, why);
 		return;
 	}
-	out_printf(c,
-		   "{\"req\":%u,\"ok\":true,\"devices\":%zu,\"ranges\":%zu,\"revoked\":%zu,"
-		   "\"revoked_sessions\":%u}\n",
-		   req, res.devices, res.ranges, res.revoked, res.sessions_cut);
+	out_json(c, json_pack("{s:I,s:b,s:I,s:I,s:I,s:I}", "req", (json_int_t)req, "ok", 1,
+			      "devices", (json_int_t)res.devices, "ranges", (json_int_t)res.ranges,
+			      "revoked", (json_int_t)res.revoked, "revoked_sessions",
+			      (json_int_t)res.sessions_cut));
 }
 
 static void cmd_stats(struct hbd_api *a, struct client *c, uint32_t req)
 {
 	struct hb_ustats u;
-	char buf[4096];
 
-	hbd_stats_sum(a->d->stats, HB_MAX_WORKERS, &u);
-	if (hbd_stats_json(&u, buf, sizeof(buf)) < 0) {
-		reply_err(c, req, "internal error");
-		return;
-	}
-	out_printf(c, "{\"req\":%u,\"ok\":true,\"stats\":%s,\"subscribers\":%d}\n", req, buf,
-		   __atomic_load_n(&a->d->ctl.events.subscribers, __ATOMIC_RELAXED));
+	hb_ustats_sum(a->d->stats, HB_MAX_WORKERS, &u);
+	out_json(c, json_pack("{s:I,s:b,s:o,s:i}", "req", (json_int_t)req, "ok", 1, "stats",
+			      hbd_stats_obj(&u), "subscribers",
+			      __atomic_load_n(&a->d->ctl.events.subscribers, __ATOMIC_RELAXED)));
 }
 
 static void request(struct hbd_api *a, struct client *c, char *line)
@@ -234,13 +247,13 @@ static void request(struct hbd_api *a, struct client *c, char *line)
 			c->subscribed = true;
 			__atomic_fetch_add(&a->d->ctl.events.subscribers, 1, __ATOMIC_RELAXED);
 		}
-		out_printf(c, "{\"req\":%u,\"ok\":true}\n", req);
+		reply_ok(c, req);
 	} else if (!strcmp(arg[0], "reload") && n == 1) {
 		cmd_reload(a, c, req);
 	} else if (!strcmp(arg[0], "stats") && n == 1) {
 		cmd_stats(a, c, req);
 	} else if (!strcmp(arg[0], "ping") && n == 1) {
-		out_printf(c, "{\"req\":%u,\"ok\":true}\n", req);
+		reply_ok(c, req);
 	} else {
 		reply_err(c, req, "unknown request; try: send, subscribe, reload, stats, ping");
 	}
@@ -308,9 +321,11 @@ static void on_accept(struct hbd_api *a)
 				break;
 			}
 		if (!c) {
-			static const char busy[] = "{\"ok\":false,\"error\":\"too many clients\"}\n";
+			json_t *doc = json_pack("{s:b,s:s}", "ok", 0, "error", "too many clients");
+			char busy[64];
+			int n = hb_json_line(busy, sizeof(busy), doc);
 
-			if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+			if (n > 0 && send(fd, busy, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
 			}
 			close(fd);
 			continue;
@@ -451,25 +466,50 @@ void hbd_api_handle(struct hbd_api *a, const struct pollfd *pfd, int n)
 			on_writable(a, &a->cl[i]);
 }
 
+/* {"event":"online","device":ID,"transport":"udp","session":"%016x","ts_ms":T,"peer":"..."} */
+static json_t *presence_json(const struct hbd_event *ev)
+{
+	char session[17];
+	json_t *o;
+
+	snprintf(session, sizeof(session), "%016" PRIx64, ev->session);
+	o = json_pack("{s:s,s:o,s:s,s:s,s:o}",
+		      "event", hbd_ev_kind_str((enum hbd_ev_kind)ev->kind),
+		      "device", hb_json_u64(ev->device),
+		      "transport", ev->udp ? "udp" : "tcp",
+		      "session", session,
+		      "ts_ms", hb_json_u64(ev->ts_ms));
+	if (o && ev->peer[0] &&
+	    json_object_set_new(o, "peer", hb_json_bytes(ev->peer, strnlen(ev->peer,
+									  sizeof(ev->peer))))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 static void presence(struct hbd_api *a, const struct hbd_event *ev)
 {
+	json_t *doc = NULL;
+
 	for (int i = 0; i < HBD_API_MAX_CLIENTS; i++) {
 		struct client *c = &a->cl[i];
 
 		if (c->fd < 0 || !c->subscribed)
 			continue;
-		out_printf(c,
-			   "{\"event\":\"%s\",\"device\":%" PRIu64 ",\"transport\":\"%s\","
-			   "\"session\":\"%016" PRIx64 "\",\"ts_ms\":%" PRIu64 "%s%s%s}\n",
-			   hbd_ev_kind_str((enum hbd_ev_kind)ev->kind), ev->device,
-			   ev->udp ? "udp" : "tcp", ev->session, ev->ts_ms,
-			   ev->peer[0] ? ",\"peer\":\"" : "", ev->peer, ev->peer[0] ? "\"" : "");
+		if (!doc)
+			doc = presence_json(ev);
+		out_json(c, json_incref(doc));
 	}
+	json_decref(doc);
 }
 
+/* {"req":N,"ok":B,"status":"delivered","device":ID,"seq":S[,"rtt_us":R]} to the requester */
 void hbd_api_event(struct hbd_api *a, const struct hbd_event *ev)
 {
+	bool delivered = ev->status == HBD_DOWN_DELIVERED;
 	struct client *c;
+	json_t *doc;
 
 	if (ev->kind != HBD_EV_DOWN_RESULT) {
 		presence(a, ev);
@@ -478,18 +518,21 @@ void hbd_api_event(struct hbd_api *a, const struct hbd_event *ev)
 	c = &a->cl[ev->client & 0xff];
 	if ((ev->client & 0xff) >= HBD_API_MAX_CLIENTS || c->fd < 0 || c->gen != ev->client >> 8)
 		return; /* the requester left */
-	out_printf(c,
-		   "{\"req\":%u,\"ok\":%s,\"status\":\"%s\",\"device\":%" PRIu64 ",\"seq\":%u%s",
-		   ev->req, ev->status == HBD_DOWN_DELIVERED ? "true" : "false",
-		   hbd_down_status_str((enum hbd_down_status)ev->status), ev->device, ev->seq,
-		   ev->status == HBD_DOWN_DELIVERED ? "" : "}\n");
-	if (ev->status == HBD_DOWN_DELIVERED)
-		out_printf(c, ",\"rtt_us\":%u}\n", ev->rtt_us);
+	doc = json_pack("{s:I,s:b,s:s,s:o,s:i}", "req", (json_int_t)ev->req, "ok", delivered,
+			"status", hbd_down_status_str((enum hbd_down_status)ev->status), "device",
+			hb_json_u64(ev->device), "seq", (int)ev->seq);
+	if (doc && delivered &&
+	    json_object_set_new(doc, "rtt_us", json_integer((json_int_t)ev->rtt_us))) {
+		json_decref(doc);
+		doc = NULL;
+	}
+	out_json(c, doc);
 }
 
 void hbd_api_lost(struct hbd_api *a, uint64_t n)
 {
 	for (int i = 0; i < HBD_API_MAX_CLIENTS; i++)
 		if (a->cl[i].fd >= 0 && a->cl[i].subscribed)
-			out_printf(&a->cl[i], "{\"event\":\"lost\",\"count\":%" PRIu64 "}\n", n);
+			out_json(&a->cl[i], json_pack("{s:s,s:o}", "event", "lost", "count",
+						      hb_json_u64(n)));
 }

@@ -10,6 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "pins.h"
+
 void hbd_maps_init(struct hbd_maps *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -19,21 +21,16 @@ void hbd_maps_init(struct hbd_maps *m)
 static int open_map(const char *dir, const char *name, __u32 type, __u32 key, __u32 value,
 		    struct bpf_map_info *info, char *why, size_t whylen)
 {
-	char path[512];
 	__u32 len = sizeof(*info);
 	int fd, rc;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = bpf_obj_get(path);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(why, whylen, "%s: %s", path, strerror(-rc));
-		return rc;
-	}
+	fd = hb_pin_open(dir, name, why, whylen);
+	if (fd < 0)
+		return fd;
 	memset(info, 0, sizeof(*info));
 	if (bpf_obj_get_info_by_fd(fd, info, &len)) {
 		rc = -errno;
-		snprintf(why, whylen, "%s: map info: %s", path, strerror(-rc));
+		snprintf(why, whylen, "%s/%s: map info: %s", dir, name, strerror(-rc));
 		close(fd);
 		return rc;
 	}
@@ -42,9 +39,9 @@ static int open_map(const char *dir, const char *name, __u32 type, __u32 key, __
 	     !(type == BPF_MAP_TYPE_HASH && info->type == BPF_MAP_TYPE_LRU_HASH)) ||
 	    info->key_size != key || info->value_size != value) {
 		snprintf(why, whylen,
-			 "%s: type %u key %u value %u, expected type %u key %u value %u "
+			 "%s/%s: type %u key %u value %u, expected type %u key %u value %u "
 			 "(built from another hbeat_abi.h?)",
-			 path, info->type, info->key_size, info->value_size, type, key, value);
+			 dir, name, info->type, info->key_size, info->value_size, type, key, value);
 		close(fd);
 		return -EPROTO;
 	}

@@ -8,8 +8,6 @@
 #include "metrics.h"
 
 #include <arpa/inet.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
@@ -19,6 +17,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "pins.h"
 #include "version.h"
 #include "worker.h"
 
@@ -26,7 +25,6 @@ struct hbd_metrics {
 	struct hbd_daemon *d;
 	struct MHD_Daemon *mhd;
 	int kstats_fd; /* pinned kstats, -1 without the BPF side */
-	int ncpus;
 	double start_s; /* Unix time */
 };
 
@@ -76,32 +74,6 @@ int hbd_metrics_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t
 	return -EINVAL;
 }
 
-static int read_kstats(struct hbd_metrics *m, struct hb_kstats *sum)
-{
-	size_t stride = (sizeof(struct hb_kstats) + 7) & ~(size_t)7;
-	uint8_t *vals;
-	__u32 zero = 0;
-
-	memset(sum, 0, sizeof(*sum));
-	if (m->kstats_fd < 0)
-		return -ENOENT;
-	vals = calloc((size_t)m->ncpus, stride);
-	if (!vals)
-		return -ENOMEM;
-	if (bpf_map_lookup_elem(m->kstats_fd, &zero, vals)) {
-		free(vals);
-		return -errno;
-	}
-	for (int c = 0; c < m->ncpus; c++) {
-		const __u64 *v = (const __u64 *)(vals + (size_t)c * stride);
-
-		for (int i = 0; i < HB_KSTATS_N; i++)
-			((__u64 *)sum)[i] += v[i];
-	}
-	free(vals);
-	return 0;
-}
-
 /* One metric family header. */
 static void family(FILE *f, const char *name, const char *type, const char *help)
 {
@@ -146,8 +118,8 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 
 	if (!f)
 		return NULL;
-	hbd_stats_sum(d->stats, HB_MAX_WORKERS, &u);
-	have_k = read_kstats(m, &k) == 0;
+	hb_ustats_sum(d->stats, HB_MAX_WORKERS, &u);
+	have_k = m->kstats_fd >= 0 && hb_kstats_read(m->kstats_fd, &k) == 0;
 
 	family(f, "hbeat_build_info", "gauge", "Version of hbd and how it answers heartbeats.");
 	fprintf(f, "hbeat_build_info{version=\"%s\",mode=\"%s\"} 1\n", HBEAT_VERSION,
@@ -298,7 +270,6 @@ int hbd_metrics_start(struct hbd_metrics **out, struct hbd_daemon *d, const char
 	struct hbd_metrics *m = calloc(1, sizeof(*m));
 	struct sockaddr_storage ss;
 	const union MHD_DaemonInfo *info;
-	char path[512];
 	socklen_t slen;
 
 	if (!m)
@@ -309,9 +280,8 @@ int hbd_metrics_start(struct hbd_metrics **out, struct hbd_daemon *d, const char
 	}
 	m->d = d;
 	m->start_s = (double)hb_realtime_ms() / 1000;
-	m->ncpus = libbpf_num_possible_cpus();
-	snprintf(path, sizeof(path), "%s/%s", d->cfg->pin_path, HB_MAP_KSTATS);
-	m->kstats_fd = m->ncpus > 0 ? bpf_obj_get(path) : -1;
+	/* without the BPF side the kernel families are left out */
+	m->kstats_fd = hb_pin_open(d->cfg->pin_path, HB_MAP_KSTATS, NULL, 0);
 	m->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
 					  (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 				  0, NULL, NULL, handle, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,

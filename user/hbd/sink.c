@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* DATA sink batches and their JSON lines (base64 by libcrypto's EVP_EncodeBlock).
+/* DATA sink batches and their JSON lines (jansson; base64 by libcrypto's EVP_EncodeBlock).
  *
  * Sync policy: a DATA frame is ACKed only after the write() of the batch holding its line has
  * completed, so nothing ACKed is lost if hbd crashes or is killed (the data is in the page
@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "hbeat_abi.h"
+#include "json_out.h"
 
 /* Cuts a partial last line (no newline at the end) off the file. A line is at most
  * HBD_SINK_LINE_MAX bytes, so the last newline must lie within that of the end; if it does
@@ -129,18 +130,22 @@ void hbd_sink_free(struct hbd_sink *s)
 size_t hbd_sink_format(char *out, size_t cap, uint64_t device, bool udp, uint16_t seq,
 		       const struct timespec *ts, const void *payload, size_t len)
 {
-	char b64[(HB_MAX_PAYLOAD + 2) / 3 * 4 + 1];
+	char b64[(HB_MAX_PAYLOAD + 2) / 3 * 4 + 1], time[96]; /* 24 bytes for any real date */
 	struct tm tm;
 	int n;
 
 	if (len > HB_MAX_PAYLOAD || !gmtime_r(&ts->tv_sec, &tm))
 		return 0;
-	EVP_EncodeBlock((unsigned char *)b64, payload, (int)len);
-	n = snprintf(out, cap,
-		     "{\"device\":%" PRIu64 ",\"transport\":\"%s\",\"seq\":%u,"
-		     "\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"payload\":\"%s\"}\n",
-		     device, udp ? "udp" : "tcp", seq, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-		     tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000000, b64);
+	n = EVP_EncodeBlock((unsigned char *)b64, payload, (int)len);
+	snprintf(time, sizeof(time), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		 ts->tv_nsec / 1000000);
+	/* the device id stays a number over the whole u64 range, as consumers have always read it;
+	 * base64 and the time are ASCII, which the library need not check */
+	n = hb_json_line_u64_first(out, cap, "device", device,
+				   json_pack("{s:s,s:i,s:o,s:o}", "transport", udp ? "udp" : "tcp",
+					     "seq", (int)seq, "time", json_string_nocheck(time),
+					     "payload", json_stringn_nocheck(b64, (size_t)n)));
 	return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
 

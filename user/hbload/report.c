@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The run's summary: one JSON line (the interface scripts and tests read) or text for people.
+/* The run's summary: one JSON line (the interface scripts and tests read; written by jansson)
+ * or text for people.
  *
  * JSON fields (numbers unless said otherwise):
  *   proto ("tcp"|"udp"), clients, threads, interval_s, duration_s (heartbeating time after
@@ -24,8 +25,11 @@
  *   -1. A step passes if its p99 is within --step-stop-p99 (any p99 if that is 0).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 
+#include "json_out.h"
+#include "log.h"
 #include "run.h"
 
 typedef unsigned long long ull;
@@ -54,46 +58,83 @@ static int step_ok(const struct hbl_cfg *cfg, const struct hbl_window_def *d,
 	return p99 >= 0 && p99 <= (long long)(cfg->o.step_stop_ms * 1000);
 }
 
-static void window_json(FILE *f, const struct hbl_result *res, uint32_t i)
+/* A real rounded to decimals places, as the summary has always printed it (%.Nf: a 2.000 now
+ * reads 2.0); whole numbers (decimals 0) are integers. Not finite (never expected) is null. */
+static json_t *num(double v, int decimals)
+{
+	double scale = decimals == 3 ? 1e3 : decimals == 1 ? 1e1 : 1;
+
+	if (!isfinite(v))
+		return json_null();
+	if (!decimals)
+		return json_integer((json_int_t)llround(v));
+	return json_real(round(v * scale) / scale);
+}
+
+/* A real as %g printed it: a whole number without ".0" (interval_s 1, not 1.0). */
+static json_t *num_g(double v)
+{
+	if (isfinite(v) && v == trunc(v) && fabs(v) < 9007199254740992.0) /* 2^53 */
+		return json_integer((json_int_t)v);
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+/* The members of a measurement window, added to o. -ENOMEM if one could not be. */
+static int window_json(json_t *o, const struct hbl_result *res, uint32_t i)
 {
 	const struct hbl_window_def *d = &res->def[i];
 	const struct hbl_wstats *w = &res->win[i];
 	double secs = (double)(d->to_ns - d->from_ns) / 1e9;
+	json_t *m = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:o}}", "rate",
+			      num(d->rate, 0), "hb_per_s",
+			      num(secs > 0 ? (double)w->pings / secs : 0.0, 1), "seconds",
+			      num(secs, 3), "pings", hb_json_u64(w->pings), "pongs",
+			      hb_json_u64(w->pongs), "lost",
+			      hb_json_u64(w->pings > w->pongs ? w->pings - w->pongs : 0), "rtt_us",
+			      "p50", (json_int_t)pct(w, 50), "p99", (json_int_t)pct(w, 99), "p999",
+			      (json_int_t)pct(w, 99.9), "max", hb_json_u64(w->rtt.max));
+	int rc = m && !json_object_update(o, m) ? 0 : -ENOMEM;
 
-	fprintf(f,
-		"\"rate\":%.0f,\"hb_per_s\":%.1f,\"seconds\":%.3f,\"pings\":%llu,\"pongs\":%llu,"
-		"\"lost\":%llu,\"rtt_us\":{\"p50\":%lld,\"p99\":%lld,\"p999\":%lld,\"max\":%llu}",
-		d->rate, secs > 0 ? (double)w->pings / secs : 0.0, secs, (ull)w->pings,
-		(ull)w->pongs, (ull)(w->pings > w->pongs ? w->pings - w->pongs : 0), pct(w, 50),
-		pct(w, 99), pct(w, 99.9), (ull)w->rtt.max);
+	json_decref(m);
+	return rc;
 }
 
-static void windows_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result *res)
+/* steady {...} and, with --steps, steps [...], ramp_stopped, ceiling_hb_per_s and
+ * breaks_at_hb_per_s, added to doc. */
+static int windows_json(json_t *doc, const struct hbl_cfg *cfg, const struct hbl_result *res)
 {
 	double ceiling = 0, breaks = -1;
+	json_t *steady, *steps;
 
 	if (!res->nwin)
-		return;
-	fprintf(f, ",\"steady\":{\"from_s\":%.3f,",
-		(double)(res->def[0].from_ns - cfg->t0_ns) / 1e9 - res->setup_s);
-	window_json(f, res, 0);
-	fputc('}', f);
+		return 0;
+	steady = json_pack("{s:o}", "from_s",
+			   num((double)(res->def[0].from_ns - cfg->t0_ns) / 1e9 - res->setup_s, 3));
+	if (!steady || window_json(steady, res, 0) || json_object_set_new(doc, "steady", steady))
+		return -ENOMEM;
 	if (!cfg->o.nsteps)
-		return;
-	fprintf(f, ",\"steps\":[");
+		return 0;
+	steps = json_array();
+	if (json_object_set_new(doc, "steps", steps))
+		return -ENOMEM;
 	for (uint32_t i = 1; i <= res->steps_run; i++) {
 		int ok = step_ok(cfg, &res->def[i], &res->win[i]);
+		json_t *step = json_object();
 
-		fprintf(f, "%s{", i > 1 ? "," : "");
-		window_json(f, res, i);
-		fprintf(f, ",\"ok\":%s}", ok ? "true" : "false");
+		if (!step || window_json(step, res, i) ||
+		    json_object_set_new(step, "ok", json_boolean(ok)) ||
+		    json_array_append_new(steps, step))
+			return -ENOMEM;
 		if (ok && breaks < 0)
 			ceiling = res->def[i].rate;
 		else if (!ok && breaks < 0)
 			breaks = res->def[i].rate;
 	}
-	fprintf(f, "],\"ramp_stopped\":%s,\"ceiling_hb_per_s\":%.0f,\"breaks_at_hb_per_s\":%.0f",
-		res->ramp_stopped ? "true" : "false", ceiling, breaks);
+	if (json_object_set_new(doc, "ramp_stopped", json_boolean(res->ramp_stopped)) ||
+	    json_object_set_new(doc, "ceiling_hb_per_s", num(ceiling, 0)) ||
+	    json_object_set_new(doc, "breaks_at_hb_per_s", num(breaks, 0)))
+		return -ENOMEM;
+	return 0;
 }
 
 int hbl_report_hist(const struct hbl_cfg *cfg, const struct hbl_result *res)
@@ -115,47 +156,51 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 {
 	const struct hbl_stats *t = &res->tot;
 	const struct hb_hist *h = &res->rtt;
+	json_t *doc;
 
-	fprintf(f,
-		"{\"proto\":\"%s\",\"clients\":%u,\"threads\":%u,\"interval_s\":%g,"
-		"\"duration_s\":%.3f,\"setup_s\":%.3f,\"setup_complete\":%s,"
-		"\"connected\":%llu,\"connected_end\":%llu,\"pings\":%llu,\"pongs\":%llu,"
-		"\"lost\":%llu,\"lost_closed\":%llu,",
-		cfg->o.proto == HB_TCP ? "tcp" : "udp", cfg->o.clients, res->rings,
-		cfg->o.interval_s, res->duration_s, res->setup_s,
-		res->setup_complete ? "true" : "false", (ull)t->connected,
-		(ull)res->connected_end, (ull)t->pings, (ull)t->pongs, lost(t),
-		(ull)t->lost_closed);
-	fprintf(f,
-		"\"rtt_us\":{\"p50\":%llu,\"p99\":%llu,\"p999\":%llu,\"max\":%llu,\"min\":%llu,"
-		"\"mean\":%.1f,\"count\":%llu},",
-		(ull)hb_hist_percentile(h, 50), (ull)hb_hist_percentile(h, 99),
-		(ull)hb_hist_percentile(h, 99.9), (ull)h->max, (ull)(h->count ? h->min : 0),
-		hb_hist_mean(h), (ull)h->count);
-	fprintf(f, "\"lag_us\":{\"p50\":%llu,\"p99\":%llu,\"max\":%llu},",
-		(ull)hb_hist_percentile(&res->lag, 50), (ull)hb_hist_percentile(&res->lag, 99),
-		(ull)res->lag.max);
-	fprintf(f,
-		"\"auth_failed\":%llu,\"connect_failed\":%llu,\"timeouts\":%llu,"
-		"\"data_sent\":%llu,\"data_acked\":%llu,\"echo_sent\":%llu,\"echo_ok\":%llu,"
-		"\"echo_bad\":%llu,\"expired\":%llu,\"reconnects\":%llu,\"server_closed\":%llu,"
-		"\"server_errors\":%llu,\"stray\":%llu,\"errors\":%llu,\"send_stalls\":%llu,"
-		"\"beats_skipped\":%llu,",
-		(ull)t->auth_failed, (ull)t->connect_failed, (ull)t->timeouts, (ull)t->data_sent,
-		(ull)t->data_acked, (ull)t->echo_sent, (ull)t->echo_ok, (ull)t->echo_bad,
-		(ull)t->expired, (ull)t->reconnects, (ull)t->server_closed, (ull)t->server_error,
-		(ull)t->stray, (ull)t->errors, (ull)t->send_stalls, (ull)t->beats_skipped);
-	fprintf(f, "\"errno\":{\"addrnotavail\":%llu,\"connrefused\":%llu,\"timeout\":%llu,"
-		   "\"other\":%llu}",
-		(ull)t->err_addrnotavail, (ull)t->err_connrefused, (ull)t->err_timeout,
-		(ull)t->err_other);
-	if (cfg->o.storm_at_s >= 0)
-		fprintf(f, ",\"storm\":{\"dropped\":%llu,\"back\":%llu,\"seconds\":%.3f,"
-			   "\"failures\":%llu}",
-			(ull)t->storm_dropped, (ull)t->storm_back, res->storm_s,
-			(ull)t->storm_failures);
-	windows_json(f, cfg, res);
-	fprintf(f, "}\n");
+#define U(v) hb_json_u64(v)
+	doc = json_pack("{s:s,s:I,s:I,s:o,s:o,s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,"
+			"s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:{s:o,s:o,s:o},"
+			"s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
+			"s:{s:o,s:o,s:o,s:o}}",
+			"proto", cfg->o.proto == HB_TCP ? "tcp" : "udp",
+			"clients", (json_int_t)cfg->o.clients, "threads", (json_int_t)res->rings,
+			"interval_s", num_g(cfg->o.interval_s), "duration_s",
+			num(res->duration_s, 3), "setup_s", num(res->setup_s, 3), "setup_complete",
+			res->setup_complete, "connected", U(t->connected), "connected_end",
+			U(res->connected_end), "pings", U(t->pings), "pongs", U(t->pongs), "lost",
+			U(lost(t)), "lost_closed", U(t->lost_closed),
+			"rtt_us", "p50", U(hb_hist_percentile(h, 50)), "p99",
+			U(hb_hist_percentile(h, 99)), "p999", U(hb_hist_percentile(h, 99.9)), "max",
+			U(h->max), "min", U(h->count ? h->min : 0), "mean", num(hb_hist_mean(h), 1),
+			"count", U(h->count),
+			"lag_us", "p50", U(hb_hist_percentile(&res->lag, 50)), "p99",
+			U(hb_hist_percentile(&res->lag, 99)), "max", U(res->lag.max),
+			"auth_failed", U(t->auth_failed), "connect_failed", U(t->connect_failed),
+			"timeouts", U(t->timeouts), "data_sent", U(t->data_sent), "data_acked",
+			U(t->data_acked), "echo_sent", U(t->echo_sent), "echo_ok", U(t->echo_ok),
+			"echo_bad", U(t->echo_bad), "expired", U(t->expired), "reconnects",
+			U(t->reconnects), "server_closed", U(t->server_closed), "server_errors",
+			U(t->server_error), "stray", U(t->stray), "errors", U(t->errors),
+			"send_stalls", U(t->send_stalls), "beats_skipped", U(t->beats_skipped),
+			"errno", "addrnotavail", U(t->err_addrnotavail), "connrefused",
+			U(t->err_connrefused), "timeout", U(t->err_timeout), "other",
+			U(t->err_other));
+	if (doc && cfg->o.storm_at_s >= 0 &&
+	    json_object_set_new(doc, "storm",
+				json_pack("{s:o,s:o,s:o,s:o}", "dropped", U(t->storm_dropped),
+					  "back", U(t->storm_back), "seconds", num(res->storm_s, 3),
+					  "failures", U(t->storm_failures)))) {
+		json_decref(doc);
+		doc = NULL;
+	}
+#undef U
+	if (doc && windows_json(doc, cfg, res)) {
+		json_decref(doc);
+		doc = NULL;
+	}
+	if (hb_json_print(f, doc))
+		hb_err("writing the JSON summary failed (out of memory?)");
 	fflush(f);
 }
 
