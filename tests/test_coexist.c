@@ -19,9 +19,14 @@
 #include <bpf/bpf.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <poll.h>
+#include <stdio.h>
+#include <unistd.h>
+
 #include "hb_env.h"
-#include "test_hbd_harness.h"
-#include "test_sh.h"
+#include "lib/hbd_harness.h"
+#include "lib/sh.h"
 
 #define HB_PORT 7600
 #define DROP_PORT 9999 /* examples/xdp_portfilter.bpf.c drops UDP to it */

@@ -14,7 +14,14 @@
 
 #include <cmocka.h>
 
-#include "test_hbd_harness.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include "lib/hbd_harness.h"
 
 #define NTCP 4
 #define NUDP 4

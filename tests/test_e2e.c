@@ -24,7 +24,7 @@
 #include <cmocka.h>
 
 #include "hbeat_abi.h"
-#include "test_sh.h"
+#include "lib/sh.h"
 
 #define CLIENTS 1000
 #define SILENT 2 /* devices that authenticate and then never heartbeat */

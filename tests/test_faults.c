@@ -19,9 +19,18 @@
 #include <cmocka.h>
 #include <pwd.h>
 
-#include "test_hbd_harness.h"
-#include "test_hbload_run.h"
-#include "test_netns_env.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "lib/hbd_harness.h"
+#include "lib/run_prog.h"
+#include "lib/netns_env.h"
+#include "lib/sh.h"
 
 #define PORT 7641
 #define PORT_S "7641"
@@ -429,7 +438,6 @@ int main(void)
 		cmocka_unit_test_teardown(full_kernel_maps, each_teardown),
 	};
 
-	(void)hbt_run; /* a helper of test_hbload_run.h this test does not need */
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests_name("faults", tests, setup, teardown);
 }

@@ -10,7 +10,13 @@
 #include <cmocka.h>
 #include <dirent.h>
 
-#include "test_ctl_helpers.h"
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "lib/ctl.h"
 
 static struct ht_daemon D;
 static char CTL[108], HBCTL[PATH_MAX];

@@ -10,8 +10,14 @@
 
 #include <cmocka.h>
 
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
 #include "metrics.h"
-#include "test_ctl_helpers.h"
+#include "lib/ctl.h"
 
 static struct ht_daemon D;
 static char CTL[108];

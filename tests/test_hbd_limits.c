@@ -9,7 +9,13 @@
 
 #include <cmocka.h>
 
-#include "test_hbd_harness.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include "lib/hbd_harness.h"
 
 static void ping_ok(int fd, uint16_t seq)
 {

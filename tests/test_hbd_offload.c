@@ -11,7 +11,16 @@
 #include <cmocka.h>
 #include <sys/mman.h>
 
-#include "test_hbd_harness.h"
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "lib/hbd_harness.h"
 
 struct pins {
 	char dir[96];

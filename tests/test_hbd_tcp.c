@@ -7,7 +7,11 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "test_hbd_harness.h"
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "lib/hbd_harness.h"
 
 static struct ht_daemon D; /* one daemon for the group; the tests that need their own start it */
 

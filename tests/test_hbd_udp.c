@@ -6,7 +6,11 @@
 
 #include <cmocka.h>
 
-#include "test_hbd_harness.h"
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "lib/hbd_harness.h"
 
 #define SILENCE_MS 300 /* how long "no reply" is waited for */
 

@@ -9,8 +9,13 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
+#include <openssl/evp.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
 #include "hbdev.h"
-#include "test_ctl_helpers.h"
+#include "lib/ctl.h"
 
 static struct ht_daemon D;
 static char CTL[108];

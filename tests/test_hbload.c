@@ -21,8 +21,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "test_hbload_responder.h"
-#include "test_hbload_run.h"
+#include "auth.h"
+#include "lib/hbload_responder.h"
+#include "lib/run_prog.h"
 
 #define MASTER "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 #define RUN_TIMEOUT_S 40

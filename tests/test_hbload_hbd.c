@@ -17,7 +17,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "test_hbload_run.h"
+#include <limits.h>
+#include <sys/wait.h>
+
+#include "lib/run_prog.h"
 
 #define MASTER "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 #define CLIENTS 300

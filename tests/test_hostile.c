@@ -19,9 +19,17 @@
 
 #include <cmocka.h>
 
-#include "test_hbd_harness.h"
-#include "test_hbload_run.h"
-#include "test_netns_env.h"
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "lib/hbd_harness.h"
+#include "lib/run_prog.h"
+#include "lib/netns_env.h"
 
 #define GOOD 40 /* devices per transport */
 #define GOOD_SECONDS 7
@@ -516,7 +524,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(offload, netns_setup, netns_teardown),
 	};
 
-	(void)hbt_run; /* a helper of test_hbload_run.h this test does not need */
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests_name("hostile", tests, NULL, NULL);
 }

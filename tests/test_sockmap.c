@@ -26,7 +26,13 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "hb_test_util.h"
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "lib/bpf_util.h"
 #include "log.h"
 
 static struct hbk *H;

@@ -13,8 +13,15 @@
 #include <cmocka.h>
 #include <ctype.h>
 
-#include "test_ctl_helpers.h"
-#include "test_sh.h"
+#include <openssl/evp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "lib/ctl.h"
+#include "lib/sh.h"
 
 static char dir[64]; /* generated units and scratch files */
 

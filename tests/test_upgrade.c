@@ -16,9 +16,16 @@
 #include <cmocka.h>
 #include <sys/prctl.h>
 
-#include "test_hbd_harness.h"
-#include "test_hbload_run.h"
-#include "test_netns_env.h"
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "lib/hbd_harness.h"
+#include "lib/run_prog.h"
+#include "lib/netns_env.h"
+#include "lib/sh.h"
 
 #define NTCP 40
 #define NUDP 10
@@ -291,7 +298,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(offload_two_upgrades, netns_setup, netns_teardown),
 	};
 
-	(void)hbt_run;
 	/* successors are children of the daemon they replace: adopt them when it exits */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	signal(SIGPIPE, SIG_IGN);

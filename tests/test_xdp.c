@@ -21,10 +21,13 @@
 #include <sys/socket.h>
 #include <xdp/libxdp.h>
 
-#include "hb_test_util.h"
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "lib/bpf_util.h"
 #include "log.h"
 #include "xdp_pass.skel.h"
-#include "test_sh.h"
+#include "lib/sh.h"
 
 #define PORT 7600
 #define TOKEN 0x1122334455667788ull

@@ -18,7 +18,12 @@
 #include <endian.h>
 #include <linux/if_link.h>
 
-#include "hb_test_util.h"
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lib/bpf_util.h"
 #include "log.h"
 #include "proto.h"
 
