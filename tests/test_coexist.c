@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "hb_env.h"
+#include "lib/ht_assert.h"
 #include "lib/hbd_harness.h"
 #include "lib/sh.h"
 
@@ -88,7 +89,7 @@ static void enter(const char *ns)
 
 	snprintf(p, sizeof(p), "/run/netns/%s", ns);
 	fd = open(p, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "open of netns %s", p);
 	assert_int_equal(setns(fd, CLONE_NEWNET), 0);
 	close(fd);
 }
@@ -148,7 +149,8 @@ static void refuses_a_program_outside_the_dispatcher(void **state)
 	assert_int_equal(hbt_sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
 			    C.sif, C.out),
 			 0);
-	assert_true(ht_file_contains(C.out, "", id_before, sizeof(id_before)));
+	HT_TRUE(ht_file_contains(C.out, "", id_before, sizeof(id_before)),
+		"xdp prog id of %s before the load, in %s", C.sif, C.out);
 	assert_int_equal(hbctl("load --dev hbo-none --mode native"), 2); /* no such NIC: env */
 	{
 		char args[96];
@@ -156,15 +158,20 @@ static void refuses_a_program_outside_the_dispatcher(void **state)
 		snprintf(args, sizeof(args), "load --dev %s --mode native", C.sif);
 		assert_int_equal(hbctl(args), 3);
 	}
-	assert_true(out_has("already runs XDP program xdp_pass"));
-	assert_true(out_has("not multi-program aware"));
-	assert_true(out_has("--then FILE[:PROG]"));
-	assert_true(out_has("everything it attached has been removed again"));
+	HT_TRUE(out_has("already runs XDP program xdp_pass"),
+		"the refusal names the program already there (hbctl output in %s)", C.out);
+	HT_TRUE(out_has("not multi-program aware"),
+		"the refusal says why (hbctl output in %s)", C.out);
+	HT_TRUE(out_has("--then FILE[:PROG]"),
+		"the refusal names the way out (hbctl output in %s)", C.out);
+	HT_TRUE(out_has("everything it attached has been removed again"),
+		"the refusal says nothing stayed attached (hbctl output in %s)", C.out);
 	/* the other program is exactly where it was */
 	assert_int_equal(hbt_sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
 			    C.sif, C.out),
 			 0);
-	assert_true(ht_file_contains(C.out, "", id_after, sizeof(id_after)));
+	HT_TRUE(ht_file_contains(C.out, "", id_after, sizeof(id_after)),
+		"xdp prog id of %s after the refused load, in %s", C.sif, C.out);
 	assert_string_equal(id_before, id_after);
 	assert_int_not_equal(access(C.pin, F_OK), 0);
 	assert_int_equal(hbt_sh("ip -n %s link set dev %s xdpdrv off", C.srv, C.sif), 0);
@@ -178,20 +185,26 @@ static void dispatcher_or_a_clear_refusal(void **state)
 	(void)state;
 	snprintf(args, sizeof(args), "load --dev %s --mode native --json", C.sif);
 	assert_int_equal(hbctl(args), 0);
-	assert_true(out_has("{\"loaded\":true,\"dev\":\""));
+	HT_TRUE(out_has("{\"loaded\":true,\"dev\":\""),
+		"hbctl load --json says loaded (output in %s)", C.out);
 	/* the default TCP path is the kernel's: sk_skb and sock_ops attached */
-	assert_true(out_has("\"tcp\":\"kernel\",\"parser_id\":"));
-	assert_false(out_has("\"sockops_id\":0"));
-	assert_true(out_has(freplace ? "\"attach\":\"libxdp-dispatcher\""
-				     : "\"attach\":\"libxdp-single\""));
+	HT_TRUE(out_has("\"tcp\":\"kernel\",\"parser_id\":"),
+		"the kernel TCP path by default (hbctl output in %s)", C.out);
+	HT_FALSE(out_has("\"sockops_id\":0"),
+		 "a sock_ops program attached (hbctl output in %s)", C.out);
+	HT_TRUE(out_has(freplace ? "\"attach\":\"libxdp-dispatcher\""
+				 : "\"attach\":\"libxdp-single\""),
+		"the attach mode this kernel allows (freplace %d; hbctl output in %s)", freplace,
+		C.out);
 	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1", C.srv,
 			    C.sif, C.out),
 			 0);
-	assert_true(out_has("hb_xdp"));
+	HT_TRUE(out_has("hb_xdp"), "hb_xdp in xdp-loader status (%s)", C.out);
 	if (freplace) {
 		/* a kernel with BPF trampolines: hb_xdp sits in the dispatcher, others join */
 		assert_int_equal(hbctl("status --json"), 0);
-		assert_true(out_has("\"attach\":\"libxdp-dispatcher\""));
+		HT_TRUE(out_has("\"attach\":\"libxdp-dispatcher\""),
+			"hbctl status says libxdp-dispatcher (output in %s)", C.out);
 		assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
 				    "%s/examples/xdp_portfilter.bpf.o >/dev/null 2>&1",
 				    C.srv, C.sif, C.build),
@@ -199,29 +212,36 @@ static void dispatcher_or_a_clear_refusal(void **state)
 		assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
 				    C.srv, C.sif, C.out),
 				 0);
-		assert_true(out_has("hb_xdp") && out_has("portfilter"));
+		HT_TRUE(out_has("hb_xdp") && out_has("portfilter"),
+			"both hb_xdp and portfilter in xdp-loader status (%s)", C.out);
 	} else {
 		/* this kernel: said at load, said by status, and nothing else can join */
 		assert_int_equal(hbctl("status --json"), 0);
-		assert_true(out_has("\"attach\":\"libxdp-single\""));
-		assert_true(out_has("\"dispatcher_unavailable\":\"the kernel refuses freplace "
-				    "(BPF_PROG_TYPE_EXT) programs"));
+		HT_TRUE(out_has("\"attach\":\"libxdp-single\""),
+			"hbctl status says libxdp-single (output in %s)", C.out);
+		HT_TRUE(out_has("\"dispatcher_unavailable\":\"the kernel refuses freplace "
+				"(BPF_PROG_TYPE_EXT) programs"),
+			"hbctl status says why there is no dispatcher (output in %s)", C.out);
 		assert_int_not_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
 					"%s/examples/xdp_portfilter.bpf.o > %s 2>&1",
 					C.srv, C.sif, C.build, C.out),
 				     0);
-		assert_true(out_has("not using a dispatcher"));
+		HT_TRUE(out_has("not using a dispatcher"),
+			"xdp-loader says hb_xdp uses no dispatcher (output in %s)", C.out);
 		assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
 				    C.srv, C.sif, C.out),
 				 0);
-		assert_true(out_has("hb_xdp"));
-		assert_false(out_has("portfilter"));
+		HT_TRUE(out_has("hb_xdp"), "hb_xdp in xdp-loader status (%s)", C.out);
+		HT_FALSE(out_has("portfilter"),
+			 "portfilter not attached beside hb_xdp (xdp-loader status in %s)", C.out);
 	}
 	snprintf(args, sizeof(args), "unload --dev %s --json", C.sif);
 	assert_int_equal(hbctl(args), 0);
-	assert_true(out_has("\"xdp_detached\":true,\"sockops_detached\":true,"
-			    "\"sockmap_detached\":true,\"tcp\":\"kernel\""));
-	assert_true(out_has("\"pin_dir_removed\":true"));
+	HT_TRUE(out_has("\"xdp_detached\":true,\"sockops_detached\":true,"
+			"\"sockmap_detached\":true,\"tcp\":\"kernel\""),
+		"hbctl unload --json says every hook detached (output in %s)", C.out);
+	HT_TRUE(out_has("\"pin_dir_removed\":true"),
+		"hbctl unload --json says the pin directory went (output in %s)", C.out);
 }
 
 /* A PING for an admitted session (written into the pinned map as hbd would), from the client
@@ -241,7 +261,7 @@ static void heartbeat_answered_by_xdp(int fd, uint64_t token)
 	inet_pton(AF_INET, "10.77.0.2", s.addr + 12);
 	snprintf(path, sizeof(path), "%s/%s", C.pin, HB_MAP_SESSIONS);
 	mfd = bpf_obj_get(path);
-	assert_true(mfd >= 0);
+	HT_GE(mfd, 0, "open of the pinned sessions map %s", path);
 	assert_int_equal(bpf_map_update_elem(mfd, &k, &s, BPF_ANY), 0);
 	close(mfd);
 	n = hb_encode(buf, sizeof(buf), HB_UDP, HB_PING, 5, token, &ping, sizeof(ping));
@@ -263,32 +283,38 @@ static void then_chains_an_unrelated_program(void **state)
 	snprintf(args, sizeof(args), "load --dev %s --mode native", C.sif);
 	assert_int_equal(hbctl(args), 0);
 	send_to(tx, DROP_PORT, "a", 1);
-	assert_true(arrives(rx_drop, 2000));
+	HT_TRUE(arrives(rx_drop, 2000),
+		"control case: a datagram for port %d arrives without the chain", DROP_PORT);
 	snprintf(args, sizeof(args), "unload --dev %s", C.sif);
 	assert_int_equal(hbctl(args), 0);
 
 	snprintf(args, sizeof(args), "load --dev %s --mode native --then %s/examples/xdp_portfilter.bpf.o",
 		 C.sif, C.build);
 	assert_int_equal(hbctl(args), 0);
-	assert_true(out_has("then     "));
+	HT_TRUE(out_has("then "), "hbctl load names the chained program (output in %s)", C.out);
 	assert_int_equal(hbctl("status --json"), 0);
-	assert_true(out_has("\"then\":{\"prog_id\":"));
-	assert_true(out_has("\"name\":\"portfilter\""));
-	assert_true(jq(".xdp.then.prog_id") > 0);
+	HT_TRUE(out_has("\"then\":{\"prog_id\":"),
+		"hbctl status --json shows the chained program's id (output in %s)", C.out);
+	HT_TRUE(out_has("\"name\":\"portfilter\""),
+		"hbctl status --json names portfilter (output in %s)", C.out);
+	HT_GT(jq(".xdp.then.prog_id"), 0, "prog id of the chained program in %s", C.out);
 	/* hbeat first: its heartbeat is answered in the driver */
 	heartbeat_answered_by_xdp(ping, 0x1122334455667788ull);
 	/* then the other program on what hbeat passed: one port dropped, another delivered */
 	for (int i = 0; i < 3; i++)
 		send_to(tx, DROP_PORT, "b", 1);
 	send_to(tx, PASS_PORT, "c", 1);
-	assert_true(arrives(rx_pass, 2000));
-	assert_false(arrives(rx_drop, 300));
+	HT_TRUE(arrives(rx_pass, 2000),
+		"a datagram for port %d passed by both programs", PASS_PORT);
+	HT_FALSE(arrives(rx_drop, 300),
+		 "datagrams for port %d dropped by the chained program", DROP_PORT);
 	/* a chained program that is not XDP is refused before anything is attached */
 	snprintf(args, sizeof(args), "unload --dev %s", C.sif);
 	assert_int_equal(hbctl(args), 0);
 	snprintf(args, sizeof(args), "load --dev %s --then %s/bpf/sk_skb_hb.bpf.o", C.sif, C.build);
 	assert_int_equal(hbctl(args), 3);
-	assert_true(out_has("has no XDP program"));
+	HT_TRUE(out_has("has no XDP program"),
+		"the refusal of a non-XDP program (hbctl output in %s)", C.out);
 	assert_int_not_equal(access(C.pin, F_OK), 0);
 	close(ping);
 	close(tx);
@@ -305,17 +331,23 @@ static void tcp_user_attaches_no_tcp_programs(void **state)
 	(void)state;
 	snprintf(args, sizeof(args), "load --dev %s --tcp sideways", C.sif);
 	assert_int_equal(hbctl(args), 1);
-	assert_true(out_has("--tcp must be kernel or user"));
+	HT_TRUE(out_has("--tcp must be kernel or user"),
+		"the usage error for --tcp sideways (hbctl output in %s)", C.out);
 	snprintf(args, sizeof(args), "load --dev %s --mode native --tcp user --json", C.sif);
 	assert_int_equal(hbctl(args), 0);
-	assert_true(out_has("\"tcp\":\"user\",\"parser_id\":0,\"verdict_id\":0,\"sockops_id\":0"));
+	HT_TRUE(out_has("\"tcp\":\"user\",\"parser_id\":0,\"verdict_id\":0,\"sockops_id\":0"),
+		"hbctl load --tcp user attaches no TCP programs (output in %s)", C.out);
 	assert_int_equal(hbctl("status --json"), 0);
-	assert_true(out_has("\"tcp\":\"user\",\"sockmap\":{\"parser_id\":0,\"verdict_id\":0}"));
-	assert_true(out_has("\"sockops\":{\"link_id\":0,"));
+	HT_TRUE(out_has("\"tcp\":\"user\",\"sockmap\":{\"parser_id\":0,\"verdict_id\":0}"),
+		"hbctl status shows --tcp user without sockmap programs (output in %s)", C.out);
+	HT_TRUE(out_has("\"sockops\":{\"link_id\":0,"),
+		"hbctl status shows no sock_ops link (output in %s)", C.out);
 	snprintf(args, sizeof(args), "unload --dev %s --json", C.sif);
 	assert_int_equal(hbctl(args), 0);
-	assert_true(out_has("\"xdp_detached\":true,\"sockops_detached\":false,"));
-	assert_true(out_has("\"tcp\":\"user\",\"pins_removed\":8,\"pin_dir_removed\":true"));
+	HT_TRUE(out_has("\"xdp_detached\":true,\"sockops_detached\":false,"),
+		"hbctl unload detached XDP and no sock_ops (output in %s)", C.out);
+	HT_TRUE(out_has("\"tcp\":\"user\",\"pins_removed\":8,\"pin_dir_removed\":true"),
+		"hbctl unload removed every pin and the directory (output in %s)", C.out);
 	assert_int_not_equal(access(C.pin, F_OK), 0);
 }
 
