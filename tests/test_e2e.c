@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "hbeat_abi.h"
+#include "lib/ht_assert.h"
 #include "lib/sh.h"
 
 #define CLIENTS 1000
@@ -191,7 +192,7 @@ static void run_load(const char *proto, const char *map)
 
 	snprintf(out, sizeof(out), "%s.json", proto);
 	pid_t pid = fork();
-	assert_true(pid >= 0);
+	HT_GE(pid, 0, "fork for hbload --proto %s", proto);
 	if (pid == 0) {
 		char cmd[1024];
 
@@ -210,7 +211,9 @@ static void run_load(const char *proto, const char *map)
 			 0);
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
+	HT_TRUE(WIFEXITED(status),
+		"hbload --proto %s exited (status %#x); its summary is in %s/%s", proto, status,
+		E.dir, out);
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
@@ -226,14 +229,19 @@ static void check_run(const char *proto)
 	pings = jnum(file, ".pings");
 	pongs = jnum(file, ".pongs");
 	/* (CLIENTS - SILENT) devices at 1/s for DURATION s: well above half of that */
-	assert_true(pings > (CLIENTS - SILENT) * DURATION / 2);
+	HT_GT(pings, (CLIENTS - SILENT) * DURATION / 2,
+	      "PINGs of the %d talking %s devices in %d s (at 1/s)", CLIENTS - SILENT, proto,
+	      DURATION);
 	assert_int_equal(pongs, pings);
 	assert_int_equal(jnum(file, ".lost"), 0);
-	assert_true(jnum(file, ".rtt_us.p50") > 0);
-	assert_true(jnum(file, ".rtt_us.p99") >= jnum(file, ".rtt_us.p50"));
-	assert_true(jnum(file, ".data_sent") > 0);
+	HT_GT(jnum(file, ".rtt_us.p50"), 0, "RTT p50 in %s/%s", E.dir, file);
+	HT_GE(jnum(file, ".rtt_us.p99"), jnum(file, ".rtt_us.p50"),
+	      "RTT p99 against p50 in %s/%s", E.dir, file);
+	HT_GT(jnum(file, ".data_sent"), 0,
+	      "DATA frames sent (every 3rd heartbeat) in %s/%s", E.dir, file);
 	assert_int_equal(jnum(file, ".data_acked"), jnum(file, ".data_sent"));
-	assert_true(jnum(file, ".echo_sent") > 0);
+	HT_GT(jnum(file, ".echo_sent"), 0,
+	      "ECHOs sent (every 4th heartbeat) in %s/%s", E.dir, file);
 	assert_int_equal(jnum(file, ".echo_ok"), jnum(file, ".echo_sent"));
 }
 
@@ -366,7 +374,7 @@ static void device_lifecycle(const char *proto, unsigned long long id)
 	}
 	snprintf(out, sizeof(out), "%s/device-%llu.out", E.dir, id);
 	pid = fork();
-	assert_true(pid >= 0);
+	HT_GE(pid, 0, "fork for the example device %llu", id);
 	if (pid == 0) {
 		char cmd[1024];
 
@@ -389,7 +397,7 @@ static void device_lifecycle(const char *proto, unsigned long long id)
 			 0);
 	snprintf(out, sizeof(out), "conns-%llu.json", id);
 	pings = jnum(out, strcmp(proto, "udp") ? ".conns[0].pings" : ".sessions[0].pings");
-	assert_true(pings >= 2);
+	HT_GE(pings, 2, "kernel-answered heartbeats of device %llu in %s/%s", id, E.dir, out);
 	/* a downlink, acknowledged by the device */
 	assert_int_equal(hbt_sh("%s/hbctl send %llu 'set interval 60' --control %s/ctl.sock >&2",
 			    E.build, id, E.dir),
@@ -436,7 +444,7 @@ static void test_drain(void **state)
 	kill(E.hbd, SIGTERM);
 	assert_int_equal(waitpid(E.hbd, &status, 0), E.hbd);
 	E.hbd = 0;
-	assert_true(WIFEXITED(status));
+	HT_TRUE(WIFEXITED(status), "hbd exited after SIGTERM (status %#x)", status);
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
