@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "lib/ht_assert.h"
 #include "lib/ctl.h"
 
 static struct ht_daemon D;
@@ -81,7 +82,9 @@ static int login_with(uint64_t id, const char *hex)
 	struct hb_hello h;
 	struct timespec now;
 
-	assert_true(len >= HB_SECRET_MIN && fd >= 0);
+	HT_TRUE(len >= HB_SECRET_MIN && fd >= 0,
+		"secret of %d bytes from '%s' (at least %d) and a connection (fd %d)", len, hex,
+		HB_SECRET_MIN, fd);
 	clock_gettime(CLOCK_REALTIME, &now);
 	hb_hello_sign(&h, id, (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000, secret,
 		      (size_t)len);
@@ -115,7 +118,7 @@ static void devices_add_list_remove(void **state)
 	assert_int_equal(stat(D.keys, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 	fd = login_with(42, hex);
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "login of device 42 with the secret hbctl printed");
 	/* a second add of the same device is refused and changes nothing */
 	assert_int_equal(hbctl(out, sizeof(out), true, "devices add 42 --keys %s --control %s",
 			       D.keys, CTL),
@@ -131,8 +134,9 @@ static void devices_add_list_remove(void **state)
 			       D.keys, CTL),
 			 0);
 	assert_non_null(strstr(out, "1 live session(s) cut"));
-	assert_true(ht_expect(fd, HB_BYE, HB_BYE_REVOKED));
-	assert_true(ht_eof(fd, HT_IO_MS));
+	HT_TRUE(ht_expect(fd, HB_BYE, HB_BYE_REVOKED),
+		"BYE(REVOKED) to device 42 after hbctl devices remove");
+	HT_TRUE(ht_eof(fd, HT_IO_MS), "close of device 42's connection");
 	close(fd);
 	assert_int_equal(login_with(42, hex), -1);
 	/* inside a derive range, removal is a revocation line; adding it again lifts it */
@@ -140,16 +144,18 @@ static void devices_add_list_remove(void **state)
 			       "--json", D.keys, CTL),
 			 0);
 	assert_non_null(strstr(out, "\"revoked_in_range\":true"));
-	assert_true(ht_file_contains(D.keys, "150 revoked", NULL, 0));
+	HT_TRUE(ht_file_contains(D.keys, "150 revoked", NULL, 0),
+		"the revocation line in %s", D.keys);
 	assert_int_equal(hbctl(out, sizeof(out), false, "devices list --keys %s", D.keys), 0);
 	assert_non_null(strstr(out, "revoked  150"));
 	assert_int_equal(hbctl(out, sizeof(out), false, "devices add 150 --keys %s --control %s "
 			       "--secret 00112233445566778899aabbccddeeff",
 			       D.keys, CTL),
 			 0);
-	assert_false(ht_file_contains(D.keys, "150 revoked", NULL, 0));
+	HT_FALSE(ht_file_contains(D.keys, "150 revoked", NULL, 0),
+		 "the revocation line of 150 gone from %s after the add", D.keys);
 	fd = login_with(150, "00112233445566778899aabbccddeeff");
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "login of device 150 with its new secret");
 	close(fd);
 	/* errors: unknown device, bad id, bad secret */
 	assert_int_equal(hbctl(out, sizeof(out), true, "devices remove 5000 --keys %s --no-reload",
@@ -194,7 +200,8 @@ static void devices_edits_are_atomic_and_serialised(void **state)
 		char want[32];
 
 		snprintf(want, sizeof(want), "100%d ", i);
-		assert_true(ht_file_contains(keys, want, NULL, 0));
+		HT_TRUE(ht_file_contains(keys, want, NULL, 0),
+			"device %s added by one of eight concurrent writers, in %s", want, keys);
 	}
 	/* the result is a store hbd loads */
 	{
@@ -217,7 +224,8 @@ static void devices_edits_are_atomic_and_serialised(void **state)
 			       keys),
 			 3);
 	assert_non_null(strstr(out, ":19: "));
-	assert_false(ht_file_contains(keys, "9999 ", NULL, 0));
+	HT_FALSE(ht_file_contains(keys, "9999 ", NULL, 0),
+		 "device 9999 not added to the store that does not parse (%s)", keys);
 	/* no temporary file is left behind */
 	dp = opendir(dir);
 	assert_non_null(dp);
@@ -277,8 +285,10 @@ static void send_and_events(void **state)
 	assert_non_null(strstr(out, "\"ok\":true,\"status\":\"delivered\",\"device\":6"));
 	for (int i = 0; i < 100 && !ht_file_contains(dev_out, "downlink hi", NULL, 0); i++)
 		ht_sleep_ms(10);
-	assert_true(ht_file_contains(dev_out, "downlink valve=open", NULL, 0));
-	assert_true(ht_file_contains(dev_out, "downlink hi", NULL, 0));
+	HT_TRUE(ht_file_contains(dev_out, "downlink valve=open", NULL, 0),
+		"the first downlink in the device's output %s", dev_out);
+	HT_TRUE(ht_file_contains(dev_out, "downlink hi", NULL, 0),
+		"the second downlink in the device's output %s", dev_out);
 	/* not connected, bad payloads, no hbd */
 	assert_int_equal(hbctl(out, sizeof(out), true, "send 99 x --control %s", CTL), 3);
 	assert_non_null(strstr(out, "offline"));
@@ -289,11 +299,13 @@ static void send_and_events(void **state)
 	kill(dev, SIGTERM);
 	assert_int_equal(waitpid(dev, &st, 0), dev);
 	assert_int_equal(waitpid(ev, &st, 0), ev);
-	assert_true(WIFEXITED(st));
+	HT_TRUE(WIFEXITED(st), "hbctl events exited (status %#x)", st);
 	assert_int_equal(WEXITSTATUS(st), 0);
-	assert_true(ht_file_contains(ev_out, "{\"event\":\"online\",\"device\":6,\"transport\":\"tcp\"",
-				     NULL, 0));
-	assert_true(ht_file_contains(ev_out, "{\"event\":\"offline\",\"device\":6,", NULL, 0));
+	HT_TRUE(ht_file_contains(ev_out, "{\"event\":\"online\",\"device\":6,\"transport\":\"tcp\"",
+				 NULL, 0),
+		"the online event in hbctl events' output %s", ev_out);
+	HT_TRUE(ht_file_contains(ev_out, "{\"event\":\"offline\",\"device\":6,", NULL, 0),
+		"the offline event in hbctl events' output %s", ev_out);
 }
 
 int main(void)
