@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 
 #include "hbdev.h"
+#include "lib/ht_assert.h"
 #include "lib/ctl.h"
 
 static struct ht_daemon D;
@@ -79,7 +80,7 @@ static int downlink(uint64_t dev, const char *text)
 	char b64[64], req[128];
 	int fd = tc_connect(CTL);
 
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "connection to the control socket %s", CTL);
 	tc_b64(text, (int)strlen(text), b64);
 	snprintf(req, sizeof(req), "send %" PRIu64 " %s\n", dev, b64);
 	assert_int_equal(tc_write(fd, req), 0);
@@ -94,14 +95,14 @@ static void session(enum hb_transport t, uint64_t id)
 	int pongs = 0, ctl;
 	uint64_t end;
 
-	assert_false(hbdev_connected(d));
+	HT_FALSE(hbdev_connected(d), "hbdev connected before hbdev_connect");
 	assert_int_equal(hbdev_connect(d), 0);
-	assert_true(hbdev_connected(d));
+	HT_TRUE(hbdev_connected(d), "hbdev connected after hbdev_connect");
 	assert_int_equal(hbdev_state(d)->interval_ms, 200);
 	/* heartbeats at the server's interval: a second is about five */
 	for (end = ht_now_ms() + 1000; ht_now_ms() < end;)
 		if (hbdev_poll(d, (int)(end - ht_now_ms()), &ev) == 1 && ev.type == HBDEV_EV_PONG) {
-			assert_true(ev.rtt_ns > 0);
+			HT_GT(ev.rtt_ns, 0, "RTT of a PONG");
 			pongs++;
 		}
 	assert_in_range(pongs, 3, 8);
@@ -109,7 +110,8 @@ static void session(enum hb_transport t, uint64_t id)
 	assert_int_equal(hbdev_send(d, "t=21.5", 6, HT_IO_MS), 0);
 	snprintf(want, sizeof(want), "\"device\":%" PRIu64 ",\"transport\":\"%s\"", id,
 		 t == HB_UDP ? "udp" : "tcp");
-	assert_true(ht_file_contains(D.sink, want, line, sizeof(line)));
+	HT_TRUE(ht_file_contains(D.sink, want, line, sizeof(line)),
+		"the DATA's sink line (%s) in %s", want, D.sink);
 	assert_non_null(strstr(line, "\"payload\":\"dD0yMS41\""));
 	assert_int_equal(hbdev_send(d, "", 0, 100), -EINVAL);
 	/* a downlink arrives, already acknowledged: the application hears "delivered" */
@@ -154,9 +156,12 @@ static void refused_hello_backs_off(void **state)
 		wait_event(d, HBDEV_EV_AUTH_FAILED, 2000, &ev);
 		t[i] = ht_now_ms();
 	}
-	assert_true(t[1] - t[0] >= 150);
-	assert_true(t[2] - t[1] >= 350);
-	assert_true(t[3] - t[2] >= 350 && t[3] - t[2] < 1000); /* capped at max_ms */
+	HT_GE(t[1] - t[0], 150,
+	      "ms between the first and the second retry (backoff 100 ms, jittered)");
+	HT_GE(t[2] - t[1], 350, "ms between the second and the third retry (backoff 200 ms)");
+	HT_TRUE(t[3] - t[2] >= 350 && t[3] - t[2] < 1000,
+		"ms %llu between the third and the fourth retry: 400 ms, capped at max_ms",
+		(unsigned long long)(t[3] - t[2]));
 	hbdev_close(d);
 	/* configuration errors are caught before any I/O */
 	cfg.secret_len = 3;
@@ -186,7 +191,7 @@ static void reconnects_after_restart(void **state)
 	assert_int_equal(ht_stop(&a), 0);
 	/* nobody listens for a while: attempts fail, quietly, and the backoff grows */
 	assert_int_equal(hbdev_poll(d, 600, &ev), 0);
-	assert_true(hbdev_state(d)->attempt >= 2);
+	HT_GE(hbdev_state(d)->attempt, 2, "connection attempts while nobody listens");
 	assert_int_equal(hbdev_send(d, "x", 1, 300), -ETIMEDOUT);
 	/* back on the same port: the device reconnects by itself */
 	snprintf(port, sizeof(port), "%u", a.port);
@@ -241,7 +246,7 @@ static void example_device(void **state)
 		 "exec %s --port %u --id 7 --secret %s --every 0.3 --duration 3 > %s 2>&1", bin,
 		 D.port, hex, out);
 	pid = fork();
-	assert_true(pid >= 0);
+	HT_GE(pid, 0, "fork for the example device");
 	if (pid == 0) {
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
@@ -253,12 +258,16 @@ static void example_device(void **state)
 	assert_non_null(strstr(line, "\"status\":\"delivered\""));
 	close(ctl);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st));
+	HT_TRUE(WIFEXITED(st), "the example device exited (status %#x)", st);
 	assert_int_equal(WEXITSTATUS(st), 0);
-	assert_true(ht_file_contains(out, "connected", NULL, 0));
-	assert_true(ht_file_contains(out, "downlink hello device", NULL, 0));
-	assert_true(ht_file_contains(out, "data 1 acked", NULL, 0));
-	assert_true(ht_file_contains(D.sink, "\"device\":7,", line, sizeof(line)));
+	HT_TRUE(ht_file_contains(out, "connected", NULL, 0),
+		"'connected' in the example device's output %s", out);
+	HT_TRUE(ht_file_contains(out, "downlink hello device", NULL, 0),
+		"the downlink in the example device's output %s", out);
+	HT_TRUE(ht_file_contains(out, "data 1 acked", NULL, 0),
+		"'data 1 acked' in the example device's output %s", out);
+	HT_TRUE(ht_file_contains(D.sink, "\"device\":7,", line, sizeof(line)),
+		"device 7's DATA in the sink %s", D.sink);
 	assert_non_null(strstr(line, "\"payload\":\"cmVhZGluZz0x")); /* "reading=1" */
 }
 
