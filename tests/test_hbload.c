@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "auth.h"
+#include "lib/ht_assert.h"
 #include "lib/hbload_responder.h"
 #include "lib/run_prog.h"
 
@@ -120,7 +121,7 @@ static void check_clean_run(struct fx *fx, long long clients, long long min_ping
 	assert_int_equal(fx->status, 0);
 	assert_int_equal(jnum(fx, "clients"), clients);
 	assert_int_equal(jnum(fx, "connected"), clients);
-	assert_true(jnum(fx, "pings") >= min_pings);
+	HT_GE(jnum(fx, "pings"), min_pings, "hbload's pings (its summary is printed above)");
 	assert_int_equal(jnum(fx, "pongs"), jnum(fx, "pings"));
 	assert_int_equal(jnum(fx, "lost"), 0);
 	assert_int_equal(jnum(fx, "lost_closed"), 0);
@@ -128,9 +129,9 @@ static void check_clean_run(struct fx *fx, long long clients, long long min_ping
 	assert_int_equal(jnum(fx, "stray"), 0);
 	assert_int_equal(jnum(fx, "connect_failed"), 0);
 	assert_int_equal(jnum(fx, "auth_failed"), 0);
-	assert_true(jnum(fx, "p99") > 0);
-	assert_true(jnum(fx, "p50") <= jnum(fx, "p99"));
-	assert_true(jnum(fx, "p99") <= jnum(fx, "max"));
+	HT_GT(jnum(fx, "p99"), 0, "hbload's RTT p99 (summary above)");
+	HT_LE(jnum(fx, "p50"), jnum(fx, "p99"), "hbload's RTT p50 against p99 (summary above)");
+	HT_LE(jnum(fx, "p99"), jnum(fx, "max"), "hbload's RTT p99 against max (summary above)");
 	/* the responder saw the same: every PING answered once, every client said BYE. The last
 	 * BYEs (UDP datagrams) may still sit in the responder's socket when hbload has exited:
 	 * its thread gets up to 2 s to read them */
@@ -151,14 +152,14 @@ static void test_tcp(void **state)
 	    "4", "--source", "127.0.1.1-127.0.1.4", NULL);
 	/* 300 clients x 1.5 s / 0.2 s: about 2,250 heartbeats; allow for the jitter */
 	check_clean_run(fx, 300, 1500);
-	assert_true(jnum(fx, "data_sent") > 0);
+	HT_GT(jnum(fx, "data_sent"), 0, "hbload's data_sent with --data-every 3 (summary above)");
 	assert_int_equal(jnum(fx, "data_acked"), jnum(fx, "data_sent"));
-	assert_true(jnum(fx, "echo_sent") > 0);
+	HT_GT(jnum(fx, "echo_sent"), 0, "hbload's echo_sent with --echo-every 4 (summary above)");
 	assert_int_equal(jnum(fx, "echo_ok"), jnum(fx, "echo_sent"));
 	assert_int_equal(jnum(fx, "echo_bad"), 0);
 	assert_int_equal((long long)fx->r.acks, jnum(fx, "data_sent"));
 	assert_int_equal(fx->r.tcp_peak, 300);
-	assert_true(jnum(fx, "setup_s") < 5);
+	HT_LT(jnum(fx, "setup_s"), 5, "hbload's seconds to set up 300 clients (summary above)");
 }
 
 static void test_udp(void **state)
@@ -172,7 +173,7 @@ static void test_udp(void **state)
 	check_clean_run(fx, 300, 1500);
 	assert_int_equal(jnum(fx, "data_acked"), jnum(fx, "data_sent"));
 	assert_int_equal(jnum(fx, "echo_ok"), jnum(fx, "echo_sent"));
-	assert_true(jnum(fx, "echo_sent") > 0);
+	HT_GT(jnum(fx, "echo_sent"), 0, "hbload's echo_sent with --echo-every 5 (summary above)");
 }
 
 static void test_ipv6(void **state)
@@ -217,12 +218,14 @@ static void test_storm(void **state)
 	assert_int_equal(jnum(fx, "reconnects"), 200);
 	/* a PING in flight when the storm hits is lost with its connection, and only those */
 	assert_int_equal(jnum(fx, "lost"), jnum(fx, "lost_closed"));
-	assert_true(jnum(fx, "lost") < 20);
+	HT_LT(jnum(fx, "lost"), 20,
+	      "PINGs lost with their connections in the storm (summary above)");
 	/* all back within the window plus a little */
 	const char *s = strstr(fx->out, "\"seconds\":");
 	assert_non_null(s);
 	double secs = strtod(s + 10, NULL);
-	assert_true(secs > 0 && secs < 1.5);
+	HT_TRUE(secs > 0 && secs < 1.5,
+		"seconds %f for all 200 to come back after the storm", secs);
 }
 
 /* The number after "key" inside the JSON object that follows "obj": (the first of each). */
@@ -271,15 +274,21 @@ static void test_windows_and_steps(void **state)
 	assert_int_equal(fx->status, 0);
 	assert_int_equal(jnum(fx, "lost"), 0);
 	assert_int_equal(jnum_in(fx, "\"steady\":", "rate"), 1000);
-	assert_true(jnum_in(fx, "\"steady\":", "pings") > 800);
-	assert_true(jnum_in(fx, "\"steady\":", "pings") < 1200);
+	HT_GT(jnum_in(fx, "\"steady\":", "pings"), 800,
+	      "PINGs in the steady window at 1000/s (summary above)");
+	HT_LT(jnum_in(fx, "\"steady\":", "pings"), 1200,
+	      "PINGs in the steady window at 1000/s (summary above)");
 	assert_int_equal(jnum_in(fx, "\"steady\":", "pongs"), jnum_in(fx, "\"steady\":", "pings"));
 	assert_int_equal(count_of(strstr(fx->out, "\"steps\":"), "\"rate\":"), 2);
 	/* 0.8 s measured a step: ~400 and ~1600 PINGs */
-	assert_true(jnum_in(fx, "\"steps\":[{", "pings") > 300);
-	assert_true(jnum_in(fx, "\"steps\":[{", "pings") < 500);
-	assert_true(jnum_in(fx, "},{\"rate\":2000", "pings") > 1300);
-	assert_true(jnum_in(fx, "},{\"rate\":2000", "pings") < 1900);
+	HT_GT(jnum_in(fx, "\"steps\":[{", "pings"), 300,
+	      "PINGs in 0.8 s of the 500/s step (summary above)");
+	HT_LT(jnum_in(fx, "\"steps\":[{", "pings"), 500,
+	      "PINGs in 0.8 s of the 500/s step (summary above)");
+	HT_GT(jnum_in(fx, "},{\"rate\":2000", "pings"), 1300,
+	      "PINGs in 0.8 s of the 2000/s step (summary above)");
+	HT_LT(jnum_in(fx, "},{\"rate\":2000", "pings"), 1900,
+	      "PINGs in 0.8 s of the 2000/s step (summary above)");
 	assert_int_equal(jnum_in(fx, "},{\"rate\":2000", "pongs"),
 			 jnum_in(fx, "},{\"rate\":2000", "pings"));
 	assert_int_equal(jnum(fx, "ceiling_hb_per_s"), 2000);
@@ -288,7 +297,7 @@ static void test_windows_and_steps(void **state)
 
 	f = fopen(ev, "r");
 	assert_non_null(f);
-	assert_true(fread(evbuf, 1, sizeof(evbuf) - 1, f) > 0);
+	HT_GT(fread(evbuf, 1, sizeof(evbuf) - 1, f), 0, "bytes read from the events file %s", ev);
 	fclose(f);
 	print_message("events:\n%s", evbuf);
 	const char *order[] = { " setup_done ", " window_start steady 1000", " window_end steady",
@@ -308,7 +317,8 @@ static void test_windows_and_steps(void **state)
 	/* the histograms: one block per window, the steady block's counts = its PONGs */
 	f = fopen(hist, "r");
 	assert_non_null(f);
-	assert_true(fread(histbuf, 1, sizeof(histbuf) - 1, f) > 0);
+	HT_GT(fread(histbuf, 1, sizeof(histbuf) - 1, f), 0,
+	      "bytes read from the histogram file %s", hist);
 	fclose(f);
 	assert_int_equal(count_of(histbuf, "# "), 3);
 	p = strstr(histbuf, "# steady:");
@@ -318,7 +328,7 @@ static void test_windows_and_steps(void **state)
 		unsigned long long lo, hi, n;
 
 		assert_int_equal(sscanf(p, "%llu %llu %llu", &lo, &hi, &n), 3);
-		assert_true(lo <= hi);
+		HT_LE(lo, hi, "histogram bucket [%llu, %llu] in order", lo, hi);
 		pongs += (long long)n;
 		p = strchr(p, '\n') + 1;
 	}
@@ -350,7 +360,7 @@ static void test_ramp_stops(void **state)
 	assert_int_equal(jnum(fx, "lost"), 0);
 	f = fopen(ev, "r");
 	assert_non_null(f);
-	assert_true(fread(evbuf, 1, sizeof(evbuf) - 1, f) > 0);
+	HT_GT(fread(evbuf, 1, sizeof(evbuf) - 1, f), 0, "bytes read from the events file %s", ev);
 	fclose(f);
 	unlink(ev);
 	print_message("events:\n%s", evbuf);
@@ -360,7 +370,8 @@ static void test_ramp_stops(void **state)
 	/* back at 100 clients / 0.2 s = 500/s after the stop: from its judgement (~2.5 s) to
 	 * the end (3.5 s) about 500 PINGs, not the 2000/s of step 3
 	 */
-	assert_true(jnum(fx, "pings") < 500 + 300 + 1000 + 1200);
+	HT_LT(jnum(fx, "pings"), 500 + 300 + 1000 + 1200,
+	      "PINGs of a ramp stopped after its first step (summary above)");
 }
 
 static void test_unreachable(void **state)
@@ -379,8 +390,10 @@ static void test_unreachable(void **state)
 	    "--duration", "1", "--json", NULL);
 	assert_int_equal(fx->status, 2);
 	assert_int_equal(jnum(fx, "connected"), 0);
-	assert_true(jnum(fx, "connect_failed") >= 8);
-	assert_true(jnum(fx, "connrefused") >= 8);
+	HT_GE(jnum(fx, "connect_failed"), 8,
+	      "hbload's connect_failed with nothing listening (summary above)");
+	HT_GE(jnum(fx, "connrefused"), 8,
+	      "hbload's connrefused with nothing listening (summary above)");
 	/* UDP: the ICMP port unreachable comes back as ECONNREFUSED on the socket */
 	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "udp", "--interval", "1",
 	    "--duration", "1", "--json", NULL);
@@ -408,7 +421,8 @@ static void test_local_failures(void **state)
 	assert_int_equal(fx->status, 0);
 	assert_int_equal(jnum(fx, "connected"), 10);
 	assert_int_equal(jnum(fx, "lost"), 0);
-	assert_true(jnum(fx, "addrnotavail") >= 10);
+	HT_GE(jnum(fx, "addrnotavail"), 10,
+	      "hbload's addrnotavail for 20 clients on too few source ports (summary above)");
 	assert_int_equal(jnum(fx, "connect_failed"), jnum(fx, "addrnotavail"));
 	assert_non_null(strstr(fx->out, "\"setup_complete\":false"));
 
@@ -426,8 +440,9 @@ static void test_local_failures(void **state)
 	close(fd);
 	assert_int_equal(fx->status, 2);
 	assert_int_equal(jnum(fx, "connected"), 0);
-	assert_true(jnum(fx, "timeout") >= 1); /* connects cancelled by their link timeout */
-	assert_true(jnum(fx, "timeouts") >= 1); /* HELLOs without WELCOME */
+	HT_GE(jnum(fx, "timeout"), 1,
+	      "hbload's timeout: connects cancelled by their link timeout (summary above)");
+	HT_GE(jnum(fx, "timeouts"), 1, "hbload's timeouts: HELLOs without WELCOME (summary above)");
 }
 
 static void test_auth_refused(void **state)
@@ -444,13 +459,15 @@ static void test_auth_refused(void **state)
 	    "--duration", "1", "--json", "--keys", other, NULL);
 	assert_int_equal(fx->status, 2);
 	assert_int_equal(jnum(fx, "connected"), 0);
-	assert_true(jnum(fx, "auth_failed") >= 8);
-	assert_true(fx->r.auth_fail >= 8);
+	HT_GE(jnum(fx, "auth_failed"), 8,
+	      "hbload's auth_failed with the wrong master key (summary above)");
+	HT_GE(fx->r.auth_fail, 8, "HELLOs the responder refused");
 	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "udp", "--interval", "1",
 	    "--duration", "1", "--json", "--keys", other, NULL);
 	unlink(other);
 	assert_int_equal(fx->status, 2);
-	assert_true(jnum(fx, "auth_failed") >= 8);
+	HT_GE(jnum(fx, "auth_failed"), 8,
+	      "hbload's auth_failed over UDP with the wrong master key (summary above)");
 }
 
 static void test_bad_args(void **state)

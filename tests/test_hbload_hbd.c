@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <sys/wait.h>
 
+#include "lib/ht_assert.h"
 #include "lib/run_prog.h"
 
 #define MASTER "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -71,7 +72,7 @@ static int setup(void **state)
 	FILE *f;
 	int port = free_port();
 
-	assert_true(port > 0);
+	HT_GT(port, 0, "a port free for both TCP and UDP");
 	snprintf(fx->port, sizeof(fx->port), "%d", port);
 	snprintf(fx->dir, sizeof(fx->dir), "/tmp/test_hbload_hbd.XXXXXX");
 	assert_non_null(mkdtemp(fx->dir));
@@ -91,7 +92,7 @@ static int setup(void **state)
 			       /* never the default pins of a really loaded hbeat (a running demo) */
 			       "--pin-path", fx->dir, NULL };
 	fx->hbd = hbt_spawn(hbd_path, argv, &fx->hbd_out, fx->log);
-	assert_true(fx->hbd > 0);
+	HT_GT(fx->hbd, 0, "hbd spawned (its log: %s)", fx->log);
 	for (int i = 0; i < 100 && !listening(port); i++)
 		nanosleep(&(struct timespec){ .tv_nsec = 50000000 }, NULL);
 	if (!listening(port)) {
@@ -151,12 +152,15 @@ static void load(struct fx *fx, const char *proto)
 	print_message("hbload %s -> exit %d\n%s", proto, rc, fx->out);
 	assert_int_equal(rc, 0);
 	assert_int_equal(num(fx->out, "connected"), CLIENTS);
-	assert_true(num(fx->out, "pings") >= (CLIENTS - SILENT) * 5);
+	HT_GE(num(fx->out, "pings"), (CLIENTS - SILENT) * 5,
+	      "hbload's pings over %s: the talking devices, 5 a second (summary above)", proto);
 	assert_int_equal(num(fx->out, "pongs"), num(fx->out, "pings"));
 	assert_int_equal(num(fx->out, "lost"), 0);
-	assert_true(num(fx->out, "data_sent") > 0);
+	HT_GT(num(fx->out, "data_sent"), 0,
+	      "hbload's data_sent with --data-every 3 (summary above)");
 	assert_int_equal(num(fx->out, "data_acked"), num(fx->out, "data_sent"));
-	assert_true(num(fx->out, "echo_sent") > 0);
+	HT_GT(num(fx->out, "echo_sent"), 0,
+	      "hbload's echo_sent with --echo-every 4 (summary above)");
 	assert_int_equal(num(fx->out, "echo_ok"), num(fx->out, "echo_sent"));
 	assert_int_equal(num(fx->out, "expired"), SILENT);
 	assert_int_equal(num(fx->out, "connected_end"), CLIENTS - SILENT);
