@@ -41,6 +41,11 @@ void ht_fail_cmp(const char *file, int line, const char *op, struct ht_val a, st
 	_Generic((x), char: CHAR_MIN < 0, signed char: 1, short: 1, int: 1, long: 1, long long: 1, \
 		 default: 0)
 
+/* Floating-point values do not go through the integer comparisons (HT_TRUE prints them). */
+#define HT_NOT_FLOAT(x)                                                                           \
+	_Static_assert(!_Generic((x), float: 1, double: 1, long double: 1, default: 0),           \
+		       "HT_EQ/HT_LT/...: integers only, use HT_TRUE for " #x)
+
 #define HT_TRUE(cond, ...)                                                                        \
 	do {                                                                                      \
 		if (!(cond))                                                                      \
@@ -56,6 +61,8 @@ void ht_fail_cmp(const char *file, int line, const char *op, struct ht_val a, st
 /* a op b with both converted to uintmax_t, as assert_int_equal() / assert_int_not_equal() do. */
 #define HT_UINTMAX_CMP_(a, op, b, ...)                                                            \
 	do {                                                                                      \
+		HT_NOT_FLOAT(a);                                                                  \
+		HT_NOT_FLOAT(b);                                                                  \
 		const uintmax_t ht_a_ = (uintmax_t)(a), ht_b_ = (uintmax_t)(b);                   \
 		const int ht_err_ = errno;                                                        \
                                                                                                   \
@@ -73,6 +80,8 @@ void ht_fail_cmp(const char *file, int line, const char *op, struct ht_val a, st
 		_Pragma("GCC diagnostic push");                                                   \
 		_Pragma("GCC diagnostic ignored \"-Wsign-compare\"");                             \
 		_Pragma("GCC diagnostic ignored \"-Wtype-limits\"");                              \
+		HT_NOT_FLOAT(a);                                                                  \
+		HT_NOT_FLOAT(b);                                                                  \
 		const __typeof__(a) ht_a_ = (a);                                                  \
 		const __typeof__(b) ht_b_ = (b);                                                  \
 		const int ht_err_ = errno;                                                        \
