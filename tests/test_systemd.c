@@ -20,6 +20,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include "lib/ht_assert.h"
 #include "lib/ctl.h"
 #include "lib/sh.h"
 
@@ -101,7 +102,7 @@ static void unit_value(const char *key, char *out, size_t cap)
 			break;
 	}
 	fclose(f);
-	assert_true(out[0]);
+	HT_TRUE(out[0], "%s= in the unit file", key);
 }
 
 /* "CAP_BPF CAP_NET_ADMIN" -> "-all,+bpf,+net_admin" (setpriv's form), without drop if given. */
@@ -137,7 +138,7 @@ static void make_pins(const char *pins)
 
 	assert_int_equal(mkdir(pins, 0700), 0);
 	for (unsigned i = 0; i < 3; i++) {
-		assert_true(m[i].fd >= 0);
+		HT_GE(m[i].fd, 0, "map %s created", m[i].name);
 		snprintf(path, sizeof(path), "%s/%s", pins, m[i].name);
 		assert_int_equal(bpf_obj_pin(m[i].fd, path), 0);
 		close(m[i].fd);
@@ -193,7 +194,7 @@ static pid_t run_unit_hbd(const char *drop_cap, uint16_t port, int *status)
 		 "-e 's|\\$HBD_OPTS|--port %u --workers 1 --pin-path %s|') > %s/hbd.out 2> %s/hbd.err",
 		 dir, sp, exec, dir, dir, dir, port, pins, dir, dir);
 	pid = fork();
-	assert_true(pid >= 0);
+	HT_GE(pid, 0, "fork for the unit's command");
 	if (pid == 0) {
 		setenv("NOTIFY_SOCKET", notify, 1);
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
@@ -230,7 +231,7 @@ static void stop_unit_hbd(pid_t pid)
 
 	kill(pid, SIGTERM);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
+	HT_TRUE(WIFEXITED(status), "the unit's hbd exited (status %#x)", status);
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
@@ -261,11 +262,11 @@ static void unit_command_runs_with_its_capabilities(void **state)
 
 	(void)state;
 	pid = run_unit_hbd(NULL, low_port(), &status);
-	assert_true(pid > 0);
+	HT_GT(pid, 0, "the unit's hbd still running after its start (exit status %#x)", status);
 	/* exactly the unit's capabilities, no more */
 	assert_int_equal(cap_eff(pid), want);
 	snprintf(path, sizeof(path), "%s/hbd.err", dir);
-	assert_true(ht_file_contains(path, "ready:", line, sizeof(line)));
+	HT_TRUE(ht_file_contains(path, "ready:", line, sizeof(line)), "the ready line in %s", path);
 	assert_non_null(strstr(line, "mode=offload"));
 	p = strstr(line, "metrics_port=");
 	assert_non_null(p);
@@ -287,10 +288,11 @@ static void without_a_capability_it_cannot(void **state)
 
 	(void)state;
 	assert_int_equal(run_unit_hbd("CAP_NET_BIND_SERVICE", low_port(), &status), 0);
-	assert_true(WIFEXITED(status));
+	HT_TRUE(WIFEXITED(status), "the unit's hbd exited (status %#x)", status);
 	assert_int_equal(WEXITSTATUS(status), 3);
 	snprintf(path, sizeof(path), "%s/hbd.err", dir);
-	assert_true(ht_file_contains(path, "Permission denied", NULL, 0));
+	HT_TRUE(ht_file_contains(path, "Permission denied", NULL, 0),
+		"'Permission denied' for the low port in %s", path);
 	forget_unit_hbd();
 }
 
