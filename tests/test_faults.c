@@ -97,7 +97,7 @@ static pid_t spawn_hbload(const char *keys, const char *proto, int clients, int 
 			       dur, "--keys", keys, "--first-device", f, "--source",
 			       "10.77.1.1-10.77.1.4", "--json", "--no-progress", NULL };
 
-	assert_int_equal(find_hbload(hbload, sizeof(hbload)), 0);
+	HT_EQ(find_hbload(hbload, sizeof(hbload)), 0, "$BUILD/hbload found");
 	snprintf(ns, sizeof(ns), "--net=/run/netns/%s", E.cli_ns);
 	snprintf(c, sizeof(c), "%d", clients);
 	snprintf(f, sizeof(f), "%d", first);
