@@ -66,7 +66,7 @@ void ht_fail_cmp(const char *file, int line, const char *op, struct ht_val a, st
 		snprintf(detail, sizeof(detail), "%s is %s, expected %s", a.expr, va, vb);
 	else
 		snprintf(detail, sizeof(detail), "%s is %s, expected it %s %s", a.expr, va, op, vb);
-	if (strcmp(b.expr, vb) && strncmp(vb, b.expr, strlen(b.expr)))
+	if (!strstr(vb, b.expr))
 		snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail), " (%s)", b.expr);
 	va_start(ap, what);
 	ht_vfail(file, line, detail, what, ap);
