@@ -56,20 +56,22 @@ static void verify_units(void **state)
 {
 	(void)state;
 	/* a template is verified as an instance */
-	assert_int_equal(hbt_sh("cp %s/hbeat-bpf@.service %s/hbeat-bpf@eth0.service", dir, dir), 0);
-	assert_int_equal(hbt_sh("systemd-analyze verify %s/hbd.service %s/hbeat-bpf@eth0.service "
-			    "> %s/verify.out 2>&1",
-			    dir, dir, dir),
-			 0);
+	HT_EQ(hbt_sh("cp %s/hbeat-bpf@.service %s/hbeat-bpf@eth0.service", dir, dir), 0,
+	      "copy of hbeat-bpf@.service in %s", dir);
+	HT_EQ(hbt_sh("systemd-analyze verify %s/hbd.service %s/hbeat-bpf@eth0.service "
+		 "> %s/verify.out 2>&1",
+		 dir, dir, dir),
+	      0, "systemd-analyze verify ran on the units (output in %s/verify.out)", dir);
 	/* not even a warning (an unknown key is only a warning, with exit status 0) */
-	assert_int_equal(hbt_sh("test ! -s %s/verify.out || { cat %s/verify.out >&2; false; }", dir, dir),
-			 0);
+	HT_EQ(hbt_sh("test ! -s %s/verify.out || { cat %s/verify.out >&2; false; }", dir, dir),
+	      0, "systemd-analyze verify found nothing to say (output in %s/verify.out)", dir);
 	/* and verify does catch a broken unit, so the check above means something */
-	assert_int_equal(hbt_sh("sed 's|^ExecStart=[^ ]*|ExecStart=/nonexistent/hbd|' %s/hbd.service > "
-			    "%s/broken.service",
-			    dir, dir),
-			 0);
-	assert_int_not_equal(hbt_sh("systemd-analyze verify %s/broken.service 2>/dev/null", dir), 0);
+	HT_EQ(hbt_sh("sed 's|^ExecStart=[^ ]*|ExecStart=/nonexistent/hbd|' %s/hbd.service > "
+		 "%s/broken.service",
+		 dir, dir),
+	      0, "broken unit written in %s", dir);
+	HT_NE(hbt_sh("systemd-analyze verify %s/broken.service 2>/dev/null", dir), 0,
+	      "systemd-analyze verify refused a unit whose ExecStart does not exist");
 }
 
 /* Value of a key in the generated hbd.service, continuation lines joined. */
@@ -136,11 +138,11 @@ static void make_pins(const char *pins)
 	};
 	char path[160];
 
-	assert_int_equal(mkdir(pins, 0700), 0);
+	HT_EQ(mkdir(pins, 0700), 0, "mkdir %s", pins);
 	for (unsigned i = 0; i < 3; i++) {
 		HT_GE(m[i].fd, 0, "map %s created", m[i].name);
 		snprintf(path, sizeof(path), "%s/%s", pins, m[i].name);
-		assert_int_equal(bpf_obj_pin(m[i].fd, path), 0);
+		HT_EQ(bpf_obj_pin(m[i].fd, path), 0, "pin of map %s at %s", m[i].name, path);
 		close(m[i].fd);
 	}
 }
@@ -181,12 +183,12 @@ static pid_t run_unit_hbd(const char *drop_cap, uint16_t port, int *status)
 	hbt_sh("rm -rf %s", pins);
 	make_pins(pins);
 	snprintf(keys, sizeof(keys), "%s/keys", dir);
-	assert_int_equal(ht_write_keys(keys), 0);
+	HT_EQ(ht_write_keys(keys), 0, "key store %s written", keys);
 	chmod(keys, 0600);
 	snprintf(notify, sizeof(notify), "%s/notify.sock", dir);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", notify);
 	unlink(notify);
-	assert_int_equal(bind(nfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	HT_EQ(bind(nfd, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind of the notify socket");
 	snprintf(cmd, sizeof(cmd),
 		 "cd %s && exec setpriv --bounding-set=%s -- $(echo '%s' | sed "
 		 "-e 's|/etc/hbeat/keys|%s/keys|' -e 's|/var/lib/hbeat/|%s/|' "
@@ -230,9 +232,10 @@ static void stop_unit_hbd(pid_t pid)
 	int status;
 
 	kill(pid, SIGTERM);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
+	HT_EQ(waitpid(pid, &status, 0), pid, "wait for the unit's hbd");
 	HT_TRUE(WIFEXITED(status), "the unit's hbd exited (status %#x)", status);
-	assert_int_equal(WEXITSTATUS(status), 0);
+	HT_EQ(WEXITSTATUS(status), 0,
+	      "exit code of the unit's hbd after SIGTERM (log: %s/hbd.err)", dir);
 }
 
 static void forget_unit_hbd(void)
@@ -264,17 +267,19 @@ static void unit_command_runs_with_its_capabilities(void **state)
 	pid = run_unit_hbd(NULL, low_port(), &status);
 	HT_GT(pid, 0, "the unit's hbd still running after its start (exit status %#x)", status);
 	/* exactly the unit's capabilities, no more */
-	assert_int_equal(cap_eff(pid), want);
+	HT_EQ(cap_eff(pid), want,
+	      "effective capabilities of the unit's hbd (the unit's set, no more)");
 	snprintf(path, sizeof(path), "%s/hbd.err", dir);
 	HT_TRUE(ht_file_contains(path, "ready:", line, sizeof(line)), "the ready line in %s", path);
 	assert_non_null(strstr(line, "mode=offload"));
 	p = strstr(line, "metrics_port=");
 	assert_non_null(p);
 	text = tc_curl((uint16_t)atoi(p + 13), "/metrics", &status);
-	assert_int_equal(status, 200);
+	HT_EQ(status, 200, "HTTP status of GET /metrics");
 	free(text);
 	snprintf(path, sizeof(path), "%s/hbd.sock", dir);
-	assert_int_equal(tc_req(path, "ping\n", line, sizeof(line)), 0);
+	HT_EQ(tc_req(path, "ping\n", line, sizeof(line)), 0,
+	      "reply to 'ping' on the unit's control socket %s", path);
 	assert_string_equal(line, "{\"req\":1,\"ok\":true}");
 	stop_unit_hbd(pid);
 	forget_unit_hbd();
@@ -287,9 +292,12 @@ static void without_a_capability_it_cannot(void **state)
 	int status = 0;
 
 	(void)state;
-	assert_int_equal(run_unit_hbd("CAP_NET_BIND_SERVICE", low_port(), &status), 0);
+	HT_EQ(run_unit_hbd("CAP_NET_BIND_SERVICE", low_port(), &status), 0,
+	      "the unit's hbd without CAP_NET_BIND_SERVICE exited at start (not running)");
 	HT_TRUE(WIFEXITED(status), "the unit's hbd exited (status %#x)", status);
-	assert_int_equal(WEXITSTATUS(status), 3);
+	HT_EQ(WEXITSTATUS(status), 3,
+	      "exit code of hbd without CAP_NET_BIND_SERVICE (3: cannot listen; log: %s/hbd.err)",
+	      dir);
 	snprintf(path, sizeof(path), "%s/hbd.err", dir);
 	HT_TRUE(ht_file_contains(path, "Permission denied", NULL, 0),
 		"'Permission denied' for the low port in %s", path);

@@ -18,7 +18,7 @@ static void ht_vfail(const char *file, int line, const char *detail, const char 
 	__attribute__((format(printf, 4, 0), noreturn));
 static void ht_vfail(const char *file, int line, const char *detail, const char *what, va_list ap)
 {
-	char msg[512];
+	char msg[2048];
 
 	vsnprintf(msg, sizeof(msg), what, ap);
 	print_error("ERROR: %s:%d: %s: %s\n", file, line, msg, detail);
