@@ -7,7 +7,6 @@
 
 #include <cmocka.h>
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
