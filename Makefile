@@ -61,6 +61,8 @@ HBD_SRCS := $(filter-out user/hbd/main.c,$(wildcard user/hbd/*.c))
 HBLOAD_SRCS := $(filter-out user/hbload/main.c,$(wildcard user/hbload/*.c))
 HBCTL_SRCS := $(filter-out loader/main.c,$(wildcard loader/*.c))
 TEST_SRCS := $(wildcard tests/test_*.c)
+# The tests' own helpers (harness, clients, assertions), linked into every test binary.
+TEST_LIB_SRCS := $(wildcard tests/lib/*.c)
 # Fuzz targets (fuzz/targets.h): linked into the tests too, which replay the corpus with gcc.
 FUZZ_TARGET_SRCS := $(filter-out fuzz/entry.c fuzz/seeds.c,$(wildcard fuzz/*.c))
 
@@ -70,6 +72,7 @@ LIBHBD := $(BUILD)/libhbd.a
 LIBHBLOAD := $(BUILD)/libhbload.a
 LIBHBCTL := $(BUILD)/libhbctl.a
 LIBFUZZ := $(BUILD)/libhbfuzz.a
+LIBTEST := $(BUILD)/libhbtest.a
 # The device library is self-contained (link it with -lcrypto alone): the blocking wrapper and
 # the protocol core it drives.
 LIBDEVICE := $(BUILD)/libhbdevice.a
@@ -121,6 +124,7 @@ $(LIBHBD): $(call obj,$(HBD_SRCS))
 $(LIBHBLOAD): $(call obj,$(HBLOAD_SRCS))
 $(LIBHBCTL): $(call obj,$(HBCTL_SRCS))
 $(LIBFUZZ): $(call obj,$(FUZZ_TARGET_SRCS))
+$(LIBTEST): $(call obj,$(TEST_LIB_SRCS))
 $(LIBDEVICE): $(call obj,$(DEVICE_SRCS))
 $(BUILD)/%.a:
 	$(call msg,AR,$@)
@@ -143,10 +147,10 @@ $(BUILD)/examples/%: $(call obj,examples/%.c) $(LIBDEVICE)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lcrypto
 
-$(BUILD)/tests/%: $(call obj,tests/%.c) $(LIBFUZZ) $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBDEVICE) $(LIBCOMMON) $(BPF_OBJS)
+$(BUILD)/tests/%: $(call obj,tests/%.c) $(LIBTEST) $(LIBFUZZ) $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBDEVICE) $(LIBCOMMON) $(BPF_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIBTEST) $(ALL_LIBS) $(LDLIBS) -lcmocka
 
 # libFuzzer: the userspace code again, built by clang with coverage and ASan+UBSan, one binary
 # per target in fuzz/targets.h (fuzz/entry.c with -DHBF_TARGET).

@@ -19,9 +19,15 @@
 #include <bpf/bpf.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <poll.h>
+#include <stdio.h>
+#include <unistd.h>
+
 #include "hb_env.h"
-#include "test_hbd_harness.h"
-#include "test_sh.h"
+#include "lib/ht_assert.h"
+#include "lib/hbd_harness.h"
+#include "lib/sh.h"
 
 #define HB_PORT 7600
 #define DROP_PORT 9999 /* examples/xdp_portfilter.bpf.c drops UDP to it */
@@ -83,8 +89,8 @@ static void enter(const char *ns)
 
 	snprintf(p, sizeof(p), "/run/netns/%s", ns);
 	fd = open(p, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	assert_int_equal(setns(fd, CLONE_NEWNET), 0);
+	HT_GE(fd, 0, "open of netns %s", p);
+	HT_EQ(setns(fd, CLONE_NEWNET), 0, "setns into %s", ns);
 	close(fd);
 }
 
@@ -96,8 +102,9 @@ static int udp_bound(const char *ns, const char *addr, uint16_t port)
 	enter(ns);
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	inet_pton(AF_INET, addr, &sa.sin_addr);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(setns(C.home, CLONE_NEWNET), 0);
+	HT_EQ(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0,
+	      "bind of a UDP socket to %s port %u in %s", addr, port, ns);
+	HT_EQ(setns(C.home, CLONE_NEWNET), 0, "setns back to this test's netns");
 	return fd;
 }
 
@@ -106,7 +113,8 @@ static void send_to(int fd, uint16_t port, const void *buf, size_t n)
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
 
 	inet_pton(AF_INET, "10.77.0.1", &sa.sin_addr);
-	assert_int_equal(sendto(fd, buf, n, 0, (struct sockaddr *)&sa, sizeof(sa)), (ssize_t)n);
+	HT_EQ(sendto(fd, buf, n, 0, (struct sockaddr *)&sa, sizeof(sa)), (ssize_t)n,
+	      "datagram of %zu bytes sent to port %u", n, port);
 }
 
 static bool arrives(int fd, int ms)
@@ -137,32 +145,43 @@ static void refuses_a_program_outside_the_dispatcher(void **state)
 	char id_before[32] = "", id_after[32] = "";
 
 	(void)state;
-	assert_int_equal(hbt_sh("ip -n %s link set dev %s xdpdrv obj %s/bpf/xdp_pass.bpf.o sec xdp",
-			    C.srv, C.sif, C.build),
-			 0);
-	assert_int_equal(hbt_sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
-			    C.sif, C.out),
-			 0);
-	assert_true(ht_file_contains(C.out, "", id_before, sizeof(id_before)));
-	assert_int_equal(hbctl("load --dev hbo-none --mode native"), 2); /* no such NIC: env */
+	HT_EQ(hbt_sh("ip -n %s link set dev %s xdpdrv obj %s/bpf/xdp_pass.bpf.o sec xdp",
+		 C.srv, C.sif, C.build),
+	      0, "xdp_pass attached to %s in %s", C.sif, C.srv);
+	HT_EQ(hbt_sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
+		 C.sif, C.out),
+	      0, "xdp prog id of %s into %s", C.sif, C.out);
+	HT_TRUE(ht_file_contains(C.out, "", id_before, sizeof(id_before)),
+		"xdp prog id of %s before the load, in %s", C.sif, C.out);
+	HT_EQ(hbctl("load --dev hbo-none --mode native"), 2,
+	      "exit code of hbctl load on a NIC that does not exist (2: environment; output in %s)",
+	      C.out);
 	{
 		char args[96];
 
 		snprintf(args, sizeof(args), "load --dev %s --mode native", C.sif);
-		assert_int_equal(hbctl(args), 3);
+		HT_EQ(hbctl(args), 3,
+		      "exit code of hbctl %s beside a program outside the dispatcher (%s)", args,
+		      C.out);
 	}
-	assert_true(out_has("already runs XDP program xdp_pass"));
-	assert_true(out_has("not multi-program aware"));
-	assert_true(out_has("--then FILE[:PROG]"));
-	assert_true(out_has("everything it attached has been removed again"));
+	HT_TRUE(out_has("already runs XDP program xdp_pass"),
+		"the refusal names the program already there (hbctl output in %s)", C.out);
+	HT_TRUE(out_has("not multi-program aware"),
+		"the refusal says why (hbctl output in %s)", C.out);
+	HT_TRUE(out_has("--then FILE[:PROG]"),
+		"the refusal names the way out (hbctl output in %s)", C.out);
+	HT_TRUE(out_has("everything it attached has been removed again"),
+		"the refusal says nothing stayed attached (hbctl output in %s)", C.out);
 	/* the other program is exactly where it was */
-	assert_int_equal(hbt_sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
-			    C.sif, C.out),
-			 0);
-	assert_true(ht_file_contains(C.out, "", id_after, sizeof(id_after)));
+	HT_EQ(hbt_sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
+		 C.sif, C.out),
+	      0, "xdp prog id of %s into %s", C.sif, C.out);
+	HT_TRUE(ht_file_contains(C.out, "", id_after, sizeof(id_after)),
+		"xdp prog id of %s after the refused load, in %s", C.sif, C.out);
 	assert_string_equal(id_before, id_after);
-	assert_int_not_equal(access(C.pin, F_OK), 0);
-	assert_int_equal(hbt_sh("ip -n %s link set dev %s xdpdrv off", C.srv, C.sif), 0);
+	HT_NE(access(C.pin, F_OK), 0, "no pin directory %s left by the refused load", C.pin);
+	HT_EQ(hbt_sh("ip -n %s link set dev %s xdpdrv off", C.srv, C.sif), 0,
+	      "xdp_pass detached from %s", C.sif);
 }
 
 static void dispatcher_or_a_clear_refusal(void **state)
@@ -172,51 +191,67 @@ static void dispatcher_or_a_clear_refusal(void **state)
 
 	(void)state;
 	snprintf(args, sizeof(args), "load --dev %s --mode native --json", C.sif);
-	assert_int_equal(hbctl(args), 0);
-	assert_true(out_has("{\"loaded\":true,\"dev\":\""));
+	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
+	HT_TRUE(out_has("{\"loaded\":true,\"dev\":\""),
+		"hbctl load --json says loaded (output in %s)", C.out);
 	/* the default TCP path is the kernel's: sk_skb and sock_ops attached */
-	assert_true(out_has("\"tcp\":\"kernel\",\"parser_id\":"));
-	assert_false(out_has("\"sockops_id\":0"));
-	assert_true(out_has(freplace ? "\"attach\":\"libxdp-dispatcher\""
-				     : "\"attach\":\"libxdp-single\""));
-	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1", C.srv,
-			    C.sif, C.out),
-			 0);
-	assert_true(out_has("hb_xdp"));
+	HT_TRUE(out_has("\"tcp\":\"kernel\",\"parser_id\":"),
+		"the kernel TCP path by default (hbctl output in %s)", C.out);
+	HT_FALSE(out_has("\"sockops_id\":0"),
+		 "a sock_ops program attached (hbctl output in %s)", C.out);
+	HT_TRUE(out_has(freplace ? "\"attach\":\"libxdp-dispatcher\""
+				 : "\"attach\":\"libxdp-single\""),
+		"the attach mode this kernel allows (freplace %d; hbctl output in %s)", freplace,
+		C.out);
+	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1", C.srv,
+		 C.sif, C.out),
+	      0, "xdp-loader status %s into %s", C.sif, C.out);
+	HT_TRUE(out_has("hb_xdp"), "hb_xdp in xdp-loader status (%s)", C.out);
 	if (freplace) {
 		/* a kernel with BPF trampolines: hb_xdp sits in the dispatcher, others join */
-		assert_int_equal(hbctl("status --json"), 0);
-		assert_true(out_has("\"attach\":\"libxdp-dispatcher\""));
-		assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
-				    "%s/examples/xdp_portfilter.bpf.o >/dev/null 2>&1",
-				    C.srv, C.sif, C.build),
-				 0);
-		assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
-				    C.srv, C.sif, C.out),
-				 0);
-		assert_true(out_has("hb_xdp") && out_has("portfilter"));
+		HT_EQ(hbctl("status --json"), 0,
+		      "exit code of hbctl status --json (output in %s)", C.out);
+		HT_TRUE(out_has("\"attach\":\"libxdp-dispatcher\""),
+			"hbctl status says libxdp-dispatcher (output in %s)", C.out);
+		HT_EQ(hbt_sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
+			 "%s/examples/xdp_portfilter.bpf.o >/dev/null 2>&1",
+			 C.srv, C.sif, C.build),
+		      0, "xdp_portfilter added to the dispatcher on %s", C.sif);
+		HT_EQ(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
+			 C.srv, C.sif, C.out),
+		      0, "xdp-loader status %s into %s", C.sif, C.out);
+		HT_TRUE(out_has("hb_xdp") && out_has("portfilter"),
+			"both hb_xdp and portfilter in xdp-loader status (%s)", C.out);
 	} else {
 		/* this kernel: said at load, said by status, and nothing else can join */
-		assert_int_equal(hbctl("status --json"), 0);
-		assert_true(out_has("\"attach\":\"libxdp-single\""));
-		assert_true(out_has("\"dispatcher_unavailable\":\"the kernel refuses freplace "
-				    "(BPF_PROG_TYPE_EXT) programs"));
-		assert_int_not_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
-					"%s/examples/xdp_portfilter.bpf.o > %s 2>&1",
-					C.srv, C.sif, C.build, C.out),
-				     0);
-		assert_true(out_has("not using a dispatcher"));
-		assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
-				    C.srv, C.sif, C.out),
-				 0);
-		assert_true(out_has("hb_xdp"));
-		assert_false(out_has("portfilter"));
+		HT_EQ(hbctl("status --json"), 0,
+		      "exit code of hbctl status --json (output in %s)", C.out);
+		HT_TRUE(out_has("\"attach\":\"libxdp-single\""),
+			"hbctl status says libxdp-single (output in %s)", C.out);
+		HT_TRUE(out_has("\"dispatcher_unavailable\":\"the kernel refuses freplace "
+				"(BPF_PROG_TYPE_EXT) programs"),
+			"hbctl status says why there is no dispatcher (output in %s)", C.out);
+		HT_NE(hbt_sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
+			 "%s/examples/xdp_portfilter.bpf.o > %s 2>&1",
+			 C.srv, C.sif, C.build, C.out),
+		      0, "xdp-loader refused a program beside hb_xdp without a dispatcher (%s)",
+		      C.out);
+		HT_TRUE(out_has("not using a dispatcher"),
+			"xdp-loader says hb_xdp uses no dispatcher (output in %s)", C.out);
+		HT_EQ(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
+			 C.srv, C.sif, C.out),
+		      0, "xdp-loader status %s into %s", C.sif, C.out);
+		HT_TRUE(out_has("hb_xdp"), "hb_xdp in xdp-loader status (%s)", C.out);
+		HT_FALSE(out_has("portfilter"),
+			 "portfilter not attached beside hb_xdp (xdp-loader status in %s)", C.out);
 	}
 	snprintf(args, sizeof(args), "unload --dev %s --json", C.sif);
-	assert_int_equal(hbctl(args), 0);
-	assert_true(out_has("\"xdp_detached\":true,\"sockops_detached\":true,"
-			    "\"sockmap_detached\":true,\"tcp\":\"kernel\""));
-	assert_true(out_has("\"pin_dir_removed\":true"));
+	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
+	HT_TRUE(out_has("\"xdp_detached\":true,\"sockops_detached\":true,"
+			"\"sockmap_detached\":true,\"tcp\":\"kernel\""),
+		"hbctl unload --json says every hook detached (output in %s)", C.out);
+	HT_TRUE(out_has("\"pin_dir_removed\":true"),
+		"hbctl unload --json says the pin directory went (output in %s)", C.out);
 }
 
 /* A PING for an admitted session (written into the pinned map as hbd would), from the client
@@ -236,14 +271,15 @@ static void heartbeat_answered_by_xdp(int fd, uint64_t token)
 	inet_pton(AF_INET, "10.77.0.2", s.addr + 12);
 	snprintf(path, sizeof(path), "%s/%s", C.pin, HB_MAP_SESSIONS);
 	mfd = bpf_obj_get(path);
-	assert_true(mfd >= 0);
-	assert_int_equal(bpf_map_update_elem(mfd, &k, &s, BPF_ANY), 0);
+	HT_GE(mfd, 0, "open of the pinned sessions map %s", path);
+	HT_EQ(bpf_map_update_elem(mfd, &k, &s, BPF_ANY), 0,
+	      "session for token %#llx written into %s", (unsigned long long)token, path);
 	close(mfd);
 	n = hb_encode(buf, sizeof(buf), HB_UDP, HB_PING, 5, token, &ping, sizeof(ping));
 	send_to(fd, HB_PORT, buf, n);
-	assert_int_equal(ht_udp_recv(fd, buf, &f, 2000), 1);
-	assert_int_equal(f.type, HB_PONG);
-	assert_int_equal(f.seq, 5);
+	HT_EQ(ht_udp_recv(fd, buf, &f, 2000), 1, "an answer to the PING within 2 s");
+	HT_EQ(f.type, HB_PONG, "frame type of the answer from hb_xdp");
+	HT_EQ(f.seq, 5, "sequence number of the PONG");
 }
 
 static void then_chains_an_unrelated_program(void **state)
@@ -256,35 +292,43 @@ static void then_chains_an_unrelated_program(void **state)
 	(void)state;
 	/* without the chain, both ports get their datagrams (the control case) */
 	snprintf(args, sizeof(args), "load --dev %s --mode native", C.sif);
-	assert_int_equal(hbctl(args), 0);
+	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
 	send_to(tx, DROP_PORT, "a", 1);
-	assert_true(arrives(rx_drop, 2000));
+	HT_TRUE(arrives(rx_drop, 2000),
+		"control case: a datagram for port %d arrives without the chain", DROP_PORT);
 	snprintf(args, sizeof(args), "unload --dev %s", C.sif);
-	assert_int_equal(hbctl(args), 0);
+	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
 
 	snprintf(args, sizeof(args), "load --dev %s --mode native --then %s/examples/xdp_portfilter.bpf.o",
 		 C.sif, C.build);
-	assert_int_equal(hbctl(args), 0);
-	assert_true(out_has("then     "));
-	assert_int_equal(hbctl("status --json"), 0);
-	assert_true(out_has("\"then\":{\"prog_id\":"));
-	assert_true(out_has("\"name\":\"portfilter\""));
-	assert_true(jq(".xdp.then.prog_id") > 0);
+	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
+	HT_TRUE(out_has("then "), "hbctl load names the chained program (output in %s)", C.out);
+	HT_EQ(hbctl("status --json"), 0, "exit code of hbctl status --json (output in %s)", C.out);
+	HT_TRUE(out_has("\"then\":{\"prog_id\":"),
+		"hbctl status --json shows the chained program's id (output in %s)", C.out);
+	HT_TRUE(out_has("\"name\":\"portfilter\""),
+		"hbctl status --json names portfilter (output in %s)", C.out);
+	HT_GT(jq(".xdp.then.prog_id"), 0, "prog id of the chained program in %s", C.out);
 	/* hbeat first: its heartbeat is answered in the driver */
 	heartbeat_answered_by_xdp(ping, 0x1122334455667788ull);
 	/* then the other program on what hbeat passed: one port dropped, another delivered */
 	for (int i = 0; i < 3; i++)
 		send_to(tx, DROP_PORT, "b", 1);
 	send_to(tx, PASS_PORT, "c", 1);
-	assert_true(arrives(rx_pass, 2000));
-	assert_false(arrives(rx_drop, 300));
+	HT_TRUE(arrives(rx_pass, 2000),
+		"a datagram for port %d passed by both programs", PASS_PORT);
+	HT_FALSE(arrives(rx_drop, 300),
+		 "datagrams for port %d dropped by the chained program", DROP_PORT);
 	/* a chained program that is not XDP is refused before anything is attached */
 	snprintf(args, sizeof(args), "unload --dev %s", C.sif);
-	assert_int_equal(hbctl(args), 0);
+	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
 	snprintf(args, sizeof(args), "load --dev %s --then %s/bpf/sk_skb_hb.bpf.o", C.sif, C.build);
-	assert_int_equal(hbctl(args), 3);
-	assert_true(out_has("has no XDP program"));
-	assert_int_not_equal(access(C.pin, F_OK), 0);
+	HT_EQ(hbctl(args), 3,
+	      "exit code of hbctl %s: a chained program that is not XDP (output in %s)", args,
+	      C.out);
+	HT_TRUE(out_has("has no XDP program"),
+		"the refusal of a non-XDP program (hbctl output in %s)", C.out);
+	HT_NE(access(C.pin, F_OK), 0, "no pin directory %s left by the refused load", C.pin);
 	close(ping);
 	close(tx);
 	close(rx_drop);
@@ -299,19 +343,25 @@ static void tcp_user_attaches_no_tcp_programs(void **state)
 
 	(void)state;
 	snprintf(args, sizeof(args), "load --dev %s --tcp sideways", C.sif);
-	assert_int_equal(hbctl(args), 1);
-	assert_true(out_has("--tcp must be kernel or user"));
+	HT_EQ(hbctl(args), 1, "exit code of hbctl %s: a usage error (output in %s)", args, C.out);
+	HT_TRUE(out_has("--tcp must be kernel or user"),
+		"the usage error for --tcp sideways (hbctl output in %s)", C.out);
 	snprintf(args, sizeof(args), "load --dev %s --mode native --tcp user --json", C.sif);
-	assert_int_equal(hbctl(args), 0);
-	assert_true(out_has("\"tcp\":\"user\",\"parser_id\":0,\"verdict_id\":0,\"sockops_id\":0"));
-	assert_int_equal(hbctl("status --json"), 0);
-	assert_true(out_has("\"tcp\":\"user\",\"sockmap\":{\"parser_id\":0,\"verdict_id\":0}"));
-	assert_true(out_has("\"sockops\":{\"link_id\":0,"));
+	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
+	HT_TRUE(out_has("\"tcp\":\"user\",\"parser_id\":0,\"verdict_id\":0,\"sockops_id\":0"),
+		"hbctl load --tcp user attaches no TCP programs (output in %s)", C.out);
+	HT_EQ(hbctl("status --json"), 0, "exit code of hbctl status --json (output in %s)", C.out);
+	HT_TRUE(out_has("\"tcp\":\"user\",\"sockmap\":{\"parser_id\":0,\"verdict_id\":0}"),
+		"hbctl status shows --tcp user without sockmap programs (output in %s)", C.out);
+	HT_TRUE(out_has("\"sockops\":{\"link_id\":0,"),
+		"hbctl status shows no sock_ops link (output in %s)", C.out);
 	snprintf(args, sizeof(args), "unload --dev %s --json", C.sif);
-	assert_int_equal(hbctl(args), 0);
-	assert_true(out_has("\"xdp_detached\":true,\"sockops_detached\":false,"));
-	assert_true(out_has("\"tcp\":\"user\",\"pins_removed\":8,\"pin_dir_removed\":true"));
-	assert_int_not_equal(access(C.pin, F_OK), 0);
+	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
+	HT_TRUE(out_has("\"xdp_detached\":true,\"sockops_detached\":false,"),
+		"hbctl unload detached XDP and no sock_ops (output in %s)", C.out);
+	HT_TRUE(out_has("\"tcp\":\"user\",\"pins_removed\":8,\"pin_dir_removed\":true"),
+		"hbctl unload removed every pin and the directory (output in %s)", C.out);
+	HT_NE(access(C.pin, F_OK), 0, "pin directory %s removed by unload", C.pin);
 }
 
 int main(void)

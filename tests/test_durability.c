@@ -14,7 +14,15 @@
 
 #include <cmocka.h>
 
-#include "test_hbd_harness.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include "lib/ht_assert.h"
+#include "lib/hbd_harness.h"
 
 #define NTCP 4
 #define NUDP 4
@@ -172,10 +180,10 @@ static void login_all(struct ht_daemon *d)
 		if (v->udp) {
 			v->fd = ht_udp(false);
 			v->token = ht_udp_login(v->fd, d->port, false, v->id);
-			assert_int_not_equal(v->token, 0);
+			HT_NE(v->token, 0, "UDP login of device %llu", (unsigned long long)v->id);
 		} else {
 			v->fd = ht_tcp_login(d->port, v->id, false, NULL);
-			assert_true(v->fd >= 0);
+			HT_GE(v->fd, 0, "TCP login of device %llu", (unsigned long long)v->id);
 		}
 	}
 }
@@ -229,7 +237,8 @@ static void one_round(bool fsync, unsigned kill_after_ms)
 	unsigned long acked;
 	int lines, bad;
 
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0,
+	      "hbd with %s started", fsync ? "--sink-fsync" : "default sync");
 	login_all(&d);
 	acked = stream_and_kill(&d, kill_after_ms);
 	memset(present, 0, sizeof(present));
@@ -238,26 +247,28 @@ static void one_round(bool fsync, unsigned kill_after_ms)
 	printf("%s, killed after %u ms: %lu DATA ACKed, all of them among the %d lines in the sink"
 	       " (%d cut short by the kill)\n",
 	       fsync ? "--sink-fsync" : "default sync", kill_after_ms, acked, lines, bad);
-	assert_true(acked > 100);
-	assert_true(bad <= 1); /* at most the last line, mid-write when the kill came */
+	HT_GT(acked, 100, "DATA frames ACKed before the kill after %u ms", kill_after_ms);
+	HT_LE(bad, 1, "sink lines cut short by the kill (at most the last, mid-write)");
 
 	/* a new daemon on the same file: the partial line goes, appending goes on cleanly */
 	again[2] = d.sink;
-	assert_int_equal(ht_start(&d2, again), 0);
+	HT_EQ(ht_start(&d2, again), 0, "second hbd on the same sink %s started", d.sink);
 	if (bad)
-		assert_true(ht_file_contains(d2.err, "cut short by a crash", NULL, 0));
+		HT_TRUE(ht_file_contains(d2.err, "cut short by a crash", NULL, 0),
+			"the new hbd says it removed a line cut short, in %s", d2.err);
 	{
 		int fd = ht_tcp_login(d2.port, 1, false, NULL);
 
-		assert_true(fd >= 0);
-		assert_int_equal(ht_send_frame(fd, HB_DATA, 7, "after", 5), 0);
-		assert_true(ht_expect(fd, HB_ACK, -1));
+		HT_GE(fd, 0, "login of device 1 to the second hbd");
+		HT_EQ(ht_send_frame(fd, HB_DATA, 7, "after", 5), 0, "DATA to the second hbd sent");
+		HT_TRUE(ht_expect(fd, HB_ACK, -1), "ACK from the second hbd");
 		close(fd);
 	}
-	assert_int_equal(ht_stop(&d2), 0);
+	HT_EQ(ht_stop(&d2), 0, "exit code of the second hbd after SIGTERM");
 	memset(present, 0, sizeof(present));
-	assert_int_equal(read_sink(d.sink, present, &bad), lines + 1);
-	assert_int_equal(bad, 0);
+	HT_EQ(read_sink(d.sink, present, &bad), lines + 1,
+	      "sink lines after the restart: the old ones and one more");
+	HT_EQ(bad, 0, "lines cut short left in the sink after the restart");
 	ht_cleanup(&d2);
 	ht_cleanup(&d);
 }
@@ -293,13 +304,13 @@ static void kill_with_slow_consumer(void **state)
 	(void)state;
 	snprintf(fifo, sizeof(fifo), "/tmp/hbh-sinkfifo-%d", (int)getpid());
 	unlink(fifo);
-	assert_int_equal(mkfifo(fifo, 0600), 0);
+	HT_EQ(mkfifo(fifo, 0600), 0, "mkfifo %s", fifo);
 	r.fd = open(fifo, O_RDONLY | O_NONBLOCK); /* opened first, so hbd's open finds a reader */
-	assert_true(r.fd >= 0);
+	HT_GE(r.fd, 0, "open of the FIFO %s for reading", fifo);
 	r.out = open_memstream(&r.mem, &r.len);
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with a FIFO sink started");
 	fcntl(r.fd, F_SETFL, 0);
-	assert_int_equal(pthread_create(&th, NULL, slow_read, &r), 0);
+	HT_EQ(pthread_create(&th, NULL, slow_read, &r), 0, "slow reader thread started");
 	login_all(&d);
 	acked = stream_and_kill(&d, 800);
 	pthread_join(th, NULL); /* EOF: the killed daemon was the last writer */
@@ -312,8 +323,8 @@ static void kill_with_slow_consumer(void **state)
 	printf("slow FIFO consumer, killed after 800 ms: %lu DATA ACKed, all among %d lines read "
 	       "(%d cut short)\n",
 	       acked, lines, bad);
-	assert_true(acked > 100);
-	assert_true(bad <= 1);
+	HT_GT(acked, 100, "DATA frames ACKed before the kill with a slow consumer");
+	HT_LE(bad, 1, "sink lines cut short by the kill (at most the last)");
 	free(r.mem);
 	close(r.fd);
 	unlink(fifo);
@@ -341,16 +352,17 @@ static void partial_line_repaired(void **state)
 	fputs("{\"device\":1,\"transport\":\"tcp\",\"se", f); /* the kill came here */
 	fclose(f);
 	args[2] = path;
-	assert_int_equal(ht_start(&d, args), 0);
-	assert_true(ht_file_contains(d.err, "cut short by a crash: removed its", line, sizeof(line)));
-	assert_int_equal(stat(path, &st), 0);
-	assert_int_equal(st.st_size, sizeof(good) - 1);
+	HT_EQ(ht_start(&d, args), 0, "hbd on a sink with a line cut short started");
+	HT_TRUE(ht_file_contains(d.err, "cut short by a crash: removed its", line, sizeof(line)),
+		"the line-removed message in %s", d.err);
+	HT_EQ(stat(path, &st), 0, "stat of the repaired sink %s", path);
+	HT_EQ(st.st_size, sizeof(good) - 1, "size of the repaired sink: the whole lines only");
 	fd = ht_tcp_login(d.port, 1, false, NULL);
-	assert_true(fd >= 0);
-	assert_int_equal(ht_send_frame(fd, HB_DATA, 3, "x", 1), 0);
-	assert_true(ht_expect(fd, HB_ACK, -1));
+	HT_GE(fd, 0, "login of device 1");
+	HT_EQ(ht_send_frame(fd, HB_DATA, 3, "x", 1), 0, "DATA sent");
+	HT_TRUE(ht_expect(fd, HB_ACK, -1), "ACK after the repair");
 	close(fd);
-	assert_int_equal(ht_stop(&d), 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
 
 	/* 2000 bytes without a newline: not ours; hbd will not start on it */
@@ -358,9 +370,9 @@ static void partial_line_repaired(void **state)
 	for (int i = 0; i < 2000; i++)
 		fputc('x', f);
 	fclose(f);
-	assert_int_not_equal(ht_start(&d, args), 0);
-	assert_int_equal(stat(path, &st), 0);
-	assert_int_equal(st.st_size, 2000);
+	HT_NE(ht_start(&d, args), 0, "hbd refused to start on a file that is not a sink");
+	HT_EQ(stat(path, &st), 0, "stat of the refused file %s", path);
+	HT_EQ(st.st_size, 2000, "size of the refused file, untouched");
 	unlink(path);
 }
 

@@ -24,7 +24,8 @@
 #include <cmocka.h>
 
 #include "hbeat_abi.h"
-#include "test_sh.h"
+#include "lib/ht_assert.h"
+#include "lib/sh.h"
 
 #define CLIENTS 1000
 #define SILENT 2 /* devices that authenticate and then never heartbeat */
@@ -191,7 +192,7 @@ static void run_load(const char *proto, const char *map)
 
 	snprintf(out, sizeof(out), "%s.json", proto);
 	pid_t pid = fork();
-	assert_true(pid >= 0);
+	HT_GE(pid, 0, "fork for hbload --proto %s", proto);
 	if (pid == 0) {
 		char cmd[1024];
 
@@ -206,12 +207,15 @@ static void run_load(const char *proto, const char *map)
 		_exit(127);
 	}
 	sleep(DURATION / 2 + 1);
-	assert_int_equal(hbt_sh("bpftool map dump pinned %s/%s > %s/%s.dump", E.pin, map, E.dir, map),
-			 0);
+	HT_EQ(hbt_sh("bpftool map dump pinned %s/%s > %s/%s.dump", E.pin, map, E.dir, map),
+	      0, "bpftool dump of %s/%s into %s/%s.dump", E.pin, map, E.dir, map);
 	int status;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	HT_EQ(waitpid(pid, &status, 0), pid, "wait for hbload --proto %s", proto);
+	HT_TRUE(WIFEXITED(status),
+		"hbload --proto %s exited (status %#x); its summary is in %s/%s", proto, status,
+		E.dir, out);
+	HT_EQ(WEXITSTATUS(status), 0,
+	      "exit code of hbload --proto %s (summary in %s/%s)", proto, E.dir, out);
 }
 
 static void check_run(const char *proto)
@@ -220,21 +224,28 @@ static void check_run(const char *proto)
 	long long pings, pongs;
 
 	snprintf(file, sizeof(file), "%s.json", proto);
-	assert_int_equal(jnum(file, ".clients"), CLIENTS);
-	assert_int_equal(jnum(file, ".connected"), CLIENTS);
-	assert_int_equal(jnum(file, ".auth_failed"), 0);
+	HT_EQ(jnum(file, ".clients"), CLIENTS, ".clients in %s/%s", E.dir, file);
+	HT_EQ(jnum(file, ".connected"), CLIENTS, ".connected in %s/%s", E.dir, file);
+	HT_EQ(jnum(file, ".auth_failed"), 0, ".auth_failed in %s/%s", E.dir, file);
 	pings = jnum(file, ".pings");
 	pongs = jnum(file, ".pongs");
 	/* (CLIENTS - SILENT) devices at 1/s for DURATION s: well above half of that */
-	assert_true(pings > (CLIENTS - SILENT) * DURATION / 2);
-	assert_int_equal(pongs, pings);
-	assert_int_equal(jnum(file, ".lost"), 0);
-	assert_true(jnum(file, ".rtt_us.p50") > 0);
-	assert_true(jnum(file, ".rtt_us.p99") >= jnum(file, ".rtt_us.p50"));
-	assert_true(jnum(file, ".data_sent") > 0);
-	assert_int_equal(jnum(file, ".data_acked"), jnum(file, ".data_sent"));
-	assert_true(jnum(file, ".echo_sent") > 0);
-	assert_int_equal(jnum(file, ".echo_ok"), jnum(file, ".echo_sent"));
+	HT_GT(pings, (CLIENTS - SILENT) * DURATION / 2,
+	      "PINGs of the %d talking %s devices in %d s (at 1/s)", CLIENTS - SILENT, proto,
+	      DURATION);
+	HT_EQ(pongs, pings, "PONGs against PINGs in %s/%s", E.dir, file);
+	HT_EQ(jnum(file, ".lost"), 0, ".lost in %s/%s", E.dir, file);
+	HT_GT(jnum(file, ".rtt_us.p50"), 0, "RTT p50 in %s/%s", E.dir, file);
+	HT_GE(jnum(file, ".rtt_us.p99"), jnum(file, ".rtt_us.p50"),
+	      "RTT p99 against p50 in %s/%s", E.dir, file);
+	HT_GT(jnum(file, ".data_sent"), 0,
+	      "DATA frames sent (every 3rd heartbeat) in %s/%s", E.dir, file);
+	HT_EQ(jnum(file, ".data_acked"), jnum(file, ".data_sent"),
+	      ".data_acked against .data_sent in %s/%s", E.dir, file);
+	HT_GT(jnum(file, ".echo_sent"), 0,
+	      "ECHOs sent (every 4th heartbeat) in %s/%s", E.dir, file);
+	HT_EQ(jnum(file, ".echo_ok"), jnum(file, ".echo_sent"),
+	      ".echo_ok against .echo_sent in %s/%s", E.dir, file);
 }
 
 /* bpftool printed BTF-typed, named fields: the device id, the state by name, the peer as text. */
@@ -271,7 +282,8 @@ static void test_tcp(void **state)
 	/* the silent devices are gone from the map by the time of the dump: expired */
 	check_dump("conns", CLIENTS - SILENT);
 	/* the silent devices were expired by the daemon and told so */
-	assert_int_equal(jnum("tcp.json", ".expired"), SILENT);
+	HT_EQ(jnum("tcp.json", ".expired"), SILENT,
+	      "TCP devices expired by the daemon (.expired in %s/tcp.json)", E.dir);
 }
 
 static void test_udp(void **state)
@@ -288,52 +300,73 @@ static void test_stats_and_sink(void **state)
 
 	/* let the silent UDP sessions pass their timeout (1 s x 1.5) and a wheel tick */
 	sleep(2);
-	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl stats --json --pin-path %s > "
-			    "%s/stats.json",
-			    E.srv_ns, E.build, E.pin, E.dir),
-			 0);
+	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl stats --json --pin-path %s > "
+		 "%s/stats.json",
+		 E.srv_ns, E.build, E.pin, E.dir),
+	      0, "hbctl stats --json into %s/stats.json", E.dir);
 	/* every heartbeat was answered in the kernel, none by the daemon */
-	assert_int_equal(jnum("stats.json", ".pings_user"), 0);
-	assert_int_equal(jnum("stats.json", ".pings_kernel"), tcp_pings + udp_pings);
-	assert_int_equal(jnum("stats.json", ".user.expired_tcp"), SILENT);
-	assert_int_equal(jnum("stats.json", ".user.expired_udp"), SILENT);
-	assert_int_equal(jnum("stats.json", ".user.auth_fail"), 0);
-	assert_int_equal(jnum("stats.json", ".user.frames_bad"), 0);
+	HT_EQ(jnum("stats.json", ".pings_user"), 0,
+	      "heartbeats the daemon answered (%s/stats.json)", E.dir);
+	HT_EQ(jnum("stats.json", ".pings_kernel"), tcp_pings + udp_pings,
+	      "heartbeats the kernel answered against hbload's PINGs (%s/stats.json)", E.dir);
+	HT_EQ(jnum("stats.json", ".user.expired_tcp"), SILENT,
+	      ".user.expired_tcp in %s/stats.json", E.dir);
+	HT_EQ(jnum("stats.json", ".user.expired_udp"), SILENT,
+	      ".user.expired_udp in %s/stats.json", E.dir);
+	HT_EQ(jnum("stats.json", ".user.auth_fail"), 0, ".user.auth_fail in %s/stats.json", E.dir);
+	HT_EQ(jnum("stats.json", ".user.frames_bad"), 0,
+	      ".user.frames_bad in %s/stats.json", E.dir);
 
 	/* /metrics (curl inside the server namespace) says what hbctl stats says */
-	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s curl -sS --max-time 5 -o %s/metrics.txt "
-			    "http://127.0.0.1:%d/metrics",
-			    E.srv_ns, E.dir, METRICS_PORT),
-			 0);
-	assert_int_equal(metric("hbeat_heartbeats_kernel_total{transport=\"udp\"}") +
-				 metric("hbeat_heartbeats_kernel_total{transport=\"tcp\"}"),
-			 jnum("stats.json", ".pings_kernel"));
-	assert_int_equal(metric("hbeat_heartbeats_kernel_total{transport=\"tcp\"}"), tcp_pings);
-	assert_int_equal(metric("hbeat_heartbeats_kernel_total{transport=\"udp\"}"), udp_pings);
-	assert_int_equal(metric("hbeat_heartbeats_user_total"), jnum("stats.json", ".pings_user"));
-	assert_int_equal(metric("hbeat_expired_total{transport=\"tcp\"}"), SILENT);
-	assert_int_equal(metric("hbeat_expired_total{transport=\"udp\"}"), SILENT);
-	assert_int_equal(metric("hbeat_auth_total{result=\"ok\"}"), jnum("stats.json", ".user.auth_ok"));
-	assert_int_equal(metric("hbeat_auth_total{result=\"failed\"}"), 0);
-	assert_int_equal(metric("hbeat_data_frames_total"), jnum("stats.json", ".user.frames_data"));
-	assert_int_equal(metric("hbeat_data_acked_total"), acked);
-	assert_int_equal(metric("hbeat_data_bytes_total"), jnum("stats.json", ".user.data_bytes"));
-	assert_int_equal(metric("hbeat_drops_total{reason=\"xdp_malformed\"}"),
-			 jnum("stats.json", ".kernel.xdp_drop_malformed"));
-	assert_int_equal(metric("hbeat_devices_connected{transport=\"tcp\"}"), 0);
-	assert_int_equal(metric("hbeat_devices_connected{transport=\"udp\"}"), 0);
-	assert_int_equal(metric("hbeat_kernel_counter_total{counter=\"sk_pong\"}"),
-			 jnum("stats.json", ".kernel.sk_pong"));
-	assert_int_equal(hbt_sh("grep -q '^hbeat_build_info{.*mode=\"offload\"} 1$' %s/metrics.txt",
-			    E.dir),
-			 0);
+	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s curl -sS --max-time 5 -o %s/metrics.txt "
+		 "http://127.0.0.1:%d/metrics",
+		 E.srv_ns, E.dir, METRICS_PORT),
+	      0, "curl of /metrics into %s/metrics.txt", E.dir);
+	HT_EQ(metric("hbeat_heartbeats_kernel_total{transport=\"udp\"}") +
+		      metric("hbeat_heartbeats_kernel_total{transport=\"tcp\"}"),
+	      jnum("stats.json", ".pings_kernel"),
+	      "kernel heartbeats in %s/metrics.txt against stats.json", E.dir);
+	HT_EQ(metric("hbeat_heartbeats_kernel_total{transport=\"tcp\"}"), tcp_pings,
+	      "TCP kernel heartbeats in %s/metrics.txt against hbload's", E.dir);
+	HT_EQ(metric("hbeat_heartbeats_kernel_total{transport=\"udp\"}"), udp_pings,
+	      "UDP kernel heartbeats in %s/metrics.txt against hbload's", E.dir);
+	HT_EQ(metric("hbeat_heartbeats_user_total"), jnum("stats.json", ".pings_user"),
+	      "hbeat_heartbeats_user_total against stats.json (%s)", E.dir);
+	HT_EQ(metric("hbeat_expired_total{transport=\"tcp\"}"), SILENT,
+	      "hbeat_expired_total for TCP in %s/metrics.txt", E.dir);
+	HT_EQ(metric("hbeat_expired_total{transport=\"udp\"}"), SILENT,
+	      "hbeat_expired_total for UDP in %s/metrics.txt", E.dir);
+	HT_EQ(metric("hbeat_auth_total{result=\"ok\"}"), jnum("stats.json", ".user.auth_ok"),
+	      "hbeat_auth_total ok against stats.json (%s)", E.dir);
+	HT_EQ(metric("hbeat_auth_total{result=\"failed\"}"), 0,
+	      "hbeat_auth_total failed in %s/metrics.txt", E.dir);
+	HT_EQ(metric("hbeat_data_frames_total"), jnum("stats.json", ".user.frames_data"),
+	      "hbeat_data_frames_total against stats.json (%s)", E.dir);
+	HT_EQ(metric("hbeat_data_acked_total"), acked,
+	      "hbeat_data_acked_total against hbload's data_acked");
+	HT_EQ(metric("hbeat_data_bytes_total"), jnum("stats.json", ".user.data_bytes"),
+	      "hbeat_data_bytes_total against stats.json (%s)", E.dir);
+	HT_EQ(metric("hbeat_drops_total{reason=\"xdp_malformed\"}"),
+	      jnum("stats.json", ".kernel.xdp_drop_malformed"),
+	      "hbeat_drops_total xdp_malformed against stats.json (%s)", E.dir);
+	HT_EQ(metric("hbeat_devices_connected{transport=\"tcp\"}"), 0,
+	      "hbeat_devices_connected for TCP after the runs");
+	HT_EQ(metric("hbeat_devices_connected{transport=\"udp\"}"), 0,
+	      "hbeat_devices_connected for UDP after the runs");
+	HT_EQ(metric("hbeat_kernel_counter_total{counter=\"sk_pong\"}"),
+	      jnum("stats.json", ".kernel.sk_pong"),
+	      "sk_pong in %s/metrics.txt against stats.json", E.dir);
+	HT_EQ(hbt_sh("grep -q '^hbeat_build_info{.*mode=\"offload\"} 1$' %s/metrics.txt",
+		 E.dir),
+	      0, "hbeat_build_info says mode offload in %s/metrics.txt", E.dir);
 
 	/* every acknowledged DATA frame is a valid JSON line in the sink */
-	assert_int_equal(sh_num("wc -l < %s/sink.jsonl", E.dir), acked);
-	assert_int_equal(sh_num("jq -c 'select(.device >= 1 and (.payload | length) > 0)' "
-				"%s/sink.jsonl | wc -l",
-				E.dir),
-			 acked);
+	HT_EQ(sh_num("wc -l < %s/sink.jsonl", E.dir), acked,
+	      "lines in %s/sink.jsonl against hbload's data_acked", E.dir);
+	HT_EQ(sh_num("jq -c 'select(.device >= 1 and (.payload | length) > 0)' "
+		     "%s/sink.jsonl | wc -l",
+		     E.dir),
+	      acked, "valid DATA lines in %s/sink.jsonl against hbload's data_acked", E.dir);
 }
 
 /* One example device (examples/device.c on the device library) in the client namespace,
@@ -347,26 +380,26 @@ static void device_lifecycle(const char *proto, unsigned long long id)
 	pid_t pid;
 	int status;
 
-	assert_int_equal(hbt_sh("%s/hbctl devices add %llu --keys %s/keys --control %s/ctl.sock > "
-			    "%s/add-%llu.txt",
-			    E.build, id, E.dir, E.dir, E.dir, id),
-			 0);
-	assert_int_equal(hbt_sh("sed -n 's/^secret (shown once; store it in the device): //p' "
-			    "%s/add-%llu.txt > %s/secret-%llu",
-			    E.dir, id, E.dir, id),
-			 0);
+	HT_EQ(hbt_sh("%s/hbctl devices add %llu --keys %s/keys --control %s/ctl.sock > "
+		 "%s/add-%llu.txt",
+		 E.build, id, E.dir, E.dir, E.dir, id),
+	      0, "hbctl devices add %llu (output in %s/add-%llu.txt)", id, E.dir, id);
+	HT_EQ(hbt_sh("sed -n 's/^secret (shown once; store it in the device): //p' "
+		 "%s/add-%llu.txt > %s/secret-%llu",
+		 E.dir, id, E.dir, id),
+	      0, "secret of device %llu picked out of %s/add-%llu.txt", id, E.dir, id);
 	{
 		FILE *f;
 
 		snprintf(out, sizeof(out), "%s/secret-%llu", E.dir, id);
 		f = fopen(out, "r");
 		assert_non_null(f);
-		assert_int_equal(fscanf(f, "%159s", secret), 1);
+		HT_EQ(fscanf(f, "%159s", secret), 1, "secret read from %s", out);
 		fclose(f);
 	}
 	snprintf(out, sizeof(out), "%s/device-%llu.out", E.dir, id);
 	pid = fork();
-	assert_true(pid >= 0);
+	HT_GE(pid, 0, "fork for the example device %llu", id);
 	if (pid == 0) {
 		char cmd[1024];
 
@@ -380,43 +413,47 @@ static void device_lifecycle(const char *proto, unsigned long long id)
 	}
 	for (int i = 0; i < 300 && hbt_sh("grep -q connected %s", out); i++)
 		usleep(10000);
-	assert_int_equal(hbt_sh("grep -q connected %s", out), 0);
+	HT_EQ(hbt_sh("grep -q connected %s", out), 0,
+	      "the example device %llu connected within 3 s (output in %s)", id, out);
 	/* a few heartbeats (interval 1 s), each answered by XDP or the sockmap verdict */
 	sleep(3);
-	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --device %llu "
-			    "--state authed --json > %s/conns-%llu.json",
-			    E.srv_ns, E.build, E.pin, id, E.dir, id),
-			 0);
+	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --device %llu "
+		 "--state authed --json > %s/conns-%llu.json",
+		 E.srv_ns, E.build, E.pin, id, E.dir, id),
+	      0, "hbctl conns --device %llu --state authed into %s/conns-%llu.json", id, E.dir, id);
 	snprintf(out, sizeof(out), "conns-%llu.json", id);
 	pings = jnum(out, strcmp(proto, "udp") ? ".conns[0].pings" : ".sessions[0].pings");
-	assert_true(pings >= 2);
+	HT_GE(pings, 2, "kernel-answered heartbeats of device %llu in %s/%s", id, E.dir, out);
 	/* a downlink, acknowledged by the device */
-	assert_int_equal(hbt_sh("%s/hbctl send %llu 'set interval 60' --control %s/ctl.sock >&2",
-			    E.build, id, E.dir),
-			 0);
+	HT_EQ(hbt_sh("%s/hbctl send %llu 'set interval 60' --control %s/ctl.sock >&2",
+		 E.build, id, E.dir),
+	      0, "hbctl send to device %llu", id);
 	snprintf(out, sizeof(out), "%s/device-%llu.out", E.dir, id);
 	for (int i = 0; i < 100 && hbt_sh("grep -q 'downlink set interval 60' %s", out); i++)
 		usleep(10000);
-	assert_int_equal(hbt_sh("grep -q 'downlink set interval 60' %s", out), 0);
+	HT_EQ(hbt_sh("grep -q 'downlink set interval 60' %s", out), 0,
+	      "the downlink in the device's output %s within 1 s", out);
 	/* revoked: the kernel forgets it and the device is told */
-	assert_int_equal(hbt_sh("%s/hbctl devices remove %llu --keys %s/keys --control %s/ctl.sock "
-			    "--json > %s/rm-%llu.json",
-			    E.build, id, E.dir, E.dir, E.dir, id),
-			 0);
+	HT_EQ(hbt_sh("%s/hbctl devices remove %llu --keys %s/keys --control %s/ctl.sock "
+		 "--json > %s/rm-%llu.json",
+		 E.build, id, E.dir, E.dir, E.dir, id),
+	      0, "hbctl devices remove %llu (output in %s/rm-%llu.json)", id, E.dir, id);
 	snprintf(out, sizeof(out), "rm-%llu.json", id);
-	assert_int_equal(jnum(out, ".sessions_cut"), 1);
+	HT_EQ(jnum(out, ".sessions_cut"), 1, "sessions cut by the removal (%s/%s)", E.dir, out);
 	snprintf(out, sizeof(out), "%s/device-%llu.out", E.dir, id);
 	for (int i = 0; i < 100 && hbt_sh("grep -q 'disconnected %d' %s", HB_BYE_REVOKED, out); i++)
 		usleep(10000);
-	assert_int_equal(hbt_sh("grep -q 'disconnected %d' %s", HB_BYE_REVOKED, out), 0);
-	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --device %llu "
-			    "--json > %s/conns-%llu.json",
-			    E.srv_ns, E.build, E.pin, id, E.dir, id),
-			 0);
+	HT_EQ(hbt_sh("grep -q 'disconnected %d' %s", HB_BYE_REVOKED, out), 0,
+	      "the device says it was revoked, in %s, within 1 s", out);
+	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --device %llu "
+		 "--json > %s/conns-%llu.json",
+		 E.srv_ns, E.build, E.pin, id, E.dir, id),
+	      0, "hbctl conns --device %llu into %s/conns-%llu.json", id, E.dir, id);
 	snprintf(out, sizeof(out), "conns-%llu.json", id);
-	assert_int_equal(jnum(out, strcmp(proto, "udp") ? ".count.tcp" : ".count.udp"), 0);
+	HT_EQ(jnum(out, strcmp(proto, "udp") ? ".count.tcp" : ".count.udp"), 0,
+	      "entries of the revoked device %llu left in the kernel's map", id);
 	kill(pid, SIGTERM);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
+	HT_EQ(waitpid(pid, &status, 0), pid, "wait for the example device");
 }
 
 static void test_device_tcp(void **state)
@@ -434,10 +471,10 @@ static void test_drain(void **state)
 	int status;
 
 	kill(E.hbd, SIGTERM);
-	assert_int_equal(waitpid(E.hbd, &status, 0), E.hbd);
+	HT_EQ(waitpid(E.hbd, &status, 0), E.hbd, "wait for hbd");
 	E.hbd = 0;
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	HT_TRUE(WIFEXITED(status), "hbd exited after SIGTERM (status %#x)", status);
+	HT_EQ(WEXITSTATUS(status), 0, "exit code of hbd after SIGTERM");
 }
 
 int main(void)

@@ -19,9 +19,19 @@
 #include <cmocka.h>
 #include <pwd.h>
 
-#include "test_hbd_harness.h"
-#include "test_hbload_run.h"
-#include "test_netns_env.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "lib/ht_assert.h"
+#include "lib/hbd_harness.h"
+#include "lib/run_prog.h"
+#include "lib/netns_env.h"
+#include "lib/sh.h"
 
 #define PORT 7641
 #define PORT_S "7641"
@@ -87,7 +97,7 @@ static pid_t spawn_hbload(const char *keys, const char *proto, int clients, int 
 			       dur, "--keys", keys, "--first-device", f, "--source",
 			       "10.77.1.1-10.77.1.4", "--json", "--no-progress", NULL };
 
-	assert_int_equal(find_hbload(hbload, sizeof(hbload)), 0);
+	HT_EQ(find_hbload(hbload, sizeof(hbload)), 0, "$BUILD/hbload found");
 	snprintf(ns, sizeof(ns), "--net=/run/netns/%s", E.cli_ns);
 	snprintf(c, sizeof(c), "%d", clients);
 	snprintf(f, sizeof(f), "%d", first);
@@ -111,20 +121,20 @@ static void kill9_grace_then_stop(void **state)
 	int u, tcp;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, hbd_args("2", "1")), 0);
-	assert_int_equal(hn_enter_cli(&E), 0);
+	HT_EQ(ht_start(&d, hbd_args("2", "1")), 0, "hbd with --grace 2 started in %s", E.srv_ns);
+	HT_EQ(hn_enter_cli(&E), 0, "step into the client netns %s", E.cli_ns);
 	u = ht_udp(false);
 	tok = ht_udp_login(u, PORT, false, 1);
-	assert_int_not_equal(tok, 0);
+	HT_NE(tok, 0, "UDP login of device 1");
 	tcp = ht_tcp_login(PORT, 2, false, NULL);
-	assert_true(tcp >= 0);
+	HT_GE(tcp, 0, "TCP login of device 2");
 	for (uint16_t i = 0; i < 5; i++)
-		assert_true(udp_ping(u, tok, i, 500));
+		HT_TRUE(udp_ping(u, tok, i, 500), "XDP PONG for PING %u before the kill", i);
 	dead0 = hn_stat(&E, "kernel.xdp_daemon_dead");
 	kill9(&d);
 	t_kill = ht_now_ms();
 	/* the TCP connection went with the process */
-	assert_true(ht_eof(tcp, 2000));
+	HT_TRUE(ht_eof(tcp, 2000), "the TCP connection closed by the kill -9");
 	close(tcp);
 	for (uint16_t i = 100; ht_now_ms() - t_kill < 3500; i++) {
 		if (udp_ping(u, tok, i, 80))
@@ -134,20 +144,23 @@ static void kill9_grace_then_stop(void **state)
 	printf("kill -9 with --grace 2: XDP answered for %llu ms after the kill, then stopped\n",
 	       (unsigned long long)(last_pong - t_kill));
 	/* the last stamp is up to 250 ms older than the kill */
-	assert_true(last_pong - t_kill >= 1500);
-	assert_true(last_pong - t_kill <= 2300);
-	assert_true(hn_stat(&E, "kernel.xdp_daemon_dead") > dead0);
+	HT_GE(last_pong - t_kill, 1500,
+	      "ms XDP answered after kill -9 with --grace 2 (the stamp is up to 250 ms older)");
+	HT_LE(last_pong - t_kill, 2300, "ms XDP answered after kill -9 with --grace 2");
+	HT_GT(hn_stat(&E, "kernel.xdp_daemon_dead"), dead0,
+	      "xdp_daemon_dead moved (from %lld) once the grace ran out", dead0);
 
 	/* a new daemon: it takes the session over and the kernel answers it again */
 	hn_leave(&E);
-	assert_int_equal(ht_start(&d2, hbd_args("2", "1")), 0);
-	assert_true(ht_file_contains(d2.err, "took over 1 UDP sessions", NULL, 0));
-	assert_int_equal(hn_enter_cli(&E), 0);
-	assert_true(udp_ping(u, tok, 999, 1000));
+	HT_EQ(ht_start(&d2, hbd_args("2", "1")), 0, "new hbd started");
+	HT_TRUE(ht_file_contains(d2.err, "took over 1 UDP sessions", NULL, 0),
+		"the new hbd took over the session, says %s", d2.err);
+	HT_EQ(hn_enter_cli(&E), 0, "step into the client netns %s", E.cli_ns);
+	HT_TRUE(udp_ping(u, tok, 999, 1000), "PONG for the taken-over session");
 	close(u);
 	hn_leave(&E);
-	assert_int_equal(ht_stop(&d2), 0);
-	assert_int_equal(ht_exit_stat(&d2, "adopted"), 1);
+	HT_EQ(ht_stop(&d2), 0, "exit code of the new hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d2, "adopted"), 1, "the adopted exit counter");
 	ht_cleanup(&d2);
 	ht_cleanup(&d);
 }
@@ -168,63 +181,70 @@ static void restart_adopts_pinned_state(void **state)
 	size_t n;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, hbd_args("5", "5")), 0);
-	assert_int_equal(hn_enter_cli(&E), 0);
+	HT_EQ(ht_start(&d, hbd_args("5", "5")), 0, "hbd with --grace 5 started");
+	HT_EQ(hn_enter_cli(&E), 0, "step into the client netns %s", E.cli_ns);
 	u = ht_udp(false);
 	tok = ht_udp_login(u, PORT, false, 1);
-	assert_int_not_equal(tok, 0);
+	HT_NE(tok, 0, "UDP login of device 1");
 	hn_leave(&E);
 	hb = spawn_hbload(d.keys, "udp", 100, 100, 6, &hb_out);
-	assert_true(hb > 0);
+	HT_GT(hb, 0, "hbload with 100 UDP devices spawned");
 	ht_sleep_ms(2000);
 	/* a conns entry whose connection is long gone (sock_ops missed its close) */
 	snprintf(path, sizeof(path), "%s/%s", E.pin, HB_MAP_CONNS);
 	conns_fd = bpf_obj_get(path);
-	assert_true(conns_fd >= 0);
-	assert_int_equal(bpf_map_update_elem(conns_fd, &stale, &sv, BPF_ANY), 0);
+	HT_GE(conns_fd, 0, "open of the pinned conns map %s", path);
+	HT_EQ(bpf_map_update_elem(conns_fd, &stale, &sv, BPF_ANY), 0, "stale conns entry written");
 
 	kill9(&d);
 	t0 = ht_now_ms();
 	ht_sleep_ms(1000);
-	assert_int_equal(ht_start(&d2, hbd_args("5", "5")), 0);
+	HT_EQ(ht_start(&d2, hbd_args("5", "5")), 0, "new hbd started 1 s after the kill");
 	printf("restart: new hbd ready %llu ms after the kill\n",
 	       (unsigned long long)(ht_now_ms() - t0));
-	assert_true(ht_file_contains(d2.err, "took over 101 UDP sessions", NULL, 0));
-	assert_int_not_equal(bpf_map_lookup_elem(conns_fd, &stale, &sv), 0);
+	HT_TRUE(ht_file_contains(d2.err, "took over 101 UDP sessions", NULL, 0),
+		"the new hbd took over 101 sessions, says %s", d2.err);
+	HT_NE(bpf_map_lookup_elem(conns_fd, &stale, &sv), 0,
+	      "stale conns entry removed by the new hbd");
 	close(conns_fd);
 
 	/* a second daemon on the same pins is refused */
-	assert_int_not_equal(ht_start(&d3, hbd_args("5", "5")), 0);
+	HT_NE(ht_start(&d3, hbd_args("5", "5")), 0, "a second hbd on the same pins refused");
 
 	/* the adopted session works end to end with the token it had */
-	assert_int_equal(hn_enter_cli(&E), 0);
-	assert_true(udp_ping(u, tok, 7, 1000));
-	assert_int_equal(ht_udp_send(u, PORT, false, HB_ECHO, 8, tok, "still me", 8), 0);
-	assert_int_equal(ht_udp_recv(u, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_ECHO);
-	assert_int_equal(ht_udp_send(u, PORT, false, HB_DATA, 9, tok, "kept", 4), 0);
-	assert_int_equal(ht_udp_recv(u, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_ACK);
-	assert_int_equal(ht_udp_send(u, PORT, false, HB_BYE, 10, tok, &bye, sizeof(bye)), 0);
+	HT_EQ(hn_enter_cli(&E), 0, "step into the client netns %s", E.cli_ns);
+	HT_TRUE(udp_ping(u, tok, 7, 1000), "PONG for the adopted session");
+	HT_EQ(ht_udp_send(u, PORT, false, HB_ECHO, 8, tok, "still me", 8), 0,
+	      "ECHO of the adopted session sent");
+	HT_EQ(ht_udp_recv(u, buf, &f, HT_IO_MS), 1, "an answer to the ECHO within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_ECHO, "frame type of the answer to the adopted session's ECHO");
+	HT_EQ(ht_udp_send(u, PORT, false, HB_DATA, 9, tok, "kept", 4), 0,
+	      "DATA of the adopted session sent");
+	HT_EQ(ht_udp_recv(u, buf, &f, HT_IO_MS), 1, "an answer to the DATA within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_ACK, "frame type of the answer to the adopted session's DATA");
+	HT_EQ(ht_udp_send(u, PORT, false, HB_BYE, 10, tok, &bye, sizeof(bye)), 0,
+	      "BYE of the adopted session sent");
 	ht_sleep_ms(200);
-	assert_false(udp_ping(u, tok, 11, 300)); /* ended: the kernel no longer answers it */
+	HT_FALSE(udp_ping(u, tok, 11, 300),
+		 "no PONG after the BYE (the kernel no longer answers it)");
 	close(u);
 	/* TCP devices reconnect to the new daemon */
 	tcp = ht_tcp_login(PORT, 3, false, NULL);
-	assert_true(tcp >= 0);
+	HT_GE(tcp, 0, "TCP login to the new hbd");
 	close(tcp);
 	hn_leave(&E);
 
 	n = hbt_drain(hb_out, out, sizeof(out), time(NULL) + 30);
 	out[n] = 0;
-	assert_int_equal(hbt_reap(hb, time(NULL) + 10), 0);
+	HT_EQ(hbt_reap(hb, time(NULL) + 10), 0, "hbload's exit code");
 	printf("100 UDP devices across kill -9 + restart: %s", out);
-	assert_int_equal(hbt_num(out, "connected_end"), 100);
-	assert_int_equal(hbt_num(out, "lost"), 0);
-	assert_int_equal(hbt_num(out, "pongs"), hbt_num(out, "pings"));
-	assert_int_equal(ht_stop(&d2), 0);
-	assert_true(ht_exit_stat(&d2, "adopted") >= 101);
-	assert_true(ht_exit_stat(&d2, "stale_conns") >= 1);
+	HT_EQ(hbt_num(out, "connected_end"), 100, "hbload's devices connected at the end");
+	HT_EQ(hbt_num(out, "lost"), 0, "hbload's lost heartbeats");
+	HT_EQ(hbt_num(out, "pongs"), hbt_num(out, "pings"), "hbload's PONGs against its PINGs");
+	HT_EQ(ht_stop(&d2), 0, "exit code of the new hbd after SIGTERM");
+	HT_GE(ht_exit_stat(&d2, "adopted"), 101,
+	      "the adopted exit counter (100 hbload devices and device 1)");
+	HT_GE(ht_exit_stat(&d2, "stale_conns"), 1, "the stale_conns exit counter");
 	ht_cleanup(&d2);
 	ht_cleanup(&d);
 }
@@ -238,42 +258,48 @@ static void nic_down_up_and_xdp_gone(void **state)
 	int u, ok = 0;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, hbd_args("5", "5")), 0);
-	assert_int_equal(hn_enter_cli(&E), 0);
+	HT_EQ(ht_start(&d, hbd_args("5", "5")), 0, "hbd with --grace 5 started");
+	HT_EQ(hn_enter_cli(&E), 0, "step into the client netns %s", E.cli_ns);
 	u = ht_udp(false);
 	tok = ht_udp_login(u, PORT, false, 1);
-	assert_int_not_equal(tok, 0);
-	assert_true(udp_ping(u, tok, 1, 500));
+	HT_NE(tok, 0, "UDP login of device 1");
+	HT_TRUE(udp_ping(u, tok, 1, 500), "XDP PONG before the NIC goes down");
 
-	assert_int_equal(hbt_sh("ip -n %s link set %s down", E.srv_ns, E.srv_if), 0);
+	HT_EQ(hbt_sh("ip -n %s link set %s down", E.srv_ns, E.srv_if), 0,
+	      "ip link set %s down", E.srv_if);
 	ht_sleep_ms(1500);
-	assert_true(ht_file_contains(d.err, "is down: no heartbeat reaches", NULL, 0));
-	assert_false(udp_ping(u, tok, 2, 300));
-	assert_int_equal(hbt_sh("ip -n %s link set %s up && ip -n %s route replace 10.77.0.0/16 dev %s",
-			       E.srv_ns, E.srv_if, E.srv_ns, E.srv_if),
-			 0);
+	HT_TRUE(ht_file_contains(d.err, "is down: no heartbeat reaches", NULL, 0),
+		"hbd says %s is down, in %s", E.srv_if, d.err);
+	HT_FALSE(udp_ping(u, tok, 2, 300), "no PONG while %s is down", E.srv_if);
+	HT_EQ(hbt_sh("ip -n %s link set %s up && ip -n %s route replace 10.77.0.0/16 dev %s",
+		    E.srv_ns, E.srv_if, E.srv_ns, E.srv_if),
+	      0, "ip link set %s up, route back", E.srv_if);
 	/* the peer notices the carrier again, routes come back */
 	for (uint16_t i = 3; i < 60 && !ok; i++)
 		ok = udp_ping(u, tok, i, 200);
-	assert_true(ok);
+	HT_TRUE(ok, "a PONG within 57 tries once %s is up", E.srv_if);
 	ht_sleep_ms(1200);
-	assert_true(ht_file_contains(d.err, "is up with its XDP program", NULL, 0));
+	HT_TRUE(ht_file_contains(d.err, "is up with its XDP program", NULL, 0),
+		"hbd says %s is up with its XDP program, in %s", E.srv_if, d.err);
 	kern0 = hn_stat(&E, "kernel.xdp_pong");
 	user0 = hn_stat(&E, "user.pings_user");
-	assert_true(udp_ping(u, tok, 70, 500));
-	assert_int_equal(hn_stat(&E, "kernel.xdp_pong"), kern0 + 1);
-	assert_int_equal(hn_stat(&E, "user.pings_user"), user0);
+	HT_TRUE(udp_ping(u, tok, 70, 500), "PONG after the NIC came back");
+	HT_EQ(hn_stat(&E, "kernel.xdp_pong"), kern0 + 1, "xdp_pong moved by the one PING");
+	HT_EQ(hn_stat(&E, "user.pings_user"), user0, "pings_user unmoved (XDP answered)");
 
 	/* the XDP program goes: the daemon answers, and says why */
-	assert_int_equal(hbt_sh("ip -n %s link set dev %s xdp off", E.srv_ns, E.srv_if), 0);
+	HT_EQ(hbt_sh("ip -n %s link set dev %s xdp off", E.srv_ns, E.srv_if), 0,
+	      "XDP program removed from %s", E.srv_if);
 	ht_sleep_ms(1500);
-	assert_true(ht_file_contains(d.err, "has no XDP program any more", NULL, 0));
+	HT_TRUE(ht_file_contains(d.err, "has no XDP program any more", NULL, 0),
+		"hbd says %s has no XDP program, in %s", E.srv_if, d.err);
 	for (uint16_t i = 80; i < 85; i++)
-		assert_true(udp_ping(u, tok, i, 500));
-	assert_true(hn_stat(&E, "user.pings_user") >= user0 + 5);
+		HT_TRUE(udp_ping(u, tok, i, 500), "PONG %u from hbd without XDP", i);
+	HT_GE(hn_stat(&E, "user.pings_user"), user0 + 5,
+	      "pings_user moved by the 5 PINGs hbd answered (from %lld)", user0);
 	close(u);
 	hn_leave(&E);
-	assert_int_equal(ht_stop(&d), 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
 }
 
@@ -286,22 +312,25 @@ static void bpf_unavailable(void **state)
 	int fd;
 
 	(void)state;
-	assert_int_equal(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl load --dev no-such-nic "
-			       "--pin-path %s-2 2>%s-err.txt",
-			       E.srv_ns, E.build, E.pin, "/tmp/hbh-faults"),
-			 2);
-	assert_true(ht_file_contains("/tmp/hbh-faults-err.txt", "no such NIC", line, sizeof(line)));
+	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl load --dev no-such-nic "
+		    "--pin-path %s-2 2>%s-err.txt",
+		    E.srv_ns, E.build, E.pin, "/tmp/hbh-faults"),
+	      2, "exit code of hbctl load --dev no-such-nic (2: environment)");
+	HT_TRUE(ht_file_contains("/tmp/hbh-faults-err.txt", "no such NIC", line, sizeof(line)),
+		"hbctl says there is no such NIC");
 	unlink("/tmp/hbh-faults-err.txt");
 
 	ht_netns[0] = 0;
 	ht_srv4 = INADDR_LOOPBACK;
-	assert_int_equal(ht_start(&d, nobpffs), 0);
-	assert_true(ht_file_contains(d.err, "no bpffs at /tmp/hbh-not-bpffs/hbeat", NULL, 0));
-	assert_true(ht_file_contains(d.err, "mode=userspace(bpf-not-loaded)", NULL, 0));
+	HT_EQ(ht_start(&d, nobpffs), 0, "hbd with a pin path that is not on bpffs started");
+	HT_TRUE(ht_file_contains(d.err, "no bpffs at /tmp/hbh-not-bpffs/hbeat", NULL, 0),
+		"hbd says there is no bpffs, in %s", d.err);
+	HT_TRUE(ht_file_contains(d.err, "mode=userspace(bpf-not-loaded)", NULL, 0),
+		"'mode=userspace(bpf-not-loaded)' in %s", d.err);
 	fd = ht_tcp_login(d.port, 1, false, NULL);
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "login served in userspace");
 	close(fd);
-	assert_int_equal(ht_stop(&d), 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
 	snprintf(ht_netns, sizeof(ht_netns), "%s", E.srv_ns);
 	ht_srv4 = HN_SRV_ADDR_HOST;
@@ -316,19 +345,20 @@ static void pins_root_only(void **state)
 	int status;
 
 	(void)state;
-	assert_int_equal(stat(E.pin, &st), 0);
-	assert_int_equal(st.st_mode & 07777, 0700);
-	assert_int_equal(st.st_uid, 0);
+	HT_EQ(stat(E.pin, &st), 0, "stat of the pin directory %s", E.pin);
+	HT_EQ(st.st_mode & 07777, 0700, "mode of the pin directory");
+	HT_EQ(st.st_uid, 0, "owner of the pin directory");
 	for (const char *const *m = (const char *const[]){ HB_MAP_CONNS, HB_MAP_SESSIONS,
 							    HB_MAP_CONFIG, HB_MAP_USTATS, NULL };
 	     *m; m++) {
 		snprintf(path, sizeof(path), "%s/%s", E.pin, *m);
-		assert_int_equal(stat(path, &st), 0);
-		assert_int_equal(st.st_mode & 0077, 0); /* nothing for group or others */
+		HT_EQ(stat(path, &st), 0, "stat of pin %s", path);
+		HT_EQ(st.st_mode & 0077, 0,
+		      "group and other bits of pin %s (nothing for them)", path);
 	}
 	/* as nobody: neither the directory nor a map can be opened */
 	pid = fork();
-	assert_true(pid >= 0);
+	HT_GE(pid, 0, "fork of the child that runs as nobody");
 	if (pid == 0) {
 		struct passwd *pw = getpwnam("nobody");
 
@@ -341,9 +371,10 @@ static void pins_root_only(void **state)
 			_exit(4);
 		_exit(0);
 	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	HT_EQ(waitpid(pid, &status, 0), pid, "wait for the child that runs as nobody");
+	HT_TRUE(WIFEXITED(status), "the child that runs as nobody exited (status %#x)", status);
+	HT_EQ(WEXITSTATUS(status), 0,
+	      "exit code as nobody (2: setuid, 3: directory opened, 4: map opened)");
 }
 
 /* Kernel maps with room for three of each: the fourth device is served in userspace, the
@@ -358,13 +389,15 @@ static void full_kernel_maps(void **state)
 
 	(void)state;
 	hn_unload(&E);
-	assert_int_equal(hn_load(&E, PORT, "--max-conns 3 --max-sessions 3"), 0);
-	assert_int_equal(ht_start(&d, hbd_args("5", "5")), 0);
-	assert_int_equal(hn_enter_cli(&E), 0);
+	HT_EQ(hn_load(&E, PORT, "--max-conns 3 --max-sessions 3"), 0, "hbctl load with maps of 3");
+	HT_EQ(ht_start(&d, hbd_args("5", "5")), 0, "hbd started");
+	HT_EQ(hn_enter_cli(&E), 0, "step into the client netns %s", E.cli_ns);
 	for (int i = 0; i < 4; i++) {
 		u[i] = ht_udp(false);
-		assert_int_not_equal(tok[i] = ht_udp_login(u[i], PORT, false, (uint64_t)(1 + i)), 0);
-		assert_true((t[i] = ht_tcp_login(PORT, (uint64_t)(100 + i), false, NULL)) >= 0);
+		HT_NE(tok[i] = ht_udp_login(u[i], PORT, false, (uint64_t)(1 + i)), 0,
+		      "UDP login of device %d", 1 + i);
+		HT_GE((t[i] = ht_tcp_login(PORT, (uint64_t)(100 + i), false, NULL)), 0,
+		      "TCP login of device %d", 100 + i);
 	}
 	user0 = hn_stat(&E, "user.pings_user");
 	xdp0 = hn_stat(&E, "kernel.xdp_pong");
@@ -372,23 +405,27 @@ static void full_kernel_maps(void **state)
 	for (int i = 0; i < 4; i++) {
 		struct hb_ping p = { .ts = 1 };
 
-		assert_true(udp_ping(u[i], tok[i], (uint16_t)i, 1000));
-		assert_int_equal(ht_send_frame(t[i], HB_PING, (uint16_t)i, &p, sizeof(p)), 0);
-		assert_true(ht_expect(t[i], HB_PONG, -1));
+		HT_TRUE(udp_ping(u[i], tok[i], (uint16_t)i, 1000), "PONG for UDP device %d", 1 + i);
+		HT_EQ(ht_send_frame(t[i], HB_PING, (uint16_t)i, &p, sizeof(p)), 0,
+		      "PING of TCP device %d sent", 100 + i);
+		HT_TRUE(ht_expect(t[i], HB_PONG, -1), "PONG for TCP device %d", 100 + i);
 	}
 	printf("maps of 3: xdp_pong +%lld, sk_pong +%lld, pings_user +%lld\n",
 	       hn_stat(&E, "kernel.xdp_pong") - xdp0, hn_stat(&E, "kernel.sk_pong") - sk0,
 	       hn_stat(&E, "user.pings_user") - user0);
-	assert_int_equal(hn_stat(&E, "kernel.xdp_pong"), xdp0 + 3);
-	assert_int_equal(hn_stat(&E, "kernel.sk_pong"), sk0 + 3);
-	assert_int_equal(hn_stat(&E, "user.pings_user"), user0 + 2);
-	assert_int_equal(hn_stat(&E, "user.map_full"), 2);
+	HT_EQ(hn_stat(&E, "kernel.xdp_pong"), xdp0 + 3,
+	      "xdp_pong: three UDP devices in the kernel's map");
+	HT_EQ(hn_stat(&E, "kernel.sk_pong"), sk0 + 3,
+	      "sk_pong: three TCP devices in the kernel's map");
+	HT_EQ(hn_stat(&E, "user.pings_user"), user0 + 2,
+	      "pings_user: the fourth of each, in userspace");
+	HT_EQ(hn_stat(&E, "user.map_full"), 2, "the map_full counter");
 	for (int i = 0; i < 4; i++) {
 		close(u[i]);
 		close(t[i]);
 	}
 	hn_leave(&E);
-	assert_int_equal(ht_stop(&d), 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
 }
 
@@ -429,7 +466,6 @@ int main(void)
 		cmocka_unit_test_teardown(full_kernel_maps, each_teardown),
 	};
 
-	(void)hbt_run; /* a helper of test_hbload_run.h this test does not need */
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests_name("faults", tests, setup, teardown);
 }

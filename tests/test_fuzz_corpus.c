@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "lib/ht_assert.h"
 #include "targets.h"
 
 static const struct hbf_target targets[] = HBF_TARGETS;
@@ -57,7 +58,8 @@ static void replay(void **state)
 	int seeds = replay_dir("fuzz/corpus", t), crashes = replay_dir("fuzz/regress", t);
 
 	printf("%s: %d seeds, %d past crashes replayed\n", t->name, seeds, crashes);
-	assert_true(seeds > 0); /* run from the repository root, where the corpus is */
+	HT_GT(seeds, 0,
+	      "seeds replayed from fuzz/corpus (run from the repository root, where the corpus is)");
 }
 
 int main(void)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "lib/ht_assert.h"
 #include "auth.h"
 #include "hbclient.h"
 #include "proto.h"
@@ -38,13 +39,13 @@ static int setup(void **state)
 	int fd = mkstemp(path);
 	const char *line = "1-100000 derive 000102030405060708090a0b0c0d0e0f\n";
 
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "mkstemp of %s", path);
 	assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
 	close(fd);
 	assert_int_equal(hb_keystore_load(path, &fx->ks, err, sizeof(err)), 0);
 	unlink(path);
 	fx->slen = hb_keystore_secret(fx->ks, DEV, fx->secret);
-	assert_true(fx->slen > 0);
+	HT_GT(fx->slen, 0, "secret of device %d from the derive line", DEV);
 	*state = fx;
 	return 0;
 }
@@ -67,7 +68,7 @@ static enum hbc_event server_says(struct fixture *fx, struct hbc *c, uint8_t typ
 	size_t n = hb_encode(fx->rx, sizeof(fx->rx), (enum hb_transport)c->transport, type, seq,
 			     token, p, len);
 
-	assert_true(n > 0);
+	HT_GT(n, 0, "encoded length of the server's frame (type %u)", type);
 	assert_int_equal(hbc_decode(c, fx->rx, n, &f), HB_DECODE_OK);
 	return hbc_input(c, &f, now, ev);
 }
@@ -86,7 +87,8 @@ static enum hbc_event welcome(struct fixture *fx, struct hbc *c, uint32_t interv
 static void authed(struct fixture *fx, struct hbc *c, enum hb_transport t)
 {
 	hbc_init(c, DEV, t);
-	assert_true(hbc_hello(c, fx->buf, sizeof(fx->buf), fx->secret, (size_t)fx->slen, NOW_MS) > 0);
+	HT_GT(hbc_hello(c, fx->buf, sizeof(fx->buf), fx->secret, (size_t)fx->slen, NOW_MS), 0,
+	      "HELLO encoded");
 	assert_int_equal(welcome(fx, c, 30000), HBC_EV_WELCOME);
 }
 
@@ -138,7 +140,8 @@ static void test_welcome(void **state)
 	assert_int_equal(hbc_data(&c, fx->buf, sizeof(fx->buf), "x", 1, NULL), -ENOTCONN);
 	/* a WELCOME we did not ask for is a protocol violation */
 	assert_int_equal(welcome(fx, &c, 30000), HBC_EV_STRAY);
-	assert_true(hbc_hello(&c, fx->buf, sizeof(fx->buf), fx->secret, (size_t)fx->slen, NOW_MS) > 0);
+	HT_GT(hbc_hello(&c, fx->buf, sizeof(fx->buf), fx->secret, (size_t)fx->slen, NOW_MS), 0,
+	      "HELLO encoded after the stray WELCOME");
 	/* a PONG while waiting for WELCOME is too */
 	uint8_t ts[8] = { 0 };
 	assert_int_equal(server_says(fx, &c, HB_PONG, 0, 0, ts, 8, 10, &ev), HBC_EV_PROTO);
@@ -169,7 +172,7 @@ static void test_pong_matching_and_rtt(void **state)
 	assert_int_equal(f.type, HB_PING);
 	assert_int_equal(f.seq, s1);
 	assert_int_equal(hb_get_be64(f.payload), 1000000);
-	assert_true(hbc_ping(&c, fx->buf, sizeof(fx->buf), 2000000, &s2) > 0);
+	HT_GT(hbc_ping(&c, fx->buf, sizeof(fx->buf), 2000000, &s2), 0, "second PING encoded");
 	assert_int_equal((uint16_t)(s1 + 1), s2);
 	assert_int_equal(hbc_pings_outstanding(&c), 2);
 
@@ -186,7 +189,7 @@ static void test_pong_matching_and_rtt(void **state)
 	/* a duplicate PONG, one for a seq never sent, and one from the future are strays */
 	assert_int_equal(server_says(fx, &c, HB_PONG, s1, 0, ts, 8, 5000000, &ev), HBC_EV_STRAY);
 	assert_int_equal(server_says(fx, &c, HB_PONG, s2 + 7, 0, ts, 8, 5000000, &ev), HBC_EV_STRAY);
-	assert_true(hbc_ping(&c, fx->buf, sizeof(fx->buf), 9000000, &s1) > 0);
+	HT_GT(hbc_ping(&c, fx->buf, sizeof(fx->buf), 9000000, &s1), 0, "PING at 9 ms encoded");
 	hb_put_be64(ts, 9000000);
 	assert_int_equal(server_says(fx, &c, HB_PONG, s1, 0, ts, 8, 8000000, &ev), HBC_EV_STRAY);
 	assert_int_equal(server_says(fx, &c, HB_PONG, s1, 0, ts, 8, 9000001, &ev), HBC_EV_PONG);
@@ -203,15 +206,18 @@ static void test_window_and_seq_wrap(void **state)
 
 	authed(fx, &c, HB_TCP);
 	c.seq = 65530; /* wrap in the middle of the window */
-	assert_true(hbc_ping(&c, fx->buf, sizeof(fx->buf), 0, &first) > 0);
+	HT_GT(hbc_ping(&c, fx->buf, sizeof(fx->buf), 0, &first), 0,
+	      "first PING of the window encoded");
 	for (int i = 0; i < HBC_PING_WINDOW - 1; i++)
-		assert_true(hbc_ping(&c, fx->buf, sizeof(fx->buf), 0, &s) > 0);
+		HT_GT(hbc_ping(&c, fx->buf, sizeof(fx->buf), 0, &s), 0,
+		      "PING %d of the window encoded", i + 2);
 	assert_int_equal(hbc_pings_outstanding(&c), HBC_PING_WINDOW);
 	/* the oldest is still inside the window across the wrap */
 	assert_int_equal(server_says(fx, &c, HB_PONG, first, 0, ts, 8, 1, &ev), HBC_EV_PONG);
 	/* the next-oldest sits at the window's edge: two more frames push it out */
-	assert_true(hbc_ping(&c, fx->buf, sizeof(fx->buf), 0, NULL) > 0);
-	assert_true(hbc_data(&c, fx->buf, sizeof(fx->buf), "x", 1, NULL) > 0);
+	HT_GT(hbc_ping(&c, fx->buf, sizeof(fx->buf), 0, NULL), 0, "PING beyond the window encoded");
+	HT_GT(hbc_data(&c, fx->buf, sizeof(fx->buf), "x", 1, NULL), 0,
+	      "DATA beyond the window encoded");
 	assert_int_equal(server_says(fx, &c, HB_PONG, (uint16_t)(first + 1), 0, ts, 8, 1, &ev),
 			 HBC_EV_STRAY);
 	assert_int_equal(server_says(fx, &c, HB_PONG, s, 0, ts, 8, 1, &ev), HBC_EV_PONG);
@@ -228,15 +234,16 @@ static void test_data_ack_echo(void **state)
 	int n;
 
 	authed(fx, &c, HB_TCP);
-	assert_true(hbc_data(&c, fx->buf, sizeof(fx->buf), payload, sizeof(payload), &d1) > 0);
-	assert_true(hbc_ping(&c, fx->buf, sizeof(fx->buf), 5, &p1) > 0);
+	HT_GT(hbc_data(&c, fx->buf, sizeof(fx->buf), payload, sizeof(payload), &d1), 0,
+	      "DATA encoded");
+	HT_GT(hbc_ping(&c, fx->buf, sizeof(fx->buf), 5, &p1), 0, "PING encoded");
 	n = hbc_data(&c, fx->buf, sizeof(fx->buf), payload, sizeof(payload), &d2);
 	assert_int_equal(n, 8 + (int)sizeof(payload));
 	assert_int_equal(hb_decode_stream(fx->buf, (size_t)n, &f), HB_DECODE_OK);
 	assert_int_equal(f.type, HB_DATA);
 	assert_memory_equal(f.payload, payload, sizeof(payload));
 	n = hbc_echo(&c, fx->buf, sizeof(fx->buf), "abcd", 4, &e1);
-	assert_true(n > 0);
+	HT_GT(n, 0, "ECHO encoded");
 	assert_int_equal(hbc_data_outstanding(&c), 2);
 	assert_int_equal(hbc_echo_outstanding(&c), 1);
 
@@ -280,7 +287,8 @@ static void test_bye_and_error(void **state)
 
 	/* ERROR(AUTH) answering our HELLO: authentication failed */
 	hbc_init(&c, DEV, HB_TCP);
-	assert_true(hbc_hello(&c, fx->buf, sizeof(fx->buf), fx->secret, (size_t)fx->slen, NOW_MS) > 0);
+	HT_GT(hbc_hello(&c, fx->buf, sizeof(fx->buf), fx->secret, (size_t)fx->slen, NOW_MS), 0,
+	      "HELLO encoded");
 	assert_int_equal(server_says(fx, &c, HB_ERROR, 0, 0, &e, sizeof(e), 1, &ev),
 			 HBC_EV_AUTH_FAILED);
 	assert_int_equal(c.state, HBC_CLOSED);
@@ -374,11 +382,12 @@ static void test_backoff(void **state)
 		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
 		c.attempt = 3;
 		uint32_t d = hbc_backoff_ms(&c, &full, (uint32_t)(x >> 32));
-		assert_true(d <= 8000);
+		HT_LE(d, 8000, "backoff of draw %d within the cap of attempt 3", i);
 		quart[d * 4 / 8001]++;
 	}
 	for (int q = 0; q < 4; q++)
-		assert_true(quart[q] > 2200 && quart[q] < 2800);
+		HT_TRUE(quart[q] > 2200 && quart[q] < 2800,
+			"draws in quarter %d of [0, 8000] ms (of 10000)", q);
 }
 
 int main(void)

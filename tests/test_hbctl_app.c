@@ -10,7 +10,14 @@
 #include <cmocka.h>
 #include <dirent.h>
 
-#include "test_ctl_helpers.h"
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "lib/ht_assert.h"
+#include "lib/ctl.h"
 
 static struct ht_daemon D;
 static char CTL[108], HBCTL[PATH_MAX];
@@ -75,11 +82,14 @@ static int login_with(uint64_t id, const char *hex)
 	struct hb_hello h;
 	struct timespec now;
 
-	assert_true(len >= HB_SECRET_MIN && fd >= 0);
+	HT_TRUE(len >= HB_SECRET_MIN && fd >= 0,
+		"secret of %d bytes from '%s' (at least %d) and a connection (fd %d)", len, hex,
+		HB_SECRET_MIN, fd);
 	clock_gettime(CLOCK_REALTIME, &now);
 	hb_hello_sign(&h, id, (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000, secret,
 		      (size_t)len);
-	assert_int_equal(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0);
+	HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0,
+	      "HELLO of device %llu sent", (unsigned long long)id);
 	if (ht_recv_frame(fd, buf, &f, HT_IO_MS) == 1 && f.type == HB_WELCOME)
 		return fd;
 	close(fd);
@@ -95,76 +105,83 @@ static void devices_add_list_remove(void **state)
 
 	(void)state;
 	/* add: a fresh secret, printed once, usable at once */
-	assert_int_equal(hbctl(out, sizeof(out), false, "devices add 42 --keys %s --control %s",
-			       D.keys, CTL),
-			 0);
+	HT_EQ(hbctl(out, sizeof(out), false, "devices add 42 --keys %s --control %s",
+		    D.keys, CTL),
+	      0, "exit code of hbctl devices add 42; its output: %s", out);
 	p = strstr(out, "secret (shown once; store it in the device): ");
 	assert_non_null(p);
-	assert_int_equal(sscanf(p + strlen("secret (shown once; store it in the device): "),
-				"%159s", hex),
-			 1);
-	assert_int_equal(strlen(hex), 64); /* 32 random bytes */
+	HT_EQ(sscanf(p + strlen("secret (shown once; store it in the device): "),
+		     "%159s", hex),
+	      1, "the secret in hbctl's output: %s", out);
+	HT_EQ(strlen(hex), 64, "hex digits of the secret hbctl made (32 random bytes)");
 	assert_non_null(strstr(out, "hbd reloaded the key store"));
-	assert_int_equal(reloads(), r0 + 1);
-	assert_int_equal(stat(D.keys, &st), 0);
-	assert_int_equal(st.st_mode & 0777, 0600);
+	HT_EQ(reloads(), r0 + 1, "key_reloads after hbctl devices add");
+	HT_EQ(stat(D.keys, &st), 0, "stat of the key store %s", D.keys);
+	HT_EQ(st.st_mode & 0777, 0600, "mode of the key store %s", D.keys);
 	fd = login_with(42, hex);
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "login of device 42 with the secret hbctl printed");
 	/* a second add of the same device is refused and changes nothing */
-	assert_int_equal(hbctl(out, sizeof(out), true, "devices add 42 --keys %s --control %s",
-			       D.keys, CTL),
-			 3);
+	HT_EQ(hbctl(out, sizeof(out), true, "devices add 42 --keys %s --control %s",
+		    D.keys, CTL),
+	      3, "exit code of a second hbctl devices add 42; its output: %s", out);
 	assert_non_null(strstr(out, "already has a secret"));
 	/* list: devices, ranges, never secrets */
-	assert_int_equal(hbctl(out, sizeof(out), false, "devices list --keys %s --json", D.keys), 0);
+	HT_EQ(hbctl(out, sizeof(out), false, "devices list --keys %s --json", D.keys), 0,
+	      "exit code of hbctl devices list --json; its output: %s", out);
 	assert_non_null(strstr(out, "{\"kind\":\"device\",\"device\":42}"));
 	assert_non_null(strstr(out, "{\"kind\":\"range\",\"first\":100,\"last\":199}"));
 	assert_null(strstr(out, hex));
 	/* remove: gone from the file, and its live session is cut */
-	assert_int_equal(hbctl(out, sizeof(out), false, "devices remove 42 --keys %s --control %s",
-			       D.keys, CTL),
-			 0);
+	HT_EQ(hbctl(out, sizeof(out), false, "devices remove 42 --keys %s --control %s",
+		    D.keys, CTL),
+	      0, "exit code of hbctl devices remove 42; its output: %s", out);
 	assert_non_null(strstr(out, "1 live session(s) cut"));
-	assert_true(ht_expect(fd, HB_BYE, HB_BYE_REVOKED));
-	assert_true(ht_eof(fd, HT_IO_MS));
+	HT_TRUE(ht_expect(fd, HB_BYE, HB_BYE_REVOKED),
+		"BYE(REVOKED) to device 42 after hbctl devices remove");
+	HT_TRUE(ht_eof(fd, HT_IO_MS), "close of device 42's connection");
 	close(fd);
-	assert_int_equal(login_with(42, hex), -1);
+	HT_EQ(login_with(42, hex), -1, "login of removed device 42 refused");
 	/* inside a derive range, removal is a revocation line; adding it again lifts it */
-	assert_int_equal(hbctl(out, sizeof(out), false, "devices remove 150 --keys %s --control %s "
-			       "--json", D.keys, CTL),
-			 0);
+	HT_EQ(hbctl(out, sizeof(out), false, "devices remove 150 --keys %s --control %s "
+		    "--json", D.keys, CTL),
+	      0, "exit code of hbctl devices remove 150 (in a derive range); its output: %s", out);
 	assert_non_null(strstr(out, "\"revoked_in_range\":true"));
-	assert_true(ht_file_contains(D.keys, "150 revoked", NULL, 0));
-	assert_int_equal(hbctl(out, sizeof(out), false, "devices list --keys %s", D.keys), 0);
+	HT_TRUE(ht_file_contains(D.keys, "150 revoked", NULL, 0),
+		"the revocation line in %s", D.keys);
+	HT_EQ(hbctl(out, sizeof(out), false, "devices list --keys %s", D.keys), 0,
+	      "exit code of hbctl devices list; its output: %s", out);
 	assert_non_null(strstr(out, "revoked  150"));
-	assert_int_equal(hbctl(out, sizeof(out), false, "devices add 150 --keys %s --control %s "
-			       "--secret 00112233445566778899aabbccddeeff",
-			       D.keys, CTL),
-			 0);
-	assert_false(ht_file_contains(D.keys, "150 revoked", NULL, 0));
+	HT_EQ(hbctl(out, sizeof(out), false, "devices add 150 --keys %s --control %s "
+		    "--secret 00112233445566778899aabbccddeeff",
+		    D.keys, CTL),
+	      0, "exit code of hbctl devices add 150 --secret; its output: %s", out);
+	HT_FALSE(ht_file_contains(D.keys, "150 revoked", NULL, 0),
+		 "the revocation line of 150 gone from %s after the add", D.keys);
 	fd = login_with(150, "00112233445566778899aabbccddeeff");
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "login of device 150 with its new secret");
 	close(fd);
 	/* errors: unknown device, bad id, bad secret */
-	assert_int_equal(hbctl(out, sizeof(out), true, "devices remove 5000 --keys %s --no-reload",
-			       D.keys),
-			 3);
+	HT_EQ(hbctl(out, sizeof(out), true, "devices remove 5000 --keys %s --no-reload",
+		    D.keys),
+	      3, "exit code of hbctl devices remove of unknown device 5000; its output: %s", out);
 	assert_non_null(strstr(out, "device 5000 is not in"));
-	assert_int_equal(hbctl(out, sizeof(out), true, "devices add abc --keys %s", D.keys), 1);
-	assert_int_equal(hbctl(out, sizeof(out), true, "devices add 7 --secret 12 --keys %s",
-			       D.keys),
-			 1);
-	assert_int_equal(hbctl(out, sizeof(out), true, "devices frob --keys %s", D.keys), 1);
+	HT_EQ(hbctl(out, sizeof(out), true, "devices add abc --keys %s", D.keys), 1,
+	      "exit code of hbctl devices add abc (bad id); its output: %s", out);
+	HT_EQ(hbctl(out, sizeof(out), true, "devices add 7 --secret 12 --keys %s",
+		    D.keys),
+	      1, "exit code of hbctl devices add 7 --secret 12 (bad secret); its output: %s", out);
+	HT_EQ(hbctl(out, sizeof(out), true, "devices frob --keys %s", D.keys), 1,
+	      "exit code of hbctl devices frob; its output: %s", out);
 	/* --no-reload leaves hbd alone; an unreachable hbd is a warning, not a failure */
 	r0 = reloads();
-	assert_int_equal(hbctl(out, sizeof(out), false, "devices add 43 --keys %s --no-reload",
-			       D.keys),
-			 0);
-	assert_int_equal(hbctl(out, sizeof(out), true, "devices add 44 --keys %s --control "
-			       "/nonexistent.sock", D.keys),
-			 0);
+	HT_EQ(hbctl(out, sizeof(out), false, "devices add 43 --keys %s --no-reload",
+		    D.keys),
+	      0, "exit code of hbctl devices add 43 --no-reload; its output: %s", out);
+	HT_EQ(hbctl(out, sizeof(out), true, "devices add 44 --keys %s --control "
+		    "/nonexistent.sock", D.keys),
+	      0, "exit code of hbctl devices add 44 with hbd unreachable; its output: %s", out);
 	assert_non_null(strstr(out, "hbd not reachable at /nonexistent.sock"));
-	assert_int_equal(reloads(), r0);
+	HT_EQ(reloads(), r0, "key_reloads after --no-reload and an unreachable hbd");
 }
 
 static void devices_edits_are_atomic_and_serialised(void **state)
@@ -177,48 +194,52 @@ static void devices_edits_are_atomic_and_serialised(void **state)
 	(void)state;
 	snprintf(dir, sizeof(dir), "%s", D.dir);
 	snprintf(keys, sizeof(keys), "%s/fleet", dir);
-	assert_int_equal(ht_write_keys(keys), 0);
+	HT_EQ(ht_write_keys(keys), 0, "key store %s written", keys);
 	/* eight writers at once: the lock keeps every one of them */
 	snprintf(cmd, sizeof(cmd),
 		 "for i in 1 2 3 4 5 6 7 8; do %s devices add 100$i --keys %s --no-reload "
 		 ">/dev/null 2>&1 & done; wait",
 		 HBCTL, keys);
-	assert_int_equal(system(cmd), 0);
+	HT_EQ(system(cmd), 0, "exit status of eight concurrent hbctl devices add");
 	for (int i = 1; i <= 8; i++) {
 		char want[32];
 
 		snprintf(want, sizeof(want), "100%d ", i);
-		assert_true(ht_file_contains(keys, want, NULL, 0));
+		HT_TRUE(ht_file_contains(keys, want, NULL, 0),
+			"device %s added by one of eight concurrent writers, in %s", want, keys);
 	}
 	/* the result is a store hbd loads */
 	{
 		struct hb_keystore *ks;
 		char why[256];
 
-		assert_int_equal(hb_keystore_load(keys, &ks, why, sizeof(why)), 0);
-		assert_int_equal(hb_keystore_devices(ks), 9 + 8);
+		HT_EQ(hb_keystore_load(keys, &ks, why, sizeof(why)), 0,
+		      "load of the store the eight writers left (%s): %s", keys, why);
+		HT_EQ(hb_keystore_devices(ks), 9 + 8, "devices in the store: 9 + the 8 added");
 		hb_keystore_free(ks);
 	}
 	/* a store that does not parse is not edited */
-	assert_int_equal(system("true"), 0);
+	HT_EQ(system("true"), 0, "system(\"true\")");
 	{
 		FILE *f = fopen(keys, "a");
 
 		fprintf(f, "77 nothex\n");
 		fclose(f);
 	}
-	assert_int_equal(hbctl(out, sizeof(out), true, "devices add 9999 --keys %s --no-reload",
-			       keys),
-			 3);
+	HT_EQ(hbctl(out, sizeof(out), true, "devices add 9999 --keys %s --no-reload",
+		    keys),
+	      3,
+	      "exit code of hbctl devices add to a store that does not parse; its output: %s", out);
 	assert_non_null(strstr(out, ":19: "));
-	assert_false(ht_file_contains(keys, "9999 ", NULL, 0));
+	HT_FALSE(ht_file_contains(keys, "9999 ", NULL, 0),
+		 "device 9999 not added to the store that does not parse (%s)", keys);
 	/* no temporary file is left behind */
 	dp = opendir(dir);
 	assert_non_null(dp);
 	while ((e = readdir(dp)))
 		n += strstr(e->d_name, ".tmp-") != NULL;
 	closedir(dp);
-	assert_int_equal(n, 0);
+	HT_EQ(n, 0, "temporary files left in %s", dir);
 	unlink(keys);
 	snprintf(cmd, sizeof(cmd), "%s.lock", keys);
 	unlink(cmd);
@@ -263,31 +284,39 @@ static void send_and_events(void **state)
 	}
 	for (int i = 0; i < 300 && !ht_file_contains(dev_out, "connected", NULL, 0); i++)
 		ht_sleep_ms(10);
-	assert_int_equal(hbctl(out, sizeof(out), false, "send 6 'valve=open' --control %s", CTL), 0);
+	HT_EQ(hbctl(out, sizeof(out), false, "send 6 'valve=open' --control %s", CTL), 0,
+	      "exit code of hbctl send 6 'valve=open'; its output: %s", out);
 	assert_non_null(strstr(out, "delivered to device 6 (10 bytes"));
-	assert_int_equal(hbctl(out, sizeof(out), false, "send 6 --hex 6869 --json --control %s",
-			       CTL),
-			 0);
+	HT_EQ(hbctl(out, sizeof(out), false, "send 6 --hex 6869 --json --control %s",
+		    CTL),
+	      0, "exit code of hbctl send 6 --hex 6869 --json; its output: %s", out);
 	assert_non_null(strstr(out, "\"ok\":true,\"status\":\"delivered\",\"device\":6"));
 	for (int i = 0; i < 100 && !ht_file_contains(dev_out, "downlink hi", NULL, 0); i++)
 		ht_sleep_ms(10);
-	assert_true(ht_file_contains(dev_out, "downlink valve=open", NULL, 0));
-	assert_true(ht_file_contains(dev_out, "downlink hi", NULL, 0));
+	HT_TRUE(ht_file_contains(dev_out, "downlink valve=open", NULL, 0),
+		"the first downlink in the device's output %s", dev_out);
+	HT_TRUE(ht_file_contains(dev_out, "downlink hi", NULL, 0),
+		"the second downlink in the device's output %s", dev_out);
 	/* not connected, bad payloads, no hbd */
-	assert_int_equal(hbctl(out, sizeof(out), true, "send 99 x --control %s", CTL), 3);
+	HT_EQ(hbctl(out, sizeof(out), true, "send 99 x --control %s", CTL), 3,
+	      "exit code of hbctl send to offline device 99; its output: %s", out);
 	assert_non_null(strstr(out, "offline"));
-	assert_int_equal(hbctl(out, sizeof(out), true, "send 6 --hex zz --control %s", CTL), 1);
-	assert_int_equal(hbctl(out, sizeof(out), true, "send 6 x --control /nonexistent.sock"), 3);
+	HT_EQ(hbctl(out, sizeof(out), true, "send 6 --hex zz --control %s", CTL), 1,
+	      "exit code of hbctl send --hex zz; its output: %s", out);
+	HT_EQ(hbctl(out, sizeof(out), true, "send 6 x --control /nonexistent.sock"), 3,
+	      "exit code of hbctl send with no hbd; its output: %s", out);
 	assert_non_null(strstr(out, "is hbd running with --control"));
 	/* the device goes: offline, the second event; hbctl events exits after --count 2 */
 	kill(dev, SIGTERM);
-	assert_int_equal(waitpid(dev, &st, 0), dev);
-	assert_int_equal(waitpid(ev, &st, 0), ev);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-	assert_true(ht_file_contains(ev_out, "{\"event\":\"online\",\"device\":6,\"transport\":\"tcp\"",
-				     NULL, 0));
-	assert_true(ht_file_contains(ev_out, "{\"event\":\"offline\",\"device\":6,", NULL, 0));
+	HT_EQ(waitpid(dev, &st, 0), dev, "wait for the example device");
+	HT_EQ(waitpid(ev, &st, 0), ev, "wait for hbctl events");
+	HT_TRUE(WIFEXITED(st), "hbctl events exited (status %#x)", st);
+	HT_EQ(WEXITSTATUS(st), 0, "exit code of hbctl events --count 2 (its output: %s)", ev_out);
+	HT_TRUE(ht_file_contains(ev_out, "{\"event\":\"online\",\"device\":6,\"transport\":\"tcp\"",
+				 NULL, 0),
+		"the online event in hbctl events' output %s", ev_out);
+	HT_TRUE(ht_file_contains(ev_out, "{\"event\":\"offline\",\"device\":6,", NULL, 0),
+		"the offline event in hbctl events' output %s", ev_out);
 }
 
 int main(void)

@@ -10,8 +10,15 @@
 
 #include <cmocka.h>
 
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
 #include "metrics.h"
-#include "test_ctl_helpers.h"
+#include "lib/ht_assert.h"
+#include "lib/ctl.h"
 
 static struct ht_daemon D;
 static char CTL[108];
@@ -55,33 +62,37 @@ static void control_requests(void **state)
 	int fd;
 
 	(void)state;
-	assert_int_equal(tc_req(CTL, "ping\n", line, sizeof(line)), 0);
+	HT_EQ(tc_req(CTL, "ping\n", line, sizeof(line)), 0, "reply to 'ping' on %s", CTL);
 	assert_string_equal(line, "{\"req\":1,\"ok\":true}");
-	assert_int_equal(tc_req(CTL, "stats\n", line, sizeof(line)), 0);
+	HT_EQ(tc_req(CTL, "stats\n", line, sizeof(line)), 0, "reply to 'stats'");
 	assert_non_null(strstr(line, "\"ok\":true,\"stats\":{\"pings_user\":"));
-	assert_int_equal(tc_req(CTL, "bogus\n", line, sizeof(line)), 0);
+	HT_EQ(tc_req(CTL, "bogus\n", line, sizeof(line)), 0, "reply to an unknown request");
 	assert_non_null(strstr(line, "\"ok\":false,\"error\":\"unknown request"));
-	assert_int_equal(tc_req(CTL, "send 5\n", line, sizeof(line)), 0);
+	HT_EQ(tc_req(CTL, "send 5\n", line, sizeof(line)), 0, "reply to 'send' without a payload");
 	assert_non_null(strstr(line, "usage: send DEVICE BASE64"));
-	assert_int_equal(tc_req(CTL, "send 5 !!!!\n", line, sizeof(line)), 0);
+	HT_EQ(tc_req(CTL, "send 5 !!!!\n", line, sizeof(line)), 0,
+	      "reply to 'send' with a payload that is not base64");
 	assert_non_null(strstr(line, "payload must be base64"));
-	assert_int_equal(tc_req(CTL, "send 0 aGk=\n", line, sizeof(line)), 0);
+	HT_EQ(tc_req(CTL, "send 0 aGk=\n", line, sizeof(line)), 0, "reply to 'send' to device 0");
 	assert_non_null(strstr(line, "usage"));
 	/* nobody connected as device 7: answered at once */
-	assert_int_equal(tc_req(CTL, "send 7 aGk=\n", line, sizeof(line)), 0);
+	HT_EQ(tc_req(CTL, "send 7 aGk=\n", line, sizeof(line)), 0,
+	      "reply to 'send' to a device nobody is connected as");
 	assert_non_null(strstr(line, "\"ok\":false,\"status\":\"offline\",\"device\":7"));
 	/* blank lines are not requests; the request counter says so */
 	fd = tc_connect(CTL);
-	assert_true(fd >= 0);
-	assert_int_equal(tc_write(fd, "\n\nping\n"), 0);
-	assert_int_equal(tc_line(fd, line, sizeof(line), HT_IO_MS), 0);
+	HT_GE(fd, 0, "connection to the control socket %s", CTL);
+	HT_EQ(tc_write(fd, "\n\nping\n"), 0, "blank lines and 'ping' written");
+	HT_EQ(tc_line(fd, line, sizeof(line), HT_IO_MS), 0,
+	      "reply line to 'ping' after blank lines within %d ms", HT_IO_MS);
 	assert_string_equal(line, "{\"req\":1,\"ok\":true}");
 	/* a line longer than any request: refused, then the connection ends */
 	memset(big, 'x', sizeof(big));
-	assert_int_equal(ht_send_all(fd, big, sizeof(big)), 0);
-	assert_int_equal(tc_line(fd, line, sizeof(line), HT_IO_MS), 0);
+	HT_EQ(ht_send_all(fd, big, sizeof(big)), 0, "a %zu-byte line written", sizeof(big));
+	HT_EQ(tc_line(fd, line, sizeof(line), HT_IO_MS), 0,
+	      "reply line to a line too long within %d ms", HT_IO_MS);
 	assert_non_null(strstr(line, "line too long"));
-	assert_true(ht_eof(fd, HT_IO_MS));
+	HT_TRUE(ht_eof(fd, HT_IO_MS), "control connection closed after a line too long");
 	close(fd);
 }
 
@@ -95,7 +106,7 @@ static void request_send(int fd, uint64_t dev, const char *payload, int timeout_
 		snprintf(req, sizeof(req), "send %" PRIu64 " %s %d\n", dev, b64, timeout_ms);
 	else
 		snprintf(req, sizeof(req), "send %" PRIu64 " %s\n", dev, b64);
-	assert_int_equal(tc_write(fd, req), 0);
+	HT_EQ(tc_write(fd, req), 0, "request '%s' written", req);
 }
 
 static uint16_t expect_down_tcp(int dev_fd, const char *payload)
@@ -103,9 +114,10 @@ static uint16_t expect_down_tcp(int dev_fd, const char *payload)
 	uint8_t buf[HB_MAX_FRAME];
 	struct hb_frame f;
 
-	assert_int_equal(ht_recv_frame(dev_fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_DOWN);
-	assert_int_equal(f.len, strlen(payload));
+	HT_EQ(ht_recv_frame(dev_fd, buf, &f, HT_IO_MS), 1,
+	      "a frame for the device within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_DOWN, "frame type sent to the device");
+	HT_EQ(f.len, strlen(payload), "DOWN payload length (of '%s')", payload);
 	assert_memory_equal(f.payload, payload, f.len);
 	return f.seq;
 }
@@ -119,32 +131,38 @@ static void tcp_downlink(void **state)
 	char line[512];
 
 	(void)state;
-	assert_true(dev >= 0 && ctl >= 0);
+	HT_TRUE(dev >= 0 && ctl >= 0,
+		"login of device 9 (fd %d) and control connection (fd %d)", dev, ctl);
 	/* delivered: the device ACKs with the DOWN's seq */
 	request_send(ctl, 9, "open valve 3", 0);
 	seq = expect_down_tcp(dev, "open valve 3");
-	assert_int_equal(ht_send_frame(dev, HB_ACK, seq, NULL, 0), 0);
-	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	HT_EQ(ht_send_frame(dev, HB_ACK, seq, NULL, 0), 0, "device's ACK for DOWN %u sent", seq);
+	HT_EQ(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0,
+	      "reply line to the delivered send within %d ms", HT_IO_MS);
 	assert_non_null(strstr(line, "{\"req\":1,\"ok\":true,\"status\":\"delivered\",\"device\":9"));
-	assert_int_equal(tc_num(line, "seq"), seq);
-	assert_true(tc_num(line, "rtt_us") >= 0);
+	HT_EQ(tc_num(line, "seq"), seq, "seq in the reply: the DOWN's");
+	HT_GE(tc_num(line, "rtt_us"), 0, "rtt_us in the reply: %s", line);
 	/* an ACK for nothing in flight changes nothing: the session goes on */
-	assert_int_equal(ht_send_frame(dev, HB_ACK, (uint16_t)(seq + 100), NULL, 0), 0);
+	HT_EQ(ht_send_frame(dev, HB_ACK, (uint16_t)(seq + 100), NULL, 0), 0,
+	      "ACK for nothing in flight sent");
 	/* no ACK: timeout */
 	request_send(ctl, 9, "no answer", 300);
 	(void)expect_down_tcp(dev, "no answer");
-	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	HT_EQ(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0,
+	      "reply line to the unanswered send within %d ms", HT_IO_MS);
 	assert_non_null(strstr(line, "{\"req\":2,\"ok\":false,\"status\":\"timeout\""));
 	/* the session ends before the ACK: closed */
 	request_send(ctl, 9, "gone soon", 0);
 	(void)expect_down_tcp(dev, "gone soon");
 	close(dev);
-	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	HT_EQ(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0,
+	      "reply line to the send whose session closed within %d ms", HT_IO_MS);
 	assert_non_null(strstr(line, "{\"req\":3,\"ok\":false,\"status\":\"closed\""));
 	close(ctl);
-	assert_int_equal(stat_of(CTL, "down_sent") - sent0, 3);
-	assert_int_equal(stat_of(CTL, "down_acked") - acked0, 1);
-	assert_int_equal(stat_of(CTL, "down_failed") - failed0, 2);
+	HT_EQ(stat_of(CTL, "down_sent") - sent0, 3, "down_sent counter moved by the three sends");
+	HT_EQ(stat_of(CTL, "down_acked") - acked0, 1, "down_acked counter moved by the one ACK");
+	HT_EQ(stat_of(CTL, "down_failed") - failed0, 2,
+	      "down_failed counter moved by the timeout and the close");
 }
 
 static void udp_downlink(void **state)
@@ -156,21 +174,26 @@ static void udp_downlink(void **state)
 	char line[512];
 
 	(void)state;
-	assert_true(ctl >= 0);
-	assert_int_not_equal(token, 0);
+	HT_GE(ctl, 0, "connection to the control socket %s", CTL);
+	HT_NE(token, 0, "UDP login of device 5");
 	request_send(ctl, 5, "reboot at 3am", 0);
-	assert_int_equal(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_DOWN);
-	assert_int_equal(f.token, token);
+	HT_EQ(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1,
+	      "a datagram for device 5 within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_DOWN, "frame type sent to device 5");
+	HT_EQ(f.token, token, "token of the DOWN (device 5's session)");
 	assert_memory_equal(f.payload, "reboot at 3am", f.len);
-	assert_int_equal(ht_udp_send(dev, D.port, false, HB_ACK, f.seq, token, NULL, 0), 0);
-	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	HT_EQ(ht_udp_send(dev, D.port, false, HB_ACK, f.seq, token, NULL, 0), 0,
+	      "device's ACK for DOWN %u sent", f.seq);
+	HT_EQ(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0,
+	      "reply line to the delivered send within %d ms", HT_IO_MS);
 	assert_non_null(strstr(line, "\"ok\":true,\"status\":\"delivered\",\"device\":5"));
 	/* an ACK with another session's token is nobody's */
 	request_send(ctl, 5, "second", 300);
-	assert_int_equal(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(ht_udp_send(dev, D.port, false, HB_ACK, f.seq, token ^ 1, NULL, 0), 0);
-	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	HT_EQ(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1, "the second DOWN within %d ms", HT_IO_MS);
+	HT_EQ(ht_udp_send(dev, D.port, false, HB_ACK, f.seq, token ^ 1, NULL, 0), 0,
+	      "ACK with another session's token sent");
+	HT_EQ(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0,
+	      "reply line to the send ACKed with the wrong token within %d ms", HT_IO_MS);
 	assert_non_null(strstr(line, "\"status\":\"timeout\""));
 	/* ACKs from new source ports (NAT rebinding): SO_REUSEPORT hands each to either worker,
 	 * so most of the eight reach a worker that does not own the session and are forwarded
@@ -179,15 +202,18 @@ static void udp_downlink(void **state)
 		int next = ht_udp(false);
 
 		request_send(ctl, 5, "hop", 0);
-		assert_int_equal(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1);
-		assert_int_equal(f.type, HB_DOWN);
-		assert_int_equal(ht_udp_send(next, D.port, false, HB_ACK, f.seq, token, NULL, 0), 0);
-		assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+		HT_EQ(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1,
+		      "DOWN %d of 8 within %d ms", i + 1, HT_IO_MS);
+		HT_EQ(f.type, HB_DOWN, "frame type sent to device 5 (hop %d)", i + 1);
+		HT_EQ(ht_udp_send(next, D.port, false, HB_ACK, f.seq, token, NULL, 0), 0,
+		      "ACK from a new source port sent (hop %d)", i + 1);
+		HT_EQ(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0,
+		      "reply line to hop %d's send within %d ms", i + 1, HT_IO_MS);
 		assert_non_null(strstr(line, "\"status\":\"delivered\""));
 		close(dev);
 		dev = next;
 	}
-	assert_int_equal(ht_udp_send(dev, D.port, false, HB_BYE, 2, token, "\0\0", 2), 0);
+	HT_EQ(ht_udp_send(dev, D.port, false, HB_BYE, 2, token, "\0\0", 2), 0, "BYE sent");
 	close(dev);
 	close(ctl);
 }
@@ -200,7 +226,9 @@ static void expect_event(int sub, const char *kind, uint64_t dev, char *line, si
 	snprintf(want_kind, sizeof(want_kind), "\"event\":\"%s\"", kind);
 	snprintf(want_dev, sizeof(want_dev), "\"device\":%" PRIu64 ",", dev);
 	for (int i = 0; i < 20; i++) {
-		assert_int_equal(tc_line(sub, line, cap, HT_IO_MS), 0);
+		HT_EQ(tc_line(sub, line, cap, HT_IO_MS), 0,
+		      "event line within %d ms while waiting for '%s' of device %" PRIu64, HT_IO_MS,
+		      kind, dev);
 		if (strstr(line, want_kind) && strstr(line, want_dev))
 			return;
 	}
@@ -215,20 +243,21 @@ static void presence_events(void **state)
 	uint64_t t1, t2;
 
 	(void)state;
-	assert_true(sub >= 0);
-	assert_int_equal(tc_write(sub, "subscribe\n"), 0);
-	assert_int_equal(tc_line(sub, line, sizeof(line), HT_IO_MS), 0);
+	HT_GE(sub, 0, "subscriber connection to %s", CTL);
+	HT_EQ(tc_write(sub, "subscribe\n"), 0, "'subscribe' written");
+	HT_EQ(tc_line(sub, line, sizeof(line), HT_IO_MS), 0,
+	      "reply line to 'subscribe' within %d ms", HT_IO_MS);
 	assert_string_equal(line, "{\"req\":1,\"ok\":true}");
 	tcp = ht_tcp_login(D.port, 3, false, NULL);
-	assert_true(tcp >= 0);
+	HT_GE(tcp, 0, "TCP login of device 3");
 	expect_event(sub, "online", 3, line, sizeof(line));
 	assert_non_null(strstr(line, "\"transport\":\"tcp\""));
-	assert_int_equal(ht_send_frame(tcp, HB_BYE, 2, &bye, sizeof(bye)), 0);
+	HT_EQ(ht_send_frame(tcp, HB_BYE, 2, &bye, sizeof(bye)), 0, "BYE of device 3 sent");
 	expect_event(sub, "offline", 3, line, sizeof(line));
 	close(tcp);
 	/* UDP: online with the peer; a second HELLO supersedes the first session */
 	t1 = ht_udp_login(u1, D.port, false, 4);
-	assert_int_not_equal(t1, 0);
+	HT_NE(t1, 0, "UDP login of device 4");
 	expect_event(sub, "online", 4, line, sizeof(line));
 	assert_non_null(strstr(line, "\"transport\":\"udp\""));
 	assert_non_null(strstr(line, "\"peer\":\"127.0.0.1:"));
@@ -237,10 +266,11 @@ static void presence_events(void **state)
 	snprintf(first_session, sizeof(first_session), "%.16s", p + 11);
 	ht_sleep_ms(2); /* a newer HELLO timestamp */
 	t2 = ht_udp_login(u2, D.port, false, 4);
-	assert_int_not_equal(t2, 0);
+	HT_NE(t2, 0, "second UDP login of device 4");
 	expect_event(sub, "superseded", 4, line, sizeof(line));
 	assert_non_null(strstr(line, first_session)); /* the old session, not the new one */
-	assert_int_equal(ht_udp_send(u2, D.port, false, HB_BYE, 2, t2, &bye, sizeof(bye)), 0);
+	HT_EQ(ht_udp_send(u2, D.port, false, HB_BYE, 2, t2, &bye, sizeof(bye)), 0,
+	      "BYE of device 4's second session sent");
 	expect_event(sub, "offline", 4, line, sizeof(line));
 	close(u1);
 	close(u2);
@@ -254,22 +284,24 @@ static void metrics_parse_addr(void **state)
 	socklen_t len;
 
 	(void)state;
-	assert_int_equal(hbd_metrics_parse_addr("9107", &ss, &len), 0);
-	assert_int_equal(s4->sin_family, AF_INET);
-	assert_int_equal(s4->sin_addr.s_addr, htonl(INADDR_LOOPBACK)); /* local by default */
-	assert_int_equal(ntohs(s4->sin_port), 9107);
-	assert_int_equal(hbd_metrics_parse_addr(":9107", &ss, &len), 0);
-	assert_int_equal(s4->sin_addr.s_addr, htonl(INADDR_LOOPBACK));
-	assert_int_equal(hbd_metrics_parse_addr("0.0.0.0:80", &ss, &len), 0);
-	assert_int_equal(s4->sin_addr.s_addr, 0);
-	assert_int_equal(hbd_metrics_parse_addr("[::1]:80", &ss, &len), 0);
-	assert_int_equal(ss.ss_family, AF_INET6);
-	assert_int_equal(len, sizeof(struct sockaddr_in6));
-	assert_int_not_equal(hbd_metrics_parse_addr("", &ss, &len), 0);
-	assert_int_not_equal(hbd_metrics_parse_addr("host:80", &ss, &len), 0);
-	assert_int_not_equal(hbd_metrics_parse_addr("1.2.3.4:65536", &ss, &len), 0);
-	assert_int_not_equal(hbd_metrics_parse_addr("[::1]80", &ss, &len), 0);
-	assert_int_not_equal(hbd_metrics_parse_addr("127.0.0.1:-1", &ss, &len), 0);
+	HT_EQ(hbd_metrics_parse_addr("9107", &ss, &len), 0, "parse of '9107'");
+	HT_EQ(s4->sin_family, AF_INET, "address family of '9107'");
+	HT_EQ(s4->sin_addr.s_addr, htonl(INADDR_LOOPBACK), "address of '9107' (local by default)");
+	HT_EQ(ntohs(s4->sin_port), 9107, "port of '9107'");
+	HT_EQ(hbd_metrics_parse_addr(":9107", &ss, &len), 0, "parse of ':9107'");
+	HT_EQ(s4->sin_addr.s_addr, htonl(INADDR_LOOPBACK), "address of ':9107'");
+	HT_EQ(hbd_metrics_parse_addr("0.0.0.0:80", &ss, &len), 0, "parse of '0.0.0.0:80'");
+	HT_EQ(s4->sin_addr.s_addr, 0, "address of '0.0.0.0:80'");
+	HT_EQ(hbd_metrics_parse_addr("[::1]:80", &ss, &len), 0, "parse of '[::1]:80'");
+	HT_EQ(ss.ss_family, AF_INET6, "address family of '[::1]:80'");
+	HT_EQ(len, sizeof(struct sockaddr_in6), "address length of '[::1]:80'");
+	HT_NE(hbd_metrics_parse_addr("", &ss, &len), 0, "parse of '' refused");
+	HT_NE(hbd_metrics_parse_addr("host:80", &ss, &len), 0, "parse of 'host:80' refused");
+	HT_NE(hbd_metrics_parse_addr("1.2.3.4:65536", &ss, &len), 0,
+	      "parse of '1.2.3.4:65536' refused");
+	HT_NE(hbd_metrics_parse_addr("[::1]80", &ss, &len), 0, "parse of '[::1]80' refused");
+	HT_NE(hbd_metrics_parse_addr("127.0.0.1:-1", &ss, &len), 0,
+	      "parse of '127.0.0.1:-1' refused");
 }
 
 /* Every sample line is "name value" or "name{labels} value"; histogram buckets grow. */
@@ -289,14 +321,16 @@ static void check_exposition(const char *text)
 			continue;
 		char *sp = strrchr(l, ' ');
 		assert_non_null(sp);
-		assert_true(sp[1] == '-' || (sp[1] >= '0' && sp[1] <= '9'));
-		assert_true((l[0] >= 'a' && l[0] <= 'z') || l[0] == '_');
+		HT_TRUE(sp[1] == '-' || (sp[1] >= '0' && sp[1] <= '9'),
+			"a number after the last space of '%s'", l);
+		HT_TRUE((l[0] >= 'a' && l[0] <= 'z') || l[0] == '_',
+			"a metric name at the start of '%s'", l);
 		char *b = strstr(l, "_bucket{le=");
 		if (b) {
 			long long v = atoll(sp + 1);
 
 			if (!strncmp(prev_hist, l, (size_t)(b - l)))
-				assert_true(v >= prev); /* cumulative */
+				HT_GE(v, prev, "histogram buckets cumulative at '%s'", l);
 			snprintf(prev_hist, sizeof(prev_hist), "%.*s", (int)(b - l), l);
 			prev = v;
 		}
@@ -313,48 +347,58 @@ static void metrics_match_counters(void **state)
 	char *text;
 
 	(void)state;
-	assert_true(fd >= 0 && MPORT);
+	HT_TRUE(fd >= 0 && MPORT, "login of device 8 (fd %d) and the metrics port (%u)", fd, MPORT);
 	for (uint16_t i = 0; i < 5; i++) {
-		assert_int_equal(ht_send_frame(fd, HB_PING, i, &ping, sizeof(ping)), 0);
-		assert_true(ht_expect(fd, HB_PONG, -1));
+		HT_EQ(ht_send_frame(fd, HB_PING, i, &ping, sizeof(ping)), 0, "PING %u sent", i);
+		HT_TRUE(ht_expect(fd, HB_PONG, -1), "PONG %u", i);
 	}
-	assert_int_equal(ht_send_frame(fd, HB_DATA, 9, "t=21", 4), 0);
-	assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_ACK);
+	HT_EQ(ht_send_frame(fd, HB_DATA, 9, "t=21", 4), 0, "DATA sent");
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
+	      "an answer to the DATA within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_ACK, "frame type of the answer to DATA");
 	/* quiet now: the counters hold still between the two reads */
 	text = tc_curl(MPORT, "/metrics", &status);
-	assert_int_equal(tc_req(CTL, "stats\n", line, sizeof(line)), 0);
+	HT_EQ(tc_req(CTL, "stats\n", line, sizeof(line)), 0, "reply to 'stats'");
 	assert_non_null(text);
-	assert_int_equal(status, 200);
+	HT_EQ(status, 200, "HTTP status of GET /metrics");
 	check_exposition(text);
 	assert_non_null(strstr(text, "hbeat_build_info{version=\""));
 	assert_non_null(strstr(text, "mode=\"userspace\"} 1\n"));
-	assert_int_equal(tc_metric(text, "hbeat_devices_connected{transport=\"tcp\"}"), 1);
-	assert_int_equal(tc_metric(text, "hbeat_heartbeats_user_total"), tc_num(line, "pings_user"));
-	assert_true(tc_metric(text, "hbeat_heartbeats_user_total") >= 5);
-	assert_int_equal(tc_metric(text, "hbeat_heartbeats_kernel_total{transport=\"udp\"}"), 0);
-	assert_int_equal(tc_metric(text, "hbeat_auth_total{result=\"ok\"}"), tc_num(line, "auth_ok"));
-	assert_int_equal(tc_metric(text, "hbeat_auth_total{result=\"failed\"}"),
-			 tc_num(line, "auth_fail"));
-	assert_int_equal(tc_metric(text, "hbeat_data_frames_total"), tc_num(line, "frames_data"));
-	assert_int_equal(tc_metric(text, "hbeat_data_bytes_total"), tc_num(line, "data_bytes"));
-	assert_int_equal(tc_metric(text, "hbeat_drops_total{reason=\"malformed\"}"),
-			 tc_num(line, "frames_bad"));
+	HT_EQ(tc_metric(text, "hbeat_devices_connected{transport=\"tcp\"}"), 1,
+	      "hbeat_devices_connected for TCP");
+	HT_EQ(tc_metric(text, "hbeat_heartbeats_user_total"), tc_num(line, "pings_user"),
+	      "hbeat_heartbeats_user_total against pings_user");
+	HT_GE(tc_metric(text, "hbeat_heartbeats_user_total"), 5,
+	      "hbeat_heartbeats_user_total after 5 PINGs");
+	HT_EQ(tc_metric(text, "hbeat_heartbeats_kernel_total{transport=\"udp\"}"), 0,
+	      "hbeat_heartbeats_kernel_total for UDP (no kernel path here)");
+	HT_EQ(tc_metric(text, "hbeat_auth_total{result=\"ok\"}"), tc_num(line, "auth_ok"),
+	      "hbeat_auth_total ok against auth_ok");
+	HT_EQ(tc_metric(text, "hbeat_auth_total{result=\"failed\"}"), tc_num(line, "auth_fail"),
+	      "hbeat_auth_total failed against auth_fail");
+	HT_EQ(tc_metric(text, "hbeat_data_frames_total"), tc_num(line, "frames_data"),
+	      "hbeat_data_frames_total against frames_data");
+	HT_EQ(tc_metric(text, "hbeat_data_bytes_total"), tc_num(line, "data_bytes"),
+	      "hbeat_data_bytes_total against data_bytes");
+	HT_EQ(tc_metric(text, "hbeat_drops_total{reason=\"malformed\"}"),
+	      tc_num(line, "frames_bad"), "hbeat_drops_total malformed against frames_bad");
 	/* every daemon counter under its own name, equal to what the control socket says */
 #define CHECK(name)                                                                              \
 	snprintf(series, sizeof(series), "hbeat_daemon_counter{counter=\"%s\"}", #name);         \
-	assert_int_equal(tc_metric(text, series), tc_num(line, #name));
+	HT_EQ(tc_metric(text, series), tc_num(line, #name), "%s against the stats request", series);
 	HB_USTATS(CHECK)
 #undef CHECK
 	/* the sink write the DATA frame waited for was timed */
-	assert_true(tc_metric(text, "hbeat_sink_write_seconds_count") >= 1);
-	assert_int_equal(tc_metric(text, "hbeat_sink_write_seconds_bucket{le=\"+Inf\"}"),
-			 tc_metric(text, "hbeat_sink_write_seconds_count"));
+	HT_GE(tc_metric(text, "hbeat_sink_write_seconds_count"), 1,
+	      "hbeat_sink_write_seconds_count after a DATA frame");
+	HT_EQ(tc_metric(text, "hbeat_sink_write_seconds_bucket{le=\"+Inf\"}"),
+	      tc_metric(text, "hbeat_sink_write_seconds_count"),
+	      "the +Inf bucket of hbeat_sink_write_seconds against its count");
 	free(text);
 	close(fd);
 	/* nothing else is served */
 	text = tc_curl(MPORT, "/", &status);
-	assert_int_equal(status, 404);
+	HT_EQ(status, 404, "HTTP status of GET /");
 	free(text);
 }
 
@@ -380,7 +424,7 @@ static void write_keys(const char *path, bool drop9, bool revoke101, bool broken
 		fprintf(f, "101 revoked\n");
 	if (broken)
 		fprintf(f, "12 not-hex-at-all\n");
-	assert_int_equal(fclose(f), 0);
+	HT_EQ(fclose(f), 0, "key store written to %s", path);
 }
 
 static void reload_revokes_live_sessions(void **state)
@@ -395,42 +439,54 @@ static void reload_revokes_live_sessions(void **state)
 	uint64_t t101, t102;
 
 	(void)state;
-	assert_int_equal(tc_start(&d, ctl, sizeof(ctl), false, NULL, args), 0);
+	HT_EQ(tc_start(&d, ctl, sizeof(ctl), false, NULL, args), 0,
+	      "hbd with a control socket started");
 	sub = tc_connect(ctl);
-	assert_int_equal(tc_write(sub, "subscribe\n"), 0);
-	assert_int_equal(tc_line(sub, line, sizeof(line), HT_IO_MS), 0);
+	HT_EQ(tc_write(sub, "subscribe\n"), 0, "'subscribe' written");
+	HT_EQ(tc_line(sub, line, sizeof(line), HT_IO_MS), 0,
+	      "reply line to 'subscribe' within %d ms", HT_IO_MS);
 	tcp = ht_tcp_login(d.port, 9, false, NULL);
 	t101 = ht_udp_login(u101, d.port, false, 101);
 	t102 = ht_udp_login(u102, d.port, false, 102);
-	assert_true(tcp >= 0 && t101 && t102);
+	HT_TRUE(tcp >= 0 && t101 && t102,
+		"TCP login of 9 (fd %d), UDP logins of 101 (%#llx) and 102 (%#llx)", tcp,
+		(unsigned long long)t101, (unsigned long long)t102);
 
 	/* a store that does not parse changes nothing */
 	write_keys(d.keys, true, true, true);
-	assert_int_equal(tc_req(ctl, "reload\n", line, sizeof(line)), 0);
+	HT_EQ(tc_req(ctl, "reload\n", line, sizeof(line)), 0,
+	      "reply to 'reload' of a broken key store");
 	assert_non_null(strstr(line, "\"ok\":false"));
 	assert_non_null(strstr(line, "keys:11"));
-	assert_int_equal(ht_send_frame(tcp, HB_PING, 1, &ping, sizeof(ping)), 0);
-	assert_true(ht_expect(tcp, HB_PONG, -1));
+	HT_EQ(ht_send_frame(tcp, HB_PING, 1, &ping, sizeof(ping)), 0, "PING of device 9 sent");
+	HT_TRUE(ht_expect(tcp, HB_PONG, -1), "PONG for device 9 after the refused reload");
 
 	/* device 9 removed, 101 revoked inside its range: both live sessions are cut */
 	write_keys(d.keys, true, true, false);
-	assert_int_equal(tc_req(ctl, "reload\n", line, sizeof(line)), 0);
+	HT_EQ(tc_req(ctl, "reload\n", line, sizeof(line)), 0, "reply to 'reload'");
 	assert_non_null(strstr(line, "\"ok\":true"));
-	assert_int_equal(tc_num(line, "revoked"), 1);
-	assert_int_equal(tc_num(line, "revoked_sessions"), 2);
-	assert_true(ht_expect(tcp, HB_BYE, HB_BYE_REVOKED));
-	assert_true(ht_eof(tcp, HT_IO_MS));
+	HT_EQ(tc_num(line, "revoked"), 1, "'revoked' in the reload reply: %s", line);
+	HT_EQ(tc_num(line, "revoked_sessions"), 2,
+	      "'revoked_sessions' in the reload reply: %s", line);
+	HT_TRUE(ht_expect(tcp, HB_BYE, HB_BYE_REVOKED),
+		"BYE(REVOKED) to device 9 (removed from the store)");
+	HT_TRUE(ht_eof(tcp, HT_IO_MS), "close of device 9's connection");
 	close(tcp);
-	assert_int_equal(ht_udp_recv(u101, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_BYE);
-	assert_int_equal(be16toh(*(const uint16_t *)f.payload), HB_BYE_REVOKED);
+	HT_EQ(ht_udp_recv(u101, buf, &f, HT_IO_MS), 1,
+	      "a datagram for device 101 within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_BYE, "frame type sent to revoked device 101");
+	HT_EQ(be16toh(*(const uint16_t *)f.payload), HB_BYE_REVOKED, "BYE reason for device 101");
 	/* the revoked UDP session is gone: its heartbeats get nothing */
-	assert_int_equal(ht_udp_send(u101, d.port, false, HB_PING, 2, t101, &ping, sizeof(ping)), 0);
-	assert_int_equal(ht_udp_recv(u101, buf, &f, 300), -1);
+	HT_EQ(ht_udp_send(u101, d.port, false, HB_PING, 2, t101, &ping, sizeof(ping)), 0,
+	      "PING of revoked device 101 sent");
+	HT_EQ(ht_udp_recv(u101, buf, &f, 300), -1,
+	      "no answer to the revoked session within 300 ms");
 	/* the rest of the range is untouched */
-	assert_int_equal(ht_udp_send(u102, d.port, false, HB_PING, 2, t102, &ping, sizeof(ping)), 0);
-	assert_int_equal(ht_udp_recv(u102, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_PONG);
+	HT_EQ(ht_udp_send(u102, d.port, false, HB_PING, 2, t102, &ping, sizeof(ping)), 0,
+	      "PING of device 102 sent");
+	HT_EQ(ht_udp_recv(u102, buf, &f, HT_IO_MS), 1,
+	      "an answer to device 102 within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_PONG, "frame type of the answer to device 102");
 	expect_event(sub, "revoked", 9, line, sizeof(line));
 	/* and neither device gets back in */
 	fd = ht_tcp(d.port, false);
@@ -438,28 +494,31 @@ static void reload_revokes_live_sessions(void **state)
 		struct hb_hello h;
 
 		ht_hello(&h, 9, 0);
-		assert_int_equal(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0);
-		assert_true(ht_expect(fd, HB_ERROR, HB_ERR_AUTH));
+		HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0,
+		      "HELLO of removed device 9 sent");
+		HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_AUTH), "ERROR(AUTH) for removed device 9");
 		close(fd);
 	}
-	assert_int_equal(ht_udp_login(u101, d.port, false, 101), 0);
-	assert_int_equal(stat_of(ctl, "revoked"), 2);
-	assert_int_equal(stat_of(ctl, "key_reloads"), 1);
+	HT_EQ(ht_udp_login(u101, d.port, false, 101), 0,
+	      "UDP login of revoked device 101 (a token means it got in)");
+	HT_EQ(stat_of(ctl, "revoked"), 2, "the revoked counter (device 9 and device 101)");
+	HT_EQ(stat_of(ctl, "key_reloads"), 1,
+	      "the key_reloads counter (the broken store does not count)");
 
 	/* SIGHUP reloads too: device 9 is back */
 	write_keys(d.keys, false, true, false);
 	kill(d.pid, SIGHUP);
 	for (int i = 0; i < 300 && stat_of(ctl, "key_reloads") < 2; i++)
 		ht_sleep_ms(10);
-	assert_int_equal(stat_of(ctl, "key_reloads"), 2);
+	HT_EQ(stat_of(ctl, "key_reloads"), 2, "the key_reloads counter within 3 s of SIGHUP");
 	tcp = ht_tcp_login(d.port, 9, false, NULL);
-	assert_true(tcp >= 0);
+	HT_GE(tcp, 0, "login of device 9 after the SIGHUP reload");
 	close(tcp);
 	close(sub);
 	close(u101);
 	close(u102);
-	assert_int_equal(ht_stop(&d), 0);
-	assert_int_equal(ht_exit_stat(&d, "errors"), 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d, "errors"), 0, "the errors exit counter");
 	ht_cleanup(&d);
 }
 
@@ -496,22 +555,26 @@ static void sd_notify_readiness(void **state)
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/hbo-notify-%d.sock", (int)getpid());
 	unlink(sa.sun_path);
 	tc_track_sock(sa.sun_path);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	HT_EQ(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0,
+	      "bind of the notify socket %s", sa.sun_path);
 	/* what systemd gives a Type=notify service with WatchdogSec=0.4 */
 	setenv("NOTIFY_SOCKET", sa.sun_path, 1);
 	setenv("WATCHDOG_USEC", "400000", 1);
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with NOTIFY_SOCKET started");
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");
-	assert_true(notified(fd, "READY=1", msg, sizeof(msg), HT_IO_MS));
+	HT_TRUE(notified(fd, "READY=1", msg, sizeof(msg), HT_IO_MS),
+		"READY=1 within %d ms", HT_IO_MS);
 	assert_non_null(strstr(msg, "STATUS=0 devices online (tcp 0, udp 0)"));
-	assert_true(notified(fd, "WATCHDOG=1", msg, sizeof(msg), HT_IO_MS));
+	HT_TRUE(notified(fd, "WATCHDOG=1", msg, sizeof(msg), HT_IO_MS),
+		"WATCHDOG=1 within %d ms (WatchdogSec 0.4)", HT_IO_MS);
 	kill(d.pid, SIGHUP);
-	assert_true(notified(fd, "RELOADING=1", msg, sizeof(msg), HT_IO_MS));
-	assert_true(notified(fd, "READY=1", msg, sizeof(msg), HT_IO_MS));
+	HT_TRUE(notified(fd, "RELOADING=1", msg, sizeof(msg), HT_IO_MS),
+		"RELOADING=1 after SIGHUP");
+	HT_TRUE(notified(fd, "READY=1", msg, sizeof(msg), HT_IO_MS), "READY=1 after the reload");
 	kill(d.pid, SIGTERM);
-	assert_true(notified(fd, "STOPPING=1", msg, sizeof(msg), HT_IO_MS));
-	assert_int_equal(ht_stop(&d), 0);
+	HT_TRUE(notified(fd, "STOPPING=1", msg, sizeof(msg), HT_IO_MS), "STOPPING=1 after SIGTERM");
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
 	close(fd);
 	unlink(sa.sun_path);

@@ -9,7 +9,14 @@
 
 #include <cmocka.h>
 
-#include "test_hbd_harness.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include "lib/ht_assert.h"
+#include "lib/hbd_harness.h"
 
 static void ping_ok(int fd, uint16_t seq)
 {
@@ -17,10 +24,11 @@ static void ping_ok(int fd, uint16_t seq)
 	struct hb_ping p = { .ts = htobe64(seq) };
 	struct hb_frame f;
 
-	assert_int_equal(ht_send_frame(fd, HB_PING, seq, &p, sizeof(p)), 0);
-	assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_PONG);
-	assert_int_equal(f.seq, seq);
+	HT_EQ(ht_send_frame(fd, HB_PING, seq, &p, sizeof(p)), 0, "PING %u sent", seq);
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
+	      "an answer to PING %u within %d ms", seq, HT_IO_MS);
+	HT_EQ(f.type, HB_PONG, "frame type of the answer to PING %u", seq);
+	HT_EQ(f.seq, seq, "sequence number of the PONG");
 }
 
 /* Logs in over TCP from a given source. */
@@ -43,8 +51,8 @@ static int udp_from(const char *src)
 {
 	int fd = ht_udp(false);
 
-	assert_true(fd >= 0);
-	assert_int_equal(ht_bind_src(fd, src), 0);
+	HT_GE(fd, 0, "UDP socket for source %s", src);
+	HT_EQ(ht_bind_src(fd, src), 0, "bind to source address %s", src);
 	return fd;
 }
 
@@ -58,11 +66,9 @@ static bool udp_silent(int fd, int ms)
 
 static void stop_expect(struct ht_daemon *d, const char *counter, long long at_least)
 {
-	assert_int_equal(ht_stop(d), 0);
-	if (ht_exit_stat(d, counter) < at_least)
-		fail_msg("%s = %lld, expected at least %lld", counter, ht_exit_stat(d, counter),
-			 at_least);
-	assert_int_equal(ht_exit_stat(d, "errors"), 0);
+	HT_EQ(ht_stop(d), 0, "exit code of hbd after SIGTERM");
+	HT_GE(ht_exit_stat(d, counter), at_least, "the %s exit counter", counter);
+	HT_EQ(ht_exit_stat(d, "errors"), 0, "the errors exit counter");
 	ht_cleanup(d);
 }
 
@@ -74,16 +80,19 @@ static void max_per_source(void **state)
 	int a[3], extra, other, again = -1;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --max-per-source 3 started");
 	for (int i = 0; i < 3; i++)
-		assert_true((a[i] = login_from(d.port, "127.0.0.1", (uint64_t)(1 + i))) >= 0);
+		HT_GE((a[i] = login_from(d.port, "127.0.0.1", (uint64_t)(1 + i))), 0,
+		      "login %d of 3 from 127.0.0.1", i + 1);
 	/* the fourth from the same address is refused, cleanly */
 	extra = ht_tcp_from(d.port, "127.0.0.1");
-	assert_true(ht_expect(extra, HB_ERROR, HB_ERR_FULL));
-	assert_true(ht_eof(extra, HT_IO_MS));
+	HT_TRUE(ht_expect(extra, HB_ERROR, HB_ERR_FULL),
+		"ERROR(FULL) for a fourth client from 127.0.0.1");
+	HT_TRUE(ht_eof(extra, HT_IO_MS), "close after ERROR(FULL)");
 	close(extra);
 	/* another address is not affected, nor are the three */
-	assert_true((other = login_from(d.port, "127.0.0.2", 5)) >= 0);
+	HT_GE((other = login_from(d.port, "127.0.0.2", 5)), 0,
+	      "login from another address, 127.0.0.2");
 	for (int i = 0; i < 3; i++)
 		ping_ok(a[i], (uint16_t)(10 + i));
 	/* one leaves: room for one more from there (bounded wait for the close to be seen) */
@@ -93,7 +102,7 @@ static void max_per_source(void **state)
 		if (again < 0)
 			ht_sleep_ms(20);
 	}
-	assert_true(again >= 0);
+	HT_GE(again, 0, "login from 127.0.0.1 again within 2 s of one leaving");
 	close(again);
 	close(other);
 	close(a[1]);
@@ -113,10 +122,11 @@ static void hello_timeout(void **state)
 	size_t n;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --hello-timeout 0.5 started");
 	good = ht_tcp_login(d.port, 1, false, NULL);
 	slow = ht_tcp(d.port, false);
-	assert_true(good >= 0 && slow >= 0);
+	HT_TRUE(good >= 0 && slow >= 0,
+		"the good login (fd %d) and the slow connection (fd %d)", good, slow);
 	ht_hello(&h, 2, 0);
 	n = hb_encode(frame, sizeof(frame), HB_TCP, HB_HELLO, 1, 0, &h, sizeof(h));
 	t0 = ht_now_ms();
@@ -126,9 +136,10 @@ static void hello_timeout(void **state)
 		ping_ok(good, (uint16_t)i);
 		ht_sleep_ms(50);
 	}
-	assert_true(ht_expect(slow, HB_BYE, HB_BYE_EXPIRED));
-	assert_true(ht_eof(slow, HT_IO_MS));
-	assert_true(ht_now_ms() - t0 < 2000);
+	HT_TRUE(ht_expect(slow, HB_BYE, HB_BYE_EXPIRED),
+		"BYE(EXPIRED) to the HELLO dribbled a byte at a time");
+	HT_TRUE(ht_eof(slow, HT_IO_MS), "close of the slow connection");
+	HT_LT(ht_now_ms() - t0, 2000, "the slow connection closed within 2 s");
 	ping_ok(good, 999);
 	close(slow);
 	close(good);
@@ -141,7 +152,7 @@ static void send_bad_hello(int fd, uint64_t dev)
 
 	ht_hello(&h, dev, 0);
 	h.mac[0] ^= 1;
-	assert_int_equal(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0);
+	HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0, "HELLO with a bad MAC sent");
 }
 
 /* Failed HELLOs are rate limited per source, on TCP and UDP; other sources are unaffected. */
@@ -156,24 +167,28 @@ static void auth_failures_rate_limited(void **state)
 	int fd, u, ok;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --auth-fail-rate 2 --auth-fail-burst 3 started");
 	for (int i = 0; i < 3; i++) { /* the burst: refused after checking */
 		fd = ht_tcp_from(d.port, "127.0.0.5");
 		send_bad_hello(fd, 1);
-		assert_true(ht_expect(fd, HB_ERROR, HB_ERR_AUTH));
+		HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_AUTH),
+			"ERROR(AUTH) for bad HELLO %d of the burst", i + 1);
 		close(fd);
 	}
 	/* now even a good HELLO from there is refused unchecked */
 	fd = ht_tcp_from(d.port, "127.0.0.5");
 	ht_hello(&h, 1, 0);
-	assert_int_equal(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0);
-	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_RATE));
+	HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0,
+	      "good HELLO from the limited source sent");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_RATE),
+		"ERROR(RATE) for a good HELLO from a source over its budget");
 	close(fd);
-	assert_true((ok = login_from(d.port, "127.0.0.6", 2)) >= 0);
+	HT_GE((ok = login_from(d.port, "127.0.0.6", 2)), 0, "login from another source, 127.0.0.6");
 	close(ok);
 	/* the budget refills at 2/s: one more try after 0.6 s */
 	ht_sleep_ms(600);
-	assert_true((ok = login_from(d.port, "127.0.0.5", 1)) >= 0);
+	HT_GE((ok = login_from(d.port, "127.0.0.5", 1)), 0,
+	      "login from 127.0.0.5 once its budget refilled (0.6 s)");
 	close(ok);
 
 	/* UDP: the same per source, but a limited source gets no answer at all */
@@ -181,20 +196,24 @@ static void auth_failures_rate_limited(void **state)
 	for (int i = 0; i < 3; i++) {
 		ht_hello(&h, 3, 0);
 		h.mac[0] ^= 1;
-		assert_int_equal(ht_udp_send(u, d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0);
-		assert_int_equal(ht_udp_recv(u, buf, &f, HT_IO_MS), 1);
-		assert_int_equal(f.type, HB_ERROR);
+		HT_EQ(ht_udp_send(u, d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0,
+		      "bad UDP HELLO %d of the burst sent", i + 1);
+		HT_EQ(ht_udp_recv(u, buf, &f, HT_IO_MS), 1,
+		      "an answer to bad UDP HELLO %d within %d ms", i + 1, HT_IO_MS);
+		HT_EQ(f.type, HB_ERROR, "frame type of the answer to a bad UDP HELLO");
 	}
 	ht_hello(&h, 3, 0);
-	assert_int_equal(ht_udp_send(u, d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0);
-	assert_true(udp_silent(u, 300));
+	HT_EQ(ht_udp_send(u, d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0,
+	      "UDP HELLO from the limited source sent");
+	HT_TRUE(udp_silent(u, 300), "no answer at all to a UDP source over its budget");
 	close(u);
 	u = udp_from("127.0.0.8");
-	assert_int_not_equal(ht_udp_login(u, d.port, false, 3), 0);
+	HT_NE(ht_udp_login(u, d.port, false, 3), 0, "UDP login from another source, 127.0.0.8");
 	close(u);
-	assert_int_equal(ht_stop(&d), 0);
-	assert_int_equal(ht_exit_stat(&d, "auth_fail"), 6);
-	assert_int_equal(ht_exit_stat(&d, "auth_rate_limited"), 2);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d, "auth_fail"), 6, "the auth_fail exit counter (3 TCP + 3 UDP)");
+	HT_EQ(ht_exit_stat(&d, "auth_rate_limited"), 2,
+	      "the auth_rate_limited exit counter (1 TCP + 1 UDP)");
 	ht_cleanup(&d);
 }
 
@@ -210,33 +229,37 @@ static void data_rate(void **state)
 	uint64_t tok;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --data-rate 1 --data-burst 5 started");
 	fd = ht_tcp_login(d.port, 1, false, NULL);
 	other = ht_tcp_login(d.port, 2, false, NULL);
-	assert_true(fd >= 0 && other >= 0);
+	HT_TRUE(fd >= 0 && other >= 0,
+		"logins of device 1 (fd %d) and device 2 (fd %d)", fd, other);
 	for (uint16_t i = 0; i < 5; i++) {
-		assert_int_equal(ht_send_frame(fd, HB_DATA, i, "d", 1), 0);
-		assert_true(ht_expect(fd, HB_ACK, -1));
+		HT_EQ(ht_send_frame(fd, HB_DATA, i, "d", 1), 0, "DATA %u of the burst sent", i);
+		HT_TRUE(ht_expect(fd, HB_ACK, -1), "ACK for DATA %u of the burst", i);
 	}
-	assert_int_equal(ht_send_frame(fd, HB_DATA, 5, "d", 1), 0);
-	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_RATE));
-	assert_true(ht_eof(fd, HT_IO_MS));
+	HT_EQ(ht_send_frame(fd, HB_DATA, 5, "d", 1), 0, "DATA beyond the burst sent");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_RATE), "ERROR(RATE) for DATA beyond the burst");
+	HT_TRUE(ht_eof(fd, HT_IO_MS), "close after ERROR(RATE)");
 	close(fd);
 	/* the other device has its own budget */
-	assert_int_equal(ht_send_frame(other, HB_DATA, 1, "o", 1), 0);
-	assert_true(ht_expect(other, HB_ACK, -1));
+	HT_EQ(ht_send_frame(other, HB_DATA, 1, "o", 1), 0, "DATA of the other device sent");
+	HT_TRUE(ht_expect(other, HB_ACK, -1), "ACK for the other device's DATA (its own budget)");
 	close(other);
 
 	u = ht_udp(false);
 	tok = ht_udp_login(u, d.port, false, 3);
-	assert_int_not_equal(tok, 0);
+	HT_NE(tok, 0, "UDP login of device 3");
 	for (uint16_t i = 0; i < 5; i++) {
-		assert_int_equal(ht_udp_send(u, d.port, false, HB_DATA, i, tok, "u", 1), 0);
-		assert_int_equal(ht_udp_recv(u, buf, &f, HT_IO_MS), 1);
-		assert_int_equal(f.type, HB_ACK);
+		HT_EQ(ht_udp_send(u, d.port, false, HB_DATA, i, tok, "u", 1), 0,
+		      "UDP DATA %u of the burst sent", i);
+		HT_EQ(ht_udp_recv(u, buf, &f, HT_IO_MS), 1,
+		      "an answer to UDP DATA %u within %d ms", i, HT_IO_MS);
+		HT_EQ(f.type, HB_ACK, "frame type of the answer to UDP DATA %u", i);
 	}
-	assert_int_equal(ht_udp_send(u, d.port, false, HB_DATA, 5, tok, "u", 1), 0);
-	assert_true(udp_silent(u, 300));
+	HT_EQ(ht_udp_send(u, d.port, false, HB_DATA, 5, tok, "u", 1), 0,
+	      "UDP DATA beyond the burst sent");
+	HT_TRUE(udp_silent(u, 300), "no ACK for UDP DATA beyond the burst");
 	close(u);
 	stop_expect(&d, "data_rate_limited", 2);
 }
@@ -251,20 +274,22 @@ static void max_payload(void **state)
 	uint64_t tok;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --max-payload 100 started");
 	fd = ht_tcp_login(d.port, 1, false, NULL);
-	assert_true(fd >= 0);
-	assert_int_equal(ht_send_frame(fd, HB_ECHO, 1, big, 100), 0);
-	assert_true(ht_expect(fd, HB_ECHO, -1));
-	assert_int_equal(ht_send_frame(fd, HB_DATA, 2, big, 101), 0);
-	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_TOO_LARGE));
-	assert_true(ht_eof(fd, HT_IO_MS));
+	HT_GE(fd, 0, "login of device 1");
+	HT_EQ(ht_send_frame(fd, HB_ECHO, 1, big, 100), 0, "ECHO of 100 bytes sent");
+	HT_TRUE(ht_expect(fd, HB_ECHO, -1), "ECHO of 100 bytes (the limit) reflected");
+	HT_EQ(ht_send_frame(fd, HB_DATA, 2, big, 101), 0, "DATA of 101 bytes sent");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_TOO_LARGE),
+		"ERROR(TOO_LARGE) for 101 bytes over --max-payload 100");
+	HT_TRUE(ht_eof(fd, HT_IO_MS), "close after ERROR(TOO_LARGE)");
 	close(fd);
 	u = ht_udp(false);
 	tok = ht_udp_login(u, d.port, false, 2);
-	assert_int_not_equal(tok, 0);
-	assert_int_equal(ht_udp_send(u, d.port, false, HB_ECHO, 1, tok, big, 101), 0);
-	assert_true(udp_silent(u, 300));
+	HT_NE(tok, 0, "UDP login of device 2");
+	HT_EQ(ht_udp_send(u, d.port, false, HB_ECHO, 1, tok, big, 101), 0,
+	      "UDP ECHO of 101 bytes sent");
+	HT_TRUE(udp_silent(u, 300), "no answer to a UDP ECHO over --max-payload");
 	close(u);
 	stop_expect(&d, "too_large", 2);
 }
@@ -281,9 +306,9 @@ static void slow_reader(void **state)
 	bool closed = false;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --max-output 8192 started");
 	good = ht_tcp_login(d.port, 1, false, NULL);
-	assert_true(good >= 0);
+	HT_GE(good, 0, "login of device 1");
 	/* a small receive window, set before connecting so it is the one advertised */
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
@@ -292,10 +317,12 @@ static void slow_reader(void **state)
 					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 		struct hb_hello h;
 
-		assert_int_equal(connect(fd, (struct sockaddr *)&s4, sizeof(s4)), 0);
+		HT_EQ(connect(fd, (struct sockaddr *)&s4, sizeof(s4)), 0,
+		      "connect of the client with a small receive window");
 		ht_hello(&h, 2, 0);
-		assert_int_equal(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0);
-		assert_true(ht_expect(fd, HB_WELCOME, -1));
+		HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0,
+		      "HELLO of the slow reader sent");
+		HT_TRUE(ht_expect(fd, HB_WELCOME, -1), "WELCOME for the slow reader");
 	}
 	fcntl(fd, F_SETFL, O_NONBLOCK);
 	n = hb_encode(frame, sizeof(frame), HB_TCP, HB_ECHO, 1, 0, payload, sizeof(payload));
@@ -309,7 +336,7 @@ static void slow_reader(void **state)
 		else if (k < 0)
 			ht_sleep_ms(1);
 	}
-	assert_true(closed);
+	HT_TRUE(closed, "hbd closed the client that never reads within 10 s");
 	ping_ok(good, 1);
 	close(fd);
 	close(good);
@@ -330,13 +357,14 @@ static void accept_rate(void **state)
 	uint64_t t0;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --accept-rate 40 started");
 	t0 = ht_now_ms();
 	for (int i = 0; i < N; i++) {
 		fd[i] = ht_tcp(d.port, false); /* completes in the kernel's listen queue */
-		assert_true(fd[i] >= 0);
+		HT_GE(fd[i], 0, "connection %d of the burst", i);
 		ht_hello(&h, (uint64_t)(100 + i), 0);
-		assert_int_equal(ht_send_frame(fd[i], HB_HELLO, 1, &h, sizeof(h)), 0);
+		HT_EQ(ht_send_frame(fd[i], HB_HELLO, 1, &h, sizeof(h)), 0,
+		      "HELLO %d of the burst sent", i);
 	}
 	for (int i = 0; i < N; i++) {
 		if (ht_expect(fd[i], HB_WELCOME, -1))
@@ -345,9 +373,9 @@ static void accept_rate(void **state)
 	}
 	printf("accept rate: %d of %d welcomed in %llu ms\n", welcomed, N,
 	       (unsigned long long)(ht_now_ms() - t0));
-	assert_int_equal(welcomed, N);
+	HT_EQ(welcomed, N, "clients of the burst welcomed");
 	/* a burst of 40 (one second's worth), then 40/s: 100 take at least 1.5 s */
-	assert_true(ht_now_ms() - t0 >= 1200);
+	HT_GE(ht_now_ms() - t0, 1200, "ms the 100 clients took to be welcomed");
 	stop_expect(&d, "accept_paused", 1);
 }
 
@@ -362,17 +390,20 @@ static void udp_max_clients(void **state)
 	int u[3];
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --max-clients 2 started");
 	for (int i = 0; i < 2; i++) {
 		u[i] = ht_udp(false);
-		assert_int_not_equal(ht_udp_login(u[i], d.port, false, (uint64_t)(1 + i)), 0);
+		HT_NE(ht_udp_login(u[i], d.port, false, (uint64_t)(1 + i)), 0,
+		      "UDP login of device %d", 1 + i);
 	}
 	u[2] = ht_udp(false);
 	ht_hello(&h, 3, 0);
-	assert_int_equal(ht_udp_send(u[2], d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0);
-	assert_int_equal(ht_udp_recv(u[2], buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_ERROR);
-	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_ERR_FULL);
+	HT_EQ(ht_udp_send(u[2], d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0,
+	      "UDP HELLO of a third device sent");
+	HT_EQ(ht_udp_recv(u[2], buf, &f, HT_IO_MS), 1,
+	      "an answer to the third HELLO within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_ERROR, "frame type of the answer to a third device");
+	HT_EQ(be16toh(*(uint16_t *)f.payload), HB_ERR_FULL, "ERROR code for a third device");
 	for (int i = 0; i < 3; i++)
 		close(u[i]);
 	stop_expect(&d, "full", 1);

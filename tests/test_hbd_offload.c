@@ -11,7 +11,18 @@
 #include <cmocka.h>
 #include <sys/mman.h>
 
-#include "test_hbd_harness.h"
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "lib/ht_assert.h"
+#include "lib/bpf_util.h"
+#include "lib/hbd_harness.h"
 
 struct pins {
 	char dir[96];
@@ -115,14 +126,6 @@ static int reap_all(void **state)
 	return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int group_setup(void **state)
 {
 	char path[160];
@@ -216,14 +219,6 @@ static uint64_t expiry_lookups(int ustats)
 	return sum;
 }
 
-static bool in_sockhash(int sockhash, __u64 cookie)
-{
-	struct hb_conn_key k = { .cookie = cookie };
-	__u64 v;
-
-	return bpf_map_lookup_elem(sockhash, &k, &v) == 0;
-}
-
 /* A connection joins the sockhash when its device authenticates, not when it connects: the
  * kernel has nothing to answer before, and HELLO should not pay for the stream parser. */
 static void tcp_joins_sockhash_at_hello(void **state)
@@ -233,12 +228,13 @@ static void tcp_joins_sockhash_at_hello(void **state)
 	(void)state;
 	n0 = count_entries(P.sockhash, 8);
 	idle = ht_tcp(D.port, false);
-	assert_true(idle >= 0);
+	HT_GE(idle, 0, "idle TCP connection");
 	ht_sleep_ms(200); /* accepted, recv armed: a connect-time insert would be there by now */
-	assert_true(count_entries(P.sockhash, 8) <= n0);
+	HT_LE(count_entries(P.sockhash, 8), n0,
+	      "sockhash entries (%d before) with a connection that has not sent HELLO", n0);
 	fd = ht_tcp_login(D.port, 7, false, NULL);
-	assert_true(fd >= 0);
-	assert_int_equal(count_entries(P.sockhash, 8), n0 + 1);
+	HT_GE(fd, 0, "login of device 7");
+	HT_EQ(count_entries(P.sockhash, 8), n0 + 1, "sockhash entries after one HELLO");
 	close(fd);
 	close(idle);
 }
@@ -259,42 +255,51 @@ static void sockhash_full(void **state)
 
 	(void)state;
 	pins_sockhash_entries = 1;
-	assert_int_equal(make_pins(&p, "shfull", true, true, sizeof(struct hb_conn)), 0);
+	HT_EQ(make_pins(&p, "shfull", true, true, sizeof(struct hb_conn)), 0,
+	      "pins with a 1-entry sockhash");
 	pins_sockhash_entries = 1024;
 	snprintf(path, sizeof(path), "%s", p.dir);
 	for (int mode = 0; mode < 2; mode++) {
 		args[3] = mode ? "refuse" : "userspace";
-		assert_int_equal(ht_start(&d, args), 0);
+		HT_EQ(ht_start(&d, args), 0, "hbd with --on-map-full %s started", args[3]);
 		a = ht_tcp_login(d.port, 1, false, NULL);
-		assert_true(a >= 0);
-		assert_true(find_conn_in(p.conns, 1, &cookie, &v));
-		assert_true(in_sockhash(p.sockhash, cookie));
+		HT_GE(a, 0, "login of device 1");
+		HT_TRUE(find_conn_in(p.conns, 1, &cookie, &v), "conns entry of device 1");
+		HT_TRUE(hbt_in_sockhash(p.sockhash, cookie), "device 1's socket in the sockhash");
 		if (mode == 0) {
 			/* admitted, answered by the daemon */
 			b = ht_tcp_login(d.port, 2, false, NULL);
-			assert_true(b >= 0);
-			assert_int_equal(ht_send_frame(b, HB_PING, 2, &ping, sizeof(ping)), 0);
-			assert_true(ht_expect(b, HB_PONG, -1));
+			HT_GE(b, 0,
+			      "login of device 2 with the sockhash full (--on-map-full userspace)");
+			HT_EQ(ht_send_frame(b, HB_PING, 2, &ping, sizeof(ping)), 0,
+			      "PING of device 2 sent");
+			HT_TRUE(ht_expect(b, HB_PONG, -1), "PONG from the daemon for device 2");
 			close(b);
 		} else {
 			struct hb_hello h;
 
 			b = ht_tcp(d.port, false);
 			ht_hello(&h, 2, 0);
-			assert_int_equal(ht_send_frame(b, HB_HELLO, 1, &h, sizeof(h)), 0);
+			HT_EQ(ht_send_frame(b, HB_HELLO, 1, &h, sizeof(h)), 0,
+			      "HELLO of device 2 sent");
 			/* ERROR(FULL) instead of the WELCOME it held */
-			assert_true(ht_expect(b, HB_ERROR, HB_ERR_FULL));
-			assert_true(ht_eof(b, HT_IO_MS));
+			HT_TRUE(ht_expect(b, HB_ERROR, HB_ERR_FULL),
+				"ERROR(FULL) for device 2, sockhash full, --on-map-full refuse");
+			HT_TRUE(ht_eof(b, HT_IO_MS), "close after ERROR(FULL)");
 			close(b);
 		}
-		assert_int_equal(ht_send_frame(a, HB_PING, 3, &ping, sizeof(ping)), 0);
-		assert_true(ht_expect(a, HB_PONG, -1));
-		assert_true(in_sockhash(p.sockhash, cookie));
+		HT_EQ(ht_send_frame(a, HB_PING, 3, &ping, sizeof(ping)), 0,
+		      "PING of device 1 sent");
+		HT_TRUE(ht_expect(a, HB_PONG, -1), "PONG for device 1");
+		HT_TRUE(hbt_in_sockhash(p.sockhash, cookie),
+			"device 1's socket still in the sockhash");
 		close(a);
-		assert_int_equal(ht_stop(&d), 0);
-		assert_int_equal(ht_exit_stat(&d, "map_full"), 1);
-		assert_int_equal(ht_exit_stat(&d, "pings_user"), mode == 0 ? 2 : 1);
-		assert_true(ht_file_contains(d.err, "sockhash map full", NULL, 0));
+		HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+		HT_EQ(ht_exit_stat(&d, "map_full"), 1, "the map_full exit counter");
+		HT_EQ(ht_exit_stat(&d, "pings_user"), mode == 0 ? 2 : 1,
+		      "the pings_user exit counter with --on-map-full %s", args[3]);
+		HT_TRUE(ht_file_contains(d.err, "sockhash map full", NULL, 0),
+			"'sockhash map full' in hbd's log %s", d.err);
 		ht_cleanup(&d);
 	}
 	unpin_all(&p);
@@ -303,31 +308,38 @@ static void sockhash_full(void **state)
 static void ready_line_says_offload(void **state)
 {
 	(void)state;
-	assert_true(ht_file_contains(D.err, "mode=offload", NULL, 0));
-	assert_true(ht_file_contains(D.err, "publishing counters", NULL, 0));
+	HT_TRUE(ht_file_contains(D.err, "mode=offload", NULL, 0),
+		"'mode=offload' in hbd's log %s", D.err);
+	HT_TRUE(ht_file_contains(D.err, "publishing counters", NULL, 0),
+		"'publishing counters' in hbd's log %s", D.err);
 }
 
 static void tcp_hello_marks_conn_authed(void **state)
 {
 	struct hb_conn v;
 	__u64 cookie;
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = hbt_now_ns();
 	int fd = ht_tcp_login(D.port, 1, false, NULL);
 
 	(void)state;
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "login of device 1");
 	/* written before the WELCOME left, so it is there as soon as the client has it */
-	assert_true(find_conn(1, &cookie, &v));
-	assert_int_not_equal(cookie, 0);
-	assert_int_equal(v.state, HB_STATE_AUTHED);
-	assert_true(v.last_seen_ns >= t0 && v.last_seen_ns <= mono_ns());
+	HT_TRUE(find_conn(1, &cookie, &v),
+		"conns entry of device 1 as soon as its WELCOME arrived");
+	HT_NE(cookie, 0, "cookie of device 1's conns entry");
+	HT_EQ(v.state, HB_STATE_AUTHED, "state of device 1's conns entry");
+	HT_TRUE(v.last_seen_ns >= t0 && v.last_seen_ns <= hbt_now_ns(),
+		"last_seen_ns %llu stamped during the login (after %llu)",
+		(unsigned long long)v.last_seen_ns, (unsigned long long)t0);
 	/* and the socket joined the sockhash before the WELCOME left too */
-	assert_true(in_sockhash(P.sockhash, cookie));
+	HT_TRUE(hbt_in_sockhash(P.sockhash, cookie),
+		"device 1's socket in the sockhash as soon as its WELCOME arrived");
 	close(fd);
 	/* closed by the client: the daemon deletes the entry (bounded wait) */
 	for (int i = 0; i < 200 && find_conn(1, &cookie, &v); i++)
 		ht_sleep_ms(10);
-	assert_false(find_conn(1, &cookie, &v));
+	HT_FALSE(find_conn(1, &cookie, &v),
+		 "conns entry of device 1 gone within 2 s of the client's close");
 }
 
 static void udp_hello_marks_session_authed(void **state)
@@ -343,20 +355,21 @@ static void udp_hello_marks_session_authed(void **state)
 
 	(void)state;
 	k.token = ht_udp_login(fd, D.port, false, 2);
-	assert_int_not_equal(k.token, 0);
-	assert_int_equal(bpf_map_lookup_elem(P.sessions, &k, &v), 0);
-	assert_int_equal(v.state, HB_STATE_AUTHED);
-	assert_int_equal(v.device_id, 2);
+	HT_NE(k.token, 0, "UDP login of device 2");
+	HT_EQ(bpf_map_lookup_elem(P.sessions, &k, &v), 0, "sessions entry of device 2");
+	HT_EQ(v.state, HB_STATE_AUTHED, "state of device 2's session");
+	HT_EQ(v.device_id, 2, "device id of the session");
 	assert_memory_equal(v.addr, lo_mapped, 16);
 	getsockname(fd, (struct sockaddr *)&me, &len);
-	assert_int_equal(v.port, me.sin_port);
+	HT_EQ(v.port, me.sin_port, "source port of the session (network order)");
 	snprintf(peer, sizeof(peer), "127.0.0.1:%u", ntohs(me.sin_port));
 	assert_string_equal(v.peer, peer);
 	/* BYE removes it */
-	assert_int_equal(ht_udp_send(fd, D.port, false, HB_BYE, 2, k.token, &bye, sizeof(bye)), 0);
+	HT_EQ(ht_udp_send(fd, D.port, false, HB_BYE, 2, k.token, &bye, sizeof(bye)), 0, "BYE sent");
 	for (int i = 0; i < 200 && !bpf_map_lookup_elem(P.sessions, &k, &v); i++)
 		ht_sleep_ms(10);
-	assert_int_not_equal(bpf_map_lookup_elem(P.sessions, &k, &v), 0);
+	HT_NE(bpf_map_lookup_elem(P.sessions, &k, &v), 0,
+	      "sessions entry gone within 2 s of the BYE");
 	close(fd);
 }
 
@@ -375,26 +388,30 @@ static void tcp_expiry_reads_last_seen_from_map(void **state)
 	int fd = ht_tcp_login(D.port, 3, false, NULL);
 
 	(void)state;
-	assert_true(fd >= 0);
-	assert_true(find_conn(3, &k.cookie, &v));
+	HT_GE(fd, 0, "login of device 3");
+	HT_TRUE(find_conn(3, &k.cookie, &v), "conns entry of device 3");
 	/* the "kernel" answers its heartbeats: fresh last_seen_ns for 1.2 s (timeout 0.45 s)
 	 * while the client itself sends nothing at all
 	 */
 	for (int i = 0; i < 12; i++) {
-		assert_int_equal(bpf_map_lookup_elem(P.conns, &k, &v), 0);
-		v.last_seen_ns = mono_ns();
+		HT_EQ(bpf_map_lookup_elem(P.conns, &k, &v), 0,
+		      "conns entry of device 3 readable (heartbeat %d)", i);
+		v.last_seen_ns = hbt_now_ns();
 		v.pings++;
-		assert_int_equal(bpf_map_update_elem(P.conns, &k, &v, BPF_EXIST), 0);
-		assert_true(nothing_pending(fd)); /* not expired */
+		HT_EQ(bpf_map_update_elem(P.conns, &k, &v, BPF_EXIST), 0,
+		      "last_seen_ns of device 3 refreshed (heartbeat %d)", i);
+		HT_TRUE(nothing_pending(fd),
+			"device 3 not expired while the map says it is seen (heartbeat %d)", i);
 		ht_sleep_ms(100);
 	}
-	assert_true(nothing_pending(fd));
+	HT_TRUE(nothing_pending(fd), "device 3 not expired while the map said it was seen");
 	/* the kernel stops seeing it: expired after the timeout */
 	t0 = ht_now_ms();
-	assert_true(ht_expect(fd, HB_BYE, HB_BYE_EXPIRED));
-	assert_true(ht_now_ms() - t0 >= 300);
-	assert_true(ht_eof(fd, HT_IO_MS));
-	assert_int_not_equal(bpf_map_lookup_elem(P.conns, &k, &v), 0);
+	HT_TRUE(ht_expect(fd, HB_BYE, HB_BYE_EXPIRED),
+		"BYE(EXPIRED) once the map's stamp stops moving");
+	HT_GE(ht_now_ms() - t0, 300, "ms from the stamp's stop to the expiry (timeout 0.45 s)");
+	HT_TRUE(ht_eof(fd, HT_IO_MS), "close of the expired connection");
+	HT_NE(bpf_map_lookup_elem(P.conns, &k, &v), 0, "conns entry of the expired device removed");
 	close(fd);
 }
 
@@ -409,20 +426,25 @@ static void udp_expiry_reads_last_seen_from_map(void **state)
 
 	(void)state;
 	k.token = ht_udp_login(fd, D.port, false, 4);
-	assert_int_not_equal(k.token, 0);
+	HT_NE(k.token, 0, "UDP login of device 4");
 	for (int i = 0; i < 12; i++) {
-		assert_int_equal(bpf_map_lookup_elem(P.sessions, &k, &v), 0);
-		v.last_seen_ns = mono_ns();
-		assert_int_equal(bpf_map_update_elem(P.sessions, &k, &v, BPF_EXIST), 0);
-		assert_true(nothing_pending(fd));
+		HT_EQ(bpf_map_lookup_elem(P.sessions, &k, &v), 0,
+		      "sessions entry of device 4 readable (heartbeat %d)", i);
+		v.last_seen_ns = hbt_now_ns();
+		HT_EQ(bpf_map_update_elem(P.sessions, &k, &v, BPF_EXIST), 0,
+		      "last_seen_ns of device 4 refreshed (heartbeat %d)", i);
+		HT_TRUE(nothing_pending(fd),
+			"device 4 not expired while the map says it is seen (heartbeat %d)", i);
 		ht_sleep_ms(100);
 	}
 	t0 = ht_now_ms();
-	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_BYE);
-	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_BYE_EXPIRED);
-	assert_true(ht_now_ms() - t0 >= 300);
-	assert_int_not_equal(bpf_map_lookup_elem(P.sessions, &k, &v), 0);
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
+	      "a datagram once the map's stamp stops moving, within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_BYE, "frame type sent to the silent session");
+	HT_EQ(be16toh(*(uint16_t *)f.payload), HB_BYE_EXPIRED, "BYE reason for the silent session");
+	HT_GE(ht_now_ms() - t0, 300, "ms from the stamp's stop to the expiry (timeout 0.45 s)");
+	HT_NE(bpf_map_lookup_elem(P.sessions, &k, &v), 0,
+	      "sessions entry of the expired session removed");
 	close(fd);
 }
 
@@ -433,7 +455,8 @@ static void rewrite_keys(bool revoke)
 	FILE *f;
 
 	if (!revoke) {
-		assert_int_equal(ht_write_keys(D.keys), 0);
+		HT_EQ(ht_write_keys(D.keys), 0,
+		      "the harness's key store written back to %s", D.keys);
 		return;
 	}
 	f = fopen(D.keys, "w");
@@ -448,7 +471,7 @@ static void rewrite_keys(bool revoke)
 		fprintf(f, "\n");
 	}
 	fprintf(f, "100-199 derive %s\n108 revoked\n", HT_MASTER);
-	assert_int_equal(fclose(f), 0);
+	HT_EQ(fclose(f), 0, "key store without device 8 written to %s", D.keys);
 }
 
 /* Revocation (SIGHUP reload) takes the devices' entries out of the maps, so the kernel stops
@@ -464,21 +487,23 @@ static void revocation_deletes_map_entries(void **state)
 	int tcp = ht_tcp_login(D.port, 8, false, NULL), udp = ht_udp(false);
 
 	(void)state;
-	assert_true(tcp >= 0);
+	HT_GE(tcp, 0, "login of device 8");
 	k.token = ht_udp_login(udp, D.port, false, 108);
-	assert_int_not_equal(k.token, 0);
-	assert_true(find_conn(8, &cookie, &cv));
-	assert_int_equal(bpf_map_lookup_elem(P.sessions, &k, &sv), 0);
+	HT_NE(k.token, 0, "UDP login of device 108");
+	HT_TRUE(find_conn(8, &cookie, &cv), "conns entry of device 8");
+	HT_EQ(bpf_map_lookup_elem(P.sessions, &k, &sv), 0, "sessions entry of device 108");
 	rewrite_keys(true);
 	kill(D.pid, SIGHUP);
-	assert_true(ht_expect(tcp, HB_BYE, HB_BYE_REVOKED));
-	assert_int_equal(ht_udp_recv(udp, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_BYE);
-	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_BYE_REVOKED);
+	HT_TRUE(ht_expect(tcp, HB_BYE, HB_BYE_REVOKED), "BYE(REVOKED) to device 8 after SIGHUP");
+	HT_EQ(ht_udp_recv(udp, buf, &f, HT_IO_MS), 1,
+	      "a datagram for device 108 after SIGHUP within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_BYE, "frame type sent to revoked device 108");
+	HT_EQ(be16toh(*(uint16_t *)f.payload), HB_BYE_REVOKED, "BYE reason for device 108");
 	/* the entries went before the BYE: nothing for the kernel to answer any more */
-	assert_false(find_conn(8, &cookie, &cv));
-	assert_int_not_equal(bpf_map_lookup_elem(P.sessions, &k, &sv), 0);
-	assert_true(ht_eof(tcp, HT_IO_MS));
+	HT_FALSE(find_conn(8, &cookie, &cv), "conns entry of revoked device 8 gone before its BYE");
+	HT_NE(bpf_map_lookup_elem(P.sessions, &k, &sv), 0,
+	      "sessions entry of revoked device 108 gone before its BYE");
+	HT_TRUE(ht_eof(tcp, HT_IO_MS), "close of the revoked connection");
 	close(tcp);
 	close(udp);
 	rewrite_keys(false);
@@ -488,7 +513,7 @@ static void revocation_deletes_map_entries(void **state)
 			break;
 		ht_sleep_ms(10);
 	}
-	assert_true(tcp >= 0);
+	HT_GE(tcp, 0, "login of device 8 within 3 s of the key store's return");
 	close(tcp);
 }
 
@@ -498,12 +523,13 @@ static void stamp_refreshes(void **state)
 	__u32 zero = 0;
 
 	(void)state;
-	assert_int_equal(bpf_map_lookup_elem(P.config, &zero, &a), 0);
+	HT_EQ(bpf_map_lookup_elem(P.config, &zero, &a), 0, "config entry");
 	ht_sleep_ms(600);
-	assert_int_equal(bpf_map_lookup_elem(P.config, &zero, &b), 0);
-	assert_int_equal(a.grace_ns, 2000000000ull);
-	assert_true(b.alive_ns > a.alive_ns);
-	assert_true(b.alive_ns <= mono_ns() && mono_ns() - b.alive_ns < 1000000000ull);
+	HT_EQ(bpf_map_lookup_elem(P.config, &zero, &b), 0, "config entry 0.6 s later");
+	HT_EQ(a.grace_ns, 2000000000ull, "config.grace_ns (--grace 2)");
+	HT_GT(b.alive_ns, a.alive_ns, "alive_ns moved on in 0.6 s (interval 0.3 s)");
+	HT_TRUE(b.alive_ns <= hbt_now_ns() && hbt_now_ns() - b.alive_ns < 1000000000ull,
+		"alive_ns %llu within 1 s before now", (unsigned long long)b.alive_ns);
 }
 
 static void pings_reaching_daemon_are_answered_and_counted(void **state)
@@ -516,17 +542,19 @@ static void pings_reaching_daemon_are_answered_and_counted(void **state)
 	int fd = ht_tcp_login(D.port, 5, true, NULL);
 
 	(void)state;
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "IPv6 login of device 5");
 	/* no verdict program here, so the PING reaches hbd: answered, and counted as such */
-	assert_int_equal(ht_send_frame(fd, HB_PING, 3, &p, sizeof(p)), 0);
-	assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_PONG);
+	HT_EQ(ht_send_frame(fd, HB_PING, 3, &p, sizeof(p)), 0, "PING sent");
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
+	      "an answer to the PING within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_PONG, "frame type of the answer to the PING");
 	close(fd);
 	for (__u32 i = 0; i < HB_MAX_WORKERS; i++) {
-		assert_int_equal(bpf_map_lookup_elem(P.ustats, &i, &u), 0);
+		HT_EQ(bpf_map_lookup_elem(P.ustats, &i, &u), 0,
+		      "published counters of worker %u", i);
 		sum += u.pings_user;
 	}
-	assert_true(sum >= 1);
+	HT_GE(sum, 1, "pings_user summed over the workers");
 }
 
 /* With the seen array (hbctl load pins one) expiry reads the kernel's stamps from memory: stamps
@@ -551,58 +579,71 @@ static void expiry_reads_seen_stamps(void **state)
 
 	(void)state;
 	pins_seen_entries = n;
-	assert_int_equal(make_pins(&p, "seen", true, true, sizeof(struct hb_conn)), 0);
+	HT_EQ(make_pins(&p, "seen", true, true, sizeof(struct hb_conn)), 0,
+	      "pins with a seen array of %u slots", n);
 	pins_seen_entries = 0;
 	seen = mmap(NULL, n * sizeof(__u64), PROT_READ | PROT_WRITE, MAP_SHARED, p.seen, 0);
-	assert_true(seen != MAP_FAILED);
+	HT_TRUE(seen != MAP_FAILED, "seen array mmap'd");
 	for (__u32 i = 0; i < n; i++)
-		seen[i] = mono_ns() + 3600ull * 1000000000ull;
+		seen[i] = hbt_now_ns() + 3600ull * 1000000000ull;
 	snprintf(path, sizeof(path), "%s", p.dir);
-	assert_int_equal(ht_start(&d, args), 0); /* reap_all unpins on failure */
-	assert_true(ht_file_contains(d.err, "mode=offload", NULL, 0));
-	assert_false(ht_file_contains(d.err, "no heartbeat stamps", NULL, 0));
+	/* reap_all unpins on failure */
+	HT_EQ(ht_start(&d, args), 0, "hbd with the seen array started");
+	HT_TRUE(ht_file_contains(d.err, "mode=offload", NULL, 0),
+		"'mode=offload' in hbd's log %s", d.err);
+	HT_FALSE(ht_file_contains(d.err, "no heartbeat stamps", NULL, 0),
+		 "'no heartbeat stamps' in hbd's log %s", d.err);
 
 	/* a device whose slot held an hour-ahead stamp: expired all the same */
 	late = ht_tcp_login(d.port, 120, false, NULL);
-	assert_true(late >= 0);
-	assert_true(ht_expect(late, HB_BYE, HB_BYE_EXPIRED));
+	HT_GE(late, 0, "login of device 120");
+	HT_TRUE(ht_expect(late, HB_BYE, HB_BYE_EXPIRED),
+		"BYE(EXPIRED) to device 120 despite the hour-ahead stamp in its slot");
 	close(late);
 
 	tcp = ht_tcp_login(d.port, 121, false, NULL);
-	assert_true(tcp >= 0);
-	assert_true(find_conn_in(p.conns, 121, &cookie, &cv));
-	assert_true(cv.seen_slot > 0 && cv.seen_slot < n);
+	HT_GE(tcp, 0, "login of device 121");
+	HT_TRUE(find_conn_in(p.conns, 121, &cookie, &cv), "conns entry of device 121");
+	HT_TRUE(cv.seen_slot > 0 && cv.seen_slot < n,
+		"seen slot %u of device 121 within 1..%u", cv.seen_slot, n - 1);
 	udp = ht_udp(false);
 	sk.token = ht_udp_login(udp, d.port, false, 122);
-	assert_int_not_equal(sk.token, 0);
-	assert_int_equal(bpf_map_lookup_elem(p.sessions, &sk, &sv), 0);
-	assert_true(sv.seen_slot > 0 && sv.seen_slot < n && sv.seen_slot != cv.seen_slot);
-	assert_int_equal(expiry_lookups(p.ustats), 1); /* device 120's confirmation */
+	HT_NE(sk.token, 0, "UDP login of device 122");
+	HT_EQ(bpf_map_lookup_elem(p.sessions, &sk, &sv), 0, "sessions entry of device 122");
+	HT_TRUE(sv.seen_slot > 0 && sv.seen_slot < n && sv.seen_slot != cv.seen_slot,
+		"seen slot %u of session 122 within 1..%u and not the TCP one (%u)", sv.seen_slot,
+		n - 1, cv.seen_slot);
+	HT_EQ(expiry_lookups(p.ustats), 1, "expiry map lookups so far (device 120's confirmation)");
 
 	/* 1.2 s of "kernel" heartbeats (timeout 0.45 s) that only the stamps record */
 	for (int i = 0; i < 12; i++) {
-		__atomic_store_n(&seen[cv.seen_slot], mono_ns(), __ATOMIC_RELAXED);
-		__atomic_store_n(&seen[sv.seen_slot], mono_ns(), __ATOMIC_RELAXED);
-		assert_true(nothing_pending(tcp));
-		assert_true(nothing_pending(udp));
+		__atomic_store_n(&seen[cv.seen_slot], hbt_now_ns(), __ATOMIC_RELAXED);
+		__atomic_store_n(&seen[sv.seen_slot], hbt_now_ns(), __ATOMIC_RELAXED);
+		HT_TRUE(nothing_pending(tcp),
+			"TCP device 121 not expired while its stamp moves (heartbeat %d)", i);
+		HT_TRUE(nothing_pending(udp),
+			"UDP device 122 not expired while its stamp moves (heartbeat %d)", i);
 		ht_sleep_ms(100);
 	}
-	assert_true(nothing_pending(tcp));
-	assert_true(nothing_pending(udp));
-	assert_int_equal(expiry_lookups(p.ustats), 1);
+	HT_TRUE(nothing_pending(tcp), "TCP device 121 not expired while its stamp moved");
+	HT_TRUE(nothing_pending(udp), "UDP device 122 not expired while its stamp moved");
+	HT_EQ(expiry_lookups(p.ustats), 1, "expiry map lookups while the stamps moved (none new)");
 
 	/* the stamps stop: both expired, each after one look at its map entry */
-	assert_true(ht_expect(tcp, HB_BYE, HB_BYE_EXPIRED));
-	assert_int_equal(ht_udp_recv(udp, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_BYE);
-	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_BYE_EXPIRED);
-	assert_int_equal(expiry_lookups(p.ustats), 3);
+	HT_TRUE(ht_expect(tcp, HB_BYE, HB_BYE_EXPIRED),
+		"BYE(EXPIRED) to device 121 once its stamp stops");
+	HT_EQ(ht_udp_recv(udp, buf, &f, HT_IO_MS), 1,
+	      "a datagram for device 122 once its stamp stops, within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_BYE, "frame type sent to the silent session");
+	HT_EQ(be16toh(*(uint16_t *)f.payload), HB_BYE_EXPIRED, "BYE reason for the silent session");
+	HT_EQ(expiry_lookups(p.ustats), 3,
+	      "expiry map lookups: one confirmation each for 120, 121, 122");
 	close(tcp);
 	close(udp);
 	munmap(seen, n * sizeof(__u64));
-	assert_int_equal(ht_stop(&d), 0);
-	assert_int_equal(ht_exit_stat(&d, "expired_tcp"), 2);
-	assert_int_equal(ht_exit_stat(&d, "expired_udp"), 1);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d, "expired_tcp"), 2, "the expired_tcp exit counter");
+	HT_EQ(ht_exit_stat(&d, "expired_udp"), 1, "the expired_udp exit counter");
 	ht_cleanup(&d);
 	unpin_all(&p);
 }
@@ -621,17 +662,20 @@ static void authed_connection_waits_for_its_timeout(void **state)
 	int fd;
 
 	(void)state;
-	assert_int_equal(make_pins(&p, "hellotmo", true, true, sizeof(struct hb_conn)), 0);
+	HT_EQ(make_pins(&p, "hellotmo", true, true, sizeof(struct hb_conn)), 0,
+	      "pins without a seen array");
 	snprintf(path, sizeof(path), "%s", p.dir);
-	assert_int_equal(ht_start(&d, args), 0); /* reap_all unpins on failure */
+	/* reap_all unpins on failure */
+	HT_EQ(ht_start(&d, args), 0, "hbd with --hello-timeout 0.2 started");
 	fd = ht_tcp_login(d.port, 123, false, NULL);
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "login of device 123");
 	ht_sleep_ms(700); /* past 3 hello timeouts, within the 3 s heartbeat timeout */
-	assert_true(nothing_pending(fd));
-	assert_int_equal(expiry_lookups(p.ustats), 0);
+	HT_TRUE(nothing_pending(fd), "device 123 not expired by the hello timeout once authed");
+	HT_EQ(expiry_lookups(p.ustats), 0,
+	      "expiry map lookups of an authenticated device before its timeout");
 	close(fd);
-	assert_int_equal(ht_stop(&d), 0);
-	assert_int_equal(ht_exit_stat(&d, "hello_timeout"), 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d, "hello_timeout"), 0, "the hello_timeout exit counter");
 	ht_cleanup(&d);
 	unpin_all(&p);
 }
@@ -650,19 +694,23 @@ static void seen_smaller_than_the_daemon(void **state)
 
 	(void)state;
 	pins_seen_entries = 8;
-	assert_int_equal(make_pins(&p, "seensmall", true, true, sizeof(struct hb_conn)), 0);
+	HT_EQ(make_pins(&p, "seensmall", true, true, sizeof(struct hb_conn)), 0,
+	      "pins with a seen array of 8 slots");
 	pins_seen_entries = 0;
 	snprintf(path, sizeof(path), "%s", p.dir);
-	assert_int_equal(ht_start(&d, args), 0); /* reap_all unpins on failure */
-	assert_true(ht_file_contains(d.err, "holds 8 heartbeat stamps, fewer than", NULL, 0));
+	/* reap_all unpins on failure */
+	HT_EQ(ht_start(&d, args), 0,
+	      "hbd with a seen array of 8 slots started");
+	HT_TRUE(ht_file_contains(d.err, "holds 8 heartbeat stamps, fewer than", NULL, 0),
+		"the 'fewer than' line for the small seen array in %s", d.err);
 	udp = ht_udp(false);
 	sk.token = ht_udp_login(udp, d.port, false, 124);
-	assert_int_not_equal(sk.token, 0);
-	assert_int_equal(bpf_map_lookup_elem(p.sessions, &sk, &sv), 0);
-	assert_int_equal(sv.state, HB_STATE_AUTHED);
-	assert_int_equal(sv.seen_slot, 0);
+	HT_NE(sk.token, 0, "UDP login of device 124");
+	HT_EQ(bpf_map_lookup_elem(p.sessions, &sk, &sv), 0, "sessions entry of device 124");
+	HT_EQ(sv.state, HB_STATE_AUTHED, "state of device 124's session");
+	HT_EQ(sv.seen_slot, 0, "seen slot of a session that does not fit the seen array (0: none)");
 	close(udp);
-	assert_int_equal(ht_stop(&d), 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
 	unpin_all(&p);
 }
@@ -678,25 +726,31 @@ static void stamp_without_mmap(void **state)
 	const char *args[] = { "--pin-path", path, NULL };
 
 	(void)state;
-	assert_int_equal(make_pins(&p, "nommap", false, false, sizeof(struct hb_conn)), 0);
+	HT_EQ(make_pins(&p, "nommap", false, false, sizeof(struct hb_conn)), 0,
+	      "pins with a config map that is not mmapable");
 	/* fields the loader owns survive the daemon's stamps */
 	memset(&a, 0, sizeof(a));
 	a.port = 7600;
 	a.ifindex = 1;
 	snprintf(a.ifname, sizeof(a.ifname), "lo");
-	assert_int_equal(bpf_map_update_elem(p.config, &zero, &a, BPF_ANY), 0);
+	HT_EQ(bpf_map_update_elem(p.config, &zero, &a, BPF_ANY), 0,
+	      "loader's fields written into the config map");
 	snprintf(path, sizeof(path), "%s", p.dir);
-	assert_int_equal(ht_start(&d, args), 0); /* reap_all unpins on failure */
-	assert_true(ht_file_contains(d.err, "mode=offload", NULL, 0));
+	/* reap_all unpins on failure */
+	HT_EQ(ht_start(&d, args), 0,
+	      "hbd with a config map it cannot mmap started");
+	HT_TRUE(ht_file_contains(d.err, "mode=offload", NULL, 0),
+		"'mode=offload' in hbd's log %s", d.err);
 	ht_sleep_ms(600);
-	assert_int_equal(bpf_map_lookup_elem(p.config, &zero, &b), 0);
-	assert_true(b.alive_ns > 0 && mono_ns() - b.alive_ns < 1000000000ull);
-	assert_int_equal(b.grace_ns, 5000000000ull);
-	assert_int_equal(b.port, 7600);
+	HT_EQ(bpf_map_lookup_elem(p.config, &zero, &b), 0, "config entry after 0.6 s");
+	HT_TRUE(b.alive_ns > 0 && hbt_now_ns() - b.alive_ns < 1000000000ull,
+		"alive_ns %llu stamped within the last second", (unsigned long long)b.alive_ns);
+	HT_EQ(b.grace_ns, 5000000000ull, "config.grace_ns (the default 5 s)");
+	HT_EQ(b.port, 7600, "config.port (the loader's, kept)");
 	assert_string_equal(b.ifname, "lo");
-	assert_int_equal(ht_stop(&d), 0);
-	assert_int_equal(bpf_map_lookup_elem(p.config, &zero, &b), 0);
-	assert_int_equal(b.alive_ns, 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(bpf_map_lookup_elem(p.config, &zero, &b), 0, "config entry after hbd's exit");
+	HT_EQ(b.alive_ns, 0, "alive_ns after hbd's exit (0: not alive)");
 	ht_cleanup(&d);
 	unpin_all(&p);
 }
@@ -712,22 +766,27 @@ static void fallback_to_userspace(void **state)
 
 	(void)state;
 	snprintf(path, sizeof(path), "/sys/fs/bpf/hbd-test-%d-none", getpid());
-	assert_int_equal(ht_start(&d, args), 0);
-	assert_true(ht_file_contains(d.err, "BPF fast path not loaded at", NULL, 0));
-	assert_true(ht_file_contains(d.err, "hbctl load --dev IFACE", NULL, 0));
-	assert_true(ht_file_contains(d.err, "mode=userspace(bpf-not-loaded)", NULL, 0));
+	HT_EQ(ht_start(&d, args), 0, "hbd with a pin path that holds no maps started");
+	HT_TRUE(ht_file_contains(d.err, "BPF fast path not loaded at", NULL, 0),
+		"'BPF fast path not loaded at' in hbd's log %s", d.err);
+	HT_TRUE(ht_file_contains(d.err, "hbctl load --dev IFACE", NULL, 0),
+		"the 'hbctl load --dev IFACE' hint in hbd's log %s", d.err);
+	HT_TRUE(ht_file_contains(d.err, "mode=userspace(bpf-not-loaded)", NULL, 0),
+		"'mode=userspace(bpf-not-loaded)' in hbd's log %s", d.err);
 	fd = ht_tcp_login(d.port, 1, false, NULL);
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "login of device 1 served in userspace");
 	close(fd);
-	assert_int_equal(ht_stop(&d), 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
 
-	assert_int_equal(make_pins(&p, "badabi", true, true, 80), 0);
+	HT_EQ(make_pins(&p, "badabi", true, true, 80), 0, "pins with an 80-byte conns value");
 	snprintf(path, sizeof(path), "%s", p.dir);
-	assert_int_equal(ht_start(&d, args), 0);
-	assert_true(ht_file_contains(d.err, "value 80", NULL, 0));
-	assert_true(ht_file_contains(d.err, "mode=userspace(bpf-not-loaded)", NULL, 0));
-	assert_int_equal(ht_stop(&d), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with maps of another layout started");
+	HT_TRUE(ht_file_contains(d.err, "value 80", NULL, 0),
+		"the 'value 80' complaint in hbd's log %s", d.err);
+	HT_TRUE(ht_file_contains(d.err, "mode=userspace(bpf-not-loaded)", NULL, 0),
+		"'mode=userspace(bpf-not-loaded)' in hbd's log %s", d.err);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
 	unpin_all(&p);
 }
@@ -744,18 +803,19 @@ static void no_offload_leaves_maps_alone(void **state)
 	int fd, ufd = ht_udp(false);
 
 	(void)state;
-	assert_int_equal(make_pins(&p, "nooff", true, true, sizeof(struct hb_conn)), 0);
+	HT_EQ(make_pins(&p, "nooff", true, true, sizeof(struct hb_conn)), 0,
+	      "pins for --no-offload");
 	snprintf(path, sizeof(path), "%s", p.dir);
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --no-offload and the maps present started");
 	fd = ht_tcp_login(d.port, 1, false, NULL);
-	assert_true(fd >= 0);
-	assert_int_not_equal(ht_udp_login(ufd, d.port, false, 2), 0);
-	assert_int_equal(count_entries(p.conns, 8), 0);
-	assert_int_equal(count_entries(p.sessions, 8), 0);
-	assert_int_equal(bpf_map_lookup_elem(p.ustats, &zero, &u), 0);
+	HT_GE(fd, 0, "login of device 1");
+	HT_NE(ht_udp_login(ufd, d.port, false, 2), 0, "UDP login of device 2");
+	HT_EQ(count_entries(p.conns, 8), 0, "conns entries with --no-offload");
+	HT_EQ(count_entries(p.sessions, 8), 0, "sessions entries with --no-offload");
+	HT_EQ(bpf_map_lookup_elem(p.ustats, &zero, &u), 0, "published counters of worker 0");
 	close(fd);
 	close(ufd);
-	assert_int_equal(ht_stop(&d), 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
 	unpin_all(&p);
 }
@@ -777,24 +837,29 @@ static void tcp_user_path(void **state)
 	int fd, ufd = ht_udp(false);
 
 	(void)state;
-	assert_true(ufd >= 0);
-	assert_int_equal(make_pins(&p, "tcpuser", true, true, sizeof(struct hb_conn)), 0);
-	assert_int_equal(bpf_map_update_elem(p.config, &zero, &c, BPF_ANY), 0);
+	HT_GE(ufd, 0, "UDP socket");
+	HT_EQ(make_pins(&p, "tcpuser", true, true, sizeof(struct hb_conn)), 0,
+	      "pins for --tcp user");
+	HT_EQ(bpf_map_update_elem(p.config, &zero, &c, BPF_ANY), 0,
+	      "config with tcp_path HB_TCP_USER written");
 	snprintf(path, sizeof(path), "%s", p.dir);
-	assert_int_equal(ht_start(&d, args), 0);
-	assert_true(ht_file_contains(d.err, "mode=offload", NULL, 0));
-	assert_true(ht_file_contains(d.err, "--tcp user", NULL, 0));
+	HT_EQ(ht_start(&d, args), 0, "hbd with config.tcp_path user started");
+	HT_TRUE(ht_file_contains(d.err, "mode=offload", NULL, 0),
+		"'mode=offload' in hbd's log %s", d.err);
+	HT_TRUE(ht_file_contains(d.err, "--tcp user", NULL, 0),
+		"'--tcp user' in hbd's log %s", d.err);
 	fd = ht_tcp_login(d.port, 1, false, NULL);
-	assert_true(fd >= 0);
-	assert_int_equal(ht_send_frame(fd, HB_PING, 2, &ping, sizeof(ping)), 0);
-	assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_PONG);
-	assert_int_equal(count_entries(p.conns, 8), 0);
-	assert_int_not_equal(ht_udp_login(ufd, d.port, false, 2), 0);
-	assert_int_equal(count_entries(p.sessions, 8), 1);
+	HT_GE(fd, 0, "login of device 1");
+	HT_EQ(ht_send_frame(fd, HB_PING, 2, &ping, sizeof(ping)), 0, "PING sent");
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
+	      "an answer to the PING within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_PONG, "frame type of the answer (from hbd itself)");
+	HT_EQ(count_entries(p.conns, 8), 0, "conns entries with --tcp user");
+	HT_NE(ht_udp_login(ufd, d.port, false, 2), 0, "UDP login of device 2");
+	HT_EQ(count_entries(p.sessions, 8), 1, "sessions entries (UDP still offloaded)");
 	close(fd);
 	close(ufd);
-	assert_int_equal(ht_stop(&d), 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
 	unpin_all(&p);
 }
@@ -817,61 +882,76 @@ static void full_map(void **state)
 
 	(void)state;
 	pins_max_entries = 2;
-	assert_int_equal(make_pins(&p, "full", true, true, sizeof(struct hb_conn)), 0);
+	HT_EQ(make_pins(&p, "full", true, true, sizeof(struct hb_conn)), 0,
+	      "pins with room for 2 conns and 2 sessions");
 	pins_max_entries = 1024;
 	snprintf(path, sizeof(path), "%s", p.dir);
 	for (int mode = 0; mode < 2; mode++) {
 		args[3] = mode ? "refuse" : "userspace";
-		assert_int_equal(ht_start(&d, args), 0);
+		HT_EQ(ht_start(&d, args), 0, "hbd with --on-map-full %s started", args[3]);
 		for (int i = 0; i < 2; i++) {
 			tcp[i] = ht_tcp_login(d.port, (uint64_t)(1 + i), false, NULL);
 			udp[i] = ht_udp(false);
-			assert_true(tcp[i] >= 0);
-			assert_int_not_equal(ht_udp_login(udp[i], d.port, false, (uint64_t)(3 + i)), 0);
+			HT_GE(tcp[i], 0, "TCP login of device %d", 1 + i);
+			HT_NE(ht_udp_login(udp[i], d.port, false, (uint64_t)(3 + i)), 0,
+			      "UDP login of device %d", 3 + i);
 		}
-		assert_int_equal(count_entries(p.conns, 8), 2);
-		assert_int_equal(count_entries(p.sessions, 8), 2);
+		HT_EQ(count_entries(p.conns, 8), 2, "conns entries of the first two TCP devices");
+		HT_EQ(count_entries(p.sessions, 8), 2,
+		      "sessions entries of the first two UDP devices");
 		/* one client too many for the kernel maps */
 		tcp[2] = ht_tcp(d.port, false);
 		udp[2] = ht_udp(false);
 		ht_hello(&h, 5, 0);
-		assert_int_equal(ht_send_frame(tcp[2], HB_HELLO, 1, &h, sizeof(h)), 0);
+		HT_EQ(ht_send_frame(tcp[2], HB_HELLO, 1, &h, sizeof(h)), 0,
+		      "HELLO of TCP device 5 sent");
 		ht_hello(&h, 6, 0);
-		assert_int_equal(ht_udp_send(udp[2], d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)),
-				 0);
-		assert_int_equal(ht_udp_recv(udp[2], buf, &f, HT_IO_MS), 1);
+		HT_EQ(ht_udp_send(udp[2], d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0,
+		      "HELLO of UDP device 6 sent");
+		HT_EQ(ht_udp_recv(udp[2], buf, &f, HT_IO_MS), 1,
+		      "an answer to UDP device 6's HELLO within %d ms", HT_IO_MS);
 		if (mode == 0) {
 			/* served by the daemon: WELCOME, and its PINGs answered in userspace */
-			assert_true(ht_expect(tcp[2], HB_WELCOME, -1));
-			assert_int_equal(f.type, HB_WELCOME);
+			HT_TRUE(ht_expect(tcp[2], HB_WELCOME, -1),
+				"WELCOME for TCP device 5, maps full, --on-map-full userspace");
+			HT_EQ(f.type, HB_WELCOME,
+			      "frame type of the answer to UDP device 6 (--on-map-full userspace)");
 			tok = f.token;
-			assert_int_equal(ht_send_frame(tcp[2], HB_PING, 2, &ping, sizeof(ping)), 0);
-			assert_true(ht_expect(tcp[2], HB_PONG, -1));
-			assert_int_equal(ht_udp_send(udp[2], d.port, false, HB_PING, 2, tok, &ping,
-						     sizeof(ping)),
-					 0);
-			assert_int_equal(ht_udp_recv(udp[2], buf, &f, HT_IO_MS), 1);
-			assert_int_equal(f.type, HB_PONG);
+			HT_EQ(ht_send_frame(tcp[2], HB_PING, 2, &ping, sizeof(ping)), 0,
+			      "PING of TCP device 5 sent");
+			HT_TRUE(ht_expect(tcp[2], HB_PONG, -1),
+				"PONG from the daemon for TCP device 5");
+			HT_EQ(ht_udp_send(udp[2], d.port, false, HB_PING, 2, tok, &ping,
+					  sizeof(ping)),
+			      0, "PING of UDP device 6 sent");
+			HT_EQ(ht_udp_recv(udp[2], buf, &f, HT_IO_MS), 1,
+			      "an answer to UDP device 6's PING within %d ms", HT_IO_MS);
+			HT_EQ(f.type, HB_PONG, "frame type of the answer to UDP device 6's PING");
 		} else {
-			assert_true(ht_expect(tcp[2], HB_ERROR, HB_ERR_FULL));
-			assert_true(ht_eof(tcp[2], HT_IO_MS));
-			assert_int_equal(f.type, HB_ERROR);
-			assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_ERR_FULL);
+			HT_TRUE(ht_expect(tcp[2], HB_ERROR, HB_ERR_FULL),
+				"ERROR(FULL) for TCP device 5 (--on-map-full refuse)");
+			HT_TRUE(ht_eof(tcp[2], HT_IO_MS), "close after ERROR(FULL)");
+			HT_EQ(f.type, HB_ERROR,
+			      "frame type of the answer to UDP device 6 (--on-map-full refuse)");
+			HT_EQ(be16toh(*(uint16_t *)f.payload), HB_ERR_FULL,
+			      "ERROR code for UDP device 6");
 		}
 		/* the first two are untouched: still AUTHED in the kernel maps, still served */
-		assert_int_equal(count_entries(p.conns, 8), 2);
-		assert_int_equal(count_entries(p.sessions, 8), 2);
+		HT_EQ(count_entries(p.conns, 8), 2, "conns entries of the first two, kept");
+		HT_EQ(count_entries(p.sessions, 8), 2, "sessions entries of the first two, kept");
 		for (int i = 0; i < 2; i++) {
-			assert_int_equal(ht_send_frame(tcp[i], HB_PING, 3, &ping, sizeof(ping)), 0);
-			assert_true(ht_expect(tcp[i], HB_PONG, -1));
+			HT_EQ(ht_send_frame(tcp[i], HB_PING, 3, &ping, sizeof(ping)), 0,
+			      "PING of TCP device %d sent", 1 + i);
+			HT_TRUE(ht_expect(tcp[i], HB_PONG, -1), "PONG for TCP device %d", 1 + i);
 		}
 		for (int i = 0; i < 3; i++) {
 			close(tcp[i]);
 			close(udp[i]);
 		}
-		assert_int_equal(ht_stop(&d), 0);
-		assert_int_equal(ht_exit_stat(&d, "map_full"), 2);
-		assert_true(ht_file_contains(d.err, "map full", NULL, 0));
+		HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+		HT_EQ(ht_exit_stat(&d, "map_full"), 2, "the map_full exit counter");
+		HT_TRUE(ht_file_contains(d.err, "map full", NULL, 0),
+			"'map full' in hbd's log %s", d.err);
 		ht_cleanup(&d);
 	}
 	unpin_all(&p);

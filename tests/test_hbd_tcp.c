@@ -7,7 +7,12 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "test_hbd_harness.h"
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "lib/hbd_harness.h"
+#include "lib/ht_assert.h"
 
 static struct ht_daemon D; /* one daemon for the group; the tests that need their own start it */
 
@@ -44,11 +49,12 @@ static void ping(int fd, uint16_t seq, uint64_t ts)
 	struct hb_ping p = { .ts = htobe64(ts) };
 	struct hb_frame f;
 
-	assert_int_equal(ht_send_frame(fd, HB_PING, seq, &p, sizeof(p)), 0);
-	assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_PONG);
-	assert_int_equal(f.seq, seq);
-	assert_int_equal(f.len, sizeof(p));
+	HT_EQ(ht_send_frame(fd, HB_PING, seq, &p, sizeof(p)), 0, "PING %u sent", seq);
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
+	      "an answer to PING %u within %d ms", seq, HT_IO_MS);
+	HT_EQ(f.type, HB_PONG, "frame type of the answer to PING %u", seq);
+	HT_EQ(f.seq, seq, "sequence number of the PONG");
+	HT_EQ(f.len, sizeof(p), "PONG payload length (the PING's)");
 	assert_memory_equal(f.payload, &p, sizeof(p)); /* payload unchanged */
 }
 
@@ -59,13 +65,13 @@ static void hello_welcome_v4_v6(void **state)
 
 	(void)state;
 	a = ht_tcp_login(D.port, 1, false, &w4);
-	assert_true(a >= 0);
+	HT_GE(a, 0, "IPv4 login of device 1");
 	b = ht_tcp_login(D.port, 2, true, &w6); /* dual-stack listener */
-	assert_true(b >= 0);
-	assert_int_not_equal(hb_get_be64(&w4.token), 0);
-	assert_int_not_equal(hb_get_be64(&w4.token), hb_get_be64(&w6.token));
-	assert_int_equal(be32toh(w4.interval_ms), 100000);
-	assert_int_equal(be32toh(w4.timeout_ms), 150000);
+	HT_GE(b, 0, "IPv6 login of device 2 (dual-stack listener)");
+	HT_NE(hb_get_be64(&w4.token), 0, "WELCOME token of device 1 (0 is no session)");
+	HT_NE(hb_get_be64(&w4.token), hb_get_be64(&w6.token), "two sessions with different tokens");
+	HT_EQ(be32toh(w4.interval_ms), 100000, "WELCOME interval_ms (--interval 100)");
+	HT_EQ(be32toh(w4.timeout_ms), 150000, "WELCOME timeout_ms (1.5 intervals)");
 	ping(a, 2, 111);
 	ping(b, 2, 222);
 	close(a);
@@ -78,25 +84,25 @@ static void wrong_mac_error_and_close(void **state)
 	int fd = ht_tcp(D.port, false);
 
 	(void)state;
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "TCP connection to hbd on port %u", D.port);
 	ht_hello(&h, 3, 0);
 	h.mac[0] ^= 1;
-	assert_int_equal(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0);
-	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_AUTH));
-	assert_true(ht_eof(fd, HT_IO_MS));
+	HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0, "HELLO with a bad MAC sent");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_AUTH), "ERROR(AUTH) for a bad MAC");
+	HT_TRUE(ht_eof(fd, HT_IO_MS), "close after ERROR(AUTH) for a bad MAC");
 	close(fd);
 	/* unknown device and a stale clock likewise */
 	fd = ht_tcp(D.port, false);
 	ht_hello(&h, 777, 0);
-	assert_int_equal(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0);
-	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_AUTH));
-	assert_true(ht_eof(fd, HT_IO_MS));
+	HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0, "HELLO of unknown device 777 sent");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_AUTH), "ERROR(AUTH) for an unknown device");
+	HT_TRUE(ht_eof(fd, HT_IO_MS), "close after ERROR(AUTH) for an unknown device");
 	close(fd);
 	fd = ht_tcp(D.port, false);
 	ht_hello(&h, 3, 1000); /* 1970 */
-	assert_int_equal(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0);
-	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_AUTH));
-	assert_true(ht_eof(fd, HT_IO_MS));
+	HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0, "HELLO stamped 1970 sent");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_AUTH), "ERROR(AUTH) for a stale HELLO timestamp");
+	HT_TRUE(ht_eof(fd, HT_IO_MS), "close after ERROR(AUTH) for a stale timestamp");
 	close(fd);
 }
 
@@ -107,12 +113,13 @@ static void replayed_hello_refused(void **state)
 
 	(void)state;
 	ht_hello(&h, 4, 0);
-	assert_int_equal(ht_send_frame(a, HB_HELLO, 1, &h, sizeof(h)), 0);
-	assert_true(ht_expect(a, HB_WELCOME, -1));
+	HT_EQ(ht_send_frame(a, HB_HELLO, 1, &h, sizeof(h)), 0, "HELLO of device 4 sent");
+	HT_TRUE(ht_expect(a, HB_WELCOME, -1), "WELCOME for the first HELLO");
 	/* the very same bytes again, on another connection: a replay */
-	assert_int_equal(ht_send_frame(b, HB_HELLO, 1, &h, sizeof(h)), 0);
-	assert_true(ht_expect(b, HB_ERROR, HB_ERR_AUTH));
-	assert_true(ht_eof(b, HT_IO_MS));
+	HT_EQ(ht_send_frame(b, HB_HELLO, 1, &h, sizeof(h)), 0,
+	      "replayed HELLO sent on a second connection");
+	HT_TRUE(ht_expect(b, HB_ERROR, HB_ERR_AUTH), "ERROR(AUTH) for a replayed HELLO");
+	HT_TRUE(ht_eof(b, HT_IO_MS), "close after the replayed HELLO");
 	ping(a, 5, 5); /* the original session is untouched */
 	close(a);
 	close(b);
@@ -124,12 +131,15 @@ static void ping_before_hello(void **state)
 	int fd = ht_tcp(D.port, false);
 
 	(void)state;
-	assert_int_equal(ht_send_frame(fd, HB_PING, 1, &p, sizeof(p)), 0);
-	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_NOT_AUTHED));
-	assert_int_equal(ht_send_frame(fd, HB_ECHO, 2, "x", 1), 0);
-	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_NOT_AUTHED));
-	assert_int_equal(ht_send_frame(fd, HB_DATA, 3, "x", 1), 0);
-	assert_true(ht_expect(fd, HB_ERROR, HB_ERR_NOT_AUTHED));
+	HT_EQ(ht_send_frame(fd, HB_PING, 1, &p, sizeof(p)), 0, "PING before HELLO sent");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_NOT_AUTHED),
+		"ERROR(NOT_AUTHED) for a PING before HELLO");
+	HT_EQ(ht_send_frame(fd, HB_ECHO, 2, "x", 1), 0, "ECHO before HELLO sent");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_NOT_AUTHED),
+		"ERROR(NOT_AUTHED) for an ECHO before HELLO");
+	HT_EQ(ht_send_frame(fd, HB_DATA, 3, "x", 1), 0, "DATA before HELLO sent");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_NOT_AUTHED),
+		"ERROR(NOT_AUTHED) for DATA before HELLO");
 	close(fd);
 }
 
@@ -140,17 +150,19 @@ static void echo_verbatim(void **state)
 	int fd = ht_tcp_login(D.port, 5, false, NULL);
 
 	(void)state;
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "login of device 5");
 	for (size_t i = 0; i < sizeof(payload); i++)
 		payload[i] = (uint8_t)(i * 7);
 	const uint16_t lens[] = { 0, 1, 100, HB_MAX_PAYLOAD };
 
 	for (unsigned i = 0; i < 4; i++) {
-		assert_int_equal(ht_send_frame(fd, HB_ECHO, (uint16_t)(40 + i), payload, lens[i]), 0);
-		assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
-		assert_int_equal(f.type, HB_ECHO);
-		assert_int_equal(f.seq, 40 + i);
-		assert_int_equal(f.len, lens[i]);
+		HT_EQ(ht_send_frame(fd, HB_ECHO, (uint16_t)(40 + i), payload, lens[i]), 0,
+		      "ECHO of %u bytes sent", lens[i]);
+		HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
+		      "answer to the ECHO of %u bytes within %d ms", lens[i], HT_IO_MS);
+		HT_EQ(f.type, HB_ECHO, "frame type of the answer to an ECHO");
+		HT_EQ(f.seq, 40 + i, "sequence number of the reflected ECHO");
+		HT_EQ(f.len, lens[i], "payload length of the reflected ECHO");
 		if (lens[i])
 			assert_memory_equal(f.payload, payload, lens[i]);
 	}
@@ -175,20 +187,23 @@ static void data_ack_and_sink(void **state)
 	int fd = ht_tcp_login(D.port, 6, false, NULL);
 
 	(void)state;
-	assert_true(fd >= 0);
-	assert_int_equal(ht_send_frame(fd, HB_DATA, 900, "hello", 5), 0);
-	assert_true(ht_expect(fd, HB_ACK, -1));
+	HT_GE(fd, 0, "login of device 6");
+	HT_EQ(ht_send_frame(fd, HB_DATA, 900, "hello", 5), 0, "DATA 900 sent");
+	HT_TRUE(ht_expect(fd, HB_ACK, -1), "ACK for DATA 900");
 	/* the ACK means the line is written already: no waiting needed */
-	assert_true(ht_file_contains(D.sink, "\"payload\":\"aGVsbG8=\"", line, sizeof(line)));
+	HT_TRUE(ht_file_contains(D.sink, "\"payload\":\"aGVsbG8=\"", line, sizeof(line)),
+		"sink line with DATA 900's payload (written before the ACK): %s", D.sink);
 	assert_non_null(strstr(line, "{\"device\":6,\"transport\":\"tcp\",\"seq\":900,\"time\":\""));
 	assert_non_null(strstr(line, "Z\",\"payload\""));
 	for (size_t i = 0; i < sizeof(bin); i++)
 		bin[i] = (uint8_t)(255 - i);
-	assert_int_equal(ht_send_frame(fd, HB_DATA, 901, bin, sizeof(bin)), 0);
-	assert_true(ht_expect(fd, HB_ACK, -1));
+	HT_EQ(ht_send_frame(fd, HB_DATA, 901, bin, sizeof(bin)), 0,
+	      "DATA 901 (binary, %zu bytes) sent", sizeof(bin));
+	HT_TRUE(ht_expect(fd, HB_ACK, -1), "ACK for DATA 901");
 	EVP_EncodeBlock(b64, bin, sizeof(bin));
 	snprintf(needle, sizeof(needle), "\"seq\":901,%s", "");
-	assert_true(sink_has(needle, line, sizeof(line)));
+	HT_TRUE(sink_has(needle, line, sizeof(line)),
+		"sink line for DATA 901 within 3 s: %s", D.sink);
 	snprintf(needle, sizeof(needle), "\"payload\":\"%s\"}", b64);
 	assert_non_null(strstr(line, needle));
 	close(fd);
@@ -209,14 +224,15 @@ static void split_byte_by_byte(void **state)
 	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_PING, 2, 0, &p, sizeof(p));
 	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_DATA, 3, 0, "split", 5);
 	for (size_t i = 0; i < n; i++) {
-		assert_int_equal(ht_send_all(fd, stream + i, 1), 0);
+		HT_EQ(ht_send_all(fd, stream + i, 1), 0, "byte %zu of the stream sent", i);
 		ht_sleep_ms(1); /* separate segments, separate receives */
 	}
-	assert_true(ht_expect(fd, HB_WELCOME, -1));
-	assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_PONG);
+	HT_TRUE(ht_expect(fd, HB_WELCOME, -1), "WELCOME to the byte-by-byte HELLO");
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
+	      "answer to the byte-by-byte PING within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_PONG, "frame type of the answer to the byte-by-byte PING");
 	assert_memory_equal(f.payload, &p, sizeof(p));
-	assert_true(ht_expect(fd, HB_ACK, -1));
+	HT_TRUE(ht_expect(fd, HB_ACK, -1), "ACK for the byte-by-byte DATA");
 	close(fd);
 }
 
@@ -228,7 +244,7 @@ static void coalesced_frames(void **state)
 	int fd = ht_tcp_login(D.port, 8, false, NULL);
 
 	(void)state;
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "login of device 8");
 	for (uint16_t i = 0; i < 20; i++) {
 		struct hb_ping p = { .ts = htobe64(i) };
 
@@ -237,23 +253,27 @@ static void coalesced_frames(void **state)
 	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_ECHO, 100, 0, "abc", 3);
 	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_DATA, 101, 0, "zz", 2);
 	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_PING, 102, 0, "12345678", 8);
-	assert_int_equal(ht_send_all(fd, stream, n), 0); /* one write, one segment */
+	/* one write, one segment */
+	HT_EQ(ht_send_all(fd, stream, n), 0, "%zu bytes of coalesced frames in one write", n);
 	for (uint16_t i = 0; i < 20; i++) {
-		assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
-		assert_int_equal(f.type, HB_PONG);
-		assert_int_equal(f.seq, i);
-		assert_int_equal(hb_get_be64(f.payload), i);
+		HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
+		      "answer to coalesced PING %u within %d ms", i, HT_IO_MS);
+		HT_EQ(f.type, HB_PONG, "frame type of the answer to coalesced PING %u", i);
+		HT_EQ(f.seq, i, "PONGs in the order of the PINGs");
+		HT_EQ(hb_get_be64(f.payload), i, "PONG %u carries its PING's timestamp", i);
 	}
 	/* ECHO and PING answer at once; the ACK waits for the sink write */
 	bool echo = false, pong = false, ack = false;
 
 	for (int i = 0; i < 3; i++) {
-		assert_int_equal(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1);
+		HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
+		      "answer %d of 3 to the trailing ECHO, DATA and PING", i + 1);
 		echo |= f.type == HB_ECHO && f.seq == 100 && !memcmp(f.payload, "abc", 3);
 		pong |= f.type == HB_PONG && f.seq == 102;
 		ack |= f.type == HB_ACK && f.seq == 101;
 	}
-	assert_true(echo && pong && ack);
+	HT_TRUE(echo && pong && ack,
+		"ECHO 100 (%d), PONG 102 (%d) and ACK 101 (%d) all came", echo, pong, ack);
 	close(fd);
 }
 
@@ -267,31 +287,35 @@ static void malformed_closes_only_that_client(void **state)
 	int good = ht_tcp_login(D.port, 9, false, NULL), bad;
 
 	(void)state;
-	assert_true(good >= 0);
+	HT_GE(good, 0, "login of the good client, device 9");
 	bad = ht_tcp_login(D.port, 100, false, NULL);
-	assert_true(bad >= 0);
-	assert_int_equal(ht_send_all(bad, junk, sizeof(junk)), 0);
-	assert_true(ht_expect(bad, HB_ERROR, HB_ERR_MALFORMED));
-	assert_true(ht_eof(bad, HT_IO_MS));
+	HT_GE(bad, 0, "login of the bad client, device 100");
+	HT_EQ(ht_send_all(bad, junk, sizeof(junk)), 0, "HTTP request bytes sent");
+	HT_TRUE(ht_expect(bad, HB_ERROR, HB_ERR_MALFORMED), "ERROR(MALFORMED) for an HTTP request");
+	HT_TRUE(ht_eof(bad, HT_IO_MS), "close after ERROR(MALFORMED)");
 	close(bad);
 	ping(good, 1, 1);
 	/* an oversized length is refused on its header alone */
 	bad = ht_tcp(D.port, false);
-	assert_int_equal(ht_send_all(bad, &big, sizeof(big)), 0);
-	assert_true(ht_expect(bad, HB_ERROR, HB_ERR_TOO_LARGE));
-	assert_true(ht_eof(bad, HT_IO_MS));
+	HT_EQ(ht_send_all(bad, &big, sizeof(big)), 0, "header with an oversized length sent");
+	HT_TRUE(ht_expect(bad, HB_ERROR, HB_ERR_TOO_LARGE),
+		"ERROR(TOO_LARGE) for an oversized length");
+	HT_TRUE(ht_eof(bad, HT_IO_MS), "close after ERROR(TOO_LARGE)");
 	close(bad);
 	ping(good, 2, 2);
 	bad = ht_tcp(D.port, true);
-	assert_int_equal(ht_send_all(bad, &ver, sizeof(ver)), 0);
-	assert_true(ht_expect(bad, HB_ERROR, HB_ERR_MALFORMED));
-	assert_true(ht_eof(bad, HT_IO_MS));
+	HT_EQ(ht_send_all(bad, &ver, sizeof(ver)), 0, "header of protocol version 9 sent");
+	HT_TRUE(ht_expect(bad, HB_ERROR, HB_ERR_MALFORMED),
+		"ERROR(MALFORMED) for an unknown version");
+	HT_TRUE(ht_eof(bad, HT_IO_MS), "close after the unknown version");
 	close(bad);
 	/* a server-only frame type from a client (an ACK is the device's answer to a DOWN) */
 	bad = ht_tcp_login(D.port, 101, false, NULL);
-	assert_int_equal(ht_send_frame(bad, HB_DOWN, 1, "x", 1), 0);
-	assert_true(ht_expect(bad, HB_ERROR, HB_ERR_MALFORMED));
-	assert_true(ht_eof(bad, HT_IO_MS));
+	HT_EQ(ht_send_frame(bad, HB_DOWN, 1, "x", 1), 0,
+	      "DOWN (a server-only type) sent by a client");
+	HT_TRUE(ht_expect(bad, HB_ERROR, HB_ERR_MALFORMED),
+		"ERROR(MALFORMED) for a DOWN from a client");
+	HT_TRUE(ht_eof(bad, HT_IO_MS), "close after the client's DOWN");
 	close(bad);
 	ping(good, 3, 3);
 	close(good);
@@ -302,12 +326,12 @@ static void second_hello_supersedes(void **state)
 	int a = ht_tcp_login(D.port, 102, false, NULL), b;
 
 	(void)state;
-	assert_true(a >= 0);
+	HT_GE(a, 0, "first login of device 102");
 	ht_sleep_ms(2); /* a newer HELLO timestamp */
 	b = ht_tcp_login(D.port, 102, true, NULL);
-	assert_true(b >= 0);
-	assert_true(ht_expect(a, HB_BYE, HB_BYE_SUPERSEDED));
-	assert_true(ht_eof(a, HT_IO_MS));
+	HT_GE(b, 0, "second login of device 102");
+	HT_TRUE(ht_expect(a, HB_BYE, HB_BYE_SUPERSEDED), "BYE(SUPERSEDED) to the first connection");
+	HT_TRUE(ht_eof(a, HT_IO_MS), "close of the superseded connection");
 	ping(b, 9, 9);
 	close(a);
 	close(b);
@@ -319,12 +343,12 @@ static void client_bye_closes(void **state)
 	int fd = ht_tcp_login(D.port, 103, false, NULL);
 
 	(void)state;
-	assert_true(fd >= 0);
-	assert_int_equal(ht_send_frame(fd, HB_DATA, 7, "last", 4), 0);
-	assert_int_equal(ht_send_frame(fd, HB_BYE, 8, &bye, sizeof(bye)), 0);
+	HT_GE(fd, 0, "login of device 103");
+	HT_EQ(ht_send_frame(fd, HB_DATA, 7, "last", 4), 0, "DATA before BYE sent");
+	HT_EQ(ht_send_frame(fd, HB_BYE, 8, &bye, sizeof(bye)), 0, "client's BYE sent");
 	/* the DATA still gets its ACK before the server closes */
-	assert_true(ht_expect(fd, HB_ACK, -1));
-	assert_true(ht_eof(fd, HT_IO_MS));
+	HT_TRUE(ht_expect(fd, HB_ACK, -1), "ACK for the DATA sent before BYE");
+	HT_TRUE(ht_eof(fd, HT_IO_MS), "close after the client's BYE");
 	close(fd);
 }
 
@@ -336,8 +360,10 @@ static void many_clients(void **state)
 	for (int i = 0; i < 200; i++) {
 		fds[i] = ht_tcp_login(D.port, 110 + (uint64_t)(i % 80), i % 2, NULL);
 		if (i >= 80)
-			assert_true(ht_expect(fds[i - 80], HB_BYE, HB_BYE_SUPERSEDED));
-		assert_true(fds[i] >= 0);
+			HT_TRUE(ht_expect(fds[i - 80], HB_BYE, HB_BYE_SUPERSEDED),
+				"BYE(SUPERSEDED) to connection %d when device %d logs in again",
+				i - 80, 110 + i % 80);
+		HT_GE(fds[i], 0, "login %d of 200 (device %d)", i, 110 + i % 80);
 	}
 	for (int i = 120; i < 200; i++)
 		ping(fds[i], (uint16_t)i, (uint64_t)i);
@@ -354,13 +380,13 @@ static void full_refuses_cleanly(void **state)
 	int a, b, c;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --max-clients 2 started");
 	a = ht_tcp_login(d.port, 1, false, NULL);
 	b = ht_tcp_login(d.port, 2, false, NULL);
-	assert_true(a >= 0 && b >= 0);
+	HT_TRUE(a >= 0 && b >= 0, "the two logins within --max-clients 2 (fds %d, %d)", a, b);
 	c = ht_tcp(d.port, false);
-	assert_true(ht_expect(c, HB_ERROR, HB_ERR_FULL));
-	assert_true(ht_eof(c, HT_IO_MS));
+	HT_TRUE(ht_expect(c, HB_ERROR, HB_ERR_FULL), "ERROR(FULL) for a third client");
+	HT_TRUE(ht_eof(c, HT_IO_MS), "close after ERROR(FULL)");
 	close(c);
 	close(a);
 	/* a slot frees up again once a client leaves (bounded wait for the close) */
@@ -370,11 +396,11 @@ static void full_refuses_cleanly(void **state)
 			break;
 		ht_sleep_ms(20);
 	}
-	assert_true(c >= 0);
+	HT_GE(c, 0, "login once a slot is free again (2 s)");
 	close(b);
 	close(c);
-	assert_int_equal(ht_stop(&d), 0);
-	assert_true(ht_exit_stat(&d, "full") >= 1);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_GE(ht_exit_stat(&d, "full"), 1, "the 'full' exit counter");
 	ht_cleanup(&d);
 }
 
@@ -388,32 +414,35 @@ static void silent_client_expires(void **state)
 	int quiet, chatty, unauth;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --interval 0.2 started");
 	quiet = ht_tcp_login(d.port, 1, false, &w);
 	chatty = ht_tcp_login(d.port, 2, false, NULL);
 	unauth = ht_tcp(d.port, false);
-	assert_true(quiet >= 0 && chatty >= 0 && unauth >= 0);
-	assert_int_equal(be32toh(w.timeout_ms), 300);
+	HT_TRUE(quiet >= 0 && chatty >= 0 && unauth >= 0,
+		"quiet (%d), chatty (%d) and unauthenticated (%d) connections", quiet, chatty,
+		unauth);
+	HT_EQ(be32toh(w.timeout_ms), 300, "WELCOME timeout_ms for --interval 0.2");
 	t0 = ht_now_ms();
 	/* chatty heartbeats every 100 ms for 1 s and must survive; quiet must be expired */
 	for (int i = 0; i < 10; i++) {
 		ping(chatty, (uint16_t)i, (uint64_t)i);
 		ht_sleep_ms(100);
 	}
-	assert_true(ht_expect(quiet, HB_BYE, HB_BYE_EXPIRED));
-	assert_true(ht_eof(quiet, HT_IO_MS));
+	HT_TRUE(ht_expect(quiet, HB_BYE, HB_BYE_EXPIRED), "BYE(EXPIRED) to the quiet device");
+	HT_TRUE(ht_eof(quiet, HT_IO_MS), "close of the expired connection");
 	/* a connection that never authenticated is closed after the timeout too (the hello
 	 * timeout is never longer than the heartbeat timeout)
 	 */
-	assert_true(ht_expect(unauth, HB_BYE, HB_BYE_EXPIRED));
-	assert_true(ht_now_ms() - t0 < 5000);
+	HT_TRUE(ht_expect(unauth, HB_BYE, HB_BYE_EXPIRED),
+		"BYE(EXPIRED) to the connection that never sent HELLO");
+	HT_LT(ht_now_ms() - t0, 5000, "expiry within 5 s");
 	ping(chatty, 99, 99);
 	close(quiet);
 	close(chatty);
 	close(unauth);
-	assert_int_equal(ht_stop(&d), 0);
-	assert_true(ht_exit_stat(&d, "expired_tcp") >= 1);
-	assert_true(ht_exit_stat(&d, "hello_timeout") >= 1);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_GE(ht_exit_stat(&d, "expired_tcp"), 1, "the expired_tcp exit counter");
+	HT_GE(ht_exit_stat(&d, "hello_timeout"), 1, "the hello_timeout exit counter");
 	ht_cleanup(&d);
 }
 
@@ -425,24 +454,27 @@ static void sigterm_drains_with_bye(void **state)
 	int a, b;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with two workers started");
 	a = ht_tcp_login(d.port, 1, false, NULL);
 	b = ht_tcp_login(d.port, 2, true, NULL);
-	assert_true(a >= 0 && b >= 0);
-	assert_int_equal(ht_send_frame(a, HB_DATA, 5, "before-stop", 11), 0);
-	assert_true(ht_expect(a, HB_ACK, -1));
+	HT_TRUE(a >= 0 && b >= 0, "logins over IPv4 (fd %d) and IPv6 (fd %d)", a, b);
+	HT_EQ(ht_send_frame(a, HB_DATA, 5, "before-stop", 11), 0, "DATA before SIGTERM sent");
+	HT_TRUE(ht_expect(a, HB_ACK, -1), "ACK for the DATA before SIGTERM");
 	kill(d.pid, SIGTERM);
-	assert_true(ht_expect(a, HB_BYE, HB_BYE_SHUTDOWN));
-	assert_true(ht_expect(b, HB_BYE, HB_BYE_SHUTDOWN));
-	assert_true(ht_eof(a, HT_IO_MS));
-	assert_true(ht_eof(b, HT_IO_MS));
-	assert_int_equal(ht_stop(&d), 0); /* already terminating: exit code 0 */
-	assert_int_equal(ht_exit_stat(&d, "tcp_active"), 0);
-	assert_int_equal(ht_exit_stat(&d, "data_acked"), 1);
+	HT_TRUE(ht_expect(a, HB_BYE, HB_BYE_SHUTDOWN),
+		"BYE(SHUTDOWN) to the IPv4 client on SIGTERM");
+	HT_TRUE(ht_expect(b, HB_BYE, HB_BYE_SHUTDOWN),
+		"BYE(SHUTDOWN) to the IPv6 client on SIGTERM");
+	HT_TRUE(ht_eof(a, HT_IO_MS), "close of the IPv4 client after BYE(SHUTDOWN)");
+	HT_TRUE(ht_eof(b, HT_IO_MS), "close of the IPv6 client after BYE(SHUTDOWN)");
+	/* already terminating: exit code 0 */
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d, "tcp_active"), 0, "connections still active at exit");
+	HT_EQ(ht_exit_stat(&d, "data_acked"), 1, "the data_acked exit counter");
 	close(a);
 	close(b);
 	/* nothing listens any more */
-	assert_true(ht_tcp(d.port, false) < 0);
+	HT_LT(ht_tcp(d.port, false), 0, "a connection after hbd exited (nothing listens)");
 	ht_cleanup(&d);
 }
 
@@ -455,19 +487,20 @@ static void sink_fsync_still_acks(void **state)
 	int fd;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --sink-fsync started");
 	fd = ht_tcp_login(d.port, 1, false, NULL);
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "login of device 1");
 	for (uint16_t i = 0; i < 5; i++) {
-		assert_int_equal(ht_send_frame(fd, HB_DATA, i, "synced", 6), 0);
-		assert_true(ht_expect(fd, HB_ACK, -1));
+		HT_EQ(ht_send_frame(fd, HB_DATA, i, "synced", 6), 0, "synced DATA %u sent", i);
+		HT_TRUE(ht_expect(fd, HB_ACK, -1), "ACK for synced DATA %u", i);
 	}
-	assert_true(ht_file_contains(d.sink, "\"seq\":4,", NULL, 0));
+	HT_TRUE(ht_file_contains(d.sink, "\"seq\":4,", NULL, 0),
+		"DATA 4 in the sink after its ACK: %s", d.sink);
 	close(fd);
 	/* an IPv4 listener takes no IPv6 clients */
-	assert_true(ht_tcp(d.port, true) < 0);
-	assert_int_equal(ht_stop(&d), 0);
-	assert_int_equal(ht_exit_stat(&d, "data_acked"), 5);
+	HT_LT(ht_tcp(d.port, true), 0, "an IPv6 connection to an IPv4-only listener");
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d, "data_acked"), 5, "the data_acked exit counter");
 	ht_cleanup(&d);
 }
 

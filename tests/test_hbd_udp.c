@@ -6,7 +6,12 @@
 
 #include <cmocka.h>
 
-#include "test_hbd_harness.h"
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "lib/ht_assert.h"
+#include "lib/hbd_harness.h"
 
 #define SILENCE_MS 300 /* how long "no reply" is waited for */
 
@@ -43,11 +48,13 @@ static void udp_ping(int fd, uint16_t port, bool v6, uint64_t token, uint16_t se
 	struct hb_ping p = { .ts = htobe64(0xabcdef0000000000ull | seq) };
 	struct hb_frame f;
 
-	assert_int_equal(ht_udp_send(fd, port, v6, HB_PING, seq, token, &p, sizeof(p)), 0);
-	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_PONG);
-	assert_int_equal(f.seq, seq);
-	assert_int_equal(f.token, token);
+	HT_EQ(ht_udp_send(fd, port, v6, HB_PING, seq, token, &p, sizeof(p)), 0,
+	      "PING %u sent", seq);
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
+	      "an answer to PING %u within %d ms", seq, HT_IO_MS);
+	HT_EQ(f.type, HB_PONG, "frame type of the answer to PING %u", seq);
+	HT_EQ(f.seq, seq, "sequence number of the PONG");
+	HT_EQ(f.token, token, "session token of the PONG");
 	assert_memory_equal(f.payload, &p, sizeof(p));
 }
 
@@ -67,9 +74,9 @@ static void hello_welcome_ping_pong(void **state)
 	(void)state;
 	ta = ht_udp_login(a, D.port, false, 1);
 	tb = ht_udp_login(b, D.port, true, 2);
-	assert_int_not_equal(ta, 0);
-	assert_int_not_equal(tb, 0);
-	assert_int_not_equal(ta, tb);
+	HT_NE(ta, 0, "UDP login of device 1 over IPv4 (0: no WELCOME)");
+	HT_NE(tb, 0, "UDP login of device 2 over IPv6 (0: no WELCOME)");
+	HT_NE(ta, tb, "two sessions with different tokens");
 	for (uint16_t i = 0; i < 20; i++) {
 		udp_ping(a, D.port, false, ta, i);
 		udp_ping(b, D.port, true, tb, i);
@@ -84,12 +91,15 @@ static void unknown_token_gets_nothing(void **state)
 	int fd = ht_udp(false);
 
 	(void)state;
-	assert_int_equal(ht_udp_send(fd, D.port, false, HB_PING, 1, 0x1234, &p, sizeof(p)), 0);
-	assert_true(silent(fd));
-	assert_int_equal(ht_udp_send(fd, D.port, false, HB_ECHO, 2, 0x1234, "x", 1), 0);
-	assert_true(silent(fd));
-	assert_int_equal(ht_udp_send(fd, D.port, false, HB_PING, 3, 0, &p, sizeof(p)), 0);
-	assert_true(silent(fd));
+	HT_EQ(ht_udp_send(fd, D.port, false, HB_PING, 1, 0x1234, &p, sizeof(p)), 0,
+	      "PING with an unknown token sent");
+	HT_TRUE(silent(fd), "no answer to a PING with an unknown token");
+	HT_EQ(ht_udp_send(fd, D.port, false, HB_ECHO, 2, 0x1234, "x", 1), 0,
+	      "ECHO with an unknown token sent");
+	HT_TRUE(silent(fd), "no answer to an ECHO with an unknown token");
+	HT_EQ(ht_udp_send(fd, D.port, false, HB_PING, 3, 0, &p, sizeof(p)), 0,
+	      "PING with token 0 sent");
+	HT_TRUE(silent(fd), "no answer to a PING with token 0");
 	close(fd);
 }
 
@@ -103,21 +113,22 @@ static void malformed_gets_nothing(void **state)
 	uint64_t tok = ht_udp_login(fd, D.port, false, 3);
 
 	(void)state;
-	assert_int_not_equal(tok, 0);
-	assert_int_equal(ht_udp_send_raw(fd, D.port, junk, sizeof(junk)), 0);
-	assert_true(silent(fd));
+	HT_NE(tok, 0, "UDP login of device 3");
+	HT_EQ(ht_udp_send_raw(fd, D.port, junk, sizeof(junk)), 0, "junk datagram sent");
+	HT_TRUE(silent(fd), "no answer to a junk datagram");
 	/* a valid PING cut short, and one with trailing bytes */
 	n = hb_encode(buf, sizeof(buf), HB_UDP, HB_PING, 1, tok, &p, sizeof(p));
-	assert_int_equal(ht_udp_send_raw(fd, D.port, buf, n - 1), 0);
-	assert_true(silent(fd));
-	assert_int_equal(ht_udp_send_raw(fd, D.port, buf, n + 1), 0);
-	assert_true(silent(fd));
+	HT_EQ(ht_udp_send_raw(fd, D.port, buf, n - 1), 0, "PING cut short by a byte sent");
+	HT_TRUE(silent(fd), "no answer to a truncated PING");
+	HT_EQ(ht_udp_send_raw(fd, D.port, buf, n + 1), 0, "PING with a trailing byte sent");
+	HT_TRUE(silent(fd), "no answer to a PING with a trailing byte");
 	/* a datagram larger than any frame */
 	uint8_t huge[3000] = { 0 };
 
 	memcpy(huge, buf, n);
-	assert_int_equal(ht_udp_send_raw(fd, D.port, huge, sizeof(huge)), 0);
-	assert_true(silent(fd));
+	HT_EQ(ht_udp_send_raw(fd, D.port, huge, sizeof(huge)), 0,
+	      "%zu-byte datagram sent", sizeof(huge));
+	HT_TRUE(silent(fd), "no answer to a datagram larger than any frame");
 	udp_ping(fd, D.port, false, tok, 9); /* the session is unharmed */
 	close(fd);
 }
@@ -132,19 +143,25 @@ static void bad_mac_and_replay(void **state)
 	(void)state;
 	ht_hello(&h, 4, 0);
 	h.mac[5] ^= 0x80;
-	assert_int_equal(ht_udp_send(fd, D.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0);
-	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_ERROR);
-	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_ERR_AUTH);
-	assert_int_equal(f.token, 0);
+	HT_EQ(ht_udp_send(fd, D.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0,
+	      "HELLO with a bad MAC sent");
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
+	      "an answer to the bad HELLO within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_ERROR, "frame type of the answer to a bad MAC");
+	HT_EQ(be16toh(*(uint16_t *)f.payload), HB_ERR_AUTH, "ERROR code for a bad MAC");
+	HT_EQ(f.token, 0, "token of the ERROR (no session)");
 	/* a good HELLO, then the same bytes again: the replay is refused */
 	ht_hello(&h, 4, 0);
-	assert_int_equal(ht_udp_send(fd, D.port, false, HB_HELLO, 2, 0, &h, sizeof(h)), 0);
-	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_WELCOME);
-	assert_int_equal(ht_udp_send(fd, D.port, false, HB_HELLO, 3, 0, &h, sizeof(h)), 0);
-	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_ERROR);
+	HT_EQ(ht_udp_send(fd, D.port, false, HB_HELLO, 2, 0, &h, sizeof(h)), 0,
+	      "good HELLO of device 4 sent");
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
+	      "an answer to the good HELLO within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_WELCOME, "frame type of the answer to a good HELLO");
+	HT_EQ(ht_udp_send(fd, D.port, false, HB_HELLO, 3, 0, &h, sizeof(h)), 0,
+	      "replayed HELLO sent");
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
+	      "an answer to the replayed HELLO within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_ERROR, "frame type of the answer to a replayed HELLO");
 	close(fd);
 }
 
@@ -157,18 +174,20 @@ static void echo_data_ack_sink(void **state)
 	uint64_t tok = ht_udp_login(fd, D.port, false, 5);
 
 	(void)state;
-	assert_int_not_equal(tok, 0);
-	assert_int_equal(ht_udp_send(fd, D.port, false, HB_ECHO, 7, tok, "verbatim", 8), 0);
-	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_ECHO);
-	assert_int_equal(f.seq, 7);
+	HT_NE(tok, 0, "UDP login of device 5");
+	HT_EQ(ht_udp_send(fd, D.port, false, HB_ECHO, 7, tok, "verbatim", 8), 0, "ECHO sent");
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
+	      "an answer to the ECHO within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_ECHO, "frame type of the answer to an ECHO");
+	HT_EQ(f.seq, 7, "sequence number of the reflected ECHO");
 	assert_memory_equal(f.payload, "verbatim", 8);
-	assert_int_equal(ht_udp_send(fd, D.port, false, HB_DATA, 8, tok, "hello", 5), 0);
-	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_ACK);
-	assert_int_equal(f.seq, 8);
-	assert_int_equal(f.token, tok);
-	assert_true(ht_file_contains(D.sink, "\"transport\":\"udp\"", line, sizeof(line)));
+	HT_EQ(ht_udp_send(fd, D.port, false, HB_DATA, 8, tok, "hello", 5), 0, "DATA 8 sent");
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "an answer to DATA 8 within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_ACK, "frame type of the answer to DATA");
+	HT_EQ(f.seq, 8, "sequence number of the ACK");
+	HT_EQ(f.token, tok, "session token of the ACK");
+	HT_TRUE(ht_file_contains(D.sink, "\"transport\":\"udp\"", line, sizeof(line)),
+		"a UDP line in the sink after the ACK: %s", D.sink);
 	assert_non_null(strstr(line, "{\"device\":5,\"transport\":\"udp\",\"seq\":8,"));
 	assert_non_null(strstr(line, "\"payload\":\"aGVsbG8=\"}"));
 	close(fd);
@@ -182,12 +201,13 @@ static void bye_ends_session(void **state)
 	uint64_t tok = ht_udp_login(fd, D.port, false, 6);
 
 	(void)state;
-	assert_int_not_equal(tok, 0);
+	HT_NE(tok, 0, "UDP login of device 6");
 	udp_ping(fd, D.port, false, tok, 1);
-	assert_int_equal(ht_udp_send(fd, D.port, false, HB_BYE, 2, tok, &bye, sizeof(bye)), 0);
-	assert_true(silent(fd)); /* no answer to a BYE */
-	assert_int_equal(ht_udp_send(fd, D.port, false, HB_PING, 3, tok, &p, sizeof(p)), 0);
-	assert_true(silent(fd)); /* and the token is dead */
+	HT_EQ(ht_udp_send(fd, D.port, false, HB_BYE, 2, tok, &bye, sizeof(bye)), 0, "BYE sent");
+	HT_TRUE(silent(fd), "no answer to a BYE");
+	HT_EQ(ht_udp_send(fd, D.port, false, HB_PING, 3, tok, &p, sizeof(p)), 0,
+	      "PING with the token of the ended session sent");
+	HT_TRUE(silent(fd), "no answer to a PING of an ended session"); /* and the token is dead */
 	close(fd);
 }
 
@@ -197,11 +217,11 @@ static void nat_rebinding_moves_session(void **state)
 	uint64_t tok = ht_udp_login(a, D.port, false, 7);
 
 	(void)state;
-	assert_int_not_equal(tok, 0);
+	HT_NE(tok, 0, "UDP login of device 7");
 	udp_ping(a, D.port, false, tok, 1);
 	/* same token from a new port: answered at the new address, the old one hears nothing */
 	udp_ping(b, D.port, false, tok, 2);
-	assert_true(silent(a));
+	HT_TRUE(silent(a), "nothing for the old address after the session moved");
 	udp_ping(b, D.port, false, tok, 3);
 	close(a);
 	close(b);
@@ -216,16 +236,19 @@ static void second_hello_supersedes(void **state)
 	uint64_t ta = ht_udp_login(a, D.port, false, 8), tb;
 
 	(void)state;
-	assert_int_not_equal(ta, 0);
+	HT_NE(ta, 0, "first UDP login of device 8");
 	ht_sleep_ms(2);
 	tb = ht_udp_login(b, D.port, true, 8);
-	assert_int_not_equal(tb, 0);
-	assert_int_equal(ht_udp_recv(a, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_BYE);
-	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_BYE_SUPERSEDED);
-	assert_int_equal(f.token, ta);
-	assert_int_equal(ht_udp_send(a, D.port, false, HB_PING, 3, ta, &p, sizeof(p)), 0);
-	assert_true(silent(a));
+	HT_NE(tb, 0, "second UDP login of device 8 (IPv6)");
+	HT_EQ(ht_udp_recv(a, buf, &f, HT_IO_MS), 1,
+	      "a datagram for the first session within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_BYE, "frame type sent to the superseded session");
+	HT_EQ(be16toh(*(uint16_t *)f.payload), HB_BYE_SUPERSEDED,
+	      "BYE reason for the superseded session");
+	HT_EQ(f.token, ta, "token of the BYE (the superseded session's)");
+	HT_EQ(ht_udp_send(a, D.port, false, HB_PING, 3, ta, &p, sizeof(p)), 0,
+	      "PING of the superseded session sent");
+	HT_TRUE(silent(a), "no answer to the superseded session");
 	udp_ping(b, D.port, true, tb, 4);
 	close(a);
 	close(b);
@@ -240,7 +263,7 @@ static void many_sessions(void **state)
 	for (int i = 0; i < 100; i++) {
 		fds[i] = ht_udp(false);
 		tok[i] = ht_udp_login(fds[i], D.port, false, 100 + (uint64_t)i);
-		assert_int_not_equal(tok[i], 0);
+		HT_NE(tok[i], 0, "UDP login of device %d", 100 + i);
 	}
 	for (int i = 0; i < 100; i++)
 		udp_ping(fds[i], D.port, false, tok[i], (uint16_t)i);
@@ -259,24 +282,28 @@ static void silent_session_expires(void **state)
 	uint64_t tq, tc;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --interval 0.2 started");
 	tq = ht_udp_login(quiet, d.port, false, 1);
 	tc = ht_udp_login(chatty, d.port, false, 2);
-	assert_true(tq && tc);
+	HT_TRUE(tq && tc,
+		"logins of the quiet (token %#llx) and the chatty (%#llx) device",
+		(unsigned long long)tq, (unsigned long long)tc);
 	for (int i = 0; i < 10; i++) {
 		udp_ping(chatty, d.port, false, tc, (uint16_t)i);
 		ht_sleep_ms(100);
 	}
-	assert_int_equal(ht_udp_recv(quiet, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_BYE);
-	assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_BYE_EXPIRED);
+	HT_EQ(ht_udp_recv(quiet, buf, &f, HT_IO_MS), 1,
+	      "a datagram for the quiet device within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_BYE, "frame type sent to the quiet device");
+	HT_EQ(be16toh(*(uint16_t *)f.payload), HB_BYE_EXPIRED, "BYE reason for the quiet device");
 	udp_ping(chatty, d.port, false, tc, 99); /* still alive after 1 s */
 	/* the expired token is dead (the wait also lets chatty expire: it is silent now) */
-	assert_int_equal(ht_udp_send(quiet, d.port, false, HB_PING, 1, tq, &p, sizeof(p)), 0);
-	assert_true(silent(quiet));
-	assert_int_equal(ht_stop(&d), 0);
-	assert_true(ht_exit_stat(&d, "expired_udp") >= 1);
-	assert_int_equal(ht_exit_stat(&d, "udp_active"), 0);
+	HT_EQ(ht_udp_send(quiet, d.port, false, HB_PING, 1, tq, &p, sizeof(p)), 0,
+	      "PING with the expired token sent");
+	HT_TRUE(silent(quiet), "no answer to an expired session");
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_GE(ht_exit_stat(&d, "expired_udp"), 1, "the expired_udp exit counter");
+	HT_EQ(ht_exit_stat(&d, "udp_active"), 0, "sessions still active at exit");
 	ht_cleanup(&d);
 	close(quiet);
 	close(chatty);
@@ -292,23 +319,24 @@ static void sigterm_byes_sessions(void **state)
 	uint64_t tok[6];
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with three workers started");
 	for (int i = 0; i < 6; i++) {
 		fds[i] = ht_udp(i % 2);
 		tok[i] = ht_udp_login(fds[i], d.port, i % 2, 1 + (uint64_t)i);
-		assert_int_not_equal(tok[i], 0);
+		HT_NE(tok[i], 0, "UDP login of device %d", 1 + i);
 	}
 	kill(d.pid, SIGTERM);
 	for (int i = 0; i < 6; i++) {
-		assert_int_equal(ht_udp_recv(fds[i], buf, &f, HT_IO_MS), 1);
-		assert_int_equal(f.type, HB_BYE);
-		assert_int_equal(be16toh(*(uint16_t *)f.payload), HB_BYE_SHUTDOWN);
-		assert_int_equal(f.token, tok[i]);
+		HT_EQ(ht_udp_recv(fds[i], buf, &f, HT_IO_MS), 1,
+		      "a datagram for session %d after SIGTERM within %d ms", i, HT_IO_MS);
+		HT_EQ(f.type, HB_BYE, "frame type sent to session %d on SIGTERM", i);
+		HT_EQ(be16toh(*(uint16_t *)f.payload), HB_BYE_SHUTDOWN, "BYE reason on SIGTERM");
+		HT_EQ(f.token, tok[i], "token of the BYE to session %d", i);
 		close(fds[i]);
 	}
-	assert_int_equal(ht_stop(&d), 0);
-	assert_int_equal(ht_exit_stat(&d, "udp_sessions"), 6);
-	assert_int_equal(ht_exit_stat(&d, "udp_active"), 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d, "udp_sessions"), 6, "the udp_sessions exit counter");
+	HT_EQ(ht_exit_stat(&d, "udp_active"), 0, "sessions still active at exit");
 	ht_cleanup(&d);
 }
 
@@ -323,17 +351,18 @@ static void ipv4_bind(void **state)
 	uint64_t tok;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with --bind 127.0.0.1 started");
 	tok = ht_udp_login(fd, d.port, false, 9);
-	assert_int_not_equal(tok, 0);
+	HT_NE(tok, 0, "UDP login of device 9 to the IPv4-only socket");
 	udp_ping(fd, d.port, false, tok, 1);
-	assert_int_equal(ht_udp_send(fd, d.port, false, HB_DATA, 2, tok, "v4", 2), 0);
-	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_ACK);
+	HT_EQ(ht_udp_send(fd, d.port, false, HB_DATA, 2, tok, "v4", 2), 0, "DATA sent");
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "an answer to DATA within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_ACK, "frame type of the answer to DATA");
 	kill(d.pid, SIGTERM);
-	assert_int_equal(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1);
-	assert_int_equal(f.type, HB_BYE);
-	assert_int_equal(ht_stop(&d), 0);
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
+	      "a datagram after SIGTERM within %d ms", HT_IO_MS);
+	HT_EQ(f.type, HB_BYE, "frame type sent on SIGTERM");
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
 	close(fd);
 }

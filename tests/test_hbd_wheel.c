@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "lib/ht_assert.h"
 #include "chunk.h"
 #include "devices.h"
 #include "hbd.h"
@@ -32,8 +33,9 @@ static uint32_t pop_all(struct hb_wheel *w, uint64_t now, uint8_t *seen)
 	do {
 		n = hb_wheel_due(w, now, out, 7); /* a small batch exercises resumption */
 		for (uint32_t i = 0; i < n; i++) {
-			assert_true(out[i] < CAP);
-			assert_false(hb_wheel_scheduled(w, out[i]));
+			HT_LT(out[i], CAP, "id %u handed out by the wheel", out[i]);
+			HT_FALSE(hb_wheel_scheduled(w, out[i]),
+				 "id %u still scheduled after it was handed out", out[i]);
 			seen[out[i]]++;
 		}
 		total += n;
@@ -69,8 +71,9 @@ static void wheel_never_early_never_late(void **state)
 		pop_all(&w, now, seen);
 		for (uint32_t i = 0; i < CAP; i++) {
 			if (seen[i] != before[i]) {
-				assert_true(now >= due[i]); /* never early */
-				assert_true(now < due[i] + tick + 3); /* late by < a tick + a step */
+				HT_GE(now, due[i], "id %u handed out, never early", i);
+				HT_LT(now, due[i] + tick + 3,
+				      "id %u handed out late by less than a tick + a step", i);
 			}
 		}
 	}
@@ -94,7 +97,7 @@ static void wheel_del_and_reschedule(void **state)
 	hb_wheel_del(&w, 3);
 	hb_wheel_del(&w, 3); /* no-op */
 	hb_wheel_del(&w, 500); /* never scheduled: no-op */
-	assert_false(hb_wheel_scheduled(&w, 3));
+	HT_FALSE(hb_wheel_scheduled(&w, 3), "id 3 scheduled after hb_wheel_del");
 	assert_int_equal(pop_all(&w, 49, seen), 0);
 	assert_int_equal(pop_all(&w, 50, seen), 9);
 	assert_int_equal(seen[3], 0);
@@ -145,7 +148,7 @@ static void wheel_idle_jump_and_shared_links(void **state)
 	assert_int_equal(seen[2], 1);
 	hb_wheel_del(&b, 3);
 	assert_int_equal(b.count, 0);
-	assert_true(hb_wheel_scheduled(&a, 1));
+	HT_TRUE(hb_wheel_scheduled(&a, 1), "id 1 of the other wheel still scheduled");
 	assert_int_equal(pop_all(&a, 3600ull * 1000 * 1000 + 20, seen), 1);
 	assert_int_equal(seen[1], 1);
 	hb_wheel_free(&a);
@@ -168,7 +171,8 @@ static void wheel_tick_cost_is_proportional(void **state)
 	/* the first 250 ms hold 1/180 of the deadlines */
 	uint32_t got = hb_wheel_due(&w, 250, out, n);
 
-	assert_true(got >= n / 180 - 2 && got <= n / 180 + 2);
+	HT_TRUE(got >= n / 180 - 2 && got <= n / 180 + 2,
+		"ids due in the first tick: 1/180 of %u, got %u", n, got);
 	hb_wheel_free(&w);
 	free(links);
 	free(out);
@@ -193,7 +197,9 @@ static void devices_replay_and_supersede(void **state)
 	assert_int_equal(hbd_loc_worker(old), 1);
 	assert_int_equal(hbd_loc_gen(old), 7);
 	assert_int_equal(hbd_loc_index(old), 9);
-	assert_true(hbd_devices_loc(t, 42) & HBD_LOC_UDP);
+	HT_TRUE(hbd_devices_loc(t, 42) & HBD_LOC_UDP,
+		"device 42 located at a UDP session (loc %#llx)",
+		(unsigned long long)hbd_devices_loc(t, 42));
 	/* releasing the superseded session changes nothing; releasing the current one does */
 	hbd_devices_release(t, 42, old);
 	assert_int_equal(hbd_devices_loc(t, 42), hbd_loc(1, 3, 2, 77));
@@ -264,13 +270,13 @@ static void sessions_lifecycle(void **state)
 	assert_int_equal(hbd_sess_touch(&t, 0xdef, a1, htons(1000), 5, &v), -ENOENT);
 	assert_int_equal(hbd_sess_touch(&t, 0, a1, htons(1000), 5, &v), -ENOENT);
 	assert_int_equal(hbd_sess_touch(&t, 0xabc, a1, htons(1000), 5, &v), 0);
-	assert_false(v.rebound);
+	HT_FALSE(v.rebound, "rebound reported for a touch from the same source");
 	assert_int_equal(v.device_id, 5);
 	assert_int_equal(v.owner, 3);
 	assert_int_equal(hbd_sess_last_seen(&t, i0), 5);
 	/* a new source moves the session */
 	assert_int_equal(hbd_sess_touch(&t, 0xabc, a2, htons(2000), 9, &v), 0);
-	assert_true(v.rebound);
+	HT_TRUE(v.rebound, "rebound reported for a touch from a new source");
 	assert_int_equal(hbd_sess_lookup(&t, 0xabc, &s), 0);
 	assert_int_equal(s.port, htons(2000));
 	/* unhash: gone for lookups, and a stale gen is refused */
@@ -302,8 +308,9 @@ static void sink_line_format(void **state)
 	assert_non_null(strstr(line, "\"payload\":\"/wA=\""));
 	memset(big, 0xab, sizeof(big));
 	/* the largest payload fits the line budget; a too small buffer is refused */
-	assert_true(hbd_sink_format(line, sizeof(line), UINT64_MAX, true, 1, &ts, big,
-				    sizeof(big)) > 1368);
+	HT_TRUE(hbd_sink_format(line, sizeof(line), UINT64_MAX, true, 1, &ts, big,
+				sizeof(big)) > 1368,
+		"sink line of the largest payload (it fits the line budget)");
 	assert_int_equal(hbd_sink_format(line, 50, 1, true, 1, &ts, big, sizeof(big)), 0);
 	assert_int_equal(hbd_sink_format(line, sizeof(line), 1, true, 1, &ts, big,
 					 HB_MAX_PAYLOAD + 1),
@@ -348,21 +355,25 @@ static void plan_rings(void **state)
 	/* this machine: 20000 fds, 2 CPUs */
 	assert_int_equal(hbd_plan_workers(10000, 0, 2, 20000, &p), 0);
 	assert_int_equal(p.workers, 2);
-	assert_true(p.slots * p.workers >= 10800 && p.slots <= 20000);
+	HT_TRUE(p.slots * p.workers >= 10800 && p.slots <= 20000,
+		"plan for 10000 clients: %u slots x %u workers", p.slots, p.workers);
 	assert_int_equal(hbd_plan_workers(500000, 0, 2, 20000, &p), 0);
-	assert_true(p.workers >= 28);
-	assert_true(p.slots <= 20000 - HBD_SLOT_RESERVE);
-	assert_true((uint64_t)p.slots * p.workers >= 540000);
+	HT_GE(p.workers, 28, "workers for 500000 clients within 20000 fds");
+	HT_LE(p.slots, 20000 - HBD_SLOT_RESERVE,
+	      "slots a ring with %d fds kept in reserve", HBD_SLOT_RESERVE);
+	HT_GE((uint64_t)p.slots * p.workers, 540000,
+	      "slots x workers for 500000 clients with 8%% spare (%u x %u)", p.slots, p.workers);
 	/* a host with a high limit keeps one ring per CPU */
 	assert_int_equal(hbd_plan_workers(500000, 0, 8, 1 << 20, &p), 0);
 	assert_int_equal(p.workers, 8);
-	assert_true((uint64_t)p.slots * 8 >= 540000);
+	HT_GE((uint64_t)p.slots * 8, 540000,
+	      "slots x 8 workers for 500000 clients with 8%% spare (%u slots)", p.slots);
 	/* RLIM_INFINITY */
 	assert_int_equal(hbd_plan_workers(500000, 4, 8, UINT64_MAX, &p), 0);
 	assert_int_equal(p.workers, 4);
 	/* --workers is a floor, never a cap below what the clients need */
 	assert_int_equal(hbd_plan_workers(100000, 1, 2, 20000, &p), 0);
-	assert_true(p.workers >= 6);
+	HT_GE(p.workers, 6, "workers for 100000 clients with --workers 1 (a floor)");
 	assert_int_equal(hbd_plan_workers(2, 1, 1, 20000, &p), 0);
 	assert_int_equal(p.slots, 64);
 	assert_int_equal(hbd_plan_workers(0, 1, 1, 20000, &p), -EINVAL);
@@ -429,7 +440,7 @@ static void stats_json(void **state)
 	hbd_stats_sum(slots, 3, &sum);
 	assert_int_equal(sum.pings_user, 11);
 	assert_int_equal(sum.tcp_active, 0); /* a gauge moved by two workers */
-	assert_true(hbd_stats_json(&sum, buf, sizeof(buf)) > 0);
+	HT_GT(hbd_stats_json(&sum, buf, sizeof(buf)), 0, "stats JSON written");
 	assert_non_null(strstr(buf, "{\"pings_user\":11,"));
 	assert_non_null(strstr(buf, "\"full\":3"));
 	assert_int_equal(buf[strlen(buf) - 1], '}'); /* one closed object, whatever comes last */
@@ -448,9 +459,10 @@ static void args(void **state)
 	(void)state;
 	hbd_config_defaults(&c);
 	assert_int_equal(hbd_parse_args(12, ok, &c), 0);
-	assert_true(c.interval_s > 0.19 && c.interval_s < 0.21);
+	HT_TRUE(c.interval_s > 0.19 && c.interval_s < 0.21,
+		"--interval 0.2 parsed as %f", c.interval_s);
 	assert_int_equal(c.max_clients, 5);
-	assert_true(c.no_offload);
+	HT_TRUE(c.no_offload, "--no-offload parsed");
 	assert_string_equal(c.bind, "127.0.0.1");
 	hbd_config_defaults(&c);
 	assert_int_equal(hbd_parse_args(5, bad, &c), -EINVAL);

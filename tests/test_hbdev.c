@@ -9,8 +9,14 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
+#include <openssl/evp.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
 #include "hbdev.h"
-#include "test_ctl_helpers.h"
+#include "lib/ht_assert.h"
+#include "lib/ctl.h"
 
 static struct ht_daemon D;
 static char CTL[108];
@@ -52,7 +58,7 @@ static struct hbdev *open_dev(uint16_t port, uint64_t id, enum hb_transport t,
 
 	if (bo)
 		cfg.backoff = *bo;
-	assert_int_equal(hbdev_open(&d, &cfg), 0);
+	HT_EQ(hbdev_open(&d, &cfg), 0, "hbdev_open of device %llu", (unsigned long long)id);
 	return d;
 }
 
@@ -74,10 +80,10 @@ static int downlink(uint64_t dev, const char *text)
 	char b64[64], req[128];
 	int fd = tc_connect(CTL);
 
-	assert_true(fd >= 0);
+	HT_GE(fd, 0, "connection to the control socket %s", CTL);
 	tc_b64(text, (int)strlen(text), b64);
 	snprintf(req, sizeof(req), "send %" PRIu64 " %s\n", dev, b64);
-	assert_int_equal(tc_write(fd, req), 0);
+	HT_EQ(tc_write(fd, req), 0, "request '%s' written", req);
 	return fd;
 }
 
@@ -89,30 +95,34 @@ static void session(enum hb_transport t, uint64_t id)
 	int pongs = 0, ctl;
 	uint64_t end;
 
-	assert_false(hbdev_connected(d));
-	assert_int_equal(hbdev_connect(d), 0);
-	assert_true(hbdev_connected(d));
-	assert_int_equal(hbdev_state(d)->interval_ms, 200);
+	HT_FALSE(hbdev_connected(d), "hbdev connected before hbdev_connect");
+	HT_EQ(hbdev_connect(d), 0, "hbdev_connect of device %llu", (unsigned long long)id);
+	HT_TRUE(hbdev_connected(d), "hbdev connected after hbdev_connect");
+	HT_EQ(hbdev_state(d)->interval_ms, 200,
+	      "heartbeat interval the WELCOME gave (--interval 0.2)");
 	/* heartbeats at the server's interval: a second is about five */
 	for (end = ht_now_ms() + 1000; ht_now_ms() < end;)
 		if (hbdev_poll(d, (int)(end - ht_now_ms()), &ev) == 1 && ev.type == HBDEV_EV_PONG) {
-			assert_true(ev.rtt_ns > 0);
+			HT_GT(ev.rtt_ns, 0, "RTT of a PONG");
 			pongs++;
 		}
 	assert_in_range(pongs, 3, 8);
 	/* DATA: acknowledged once written */
-	assert_int_equal(hbdev_send(d, "t=21.5", 6, HT_IO_MS), 0);
+	HT_EQ(hbdev_send(d, "t=21.5", 6, HT_IO_MS), 0,
+	      "DATA sent and ACKed within %d ms", HT_IO_MS);
 	snprintf(want, sizeof(want), "\"device\":%" PRIu64 ",\"transport\":\"%s\"", id,
 		 t == HB_UDP ? "udp" : "tcp");
-	assert_true(ht_file_contains(D.sink, want, line, sizeof(line)));
+	HT_TRUE(ht_file_contains(D.sink, want, line, sizeof(line)),
+		"the DATA's sink line (%s) in %s", want, D.sink);
 	assert_non_null(strstr(line, "\"payload\":\"dD0yMS41\""));
-	assert_int_equal(hbdev_send(d, "", 0, 100), -EINVAL);
+	HT_EQ(hbdev_send(d, "", 0, 100), -EINVAL, "an empty DATA refused");
 	/* a downlink arrives, already acknowledged: the application hears "delivered" */
 	ctl = downlink(id, "set rate 60");
 	wait_event(d, HBDEV_EV_DOWNLINK, HT_IO_MS, &ev);
-	assert_int_equal(ev.len, 11);
+	HT_EQ(ev.len, 11, "length of the downlink");
 	assert_memory_equal(ev.payload, "set rate 60", 11);
-	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	HT_EQ(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0,
+	      "reply line to the downlink's send within %d ms", HT_IO_MS);
 	assert_non_null(strstr(line, "\"status\":\"delivered\""));
 	close(ctl);
 	hbdev_close(d); /* says BYE */
@@ -142,20 +152,23 @@ static void refused_hello_backs_off(void **state)
 	struct hbdev_ev ev;
 
 	(void)state;
-	assert_int_equal(hbdev_open(&d, &cfg), 0);
-	assert_int_equal(hbdev_connect(d), -EACCES);
+	HT_EQ(hbdev_open(&d, &cfg), 0, "hbdev_open with the wrong secret");
+	HT_EQ(hbdev_connect(d), -EACCES, "hbdev_connect with the wrong secret");
 	/* retried on its own, each time after a longer wait: 100, 200, 400, 400 ms */
 	for (int i = 0; i < 5; i++) {
 		wait_event(d, HBDEV_EV_AUTH_FAILED, 2000, &ev);
 		t[i] = ht_now_ms();
 	}
-	assert_true(t[1] - t[0] >= 150);
-	assert_true(t[2] - t[1] >= 350);
-	assert_true(t[3] - t[2] >= 350 && t[3] - t[2] < 1000); /* capped at max_ms */
+	HT_GE(t[1] - t[0], 150,
+	      "ms between the first and the second retry (backoff 100 ms, jittered)");
+	HT_GE(t[2] - t[1], 350, "ms between the second and the third retry (backoff 200 ms)");
+	HT_TRUE(t[3] - t[2] >= 350 && t[3] - t[2] < 1000,
+		"ms %llu between the third and the fourth retry: 400 ms, capped at max_ms",
+		(unsigned long long)(t[3] - t[2]));
 	hbdev_close(d);
 	/* configuration errors are caught before any I/O */
 	cfg.secret_len = 3;
-	assert_int_equal(hbdev_open(&d, &cfg), -EINVAL);
+	HT_EQ(hbdev_open(&d, &cfg), -EINVAL, "hbdev_open with a 3-byte secret");
 }
 
 static void reconnects_after_restart(void **state)
@@ -171,29 +184,30 @@ static void reconnects_after_restart(void **state)
 	char port[8];
 
 	(void)state;
-	assert_int_equal(ht_start(&a, args), 0);
+	HT_EQ(ht_start(&a, args), 0, "hbd with one worker started");
 	d = open_dev(a.port, 5, HB_TCP, &bo);
-	assert_int_equal(hbdev_connect(d), 0);
+	HT_EQ(hbdev_connect(d), 0, "hbdev_connect of device 5");
 	/* the daemon drains: BYE(SHUTDOWN) */
 	kill(a.pid, SIGTERM);
 	wait_event(d, HBDEV_EV_DISCONNECTED, HT_IO_MS, &ev);
-	assert_int_equal(ev.code, HB_BYE_SHUTDOWN);
-	assert_int_equal(ht_stop(&a), 0);
+	HT_EQ(ev.code, HB_BYE_SHUTDOWN, "BYE reason when hbd drains");
+	HT_EQ(ht_stop(&a), 0, "exit code of hbd after SIGTERM");
 	/* nobody listens for a while: attempts fail, quietly, and the backoff grows */
-	assert_int_equal(hbdev_poll(d, 600, &ev), 0);
-	assert_true(hbdev_state(d)->attempt >= 2);
-	assert_int_equal(hbdev_send(d, "x", 1, 300), -ETIMEDOUT);
+	HT_EQ(hbdev_poll(d, 600, &ev), 0, "events while nobody listens");
+	HT_GE(hbdev_state(d)->attempt, 2, "connection attempts while nobody listens");
+	HT_EQ(hbdev_send(d, "x", 1, 300), -ETIMEDOUT, "DATA while nobody listens");
 	/* back on the same port: the device reconnects by itself */
 	snprintf(port, sizeof(port), "%u", a.port);
 	again[6] = port;
 	ht_cleanup(&a);
-	assert_int_equal(ht_start(&b, again), 0);
+	HT_EQ(ht_start(&b, again), 0, "hbd on the same port %s started", port);
 	wait_event(d, HBDEV_EV_CONNECTED, 5000, &ev);
-	assert_int_equal(hbdev_state(d)->attempt, 0); /* a WELCOME resets the backoff */
-	assert_int_equal(hbdev_send(d, "after", 5, HT_IO_MS), 0);
+	HT_EQ(hbdev_state(d)->attempt, 0,
+	      "connection attempts after a WELCOME (it resets the backoff)");
+	HT_EQ(hbdev_send(d, "after", 5, HT_IO_MS), 0, "DATA after the reconnect sent and ACKed");
 	hbdev_close(d);
-	assert_int_equal(ht_stop(&b), 0);
-	assert_int_equal(ht_exit_stat(&b, "data_acked"), 1);
+	HT_EQ(ht_stop(&b), 0, "exit code of the second hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&b, "data_acked"), 1, "the second hbd's data_acked");
 	ht_cleanup(&b);
 }
 
@@ -205,15 +219,16 @@ static void revoked_device_is_told(void **state)
 	FILE *f;
 
 	(void)state;
-	assert_int_equal(hbdev_connect(d), 0);
+	HT_EQ(hbdev_connect(d), 0, "hbdev_connect of device 150");
 	f = fopen(D.keys, "a");
 	assert_non_null(f);
 	fprintf(f, "150 revoked\n");
 	fclose(f);
-	assert_int_equal(tc_req(CTL, "reload\n", line, sizeof(line)), 0);
-	assert_int_equal(tc_num(line, "revoked_sessions"), 1);
+	HT_EQ(tc_req(CTL, "reload\n", line, sizeof(line)), 0, "reply to 'reload'");
+	HT_EQ(tc_num(line, "revoked_sessions"), 1,
+	      "'revoked_sessions' in the reload reply: %s", line);
 	wait_event(d, HBDEV_EV_DISCONNECTED, HT_IO_MS, &ev);
-	assert_int_equal(ev.code, HB_BYE_REVOKED);
+	HT_EQ(ev.code, HB_BYE_REVOKED, "BYE reason for revoked device 150");
 	wait_event(d, HBDEV_EV_AUTH_FAILED, 5000, &ev);
 	hbdev_close(d);
 }
@@ -236,7 +251,7 @@ static void example_device(void **state)
 		 "exec %s --port %u --id 7 --secret %s --every 0.3 --duration 3 > %s 2>&1", bin,
 		 D.port, hex, out);
 	pid = fork();
-	assert_true(pid >= 0);
+	HT_GE(pid, 0, "fork for the example device");
 	if (pid == 0) {
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
@@ -244,16 +259,21 @@ static void example_device(void **state)
 	for (int i = 0; i < 300 && !ht_file_contains(out, "connected", NULL, 0); i++)
 		ht_sleep_ms(10);
 	ctl = downlink(7, "hello device");
-	assert_int_equal(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0);
+	HT_EQ(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0,
+	      "reply line to the downlink's send within %d ms", HT_IO_MS);
 	assert_non_null(strstr(line, "\"status\":\"delivered\""));
 	close(ctl);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-	assert_true(ht_file_contains(out, "connected", NULL, 0));
-	assert_true(ht_file_contains(out, "downlink hello device", NULL, 0));
-	assert_true(ht_file_contains(out, "data 1 acked", NULL, 0));
-	assert_true(ht_file_contains(D.sink, "\"device\":7,", line, sizeof(line)));
+	HT_EQ(waitpid(pid, &st, 0), pid, "wait for the example device");
+	HT_TRUE(WIFEXITED(st), "the example device exited (status %#x)", st);
+	HT_EQ(WEXITSTATUS(st), 0, "exit code of the example device (its output: %s)", out);
+	HT_TRUE(ht_file_contains(out, "connected", NULL, 0),
+		"'connected' in the example device's output %s", out);
+	HT_TRUE(ht_file_contains(out, "downlink hello device", NULL, 0),
+		"the downlink in the example device's output %s", out);
+	HT_TRUE(ht_file_contains(out, "data 1 acked", NULL, 0),
+		"'data 1 acked' in the example device's output %s", out);
+	HT_TRUE(ht_file_contains(D.sink, "\"device\":7,", line, sizeof(line)),
+		"device 7's DATA in the sink %s", D.sink);
 	assert_non_null(strstr(line, "\"payload\":\"cmVhZGluZz0x")); /* "reading=1" */
 }
 

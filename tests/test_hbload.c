@@ -21,8 +21,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "test_hbload_responder.h"
-#include "test_hbload_run.h"
+#include "auth.h"
+#include "lib/ht_assert.h"
+#include "lib/hbload_responder.h"
+#include "lib/run_prog.h"
 
 #define MASTER "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 #define RUN_TIMEOUT_S 40
@@ -55,9 +57,9 @@ static int start(void **state, int family, uint32_t interval_ms)
 	fx->r.ks = ks;
 	fx->r.interval_ms = interval_ms;
 	fx->r.timeout_ms = interval_ms * 3;
-	assert_int_equal(rsp_open(&fx->r, family, 0, 0), 0);
+	HT_EQ(rsp_open(&fx->r, family, 0, 0), 0, "responder listening");
 	snprintf(fx->port, sizeof(fx->port), "%u", fx->r.port);
-	assert_int_equal(pthread_create(&fx->th, NULL, serve, &fx->r), 0);
+	HT_EQ(pthread_create(&fx->th, NULL, serve, &fx->r), 0, "responder thread started");
 	*state = fx;
 	return 0;
 }
@@ -116,29 +118,30 @@ static long long jnum(const struct fx *fx, const char *key)
 
 static void check_clean_run(struct fx *fx, long long clients, long long min_pings)
 {
-	assert_int_equal(fx->status, 0);
-	assert_int_equal(jnum(fx, "clients"), clients);
-	assert_int_equal(jnum(fx, "connected"), clients);
-	assert_true(jnum(fx, "pings") >= min_pings);
-	assert_int_equal(jnum(fx, "pongs"), jnum(fx, "pings"));
-	assert_int_equal(jnum(fx, "lost"), 0);
-	assert_int_equal(jnum(fx, "lost_closed"), 0);
-	assert_int_equal(jnum(fx, "errors"), 0);
-	assert_int_equal(jnum(fx, "stray"), 0);
-	assert_int_equal(jnum(fx, "connect_failed"), 0);
-	assert_int_equal(jnum(fx, "auth_failed"), 0);
-	assert_true(jnum(fx, "p99") > 0);
-	assert_true(jnum(fx, "p50") <= jnum(fx, "p99"));
-	assert_true(jnum(fx, "p99") <= jnum(fx, "max"));
+	HT_EQ(fx->status, 0, "exit code of hbload (summary above)");
+	HT_EQ(jnum(fx, "clients"), clients, "hbload's clients (summary above)");
+	HT_EQ(jnum(fx, "connected"), clients, "hbload's connected (summary above)");
+	HT_GE(jnum(fx, "pings"), min_pings, "hbload's pings (its summary is printed above)");
+	HT_EQ(jnum(fx, "pongs"), jnum(fx, "pings"), "hbload's pongs (summary above)");
+	HT_EQ(jnum(fx, "lost"), 0, "hbload's lost (summary above)");
+	HT_EQ(jnum(fx, "lost_closed"), 0, "hbload's lost_closed (summary above)");
+	HT_EQ(jnum(fx, "errors"), 0, "hbload's errors (summary above)");
+	HT_EQ(jnum(fx, "stray"), 0, "hbload's stray (summary above)");
+	HT_EQ(jnum(fx, "connect_failed"), 0, "hbload's connect_failed (summary above)");
+	HT_EQ(jnum(fx, "auth_failed"), 0, "hbload's auth_failed (summary above)");
+	HT_GT(jnum(fx, "p99"), 0, "hbload's RTT p99 (summary above)");
+	HT_LE(jnum(fx, "p50"), jnum(fx, "p99"), "hbload's RTT p50 against p99 (summary above)");
+	HT_LE(jnum(fx, "p99"), jnum(fx, "max"), "hbload's RTT p99 against max (summary above)");
 	/* the responder saw the same: every PING answered once, every client said BYE. The last
 	 * BYEs (UDP datagrams) may still sit in the responder's socket when hbload has exited:
 	 * its thread gets up to 2 s to read them */
-	assert_int_equal((long long)fx->r.pongs, jnum(fx, "pings"));
+	HT_EQ((long long)fx->r.pongs, jnum(fx, "pings"),
+	      "PONGs the responder sent against hbload's pings");
 	for (int i = 0; i < 200 && (long long)__atomic_load_n(&fx->r.byes_rx, __ATOMIC_RELAXED) <
 					   clients;
 	     i++)
 		usleep(10000);
-	assert_int_equal((long long)fx->r.byes_rx, clients);
+	HT_EQ((long long)fx->r.byes_rx, clients, "BYEs the responder got against the clients");
 }
 
 static void test_tcp(void **state)
@@ -150,14 +153,15 @@ static void test_tcp(void **state)
 	    "4", "--source", "127.0.1.1-127.0.1.4", NULL);
 	/* 300 clients x 1.5 s / 0.2 s: about 2,250 heartbeats; allow for the jitter */
 	check_clean_run(fx, 300, 1500);
-	assert_true(jnum(fx, "data_sent") > 0);
-	assert_int_equal(jnum(fx, "data_acked"), jnum(fx, "data_sent"));
-	assert_true(jnum(fx, "echo_sent") > 0);
-	assert_int_equal(jnum(fx, "echo_ok"), jnum(fx, "echo_sent"));
-	assert_int_equal(jnum(fx, "echo_bad"), 0);
-	assert_int_equal((long long)fx->r.acks, jnum(fx, "data_sent"));
-	assert_int_equal(fx->r.tcp_peak, 300);
-	assert_true(jnum(fx, "setup_s") < 5);
+	HT_GT(jnum(fx, "data_sent"), 0, "hbload's data_sent with --data-every 3 (summary above)");
+	HT_EQ(jnum(fx, "data_acked"), jnum(fx, "data_sent"), "hbload's data_acked (summary above)");
+	HT_GT(jnum(fx, "echo_sent"), 0, "hbload's echo_sent with --echo-every 4 (summary above)");
+	HT_EQ(jnum(fx, "echo_ok"), jnum(fx, "echo_sent"), "hbload's echo_ok (summary above)");
+	HT_EQ(jnum(fx, "echo_bad"), 0, "hbload's echo_bad (summary above)");
+	HT_EQ((long long)fx->r.acks, jnum(fx, "data_sent"),
+	      "ACKs the responder sent against hbload's data_sent");
+	HT_EQ(fx->r.tcp_peak, 300, "TCP connections open at once at the responder");
+	HT_LT(jnum(fx, "setup_s"), 5, "hbload's seconds to set up 300 clients (summary above)");
 }
 
 static void test_udp(void **state)
@@ -169,9 +173,9 @@ static void test_udp(void **state)
 	    "--duration", "1.5", "--json", "--threads", "2", "--udp-sockets", "16", "--data-every",
 	    "2", "--echo-every", "5", NULL);
 	check_clean_run(fx, 300, 1500);
-	assert_int_equal(jnum(fx, "data_acked"), jnum(fx, "data_sent"));
-	assert_int_equal(jnum(fx, "echo_ok"), jnum(fx, "echo_sent"));
-	assert_true(jnum(fx, "echo_sent") > 0);
+	HT_EQ(jnum(fx, "data_acked"), jnum(fx, "data_sent"), "hbload's data_acked (summary above)");
+	HT_EQ(jnum(fx, "echo_ok"), jnum(fx, "echo_sent"), "hbload's echo_ok (summary above)");
+	HT_GT(jnum(fx, "echo_sent"), 0, "hbload's echo_sent with --echo-every 5 (summary above)");
 }
 
 static void test_ipv6(void **state)
@@ -183,8 +187,8 @@ static void test_ipv6(void **state)
 	check_clean_run(fx, 100, 300);
 	run(fx, "--server", "::1", "--clients", "100", "--proto", "udp", "--interval", "0.2",
 	    "--duration", "1", "--json", NULL);
-	assert_int_equal(jnum(fx, "connected"), 100);
-	assert_int_equal(jnum(fx, "lost"), 0);
+	HT_EQ(jnum(fx, "connected"), 100, "hbload's connected (summary above)");
+	HT_EQ(jnum(fx, "lost"), 0, "hbload's lost (summary above)");
 }
 
 static void test_silent_expire(void **state)
@@ -194,13 +198,14 @@ static void test_silent_expire(void **state)
 	/* responder timeout 300 ms: the 10 silent clients are expired with BYE(EXPIRED) */
 	run(fx, "--server", "127.0.0.1", "--clients", "50", "--proto", "tcp", "--interval", "0.1",
 	    "--duration", "1.5", "--json", "--silent", "10", NULL);
-	assert_int_equal(fx->status, 0);
-	assert_int_equal(jnum(fx, "connected"), 50);
-	assert_int_equal(jnum(fx, "expired"), 10);
-	assert_int_equal((long long)fx->r.expired_tcp, 10);
-	assert_int_equal(jnum(fx, "lost"), 0);
-	assert_int_equal(jnum(fx, "reconnects"), 0); /* silent clients stay away */
-	assert_int_equal(jnum(fx, "connected_end"), 40);
+	HT_EQ(fx->status, 0, "exit code of hbload (summary above)");
+	HT_EQ(jnum(fx, "connected"), 50, "hbload's connected (summary above)");
+	HT_EQ(jnum(fx, "expired"), 10, "hbload's expired (summary above)");
+	HT_EQ((long long)fx->r.expired_tcp, 10, "TCP devices the responder expired");
+	HT_EQ(jnum(fx, "lost"), 0, "hbload's lost (summary above)");
+	/* silent clients stay away */
+	HT_EQ(jnum(fx, "reconnects"), 0, "hbload's reconnects (summary above)");
+	HT_EQ(jnum(fx, "connected_end"), 40, "hbload's connected_end (summary above)");
 }
 
 static void test_storm(void **state)
@@ -209,19 +214,21 @@ static void test_storm(void **state)
 
 	run(fx, "--server", "127.0.0.1", "--clients", "200", "--proto", "tcp", "--interval", "0.2",
 	    "--duration", "2", "--json", "--storm-at", "0.5", "--storm-window", "0.5", NULL);
-	assert_int_equal(fx->status, 0);
-	assert_int_equal(jnum(fx, "dropped"), 200);
-	assert_int_equal(jnum(fx, "back"), 200);
-	assert_int_equal(jnum(fx, "failures"), 0);
-	assert_int_equal(jnum(fx, "reconnects"), 200);
+	HT_EQ(fx->status, 0, "exit code of hbload (summary above)");
+	HT_EQ(jnum(fx, "dropped"), 200, "hbload's dropped (summary above)");
+	HT_EQ(jnum(fx, "back"), 200, "hbload's back (summary above)");
+	HT_EQ(jnum(fx, "failures"), 0, "hbload's failures (summary above)");
+	HT_EQ(jnum(fx, "reconnects"), 200, "hbload's reconnects (summary above)");
 	/* a PING in flight when the storm hits is lost with its connection, and only those */
-	assert_int_equal(jnum(fx, "lost"), jnum(fx, "lost_closed"));
-	assert_true(jnum(fx, "lost") < 20);
+	HT_EQ(jnum(fx, "lost"), jnum(fx, "lost_closed"), "hbload's lost (summary above)");
+	HT_LT(jnum(fx, "lost"), 20,
+	      "PINGs lost with their connections in the storm (summary above)");
 	/* all back within the window plus a little */
 	const char *s = strstr(fx->out, "\"seconds\":");
 	assert_non_null(s);
 	double secs = strtod(s + 10, NULL);
-	assert_true(secs > 0 && secs < 1.5);
+	HT_TRUE(secs > 0 && secs < 1.5,
+		"seconds %f for all 200 to come back after the storm", secs);
 }
 
 /* The number after "key" inside the JSON object that follows "obj": (the first of each). */
@@ -267,27 +274,37 @@ static void test_windows_and_steps(void **state)
 	    "--step-stop-p99", "0",
 	    "--step-s", "1.2", "--step-settle", "0.4", "--events", ev, "--hist", hist, "--json",
 	    NULL);
-	assert_int_equal(fx->status, 0);
-	assert_int_equal(jnum(fx, "lost"), 0);
-	assert_int_equal(jnum_in(fx, "\"steady\":", "rate"), 1000);
-	assert_true(jnum_in(fx, "\"steady\":", "pings") > 800);
-	assert_true(jnum_in(fx, "\"steady\":", "pings") < 1200);
-	assert_int_equal(jnum_in(fx, "\"steady\":", "pongs"), jnum_in(fx, "\"steady\":", "pings"));
-	assert_int_equal(count_of(strstr(fx->out, "\"steps\":"), "\"rate\":"), 2);
+	HT_EQ(fx->status, 0, "exit code of hbload (summary above)");
+	HT_EQ(jnum(fx, "lost"), 0, "hbload's lost (summary above)");
+	HT_EQ(jnum_in(fx, "\"steady\":", "rate"), 1000,
+	      "hbload's rate in the steady window (summary above)");
+	HT_GT(jnum_in(fx, "\"steady\":", "pings"), 800,
+	      "PINGs in the steady window at 1000/s (summary above)");
+	HT_LT(jnum_in(fx, "\"steady\":", "pings"), 1200,
+	      "PINGs in the steady window at 1000/s (summary above)");
+	HT_EQ(jnum_in(fx, "\"steady\":", "pongs"), jnum_in(fx, "\"steady\":", "pings"),
+	      "hbload's pongs in the steady window (summary above)");
+	HT_EQ(count_of(strstr(fx->out, "\"steps\":"), "\"rate\":"), 2,
+	      "steps in hbload's summary (above)");
 	/* 0.8 s measured a step: ~400 and ~1600 PINGs */
-	assert_true(jnum_in(fx, "\"steps\":[{", "pings") > 300);
-	assert_true(jnum_in(fx, "\"steps\":[{", "pings") < 500);
-	assert_true(jnum_in(fx, "},{\"rate\":2000", "pings") > 1300);
-	assert_true(jnum_in(fx, "},{\"rate\":2000", "pings") < 1900);
-	assert_int_equal(jnum_in(fx, "},{\"rate\":2000", "pongs"),
-			 jnum_in(fx, "},{\"rate\":2000", "pings"));
-	assert_int_equal(jnum(fx, "ceiling_hb_per_s"), 2000);
-	assert_int_equal(jnum(fx, "breaks_at_hb_per_s"), -1);
+	HT_GT(jnum_in(fx, "\"steps\":[{", "pings"), 300,
+	      "PINGs in 0.8 s of the 500/s step (summary above)");
+	HT_LT(jnum_in(fx, "\"steps\":[{", "pings"), 500,
+	      "PINGs in 0.8 s of the 500/s step (summary above)");
+	HT_GT(jnum_in(fx, "},{\"rate\":2000", "pings"), 1300,
+	      "PINGs in 0.8 s of the 2000/s step (summary above)");
+	HT_LT(jnum_in(fx, "},{\"rate\":2000", "pings"), 1900,
+	      "PINGs in 0.8 s of the 2000/s step (summary above)");
+	HT_EQ(jnum_in(fx, "},{\"rate\":2000", "pongs"),
+	      jnum_in(fx, "},{\"rate\":2000", "pings"),
+	      "hbload's pongs in the 2000/s step (summary above)");
+	HT_EQ(jnum(fx, "ceiling_hb_per_s"), 2000, "hbload's ceiling_hb_per_s (summary above)");
+	HT_EQ(jnum(fx, "breaks_at_hb_per_s"), -1, "hbload's breaks_at_hb_per_s (summary above)");
 	assert_non_null(strstr(fx->out, "\"ramp_stopped\":false"));
 
 	f = fopen(ev, "r");
 	assert_non_null(f);
-	assert_true(fread(evbuf, 1, sizeof(evbuf) - 1, f) > 0);
+	HT_GT(fread(evbuf, 1, sizeof(evbuf) - 1, f), 0, "bytes read from the events file %s", ev);
 	fclose(f);
 	print_message("events:\n%s", evbuf);
 	const char *order[] = { " setup_done ", " window_start steady 1000", " window_end steady",
@@ -307,21 +324,24 @@ static void test_windows_and_steps(void **state)
 	/* the histograms: one block per window, the steady block's counts = its PONGs */
 	f = fopen(hist, "r");
 	assert_non_null(f);
-	assert_true(fread(histbuf, 1, sizeof(histbuf) - 1, f) > 0);
+	HT_GT(fread(histbuf, 1, sizeof(histbuf) - 1, f), 0,
+	      "bytes read from the histogram file %s", hist);
 	fclose(f);
-	assert_int_equal(count_of(histbuf, "# "), 3);
+	HT_EQ(count_of(histbuf, "# "), 3, "blocks in the histogram file %s", hist);
 	p = strstr(histbuf, "# steady:");
 	assert_non_null(p);
 	p = strchr(p, '\n') + 1;
 	while (*p && *p != '\n' && *p != '#') {
 		unsigned long long lo, hi, n;
 
-		assert_int_equal(sscanf(p, "%llu %llu %llu", &lo, &hi, &n), 3);
-		assert_true(lo <= hi);
+		HT_EQ(sscanf(p, "%llu %llu %llu", &lo, &hi, &n), 3,
+		      "a 'low high count' histogram line in %s", hist);
+		HT_LE(lo, hi, "histogram bucket [%llu, %llu] in order", lo, hi);
 		pongs += (long long)n;
 		p = strchr(p, '\n') + 1;
 	}
-	assert_int_equal(pongs, jnum_in(fx, "\"steady\":", "pongs"));
+	HT_EQ(pongs, jnum_in(fx, "\"steady\":", "pongs"),
+	      "counts in the steady histogram block against the steady window's PONGs");
 	unlink(ev);
 	unlink(hist);
 }
@@ -340,16 +360,17 @@ static void test_ramp_stops(void **state)
 	run(fx, "--server", "127.0.0.1", "--clients", "100", "--proto", "tcp", "--interval", "0.2",
 	    "--duration", "0.5", "--steps", "500,1000,2000", "--step-s", "1", "--step-settle",
 	    "0.3", "--step-stop-p99", "0.001", "--events", ev, "--json", NULL);
-	assert_int_equal(fx->status, 0);
-	assert_int_equal(count_of(strstr(fx->out, "\"steps\":"), "\"rate\":"), 1);
+	HT_EQ(fx->status, 0, "exit code of hbload (summary above)");
+	HT_EQ(count_of(strstr(fx->out, "\"steps\":"), "\"rate\":"), 1,
+	      "steps run before the ramp stopped (summary above)");
 	assert_non_null(strstr(fx->out, "\"ok\":false"));
 	assert_non_null(strstr(fx->out, "\"ramp_stopped\":true"));
-	assert_int_equal(jnum(fx, "ceiling_hb_per_s"), 0);
-	assert_int_equal(jnum(fx, "breaks_at_hb_per_s"), 500);
-	assert_int_equal(jnum(fx, "lost"), 0);
+	HT_EQ(jnum(fx, "ceiling_hb_per_s"), 0, "hbload's ceiling_hb_per_s (summary above)");
+	HT_EQ(jnum(fx, "breaks_at_hb_per_s"), 500, "hbload's breaks_at_hb_per_s (summary above)");
+	HT_EQ(jnum(fx, "lost"), 0, "hbload's lost (summary above)");
 	f = fopen(ev, "r");
 	assert_non_null(f);
-	assert_true(fread(evbuf, 1, sizeof(evbuf) - 1, f) > 0);
+	HT_GT(fread(evbuf, 1, sizeof(evbuf) - 1, f), 0, "bytes read from the events file %s", ev);
 	fclose(f);
 	unlink(ev);
 	print_message("events:\n%s", evbuf);
@@ -359,7 +380,8 @@ static void test_ramp_stops(void **state)
 	/* back at 100 clients / 0.2 s = 500/s after the stop: from its judgement (~2.5 s) to
 	 * the end (3.5 s) about 500 PINGs, not the 2000/s of step 3
 	 */
-	assert_true(jnum(fx, "pings") < 500 + 300 + 1000 + 1200);
+	HT_LT(jnum(fx, "pings"), 500 + 300 + 1000 + 1200,
+	      "PINGs of a ramp stopped after its first step (summary above)");
 }
 
 static void test_unreachable(void **state)
@@ -370,21 +392,23 @@ static void test_unreachable(void **state)
 	socklen_t len = sizeof(a);
 
 	/* a port nobody listens on: bound, read, closed */
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, len), 0);
+	HT_EQ(bind(fd, (struct sockaddr *)&a, len), 0, "bind of the port nothing will listen on");
 	getsockname(fd, (struct sockaddr *)&a, &len);
 	close(fd);
 	snprintf(fx->port, sizeof(fx->port), "%u", ntohs(a.sin_port));
 	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "tcp", "--interval", "1",
 	    "--duration", "1", "--json", NULL);
-	assert_int_equal(fx->status, 2);
-	assert_int_equal(jnum(fx, "connected"), 0);
-	assert_true(jnum(fx, "connect_failed") >= 8);
-	assert_true(jnum(fx, "connrefused") >= 8);
+	HT_EQ(fx->status, 2, "exit code of hbload (summary above)");
+	HT_EQ(jnum(fx, "connected"), 0, "hbload's connected (summary above)");
+	HT_GE(jnum(fx, "connect_failed"), 8,
+	      "hbload's connect_failed with nothing listening (summary above)");
+	HT_GE(jnum(fx, "connrefused"), 8,
+	      "hbload's connrefused with nothing listening (summary above)");
 	/* UDP: the ICMP port unreachable comes back as ECONNREFUSED on the socket */
 	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "udp", "--interval", "1",
 	    "--duration", "1", "--json", NULL);
-	assert_int_equal(fx->status, 2);
-	assert_int_equal(jnum(fx, "connected"), 0);
+	HT_EQ(fx->status, 2, "exit code of hbload (summary above)");
+	HT_EQ(jnum(fx, "connected"), 0, "hbload's connected (summary above)");
 }
 
 static void test_local_failures(void **state)
@@ -397,36 +421,39 @@ static void test_local_failures(void **state)
 	/* a first source address this host does not have: refused at start (the probe binds) */
 	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "tcp", "--interval", "1",
 	    "--duration", "1", "--json", "--source", "192.0.2.1", NULL);
-	assert_int_equal(fx->status, 1);
+	HT_EQ(fx->status, 1, "exit code of hbload (summary above)");
 	/* one good and one bad source: half the clients connect, the binds of the others fail
 	 * with EADDRNOTAVAIL, are counted and retried until the setup timeout; nothing crashes
 	 */
 	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "tcp", "--interval", "0.2",
 	    "--duration", "0.5", "--json", "--source", "127.0.1.1,192.0.2.1", "--setup-timeout",
 	    "1.5", NULL);
-	assert_int_equal(fx->status, 0);
-	assert_int_equal(jnum(fx, "connected"), 10);
-	assert_int_equal(jnum(fx, "lost"), 0);
-	assert_true(jnum(fx, "addrnotavail") >= 10);
-	assert_int_equal(jnum(fx, "connect_failed"), jnum(fx, "addrnotavail"));
+	HT_EQ(fx->status, 0, "exit code of hbload (summary above)");
+	HT_EQ(jnum(fx, "connected"), 10, "hbload's connected (summary above)");
+	HT_EQ(jnum(fx, "lost"), 0, "hbload's lost (summary above)");
+	HT_GE(jnum(fx, "addrnotavail"), 10,
+	      "hbload's addrnotavail for 20 clients on too few source ports (summary above)");
+	HT_EQ(jnum(fx, "connect_failed"), jnum(fx, "addrnotavail"),
+	      "hbload's connect_failed (summary above)");
 	assert_non_null(strstr(fx->out, "\"setup_complete\":false"));
 
 	/* a listener that never accepts: its queue fills, later SYNs go unanswered (connect
 	 * timeouts) and the few that connect never get a WELCOME (HELLO timeouts)
 	 */
 	fd = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, len), 0);
-	assert_int_equal(listen(fd, 0), 0);
+	HT_EQ(bind(fd, (struct sockaddr *)&a, len), 0, "bind of the port that never accepts");
+	HT_EQ(listen(fd, 0), 0, "listen with a backlog of 0");
 	getsockname(fd, (struct sockaddr *)&a, &len);
 	snprintf(fx->port, sizeof(fx->port), "%u", ntohs(a.sin_port));
 	run(fx, "--server", "127.0.0.1", "--clients", "10", "--proto", "tcp", "--interval", "1",
 	    "--duration", "1", "--json", "--connect-timeout", "0.3", "--hello-timeout", "0.3",
 	    "--setup-timeout", "3", NULL);
 	close(fd);
-	assert_int_equal(fx->status, 2);
-	assert_int_equal(jnum(fx, "connected"), 0);
-	assert_true(jnum(fx, "timeout") >= 1); /* connects cancelled by their link timeout */
-	assert_true(jnum(fx, "timeouts") >= 1); /* HELLOs without WELCOME */
+	HT_EQ(fx->status, 2, "exit code of hbload (summary above)");
+	HT_EQ(jnum(fx, "connected"), 0, "hbload's connected (summary above)");
+	HT_GE(jnum(fx, "timeout"), 1,
+	      "hbload's timeout: connects cancelled by their link timeout (summary above)");
+	HT_GE(jnum(fx, "timeouts"), 1, "hbload's timeouts: HELLOs without WELCOME (summary above)");
 }
 
 static void test_auth_refused(void **state)
@@ -436,20 +463,23 @@ static void test_auth_refused(void **state)
 	int fd = mkstemp(other);
 	const char *line = "1-1000 derive ffeeddccbbaa99887766554433221100\n";
 
-	assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	HT_EQ(write(fd, line, strlen(line)), (ssize_t)strlen(line),
+	      "key file with another master written");
 	close(fd);
 	/* hbload signs with another master key than the responder knows: every HELLO refused */
 	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "tcp", "--interval", "1",
 	    "--duration", "1", "--json", "--keys", other, NULL);
-	assert_int_equal(fx->status, 2);
-	assert_int_equal(jnum(fx, "connected"), 0);
-	assert_true(jnum(fx, "auth_failed") >= 8);
-	assert_true(fx->r.auth_fail >= 8);
+	HT_EQ(fx->status, 2, "exit code of hbload (summary above)");
+	HT_EQ(jnum(fx, "connected"), 0, "hbload's connected (summary above)");
+	HT_GE(jnum(fx, "auth_failed"), 8,
+	      "hbload's auth_failed with the wrong master key (summary above)");
+	HT_GE(fx->r.auth_fail, 8, "HELLOs the responder refused");
 	run(fx, "--server", "127.0.0.1", "--clients", "20", "--proto", "udp", "--interval", "1",
 	    "--duration", "1", "--json", "--keys", other, NULL);
 	unlink(other);
-	assert_int_equal(fx->status, 2);
-	assert_true(jnum(fx, "auth_failed") >= 8);
+	HT_EQ(fx->status, 2, "exit code of hbload (summary above)");
+	HT_GE(jnum(fx, "auth_failed"), 8,
+	      "hbload's auth_failed over UDP with the wrong master key (summary above)");
 }
 
 static void test_bad_args(void **state)
@@ -458,18 +488,18 @@ static void test_bad_args(void **state)
 
 	run(fx, "--server", "127.0.0.1", "--clients", "10", "--proto", "sctp", "--interval", "1",
 	    "--duration", "1", NULL);
-	assert_int_equal(fx->status, 1);
+	HT_EQ(fx->status, 1, "exit code of hbload (summary above)");
 	run(fx, "--server", "127.0.0.1", "--proto", "tcp", "--interval", "1", "--duration", "1",
 	    NULL);
-	assert_int_equal(fx->status, 1);
+	HT_EQ(fx->status, 1, "exit code of hbload (summary above)");
 	run(fx, "--server", "127.0.0.1", "--clients", "10", "--interval", "1", "--duration", "1",
 	    "--source", "10.0.0.9-10.0.0.1", NULL);
-	assert_int_equal(fx->status, 1);
+	HT_EQ(fx->status, 1, "exit code of hbload (summary above)");
 	/* devices outside the key store's range are refused before any connection */
 	run(fx, "--server", "127.0.0.1", "--clients", "10", "--interval", "1", "--duration", "1",
 	    "--first-device", "999995", NULL);
-	assert_int_equal(fx->status, 1);
-	assert_int_equal(fx->r.hellos, 0);
+	HT_EQ(fx->status, 1, "exit code of hbload (summary above)");
+	HT_EQ(fx->r.hellos, 0, "HELLOs the responder got from refused runs");
 }
 
 static int serve_main(int argc, char **argv)

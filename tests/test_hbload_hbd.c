@@ -17,7 +17,11 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "test_hbload_run.h"
+#include <limits.h>
+#include <sys/wait.h>
+
+#include "lib/ht_assert.h"
+#include "lib/run_prog.h"
 
 #define MASTER "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 #define CLIENTS 300
@@ -68,7 +72,7 @@ static int setup(void **state)
 	FILE *f;
 	int port = free_port();
 
-	assert_true(port > 0);
+	HT_GT(port, 0, "a port free for both TCP and UDP");
 	snprintf(fx->port, sizeof(fx->port), "%d", port);
 	snprintf(fx->dir, sizeof(fx->dir), "/tmp/test_hbload_hbd.XXXXXX");
 	assert_non_null(mkdtemp(fx->dir));
@@ -88,7 +92,7 @@ static int setup(void **state)
 			       /* never the default pins of a really loaded hbeat (a running demo) */
 			       "--pin-path", fx->dir, NULL };
 	fx->hbd = hbt_spawn(hbd_path, argv, &fx->hbd_out, fx->log);
-	assert_true(fx->hbd > 0);
+	HT_GT(fx->hbd, 0, "hbd spawned (its log: %s)", fx->log);
 	for (int i = 0; i < 100 && !listening(port); i++)
 		nanosleep(&(struct timespec){ .tv_nsec = 50000000 }, NULL);
 	if (!listening(port)) {
@@ -146,20 +150,29 @@ static void load(struct fx *fx, const char *proto)
 	int rc = hbt_run(hbload_path, argv, 60, fx->out, sizeof(fx->out));
 
 	print_message("hbload %s -> exit %d\n%s", proto, rc, fx->out);
-	assert_int_equal(rc, 0);
-	assert_int_equal(num(fx->out, "connected"), CLIENTS);
-	assert_true(num(fx->out, "pings") >= (CLIENTS - SILENT) * 5);
-	assert_int_equal(num(fx->out, "pongs"), num(fx->out, "pings"));
-	assert_int_equal(num(fx->out, "lost"), 0);
-	assert_true(num(fx->out, "data_sent") > 0);
-	assert_int_equal(num(fx->out, "data_acked"), num(fx->out, "data_sent"));
-	assert_true(num(fx->out, "echo_sent") > 0);
-	assert_int_equal(num(fx->out, "echo_ok"), num(fx->out, "echo_sent"));
-	assert_int_equal(num(fx->out, "expired"), SILENT);
-	assert_int_equal(num(fx->out, "connected_end"), CLIENTS - SILENT);
-	assert_int_equal(num(fx->out, "errors"), 0);
-	assert_int_equal(num(fx->out, "stray"), 0);
-	assert_int_equal(num(fx->out, "reconnects"), 0);
+	HT_EQ(rc, 0, "exit code of hbload --proto %s (summary above)", proto);
+	HT_EQ(num(fx->out, "connected"), CLIENTS,
+	      "hbload's connected over %s (summary above)", proto);
+	HT_GE(num(fx->out, "pings"), (CLIENTS - SILENT) * 5,
+	      "hbload's pings over %s: the talking devices, 5 a second (summary above)", proto);
+	HT_EQ(num(fx->out, "pongs"), num(fx->out, "pings"),
+	      "hbload's pongs against pings over %s", proto);
+	HT_EQ(num(fx->out, "lost"), 0, "hbload's lost over %s", proto);
+	HT_GT(num(fx->out, "data_sent"), 0,
+	      "hbload's data_sent with --data-every 3 (summary above)");
+	HT_EQ(num(fx->out, "data_acked"), num(fx->out, "data_sent"),
+	      "hbload's data_acked against data_sent over %s", proto);
+	HT_GT(num(fx->out, "echo_sent"), 0,
+	      "hbload's echo_sent with --echo-every 4 (summary above)");
+	HT_EQ(num(fx->out, "echo_ok"), num(fx->out, "echo_sent"),
+	      "hbload's echo_ok against echo_sent over %s", proto);
+	HT_EQ(num(fx->out, "expired"), SILENT,
+	      "hbload's expired over %s: the silent devices", proto);
+	HT_EQ(num(fx->out, "connected_end"), CLIENTS - SILENT,
+	      "hbload's connected_end over %s", proto);
+	HT_EQ(num(fx->out, "errors"), 0, "hbload's errors over %s", proto);
+	HT_EQ(num(fx->out, "stray"), 0, "hbload's stray over %s", proto);
+	HT_EQ(num(fx->out, "reconnects"), 0, "hbload's reconnects over %s", proto);
 }
 
 static void test_tcp_then_udp(void **state)
@@ -178,20 +191,25 @@ static void test_tcp_then_udp(void **state)
 	data += num(fx->out, "data_sent");
 
 	/* hbd saw the same: every heartbeat answered in userspace, every DATA acked and sunk */
-	assert_int_equal(stop_hbd(fx), 0);
+	HT_EQ(stop_hbd(fx), 0, "exit code of hbd after SIGTERM (log: %s)", fx->log);
 	print_message("hbd: %s\n", fx->hbd_json);
-	assert_int_equal(num(fx->hbd_json, "pings_user"), pings);
-	assert_int_equal(num(fx->hbd_json, "data_acked"), data);
-	assert_int_equal(num(fx->hbd_json, "expired_tcp"), SILENT);
-	assert_int_equal(num(fx->hbd_json, "expired_udp"), SILENT);
-	assert_int_equal(num(fx->hbd_json, "auth_ok"), 2 * CLIENTS);
-	assert_int_equal(num(fx->hbd_json, "auth_fail"), 0);
+	HT_EQ(num(fx->hbd_json, "pings_user"), pings,
+	      "hbd's pings_user against both runs' pings (hbd's line above)");
+	HT_EQ(num(fx->hbd_json, "data_acked"), data,
+	      "hbd's data_acked against both runs' data_sent");
+	HT_EQ(num(fx->hbd_json, "expired_tcp"), SILENT,
+	      "hbd's expired_tcp: the silent TCP devices");
+	HT_EQ(num(fx->hbd_json, "expired_udp"), SILENT,
+	      "hbd's expired_udp: the silent UDP devices");
+	HT_EQ(num(fx->hbd_json, "auth_ok"), 2 * CLIENTS,
+	      "hbd's auth_ok: every device of both runs");
+	HT_EQ(num(fx->hbd_json, "auth_fail"), 0, "hbd's auth_fail");
 	sink = fopen(fx->sink, "r");
 	assert_non_null(sink);
 	while (fgets(line, sizeof(line), sink))
 		lines++;
 	fclose(sink);
-	assert_int_equal(lines, data);
+	HT_EQ(lines, data, "lines in the sink %s against the DATA sent", fx->sink);
 }
 
 int main(int argc, char **argv)

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 /* by path, as the other hbload tests do */
+#include "lib/ht_assert.h"
 #include "../user/hbload/opts.h"
 #include "../user/hbload/tokmap.h"
 #include "../user/hbload/wakeups.h"
@@ -111,16 +112,23 @@ static void test_wheel_random(void **state)
 		/* next_ns never overshoots the earliest due entry */
 		for (uint32_t k = 0; k < N; k++)
 			if (!done[k] && due[k] <= now + 50 * MS)
-				assert_true(now + next <= (due[k] > now ? due[k] : now));
+				HT_LE(now + next, (due[k] > now ? due[k] : now),
+				      "next_ns %llu from %llu overshoots entry %u due at %llu",
+				      (unsigned long long)next, (unsigned long long)now, k,
+				      (unsigned long long)due[k]);
 		now += next ? next : rnd(&x) % 300000;
 		while ((i = hbl_wheel_pop(&w, now)) != HBL_NIL) {
-			assert_false(done[i]);
-			assert_true(due[i] <= now);
+			HT_FALSE(done[i], "entry %u popped twice", i);
+			HT_LE(due[i], now,
+			      "entry %u popped at %llu, before it was due", i,
+			      (unsigned long long)now);
 			done[i] = 1;
 			popped++;
 		}
 		for (uint32_t k = 0; k < N; k++)
-			assert_true(done[k] || due[k] > now);
+			HT_TRUE(done[k] || due[k] > now,
+				"entry %u due at %llu still in the wheel at %llu", k,
+				(unsigned long long)due[k], (unsigned long long)now);
 	}
 	assert_int_equal(w.count, 0);
 	hbl_wheel_free(&w);
@@ -236,15 +244,16 @@ static void test_args(void **state)
 	assert_int_equal(o.port, 7600);
 	assert_int_equal(o.clients, 500);
 	assert_int_equal(o.proto, HB_UDP);
-	assert_true(o.interval_s == 30 && o.duration_s == 180);
-	assert_true(o.json);
-	assert_true(o.connect_rate == 2000);
-	assert_true(o.jitter == 0.25);
+	HT_TRUE(o.interval_s == 30 && o.duration_s == 180,
+		"--interval 30 --duration 180 parsed as %f and %f", o.interval_s, o.duration_s);
+	HT_TRUE(o.json, "--json parsed");
+	HT_TRUE(o.connect_rate == 2000, "--connect-rate 2000 parsed as %f", o.connect_rate);
+	HT_TRUE(o.jitter == 0.25, "--jitter 0.25 parsed as %f", o.jitter);
 	assert_int_equal(o.silent, 5);
 	/* defaults */
 	assert_int_equal(o.first_device, 1);
-	assert_true(o.drain_s == 2);
-	assert_true(o.storm_at_s < 0);
+	HT_TRUE(o.drain_s == 2, "default drain_s %f", o.drain_s);
+	HT_TRUE(o.storm_at_s < 0, "no storm by default (storm_at_s %f)", o.storm_at_s);
 	assert_int_equal(hbl_parse_args(ARGC(no_clients), no_clients, &o), -EINVAL);
 	assert_int_equal(hbl_parse_args(ARGC(bad_num), bad_num, &o), -EINVAL);
 	assert_int_equal(hbl_parse_args(ARGC(storm_udp), storm_udp, &o), -EINVAL);
@@ -269,8 +278,11 @@ static void test_steps_args(void **state)
 	(void)state;
 	assert_int_equal(hbl_parse_args(ARGC(ok), ok, &o), 0);
 	assert_int_equal(o.nsteps, 3);
-	assert_true(o.steps[0] == 100 && o.steps[1] == 250.5 && o.steps[2] == 1000);
-	assert_true(o.step_s == 4 && o.step_settle_s == 1 && o.step_stop_ms == 0);
+	HT_TRUE(o.steps[0] == 100 && o.steps[1] == 250.5 && o.steps[2] == 1000,
+		"--steps 100,250.5,1e3 parsed as %f, %f, %f", o.steps[0], o.steps[1], o.steps[2]);
+	HT_TRUE(o.step_s == 4 && o.step_settle_s == 1 && o.step_stop_ms == 0,
+		"--step-s 4 --step-settle 1 --step-stop-p99 0 parsed as %f, %f, %f", o.step_s,
+		o.step_settle_s, o.step_stop_ms);
 	assert_int_equal(hbl_parse_args(ARGC(bad_list), bad_list, &o), -EINVAL);
 	assert_int_equal(hbl_parse_args(ARGC(negative), negative, &o), -EINVAL);
 	assert_int_equal(hbl_parse_args(ARGC(settle_too_long), settle_too_long, &o), -EINVAL);
@@ -316,13 +328,16 @@ static void test_windows(void **state)
 	assert_int_equal(hbl_wstats_percentile(&sum, 50), 100);
 	/* rank 985 is the last fast answer; 986..990 the slow ones; 991.. the unanswered */
 	assert_int_equal(hbl_wstats_percentile(&sum, 98.5), 100);
-	assert_true(hbl_wstats_percentile(&sum, 98.6) >= 50000);
-	assert_true(hbl_wstats_percentile(&sum, 99) >= 50000);
-	assert_true(hbl_wstats_percentile(&sum, 99) != UINT64_MAX);
+	HT_GE(hbl_wstats_percentile(&sum, 98.6), 50000, "p98.6: one of the slow answers");
+	HT_GE(hbl_wstats_percentile(&sum, 99), 50000, "p99: one of the slow answers");
+	HT_TRUE(hbl_wstats_percentile(&sum, 99) != UINT64_MAX,
+		"p99 is an answer, not the unanswered");
 	assert_int_equal(hbl_wstats_percentile(&sum, 99.1), UINT64_MAX);
 	sum.pings = 990; /* all answered: the tail is a real answer */
-	assert_true(hbl_wstats_percentile(&sum, 99.9) >= 50000);
-	assert_true(hbl_wstats_percentile(&sum, 99.9) != UINT64_MAX);
+	HT_GE(hbl_wstats_percentile(&sum, 99.9), 50000,
+	      "p99.9 with all answered: the slowest answer");
+	HT_TRUE(hbl_wstats_percentile(&sum, 99.9) != UINT64_MAX,
+		"p99.9 with all answered is an answer");
 
 	/* the dump: one line per nonzero bucket, counts adding up */
 	f = fmemopen(buf, sizeof(buf), "w");

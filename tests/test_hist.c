@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
+#include "lib/ht_assert.h"
 #include "hist.h"
 
 /* |got - want| <= want/128 + 1: one bucket width (and the exact range below 256 us) */
@@ -29,15 +30,20 @@ static void test_buckets_cover_the_range(void **state)
 	for (uint64_t v = 0; v < (1ULL << 22); v += 1 + v / 300) {
 		unsigned i = hb_hist_bucket(v);
 
-		assert_true(hb_hist_bucket_low(i) <= v && v <= hb_hist_bucket_high(i));
+		HT_TRUE(hb_hist_bucket_low(i) <= v && v <= hb_hist_bucket_high(i),
+			"value %llu in bucket %u [%llu, %llu]", (unsigned long long)v, i,
+			(unsigned long long)hb_hist_bucket_low(i),
+			(unsigned long long)hb_hist_bucket_high(i));
 		/* relative width bound: the whole point of log-linear buckets */
-		assert_true(hb_hist_bucket_high(i) - hb_hist_bucket_low(i) <= v / 128);
+		HT_LE(hb_hist_bucket_high(i) - hb_hist_bucket_low(i), v / 128,
+		      "bucket %u of value %llu no wider than 1/128 of it", i, (unsigned long long)v);
 	}
 	/* below 256 us the resolution is exactly 1 us */
 	for (uint64_t v = 0; v < 256; v++)
 		assert_int_equal(hb_hist_bucket(v), v);
 	/* 60 s still has its own bucket; beyond the top everything shares the last one */
-	assert_true(hb_hist_bucket(60000000) < HB_HIST_BUCKETS - 1);
+	HT_LT(hb_hist_bucket(60000000), HB_HIST_BUCKETS - 1,
+	      "60 s in a bucket of its own, below the last");
 	assert_int_equal(hb_hist_bucket(1ULL << 40), HB_HIST_BUCKETS - 1);
 }
 
@@ -67,9 +73,10 @@ static void test_uniform_percentiles(void **state)
 	assert_near(hb_hist_percentile(&h, 99.9), 99900);
 	assert_int_equal(hb_hist_percentile(&h, 100), 100000);
 	/* never below the true value: a percentile must not flatter the server */
-	assert_true(hb_hist_percentile(&h, 50) >= 50000);
-	assert_true(hb_hist_percentile(&h, 99) >= 99000);
-	assert_true(hb_hist_mean(&h) > 50000.0 && hb_hist_mean(&h) < 50001.0);
+	HT_GE(hb_hist_percentile(&h, 50), 50000, "p50 never below the true value");
+	HT_GE(hb_hist_percentile(&h, 99), 99000, "p99 never below the true value");
+	HT_TRUE(hb_hist_mean(&h) > 50000.0 && hb_hist_mean(&h) < 50001.0,
+		"mean %f of 1..100000 us", hb_hist_mean(&h));
 }
 
 static void test_exact_small_values(void **state)

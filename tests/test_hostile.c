@@ -19,9 +19,18 @@
 
 #include <cmocka.h>
 
-#include "test_hbd_harness.h"
-#include "test_hbload_run.h"
-#include "test_netns_env.h"
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "lib/ht_assert.h"
+#include "lib/hbd_harness.h"
+#include "lib/run_prog.h"
+#include "lib/netns_env.h"
 
 #define GOOD 40 /* devices per transport */
 #define GOOD_SECONDS 7
@@ -75,8 +84,8 @@ static int nconns;
 
 static void add(int fd, enum expect want, const char *what)
 {
-	assert_true(fd >= 0);
-	assert_true(nconns < MAXC);
+	HT_GE(fd, 0, "attack connection %d (%s)", nconns, what);
+	HT_LT(nconns, MAXC, "attack connections kept (room for %d)", MAXC);
 	conns[nconns++] = (struct conn){ fd, want, what };
 }
 
@@ -140,7 +149,7 @@ static void spawn_good(struct ctx *c, int i, const char *proto, unsigned first, 
 	argv[n] = NULL;
 	c->good[i] = hbt_spawn(c->offload ? "/usr/bin/nsenter" : c->hbload, argv, &c->good_out[i],
 			       "/dev/null");
-	assert_true(c->good[i] > 0);
+	HT_GT(c->good[i], 0, "hbload for the good %s devices spawned", proto);
 }
 
 static void check_good(struct ctx *c, int i, const char *proto)
@@ -148,14 +157,18 @@ static void check_good(struct ctx *c, int i, const char *proto)
 	char out[4096];
 	size_t n = hbt_drain(c->good_out[i], out, sizeof(out), time(NULL) + GOOD_SECONDS + 60);
 
-	assert_int_equal(hbt_reap(c->good[i], time(NULL) + 30), 0);
+	HT_EQ(hbt_reap(c->good[i], time(NULL) + 30), 0,
+	      "exit code of the good %s devices' hbload", proto);
 	out[n] = 0;
 	printf("good %s devices: %s", proto, out);
-	assert_int_equal(hbt_num(out, "connected"), GOOD);
-	assert_true(hbt_num(out, "pings") > GOOD * GOOD_SECONDS * 5 / 2);
-	assert_int_equal(hbt_num(out, "pongs"), hbt_num(out, "pings"));
-	assert_int_equal(hbt_num(out, "lost"), 0);
-	assert_int_equal(hbt_num(out, "echo_ok"), hbt_num(out, "echo_sent"));
+	HT_EQ(hbt_num(out, "connected"), GOOD, "good %s devices connected (summary above)", proto);
+	HT_GT(hbt_num(out, "pings"), GOOD * GOOD_SECONDS * 5 / 2,
+	      "PINGs of the good %s devices (summary above)", proto);
+	HT_EQ(hbt_num(out, "pongs"), hbt_num(out, "pings"),
+	      "PONGs against PINGs of the good %s devices", proto);
+	HT_EQ(hbt_num(out, "lost"), 0, "lost heartbeats of the good %s devices", proto);
+	HT_EQ(hbt_num(out, "echo_ok"), hbt_num(out, "echo_sent"),
+	      "ECHOs answered against ECHOs sent by the good %s devices", proto);
 }
 
 /* Opens every kind of bad TCP connection; slowloris ones are dribbled by dribble(). */
@@ -218,7 +231,8 @@ static void tcp_attacks(struct ctx *c)
 		fd = ht_tcp_from(port, SRC_EVERY_10());
 		ht_hello(&h, (uint64_t)(180 + i), 0);
 		ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h));
-		assert_true(ht_expect(fd, HB_WELCOME, -1));
+		HT_TRUE(ht_expect(fd, HB_WELCOME, -1),
+			"WELCOME for device %d before it sends garbage", 180 + i);
 		memset(junk, 0xa5, 64);
 		send(fd, junk, 64, MSG_NOSIGNAL);
 		add(fd, X_MALFORMED, "garbage after HELLO");
@@ -229,7 +243,9 @@ static void tcp_attacks(struct ctx *c)
 		h.mac[3] ^= 0x10;
 		ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h));
 		/* one after the other: the order the daemon judges them in is the order sent */
-		assert_true(ht_expect(fd, HB_ERROR, i < 3 ? HB_ERR_AUTH : HB_ERR_RATE));
+		HT_TRUE(ht_expect(fd, HB_ERROR, i < 3 ? HB_ERR_AUTH : HB_ERR_RATE),
+			"the answer to wrong MAC %d (%s)", i + 1,
+			i < 3 ? "ERROR(AUTH), checked" : "ERROR(RATE), unchecked");
 		add(fd, X_CLOSE, "wrong MAC");
 	}
 	src = attacker(c);
@@ -297,8 +313,8 @@ static void check_closed(void)
 		close(k->fd);
 	}
 	nconns = 0;
-	assert_int_equal(flood_expired, PER_SOURCE);
-	assert_int_equal(flood_full, 20);
+	HT_EQ(flood_expired, PER_SOURCE, "flooders from one source expired by the hello timeout");
+	HT_EQ(flood_full, 20, "flooders from one source refused with ERROR(FULL)");
 }
 
 /* Bad datagrams from attacker sockets; none may be answered. Returns datagrams sent. */
@@ -312,7 +328,7 @@ static int udp_attacks(struct ctx *c, int *socks, int nsocks)
 
 		snprintf(src, sizeof(src), "%s%d", c->net, 60 + i);
 		socks[i] = ht_udp(false);
-		assert_int_equal(ht_bind_src(socks[i], src), 0);
+		HT_EQ(ht_bind_src(socks[i], src), 0, "bind of an attack socket to %s", src);
 	}
 	for (int r = 0; r < 400; r++) {
 		int fd = socks[r % nsocks];
@@ -391,7 +407,8 @@ static void run(struct ctx *c, const char *good_tcp_src, const char *good_udp_sr
 	printf("hbd held at most %d regular fds under attack; %d bad datagrams unanswered\n",
 	       fds_peak, udp_sent);
 	/* listeners, UDP sockets, rings, sink, maps, std streams: nothing per connection */
-	assert_true(fds_peak > 0 && fds_peak < 64);
+	HT_TRUE(fds_peak > 0 && fds_peak < 64,
+		"regular fds hbd held under attack: %d (nothing per connection)", fds_peak);
 }
 
 static const char *const DAEMON_ARGS[] = {
@@ -413,7 +430,7 @@ static void expect_counters(struct ctx *c)
 		{ "auth_rate_limited", 2 * 2 },
 	};
 
-	assert_int_equal(ht_stop(&c->d), 0); /* clean exit; under ASan also no leak */
+	HT_EQ(ht_stop(&c->d), 0, "exit code of hbd after SIGTERM (clean; under ASan also no leak)");
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		long long v = ht_exit_stat(&c->d, want[i].name);
 
@@ -423,11 +440,13 @@ static void expect_counters(struct ctx *c)
 	}
 	if (!c->offload) {
 		/* XDP drops the malformed ones before hbd in offload mode */
-		assert_true(ht_exit_stat(&c->d, "frames_bad") >= 2 * (40 + 30 + 10) + 80 * 3);
-		assert_true(ht_exit_stat(&c->d, "unknown_session") >= 80);
+		HT_GE(ht_exit_stat(&c->d, "frames_bad"), 2 * (40 + 30 + 10) + 80 * 3,
+		      "the frames_bad exit counter with every bad datagram reaching hbd");
+		HT_GE(ht_exit_stat(&c->d, "unknown_session"), 80,
+		      "the unknown_session exit counter");
 	}
-	assert_int_equal(ht_exit_stat(&c->d, "errors"), 0);
-	assert_int_equal(ht_exit_stat(&c->d, "tcp_active"), 0);
+	HT_EQ(ht_exit_stat(&c->d, "errors"), 0, "the errors exit counter");
+	HT_EQ(ht_exit_stat(&c->d, "tcp_active"), 0, "connections still active at exit");
 }
 
 static void userspace(void **state)
@@ -439,11 +458,11 @@ static void userspace(void **state)
 	memset(&c, 0, sizeof(c));
 	c.net = "127.0.0.";
 	c.first_src = 10;
-	assert_int_equal(find_hbload(c.hbload, sizeof(c.hbload)), 0);
+	HT_EQ(find_hbload(c.hbload, sizeof(c.hbload)), 0, "$BUILD/hbload found");
 	args[0] = "--no-offload";
 	memcpy(args + 1, DAEMON_ARGS, sizeof(DAEMON_ARGS));
 	args[NARGS + 1] = NULL;
-	assert_int_equal(ht_start(&c.d, args), 0);
+	HT_EQ(ht_start(&c.d, args), 0, "hbd under attack started");
 	run(&c, "127.0.0.2-127.0.0.3", "127.0.0.4");
 	expect_counters(&c);
 	ht_cleanup(&c.d);
@@ -459,8 +478,8 @@ static void offload(void **state)
 	c.net = "10.77.1.";
 	c.first_src = 10;
 	c.offload = true;
-	assert_int_equal(find_hbload(c.hbload, sizeof(c.hbload)), 0);
-	assert_int_equal(hn_load(&E, 7631, ""), 0);
+	HT_EQ(find_hbload(c.hbload, sizeof(c.hbload)), 0, "$BUILD/hbload found");
+	HT_EQ(hn_load(&E, 7631, ""), 0, "hbctl load on port 7631");
 	args[0] = "--pin-path";
 	args[1] = E.pin;
 	memcpy(args + 2, DAEMON_ARGS, sizeof(DAEMON_ARGS));
@@ -476,20 +495,25 @@ static void offload(void **state)
 		a2[NARGS + 2] = "--port";
 		a2[NARGS + 3] = "7631";
 		a2[NARGS + 4] = NULL;
-		assert_int_equal(ht_start(&c.d, a2), 0);
+		HT_EQ(ht_start(&c.d, a2), 0, "hbd on port 7631 started");
 	}
-	assert_true(ht_file_contains(c.d.err, "mode=offload", NULL, 0));
-	assert_int_equal(hn_enter_cli(&E), 0);
+	HT_TRUE(ht_file_contains(c.d.err, "mode=offload", NULL, 0),
+		"'mode=offload' in %s", c.d.err);
+	HT_EQ(hn_enter_cli(&E), 0, "step into the client netns %s", E.cli_ns);
 	run(&c, "10.77.1.1-10.77.1.2", "10.77.1.3");
 	hn_leave(&E);
 	/* the good devices' heartbeats were the kernel's; XDP dropped the malformed datagrams */
 	printf("kernel: pings_kernel %lld, xdp_drop_malformed %lld, xdp_unknown_session %lld\n",
 	       hn_stat(&E, "pings_kernel"), hn_stat(&E, "kernel.xdp_drop_malformed"),
 	       hn_stat(&E, "kernel.xdp_unknown_session"));
-	assert_int_equal(hn_stat(&E, "user.pings_user"), 0);
-	assert_true(hn_stat(&E, "pings_kernel") > GOOD * GOOD_SECONDS * 5);
-	assert_true(hn_stat(&E, "kernel.xdp_drop_malformed") >= 3 * 80);
-	assert_true(hn_stat(&E, "kernel.xdp_unknown_session") >= 80);
+	HT_EQ(hn_stat(&E, "user.pings_user"), 0,
+	      "pings_user: the good devices' heartbeats are the kernel's");
+	HT_GT(hn_stat(&E, "pings_kernel"), GOOD * GOOD_SECONDS * 5,
+	      "pings_kernel of the good devices");
+	HT_GE(hn_stat(&E, "kernel.xdp_drop_malformed"), 3 * 80,
+	      "xdp_drop_malformed: the malformed datagrams dropped in XDP");
+	HT_GE(hn_stat(&E, "kernel.xdp_unknown_session"), 80,
+	      "xdp_unknown_session: datagrams of unknown sessions dropped in XDP");
 	expect_counters(&c);
 	ht_cleanup(&c.d);
 }
@@ -516,7 +540,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(offload, netns_setup, netns_teardown),
 	};
 
-	(void)hbt_run; /* a helper of test_hbload_run.h this test does not need */
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests_name("hostile", tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <cmocka.h>
 
+#include "lib/ht_assert.h"
 #include "proto.h"
 
 static void put_hdr(uint8_t *b, uint16_t magic, uint8_t ver, uint8_t type, uint16_t len,
@@ -44,7 +45,7 @@ static void test_ping_roundtrip_udp(void **state)
 
 	assert_int_equal(n, HB_PING_UDP_BYTES);
 	assert_int_equal(hb_decode_dgram(buf, n, &f), HB_DECODE_OK);
-	assert_true(f.token == 0x0102030405060708ull);
+	HT_TRUE(f.token == 0x0102030405060708ull, "token of the decoded datagram");
 	assert_int_equal(buf[8], 0x01);
 	assert_int_equal(buf[15], 0x08);
 	assert_memory_equal(f.payload, ts, 8);

@@ -13,8 +13,16 @@
 #include <cmocka.h>
 #include <ctype.h>
 
-#include "test_ctl_helpers.h"
-#include "test_sh.h"
+#include <openssl/evp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "lib/ht_assert.h"
+#include "lib/ctl.h"
+#include "lib/sh.h"
 
 static char dir[64]; /* generated units and scratch files */
 
@@ -48,20 +56,22 @@ static void verify_units(void **state)
 {
 	(void)state;
 	/* a template is verified as an instance */
-	assert_int_equal(hbt_sh("cp %s/hbeat-bpf@.service %s/hbeat-bpf@eth0.service", dir, dir), 0);
-	assert_int_equal(hbt_sh("systemd-analyze verify %s/hbd.service %s/hbeat-bpf@eth0.service "
-			    "> %s/verify.out 2>&1",
-			    dir, dir, dir),
-			 0);
+	HT_EQ(hbt_sh("cp %s/hbeat-bpf@.service %s/hbeat-bpf@eth0.service", dir, dir), 0,
+	      "copy of hbeat-bpf@.service in %s", dir);
+	HT_EQ(hbt_sh("systemd-analyze verify %s/hbd.service %s/hbeat-bpf@eth0.service "
+		 "> %s/verify.out 2>&1",
+		 dir, dir, dir),
+	      0, "systemd-analyze verify ran on the units (output in %s/verify.out)", dir);
 	/* not even a warning (an unknown key is only a warning, with exit status 0) */
-	assert_int_equal(hbt_sh("test ! -s %s/verify.out || { cat %s/verify.out >&2; false; }", dir, dir),
-			 0);
+	HT_EQ(hbt_sh("test ! -s %s/verify.out || { cat %s/verify.out >&2; false; }", dir, dir),
+	      0, "systemd-analyze verify found nothing to say (output in %s/verify.out)", dir);
 	/* and verify does catch a broken unit, so the check above means something */
-	assert_int_equal(hbt_sh("sed 's|^ExecStart=[^ ]*|ExecStart=/nonexistent/hbd|' %s/hbd.service > "
-			    "%s/broken.service",
-			    dir, dir),
-			 0);
-	assert_int_not_equal(hbt_sh("systemd-analyze verify %s/broken.service 2>/dev/null", dir), 0);
+	HT_EQ(hbt_sh("sed 's|^ExecStart=[^ ]*|ExecStart=/nonexistent/hbd|' %s/hbd.service > "
+		 "%s/broken.service",
+		 dir, dir),
+	      0, "broken unit written in %s", dir);
+	HT_NE(hbt_sh("systemd-analyze verify %s/broken.service 2>/dev/null", dir), 0,
+	      "systemd-analyze verify refused a unit whose ExecStart does not exist");
 }
 
 /* Value of a key in the generated hbd.service, continuation lines joined. */
@@ -94,7 +104,7 @@ static void unit_value(const char *key, char *out, size_t cap)
 			break;
 	}
 	fclose(f);
-	assert_true(out[0]);
+	HT_TRUE(out[0], "%s= in the unit file", key);
 }
 
 /* "CAP_BPF CAP_NET_ADMIN" -> "-all,+bpf,+net_admin" (setpriv's form), without drop if given. */
@@ -128,11 +138,11 @@ static void make_pins(const char *pins)
 	};
 	char path[160];
 
-	assert_int_equal(mkdir(pins, 0700), 0);
+	HT_EQ(mkdir(pins, 0700), 0, "mkdir %s", pins);
 	for (unsigned i = 0; i < 3; i++) {
-		assert_true(m[i].fd >= 0);
+		HT_GE(m[i].fd, 0, "map %s created", m[i].name);
 		snprintf(path, sizeof(path), "%s/%s", pins, m[i].name);
-		assert_int_equal(bpf_obj_pin(m[i].fd, path), 0);
+		HT_EQ(bpf_obj_pin(m[i].fd, path), 0, "pin of map %s at %s", m[i].name, path);
 		close(m[i].fd);
 	}
 }
@@ -173,12 +183,12 @@ static pid_t run_unit_hbd(const char *drop_cap, uint16_t port, int *status)
 	hbt_sh("rm -rf %s", pins);
 	make_pins(pins);
 	snprintf(keys, sizeof(keys), "%s/keys", dir);
-	assert_int_equal(ht_write_keys(keys), 0);
+	HT_EQ(ht_write_keys(keys), 0, "key store %s written", keys);
 	chmod(keys, 0600);
 	snprintf(notify, sizeof(notify), "%s/notify.sock", dir);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", notify);
 	unlink(notify);
-	assert_int_equal(bind(nfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	HT_EQ(bind(nfd, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind of the notify socket");
 	snprintf(cmd, sizeof(cmd),
 		 "cd %s && exec setpriv --bounding-set=%s -- $(echo '%s' | sed "
 		 "-e 's|/etc/hbeat/keys|%s/keys|' -e 's|/var/lib/hbeat/|%s/|' "
@@ -186,7 +196,7 @@ static pid_t run_unit_hbd(const char *drop_cap, uint16_t port, int *status)
 		 "-e 's|\\$HBD_OPTS|--port %u --workers 1 --pin-path %s|') > %s/hbd.out 2> %s/hbd.err",
 		 dir, sp, exec, dir, dir, dir, port, pins, dir, dir);
 	pid = fork();
-	assert_true(pid >= 0);
+	HT_GE(pid, 0, "fork for the unit's command");
 	if (pid == 0) {
 		setenv("NOTIFY_SOCKET", notify, 1);
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
@@ -222,9 +232,10 @@ static void stop_unit_hbd(pid_t pid)
 	int status;
 
 	kill(pid, SIGTERM);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	HT_EQ(waitpid(pid, &status, 0), pid, "wait for the unit's hbd");
+	HT_TRUE(WIFEXITED(status), "the unit's hbd exited (status %#x)", status);
+	HT_EQ(WEXITSTATUS(status), 0,
+	      "exit code of the unit's hbd after SIGTERM (log: %s/hbd.err)", dir);
 }
 
 static void forget_unit_hbd(void)
@@ -254,19 +265,21 @@ static void unit_command_runs_with_its_capabilities(void **state)
 
 	(void)state;
 	pid = run_unit_hbd(NULL, low_port(), &status);
-	assert_true(pid > 0);
+	HT_GT(pid, 0, "the unit's hbd still running after its start (exit status %#x)", status);
 	/* exactly the unit's capabilities, no more */
-	assert_int_equal(cap_eff(pid), want);
+	HT_EQ(cap_eff(pid), want,
+	      "effective capabilities of the unit's hbd (the unit's set, no more)");
 	snprintf(path, sizeof(path), "%s/hbd.err", dir);
-	assert_true(ht_file_contains(path, "ready:", line, sizeof(line)));
+	HT_TRUE(ht_file_contains(path, "ready:", line, sizeof(line)), "the ready line in %s", path);
 	assert_non_null(strstr(line, "mode=offload"));
 	p = strstr(line, "metrics_port=");
 	assert_non_null(p);
 	text = tc_curl((uint16_t)atoi(p + 13), "/metrics", &status);
-	assert_int_equal(status, 200);
+	HT_EQ(status, 200, "HTTP status of GET /metrics");
 	free(text);
 	snprintf(path, sizeof(path), "%s/hbd.sock", dir);
-	assert_int_equal(tc_req(path, "ping\n", line, sizeof(line)), 0);
+	HT_EQ(tc_req(path, "ping\n", line, sizeof(line)), 0,
+	      "reply to 'ping' on the unit's control socket %s", path);
 	assert_string_equal(line, "{\"req\":1,\"ok\":true}");
 	stop_unit_hbd(pid);
 	forget_unit_hbd();
@@ -279,11 +292,15 @@ static void without_a_capability_it_cannot(void **state)
 	int status = 0;
 
 	(void)state;
-	assert_int_equal(run_unit_hbd("CAP_NET_BIND_SERVICE", low_port(), &status), 0);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 3);
+	HT_EQ(run_unit_hbd("CAP_NET_BIND_SERVICE", low_port(), &status), 0,
+	      "the unit's hbd without CAP_NET_BIND_SERVICE exited at start (not running)");
+	HT_TRUE(WIFEXITED(status), "the unit's hbd exited (status %#x)", status);
+	HT_EQ(WEXITSTATUS(status), 3,
+	      "exit code of hbd without CAP_NET_BIND_SERVICE (3: cannot listen; log: %s/hbd.err)",
+	      dir);
 	snprintf(path, sizeof(path), "%s/hbd.err", dir);
-	assert_true(ht_file_contains(path, "Permission denied", NULL, 0));
+	HT_TRUE(ht_file_contains(path, "Permission denied", NULL, 0),
+		"'Permission denied' for the low port in %s", path);
 	forget_unit_hbd();
 }
 

@@ -16,9 +16,17 @@
 #include <cmocka.h>
 #include <sys/prctl.h>
 
-#include "test_hbd_harness.h"
-#include "test_hbload_run.h"
-#include "test_netns_env.h"
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "lib/ht_assert.h"
+#include "lib/hbd_harness.h"
+#include "lib/run_prog.h"
+#include "lib/netns_env.h"
+#include "lib/sh.h"
 
 #define NTCP 40
 #define NUDP 10
@@ -55,7 +63,7 @@ static pid_t await_successor(struct ht_daemon *d)
 
 static pid_t upgrade(struct ht_daemon *d)
 {
-	assert_int_equal(kill(d->pid, SIGUSR2), 0);
+	HT_EQ(kill(d->pid, SIGUSR2), 0, "SIGUSR2 to hbd %d", (int)d->pid);
 	return await_successor(d);
 }
 
@@ -108,56 +116,70 @@ static void userspace(void **state)
 	size_t n;
 
 	(void)state;
-	assert_int_equal(ht_start(&d, args), 0);
+	HT_EQ(ht_start(&d, args), 0, "hbd with two workers started");
 	for (int i = 0; i < NTCP; i++)
-		assert_true((tcp[i] = ht_tcp_login(d.port, (uint64_t)(100 + i), false, NULL)) >= 0);
+		HT_GE((tcp[i] = ht_tcp_login(d.port, (uint64_t)(100 + i), false, NULL)), 0,
+		      "TCP login of device %d", 100 + i);
 	for (int i = 0; i < NUDP; i++) {
 		udp[i] = ht_udp(false);
-		assert_int_not_equal(tok[i] = ht_udp_login(udp[i], d.port, false, (uint64_t)(150 + i)), 0);
+		HT_NE(tok[i] = ht_udp_login(udp[i], d.port, false, (uint64_t)(150 + i)), 0,
+		      "UDP login of device %d", 150 + i);
 	}
 	fresh = ht_tcp(d.port, false); /* connected, no HELLO yet */
-	assert_true(fresh >= 0);
+	HT_GE(fresh, 0, "connection that has not sent HELLO yet");
 	/* five devices are half-way through a PING, three have DATA in flight */
 	n = hb_encode(frame, sizeof(frame), HB_TCP, HB_PING, 7, 0, &half, sizeof(half));
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(send(tcp[i], frame, 5, MSG_NOSIGNAL), 5);
+		HT_EQ(send(tcp[i], frame, 5, MSG_NOSIGNAL), 5,
+		      "half a PING on device %d's connection sent", 100 + i);
 	for (int i = 5; i < 8; i++)
-		assert_int_equal(ht_send_frame(tcp[i], HB_DATA, 9, "in flight", 9), 0);
+		HT_EQ(ht_send_frame(tcp[i], HB_DATA, 9, "in flight", 9), 0,
+		      "DATA in flight on device %d's connection sent", 100 + i);
 
-	assert_int_equal(kill(d.pid, SIGUSR2), 0);
+	HT_EQ(kill(d.pid, SIGUSR2), 0, "SIGUSR2 to hbd %d", (int)d.pid);
 	/* devices arriving while the handover runs: none refused */
 	for (; nduring < 20; nduring++) {
 		during[nduring] = ht_tcp_login(d.port, (uint64_t)(160 + nduring), false, NULL);
-		assert_true(during[nduring] >= 0);
+		HT_GE(during[nduring], 0, "login of device %d during the handover", 160 + nduring);
 	}
-	assert_true(await_successor(&d) > 0);
+	HT_GT(await_successor(&d), 0,
+	      "the old hbd exited cleanly and named its successor (its log: %s)", d.err);
 
 	/* the half PINGs complete in the new daemon */
 	for (int i = 0; i < 5; i++) {
-		assert_int_equal(send(tcp[i], frame + 5, n - 5, MSG_NOSIGNAL), (ssize_t)(n - 5));
-		assert_int_equal(ht_recv_frame(tcp[i], buf, &f, HT_IO_MS), 1);
-		assert_int_equal(f.type, HB_PONG);
-		assert_int_equal(f.seq, 7);
+		HT_EQ(send(tcp[i], frame + 5, n - 5, MSG_NOSIGNAL), (ssize_t)(n - 5),
+		      "rest of the half PING of device %d sent", 100 + i);
+		HT_EQ(ht_recv_frame(tcp[i], buf, &f, HT_IO_MS), 1,
+		      "an answer to device %d's completed PING within %d ms", 100 + i, HT_IO_MS);
+		HT_EQ(f.type, HB_PONG, "frame type of the answer to the completed PING");
+		HT_EQ(f.seq, 7, "sequence number of the PONG to the completed PING");
 		assert_memory_equal(f.payload, &half, sizeof(half));
 	}
 	/* the DATA in flight was ACKed (by the old daemon or the new one) */
 	for (int i = 5; i < 8; i++)
-		assert_true(ht_expect(tcp[i], HB_ACK, -1));
+		HT_TRUE(ht_expect(tcp[i], HB_ACK, -1),
+			"ACK for the DATA of device %d in flight at the upgrade", 100 + i);
 	for (int i = 0; i < NTCP; i++)
-		assert_true(tcp_ping(tcp[i], (uint16_t)(100 + i)));
+		HT_TRUE(tcp_ping(tcp[i], (uint16_t)(100 + i)),
+			"PONG for TCP device %d after the upgrade", 100 + i);
 	for (int i = 0; i < nduring; i++)
-		assert_true(tcp_ping(during[i], 1));
+		HT_TRUE(tcp_ping(during[i], 1),
+			"PONG for device %d that logged in during the handover", 160 + i);
 	for (int i = 0; i < NUDP; i++) {
-		assert_true(udp_ping(udp[i], d.port, tok[i], (uint16_t)(200 + i)));
-		assert_int_equal(ht_udp_send(udp[i], d.port, false, HB_ECHO, 9, tok[i], "same", 4), 0);
-		assert_int_equal(ht_udp_recv(udp[i], buf, &f, HT_IO_MS), 1);
-		assert_int_equal(f.type, HB_ECHO);
+		HT_TRUE(udp_ping(udp[i], d.port, tok[i], (uint16_t)(200 + i)),
+			"PONG for UDP device %d after the upgrade", 150 + i);
+		HT_EQ(ht_udp_send(udp[i], d.port, false, HB_ECHO, 9, tok[i], "same", 4), 0,
+		      "ECHO of UDP device %d sent", 150 + i);
+		HT_EQ(ht_udp_recv(udp[i], buf, &f, HT_IO_MS), 1,
+		      "an answer to UDP device %d's ECHO within %d ms", 150 + i, HT_IO_MS);
+		HT_EQ(f.type, HB_ECHO, "frame type of the answer to the ECHO");
 	}
 	/* the one that had not said HELLO yet can still do so */
 	ht_hello(&h, 199, 0);
-	assert_int_equal(ht_send_frame(fresh, HB_HELLO, 1, &h, sizeof(h)), 0);
-	assert_true(ht_expect(fresh, HB_WELCOME, -1));
-	assert_true(tcp_ping(fresh, 3));
+	HT_EQ(ht_send_frame(fresh, HB_HELLO, 1, &h, sizeof(h)), 0,
+	      "HELLO of the connection that waited through the upgrade sent");
+	HT_TRUE(ht_expect(fresh, HB_WELCOME, -1), "WELCOME for the HELLO after the upgrade");
+	HT_TRUE(tcp_ping(fresh, 3), "PONG for device 199 after the upgrade");
 
 	for (int i = 0; i < NTCP; i++)
 		close(tcp[i]);
@@ -166,16 +188,17 @@ static void userspace(void **state)
 	for (int i = 0; i < NUDP; i++)
 		close(udp[i]);
 	close(fresh);
-	assert_int_equal(ht_stop(&d), 0);
+	HT_EQ(ht_stop(&d), 0, "exit code of the successor hbd after SIGTERM");
 	printf("old hbd: handoff_out %lld; new hbd: handoff_in %lld, errors %lld\n",
 	       ht_exit_stat(&d, "handoff_out"), last_stat(&d, "handoff_in"),
 	       last_stat(&d, "errors"));
 	/* 40 authenticated + 1 not yet, and the ones of `during` the old one had accepted */
-	assert_true(ht_exit_stat(&d, "handoff_out") >= NTCP + 1);
-	assert_int_equal(ht_exit_stat(&d, "tcp_closed"), 0);
-	assert_int_equal(ht_exit_stat(&d, "errors"), 0);
-	assert_true(last_stat(&d, "handoff_in") >= NTCP + 1 + NUDP);
-	assert_int_equal(last_stat(&d, "errors"), 0);
+	HT_GE(ht_exit_stat(&d, "handoff_out"), NTCP + 1, "the old hbd's handoff_out");
+	HT_EQ(ht_exit_stat(&d, "tcp_closed"), 0, "the old hbd's tcp_closed");
+	HT_EQ(ht_exit_stat(&d, "errors"), 0, "the old hbd's errors");
+	HT_GE(last_stat(&d, "handoff_in"), NTCP + 1 + NUDP,
+	      "the new hbd's handoff_in: every TCP connection and UDP session");
+	HT_EQ(last_stat(&d, "errors"), 0, "the new hbd's errors");
 	ht_cleanup(&d);
 }
 
@@ -205,12 +228,13 @@ static void offload_two_upgrades(void **state)
 	(void)state;
 	/* its own key store: 1000..5499 derived */
 	snprintf(keys, sizeof(keys), "/tmp/hbh-upgrade-keys-%d", (int)getpid());
-	assert_int_equal(hbt_sh("printf '1000-5499 derive %s\\n' > %s", HT_MASTER, keys), 0);
+	HT_EQ(hbt_sh("printf '1000-5499 derive %s\\n' > %s", HT_MASTER, keys), 0,
+	      "key store %s written", keys);
 	/* few HELLOs in flight: a veth's 256-packet ring drops bursts silently (FIELD-NOTES) */
 	tcp_argv[16] = udp_argv[16] = keys;
 	k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[k > 0 ? k : 0] = 0;
-	assert_int_equal(hbt_find("hbload", exe, hbload, sizeof(hbload)), 0);
+	HT_EQ(hbt_find("hbload", exe, hbload, sizeof(hbload)), 0, "$BUILD/hbload found");
 	snprintf(ns, sizeof(ns), "--net=/run/netns/%s", E.cli_ns);
 	snprintf(ht_netns, sizeof(ht_netns), "%s", E.srv_ns);
 	{
@@ -222,23 +246,26 @@ static void offload_two_upgrades(void **state)
 		a2[i++] = "--keys";
 		a2[i++] = keys;
 		a2[i] = NULL;
-		assert_int_equal(ht_start(&d, a2), 0);
+		HT_EQ(ht_start(&d, a2), 0, "hbd on port 7651 started");
 	}
 	hb[0] = hbt_spawn("/usr/bin/nsenter", tcp_argv, &hb_out[0], "/dev/null");
 	hb[1] = hbt_spawn("/usr/bin/nsenter", udp_argv, &hb_out[1], "/dev/null");
-	assert_true(hb[0] > 0 && hb[1] > 0);
+	HT_TRUE(hb[0] > 0 && hb[1] > 0,
+		"both hbload runs spawned (pids %d, %d)", (int)hb[0], (int)hb[1]);
 	/* every device in and heartbeating before the first upgrade */
 	for (int i = 0; i < 150 && (hn_stat(&E, "user.tcp_authed") < 2000 ||
 				    hn_stat(&E, "user.udp_active") < 500);
 	     i++)
 		ht_sleep_ms(100);
-	assert_int_equal(hn_stat(&E, "user.tcp_authed"), 2000);
-	assert_int_equal(hn_stat(&E, "user.udp_active"), 500);
+	HT_EQ(hn_stat(&E, "user.tcp_authed"), 2000, "TCP devices authenticated within 15 s");
+	HT_EQ(hn_stat(&E, "user.udp_active"), 500, "UDP sessions active within 15 s");
 	ht_sleep_ms(1000);
 	for (int round = 0; round < 2; round++) {
 		uint64_t t0 = ht_now_ms();
 
-		assert_true(upgrade(&d) > 0);
+		HT_GT(upgrade(&d), 0,
+		      "upgrade %d: the old hbd exited cleanly and named its successor (log: %s)",
+		      round + 1, d.err);
 		printf("upgrade %d: the old hbd was gone %llu ms after SIGUSR2\n", round + 1,
 		       (unsigned long long)(ht_now_ms() - t0));
 		ht_sleep_ms(2000);
@@ -246,22 +273,29 @@ static void offload_two_upgrades(void **state)
 	for (int i = 0; i < 2; i++) {
 		n = hbt_drain(hb_out[i], out[i], sizeof(out[i]), time(NULL) + 60);
 		out[i][n] = 0;
-		assert_int_equal(hbt_reap(hb[i], time(NULL) + 10), 0);
+		HT_EQ(hbt_reap(hb[i], time(NULL) + 10), 0,
+		      "exit code of the %s hbload", i ? "UDP" : "TCP");
 		printf("%s devices through two upgrades: %s", i ? "UDP" : "TCP", out[i]);
 	}
-	assert_int_equal(hbt_num(out[0], "connected_end"), 2000);
-	assert_int_equal(hbt_num(out[0], "reconnects"), 0);
-	assert_int_equal(hbt_num(out[0], "server_closed"), 0);
-	assert_int_equal(hbt_num(out[1], "connected_end"), 500);
+	HT_EQ(hbt_num(out[0], "connected_end"), 2000,
+	      "TCP devices connected at the end (summary above)");
+	HT_EQ(hbt_num(out[0], "reconnects"), 0, "TCP reconnects through two upgrades");
+	HT_EQ(hbt_num(out[0], "server_closed"), 0,
+	      "TCP connections the server closed through two upgrades");
+	HT_EQ(hbt_num(out[1], "connected_end"), 500,
+	      "UDP devices connected at the end (summary above)");
 	for (int i = 0; i < 2; i++) {
-		assert_int_equal(hbt_num(out[i], "lost"), 0);
-		assert_int_equal(hbt_num(out[i], "pongs"), hbt_num(out[i], "pings"));
+		HT_EQ(hbt_num(out[i], "lost"), 0,
+		      "%s heartbeats lost through two upgrades", i ? "UDP" : "TCP");
+		HT_EQ(hbt_num(out[i], "pongs"), hbt_num(out[i], "pings"),
+		      "%s PONGs against PINGs", i ? "UDP" : "TCP");
 	}
 	/* every heartbeat was the kernel's, before, during and after */
-	assert_int_equal(hn_stat(&E, "user.pings_user"), 0);
-	assert_true(hn_stat(&E, "user.handoff_in") >= 2 * (2000 + 500));
-	assert_int_equal(ht_stop(&d), 0);
-	assert_int_equal(last_stat(&d, "errors"), 0);
+	HT_EQ(hn_stat(&E, "user.pings_user"), 0, "pings_user: every heartbeat was the kernel's");
+	HT_GE(hn_stat(&E, "user.handoff_in"), 2 * (2000 + 500),
+	      "handoff_in over two upgrades of 2000 TCP + 500 UDP");
+	HT_EQ(ht_stop(&d), 0, "exit code of the last hbd after SIGTERM");
+	HT_EQ(last_stat(&d, "errors"), 0, "the last hbd's errors");
 	ht_cleanup(&d);
 	unlink(keys);
 }
@@ -291,7 +325,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(offload_two_upgrades, netns_setup, netns_teardown),
 	};
 
-	(void)hbt_run;
 	/* successors are children of the daemon they replace: adopt them when it exits */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	signal(SIGPIPE, SIG_IGN);

@@ -21,10 +21,14 @@
 #include <sys/socket.h>
 #include <xdp/libxdp.h>
 
-#include "hb_test_util.h"
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "lib/ht_assert.h"
+#include "lib/bpf_util.h"
 #include "log.h"
 #include "xdp_pass.skel.h"
-#include "test_sh.h"
+#include "lib/sh.h"
 
 #define PORT 7600
 #define TOKEN 0x1122334455667788ull
@@ -660,7 +664,8 @@ static void test_differential(void **state)
 		}
 	}
 	printf("differential: %d TX, %d PASS, %d DROP, all as the reference\n", n_tx, n_pass, n_drop);
-	assert_true(n_tx > 0 && n_pass > 0 && n_drop > 0); /* the mutations reach every verdict */
+	HT_TRUE(n_tx > 0 && n_pass > 0 && n_drop > 0,
+		"the mutations reach every verdict: %d TX, %d PASS, %d DROP", n_tx, n_pass, n_drop);
 	(void)state;
 }
 
@@ -763,7 +768,7 @@ static ssize_t live_ping(int fd, const struct sockaddr *to, socklen_t tolen, __u
 	if (poll(&p, 1, ms) != 1)
 		return 0;
 	ssize_t r = recv(fd, reply, cap, 0);
-	assert_true(r > 0);
+	HT_GT(r, 0, "recv of the PONG: %s", strerror(errno));
 	/* the reply is the PING with only the type changed */
 	fr[3] = HB_PONG;
 	assert_int_equal(r, (ssize_t)n);
@@ -804,7 +809,7 @@ static void live_veth(bool use_libxdp)
 	/* server side: load, attach through libxdp's dispatcher, pin like hbctl load does */
 	assert_int_equal(setns(L.fd_s, CLONE_NEWNET), 0);
 	ifs = if_nametoindex(L.if_s);
-	assert_true(ifs > 0);
+	HT_GT(ifs, 0, "ifindex of %s", L.if_s);
 	assert_int_equal(hbk_open(&L.h, &o), 0);
 	assert_int_equal(hbk_attach_xdp(L.h, ifs, HB_XDP_NATIVE), 0);
 	if (use_libxdp) {
@@ -857,7 +862,7 @@ static void live_veth(bool use_libxdp)
 	char p[PATH_MAX + 16];
 	snprintf(p, sizeof(p), "%s/%s", L.pin, HB_MAP_KSTATS);
 	int kfd = bpf_obj_get(p);
-	assert_true(kfd >= 0);
+	HT_GE(kfd, 0, "open of the pinned kstats map %s", p);
 	assert_int_equal(hbk_read_kstats(kfd, &k), 0);
 	close(kfd);
 	assert_int_equal(k.xdp_pong, 10);
@@ -868,7 +873,7 @@ static void live_veth(bool use_libxdp)
 	/* unload from the pins, as `hbctl unload` does: nothing left on the NIC or in bpffs */
 	assert_int_equal(setns(L.fd_s, CLONE_NEWNET), 0);
 	assert_int_equal(hbk_unload(L.pin, L.if_s, &rep), 0);
-	assert_true(rep.xdp_detached);
+	HT_TRUE(rep.xdp_detached, "unload detached XDP from %s", L.if_s);
 	mp = xdp_multiprog__get_from_ifindex(ifs);
 	if (!libxdp_get_error(mp)) {
 		bool any = xdp_multiprog__main_prog(mp) != NULL;

@@ -18,7 +18,13 @@
 #include <endian.h>
 #include <linux/if_link.h>
 
-#include "hb_test_util.h"
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lib/ht_assert.h"
+#include "lib/bpf_util.h"
 #include "log.h"
 #include "proto.h"
 
@@ -343,7 +349,9 @@ static void test_random_packets(void **state)
 	for (int i = 0; i < ST_N; i++)
 		printf("  %-16s %lu TX\n", state_name[i], t.tx_by_state[i]);
 	/* the generators reach every verdict, and answers happen only in the answering states */
-	assert_true(t.verdict[XDP_TX_] > cases / 50 && t.verdict[XDP_PASS_] && t.verdict[XDP_DROP_]);
+	HT_TRUE(t.verdict[XDP_TX_] > cases / 50 && t.verdict[XDP_PASS_] && t.verdict[XDP_DROP_],
+		"the generators reach every verdict: %lu TX (more than %lu), %lu PASS, %lu DROP",
+		t.verdict[XDP_TX_], cases / 50, t.verdict[XDP_PASS_], t.verdict[XDP_DROP_]);
 	(void)state;
 }
 

@@ -1,19 +1,22 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Helpers for the tests of hbd's application side: a daemon with a control socket (and
- * optionally metrics), a control-socket client, base64, scraping /metrics with curl, and the
- * paths of the built hbctl and example device. Static functions in a header, because the
- * Makefile builds only tests/test_*.c.
- */
-#ifndef TEST_CTL_HELPERS_H
-#define TEST_CTL_HELPERS_H
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The control-socket and metrics helpers of the application-side hbd tests. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
-#include <sys/un.h>
 
-#include "test_hbd_harness.h"
+#include "ctl.h"
 
-/* A built program next to this test's build directory ($BUILD/NAME). */
-static inline void tc_bin(const char *name, char *out, size_t cap)
+/* Control sockets made by tc_start: hbd removes its own at exit, but not when a failed test
+ * had to kill it. tc_reap (a cmocka teardown) removes what is left. */
+static char tc_socks[16][108];
+
+void tc_bin(const char *name, char *out, size_t cap)
 {
 	char hbd[PATH_MAX];
 
@@ -23,11 +26,7 @@ static inline void tc_bin(const char *name, char *out, size_t cap)
 		out[0] = 0;
 }
 
-/* Control sockets made by tc_start: hbd removes its own at exit, but not when a failed test
- * had to kill it. tc_reap (a cmocka teardown) removes what is left. */
-static char tc_socks[16][108];
-
-static inline int tc_reap(void **state)
+int tc_reap(void **state)
 {
 	ht_reap(state);
 	for (int i = 0; i < 16; i++)
@@ -38,9 +37,7 @@ static inline int tc_reap(void **state)
 	return 0;
 }
 
-/* ht_cleanup, and whatever else a test put into the daemon's scratch directory (outputs of
- * the example device and hbctl, the key store's lock file), so the directory goes too. */
-static inline void tc_cleanup(struct ht_daemon *d)
+void tc_cleanup(struct ht_daemon *d)
 {
 	char dir[sizeof(d->dir)], cmd[sizeof(d->dir) + 16];
 
@@ -53,8 +50,7 @@ static inline void tc_cleanup(struct ht_daemon *d)
 	}
 }
 
-/* Another socket path for tc_reap to remove if the test fails before it does. */
-static inline void tc_track_sock(const char *path)
+void tc_track_sock(const char *path)
 {
 	for (int i = 15; i >= 0; i--)
 		if (!tc_socks[i][0]) {
@@ -63,11 +59,8 @@ static inline void tc_track_sock(const char *path)
 		}
 }
 
-/* hbd with --control (in its scratch dir) and the extra arguments; *ctl gets the socket path.
- * metrics: also --metrics 127.0.0.1:0, the port lands in *mport.
- */
-static inline int tc_start(struct ht_daemon *d, char *ctl, size_t cap, bool metrics,
-			   uint16_t *mport, const char *const *extra)
+int tc_start(struct ht_daemon *d, char *ctl, size_t cap, bool metrics,
+	     uint16_t *mport, const char *const *extra)
 {
 	static int n;
 	const char *args[40];
@@ -98,7 +91,7 @@ static inline int tc_start(struct ht_daemon *d, char *ctl, size_t cap, bool metr
 	return 0;
 }
 
-static inline int tc_connect(const char *path)
+int tc_connect(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -113,14 +106,13 @@ static inline int tc_connect(const char *path)
 	return fd;
 }
 
-static inline int tc_write(int fd, const char *line)
+int tc_write(int fd, const char *line)
 {
 	return ht_send_all(fd, line, strlen(line));
 }
 
-/* One line (no newline) within ms; 0, or -1 on timeout/EOF. Reads a byte at a time: the tests
- * read few lines, and nothing past the line is consumed. */
-static inline int tc_line(int fd, char *out, size_t cap, int ms)
+/* Reads a byte at a time: the tests read few lines, and nothing past the line is consumed. */
+int tc_line(int fd, char *out, size_t cap, int ms)
 {
 	size_t n = 0;
 
@@ -135,8 +127,7 @@ static inline int tc_line(int fd, char *out, size_t cap, int ms)
 	return 0;
 }
 
-/* Request and its first reply line. */
-static inline int tc_req(const char *path, const char *req, char *out, size_t cap)
+int tc_req(const char *path, const char *req, char *out, size_t cap)
 {
 	int fd = tc_connect(path), rc = -1;
 
@@ -147,8 +138,7 @@ static inline int tc_req(const char *path, const char *req, char *out, size_t ca
 	return rc;
 }
 
-/* The number after "key": in a JSON line (-1 if absent). */
-static inline long long tc_num(const char *json, const char *key)
+long long tc_num(const char *json, const char *key)
 {
 	char k[96];
 	const char *p;
@@ -158,13 +148,12 @@ static inline long long tc_num(const char *json, const char *key)
 	return p ? atoll(p + strlen(k)) : -1;
 }
 
-static inline void tc_b64(const void *in, int len, char *out)
+void tc_b64(const void *in, int len, char *out)
 {
 	EVP_EncodeBlock((unsigned char *)out, in, len);
 }
 
-/* A value from the exposition text: the line that starts with "name{labels} " or "name ". */
-static inline long long tc_metric(const char *text, const char *series)
+long long tc_metric(const char *text, const char *series)
 {
 	size_t n = strlen(series);
 
@@ -175,9 +164,7 @@ static inline long long tc_metric(const char *text, const char *series)
 	return -1;
 }
 
-/* GET http://127.0.0.1:port/path with curl into a malloc'd string; NULL on failure. *status
- * gets the HTTP status. */
-static inline char *tc_curl(uint16_t port, const char *path, int *status)
+char *tc_curl(uint16_t port, const char *path, int *status)
 {
 	char cmd[256], *buf = NULL;
 	size_t cap = 0, len = 0;
@@ -209,5 +196,3 @@ static inline char *tc_curl(uint16_t port, const char *path, int *status)
 		*last = 0;
 	return buf;
 }
-
-#endif

@@ -1,41 +1,25 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Helpers shared by the BPF tests (test_xdp.c, test_sockmap.c): frame building, counter
- * snapshots, and scratch bpffs/cgroup directories that are removed again even when a test
- * fails. Static functions in a header, because the Makefile builds only tests/test_*.c.
- */
-#ifndef HB_TEST_UTIL_H
-#define HB_TEST_UTIL_H
-
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The BPF tests' frames, kernel counter checks, scratch pin directories and cgroups. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 
-#include "hb_bpf.h"
-#include "hbeat_abi.h"
+#include "bpf_util.h"
 
 #define HBT_BPF_FS_MAGIC 0xcafe4a11
 
-static inline __u64 hbt_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-/* Mounts bpffs at /sys/fs/bpf if it is not there (what hbctl and run-tests.sh do as well). */
-static inline int hbt_ensure_bpffs(void)
+int hbt_ensure_bpffs(void)
 {
 	struct statfs st;
 
@@ -44,8 +28,7 @@ static inline int hbt_ensure_bpffs(void)
 	return system("mkdir -p /sys/fs/bpf && mount -t bpf bpf /sys/fs/bpf") == 0 ? 0 : -1;
 }
 
-/* A TCP-form frame (header + payload) into buf; returns its size. */
-static inline size_t hbt_frame(void *buf, __u8 type, __u16 seq, const void *payload, __u16 len)
+size_t hbt_frame(void *buf, __u8 type, __u16 seq, const void *payload, __u16 len)
 {
 	struct hb_hdr h = {
 		.magic = htons(HB_MAGIC), .version = HB_VERSION, .type = type,
@@ -58,24 +41,19 @@ static inline size_t hbt_frame(void *buf, __u8 type, __u16 seq, const void *payl
 	return sizeof(h) + len;
 }
 
-/* A PING with an 8-byte timestamp payload (TCP form). */
-static inline size_t hbt_ping(void *buf, __u16 seq, __u64 ts)
+size_t hbt_ping(void *buf, __u16 seq, __u64 ts)
 {
 	return hbt_frame(buf, HB_PING, seq, &ts, sizeof(ts));
 }
 
-/* Sum of the per-CPU kernel counters. */
-static inline void hbt_kstats(const struct hbk *h, struct hb_kstats *s)
+void hbt_kstats(const struct hbk *h, struct hb_kstats *s)
 {
 	if (hbk_read_kstats(hbk_map_fd(h, HB_MAP_KSTATS), s))
 		memset(s, 0xff, sizeof(*s)); /* makes every later comparison fail loudly */
 }
 
-/* Describes how two counter snapshots differ, checked against one expected change: the counter
- * at index want_idx (-1: none) must have moved by want_delta and every other one must not have
- * moved. Returns NULL if so, else a message naming the first offender (static buffer). */
-static inline const char *hbt_kstats_diff(const struct hb_kstats *a, const struct hb_kstats *b,
-					  int want_idx, __u64 want_delta)
+const char *hbt_kstats_diff(const struct hb_kstats *a, const struct hb_kstats *b,
+			    int want_idx, __u64 want_delta)
 {
 	static char msg[160];
 
@@ -85,15 +63,15 @@ static inline const char *hbt_kstats_diff(const struct hb_kstats *a, const struc
 
 		if (d != want) {
 			snprintf(msg, sizeof(msg), "counter %s moved by %llu, expected %llu",
-				 hbk_kstat_names[i], (unsigned long long)d, (unsigned long long)want);
+				 hbk_kstat_names[i], (unsigned long long)d,
+				 (unsigned long long)want);
 			return msg;
 		}
 	}
 	return NULL;
 }
 
-/* Index of a kernel counter by name, -1 if none (the tables name counters as strings). */
-static inline int hbt_kstat_idx(const char *name)
+int hbt_kstat_idx(const char *name)
 {
 	for (int i = 0; i < HB_KSTATS_N; i++)
 		if (!strcmp(hbk_kstat_names[i], name))
@@ -101,10 +79,7 @@ static inline int hbt_kstat_idx(const char *name)
 	return -1;
 }
 
-/* Checks a whole counter snapshot difference against expected moves given as name, (int) delta
- * pairs ending with NULL; every counter not named must not have moved. Returns NULL or a
- * message naming the first offender (static buffer). */
-static inline const char *hbt_kstats_expect(const struct hb_kstats *a, const struct hb_kstats *b, ...)
+const char *hbt_kstats_expect(const struct hb_kstats *a, const struct hb_kstats *b, ...)
 {
 	static char msg[160];
 	__u64 want[HB_KSTATS_N] = { 0 };
@@ -129,23 +104,30 @@ static inline const char *hbt_kstats_expect(const struct hb_kstats *a, const str
 
 		if (d != want[i]) {
 			snprintf(msg, sizeof(msg), "counter %s moved by %llu, expected %llu",
-				 hbk_kstat_names[i], (unsigned long long)d, (unsigned long long)want[i]);
+				 hbk_kstat_names[i], (unsigned long long)d,
+				 (unsigned long long)want[i]);
 			return msg;
 		}
 	}
 	return NULL;
 }
 
-/* A fresh scratch directory on bpffs for pins, so tests never touch /sys/fs/bpf/hbeat. */
-static inline int hbt_pin_dir(char *out, size_t len)
+bool hbt_in_sockhash(int sockhash_fd, __u64 cookie)
+{
+	struct hb_conn_key k = { .cookie = cookie };
+	__u64 v;
+
+	return bpf_map_lookup_elem(sockhash_fd, &k, &v) == 0;
+}
+
+int hbt_pin_dir(char *out, size_t len)
 {
 	snprintf(out, len, "/sys/fs/bpf/hbeat-test-%d-%llu", (int)getpid(),
 		 (unsigned long long)(hbt_now_ns() % 1000000));
 	return 0;
 }
 
-/* Removes every file in a scratch pin directory, then the directory (pins are files). */
-static inline void hbt_rm_pin_dir(const char *dir)
+void hbt_rm_pin_dir(const char *dir)
 {
 	char cmd[PATH_MAX + 32];
 
@@ -156,9 +138,47 @@ static inline void hbt_rm_pin_dir(const char *dir)
 		fprintf(stderr, "could not remove %s\n", dir);
 }
 
-/* Scratch pin directories and cgroups of earlier test runs that were killed before their
- * teardown (the pid in the name is gone). Our own names only. */
-static inline void hbt_reap_stale(void)
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, s, strlen(s)) != (ssize_t)strlen(s))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+int hbt_cgroup_enter(char *cg, size_t cap)
+{
+	char pid[32], procs[PATH_MAX + 16];
+	int err;
+
+	snprintf(cg, cap, "%s/hbeat-test-%d", HBK_DEFAULT_CGROUP, (int)getpid());
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	if (mkdir(cg, 0755))
+		return -errno;
+	err = write_file(procs, pid);
+	if (err)
+		rmdir(cg);
+	return err;
+}
+
+void hbt_cgroup_leave(const char *cg)
+{
+	char pid[32], procs[PATH_MAX + 16];
+
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", HBK_DEFAULT_CGROUP);
+	if (write_file(procs, pid))
+		fprintf(stderr, "could not move back to the root cgroup\n");
+	if (rmdir(cg))
+		fprintf(stderr, "could not remove %s: %s\n", cg, strerror(errno));
+}
+
+void hbt_reap_stale(void)
 {
 	static const char *const roots[] = { "/sys/fs/bpf", "/sys/fs/cgroup/unified" };
 	char path[PATH_MAX], proc[64];
@@ -185,5 +205,3 @@ static inline void hbt_reap_stale(void)
 		closedir(d);
 	}
 }
-
-#endif /* HB_TEST_UTIL_H */

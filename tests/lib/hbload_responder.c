@@ -1,13 +1,5 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* A small, independent hbeat server for hbload's tests: epoll, plain sockets, the codec and
- * the HELLO check from user/common. It authenticates (ERROR(AUTH) and close on failure),
- * answers PING with PONG, DATA with ACK, reflects ECHO, honours BYE, and expires devices silent
- * for timeout_ms with BYE(EXPIRED) (TCP) or by forgetting the session (UDP). It is deliberately
- * simple (one thread, a table indexed by fd) so a failing hbload test points at hbload.
- */
-#ifndef TEST_HBLOAD_RESPONDER_H
-#define TEST_HBLOAD_RESPONDER_H
-
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The hbload tests' own responder: one epoll thread answering TCP and UDP heartbeats. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +14,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "hbload_responder.h"
 #include "proto.h"
 
 #define RSP_MAX_FD 65536
@@ -39,21 +32,6 @@ struct rsp_udp {
 	struct sockaddr_storage peer;
 	socklen_t plen;
 	uint64_t last_ms;
-};
-
-struct responder {
-	const struct hb_keystore *ks;
-	uint32_t interval_ms, timeout_ms;
-	int family;
-	int lfd, ufd, ep;
-	uint16_t port;
-	volatile int stop;
-	struct rsp_conn **conn; /* [RSP_MAX_FD] */
-	struct rsp_udp *udp; /* [RSP_MAX_UDP] */
-	unsigned nudp;
-	/* what happened, for the tests */
-	uint64_t hellos, auth_fail, pongs, acks, echoes, byes_rx, expired_tcp, expired_udp;
-	uint64_t tcp_open, tcp_peak;
 };
 
 static uint64_t rsp_ms(int clock)
@@ -196,7 +174,8 @@ static void rsp_udp_read(struct responder *r)
 	struct rsp_udp *s;
 	uint8_t type;
 	size_t n;
-	ssize_t got = recvfrom(r->ufd, in, sizeof(in), MSG_DONTWAIT, (struct sockaddr *)&peer, &plen);
+	ssize_t got = recvfrom(r->ufd, in, sizeof(in), MSG_DONTWAIT, (struct sockaddr *)&peer,
+			       &plen);
 
 	if (got <= 0 || hb_decode_dgram(in, (size_t)got, &f))
 		return;
@@ -270,10 +249,7 @@ static void rsp_expire(struct responder *r)
 	}
 }
 
-/* Listens on the loopback address of the family, port (0: any); reuseport lets several
- * responder processes share a port (each is bound by RLIMIT_NOFILE).
- */
-static int rsp_open(struct responder *r, int family, uint16_t port, int reuseport)
+int rsp_open(struct responder *r, int family, uint16_t port, int reuseport)
 {
 	struct sockaddr_storage ss = { 0 };
 	socklen_t len;
@@ -319,13 +295,14 @@ static int rsp_open(struct responder *r, int family, uint16_t port, int reusepor
 	if (bind(r->ufd, (struct sockaddr *)&ss, len))
 		return -errno;
 	r->ep = epoll_create1(0);
-	epoll_ctl(r->ep, EPOLL_CTL_ADD, r->lfd, &(struct epoll_event){ .events = EPOLLIN, .data.fd = r->lfd });
-	epoll_ctl(r->ep, EPOLL_CTL_ADD, r->ufd, &(struct epoll_event){ .events = EPOLLIN, .data.fd = r->ufd });
+	epoll_ctl(r->ep, EPOLL_CTL_ADD, r->lfd,
+		  &(struct epoll_event){ .events = EPOLLIN, .data.fd = r->lfd });
+	epoll_ctl(r->ep, EPOLL_CTL_ADD, r->ufd,
+		  &(struct epoll_event){ .events = EPOLLIN, .data.fd = r->ufd });
 	return 0;
 }
 
-/* Serves until r->stop is set (checked every 20 ms). */
-static void rsp_serve(struct responder *r)
+void rsp_serve(struct responder *r)
 {
 	struct epoll_event ev[256];
 	uint64_t last_expire = rsp_ms(CLOCK_MONOTONIC);
@@ -353,7 +330,8 @@ static void rsp_serve(struct responder *r)
 					if (r->tcp_open > r->tcp_peak)
 						r->tcp_peak = r->tcp_open;
 					epoll_ctl(r->ep, EPOLL_CTL_ADD, c,
-						  &(struct epoll_event){ .events = EPOLLIN, .data.fd = c });
+						  &(struct epoll_event){ .events = EPOLLIN,
+									 .data.fd = c });
 				}
 			} else if (fd == r->ufd) {
 				for (int k = 0; k < 64; k++)
@@ -369,7 +347,7 @@ static void rsp_serve(struct responder *r)
 	}
 }
 
-static void rsp_shutdown(struct responder *r)
+void rsp_shutdown(struct responder *r)
 {
 	for (int fd = 0; fd < RSP_MAX_FD; fd++)
 		if (r->conn[fd])
@@ -380,5 +358,3 @@ static void rsp_shutdown(struct responder *r)
 	free(r->conn);
 	free(r->udp);
 }
-
-#endif

@@ -1,10 +1,5 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Helpers for tests that run the built programs: find them, run one bounded in time with its
- * stdout captured, pick numbers out of a one-line JSON summary.
- */
-#ifndef TEST_HBLOAD_RUN_H
-#define TEST_HBLOAD_RUN_H
-
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Runs the built programs for the tests: bounded in time, killed by pid, stdout captured. */
 #include <libgen.h>
 #include <limits.h>
 #include <poll.h>
@@ -16,10 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* $BUILD/name (BUILD defaults to build), else next to the directory this test lives in
- * ($BUILD/tests/..). Returns 0 if an executable was found.
- */
-static int hbt_find(const char *name, const char *argv0, char *path, size_t len)
+#include "run_prog.h"
+
+int hbt_find(const char *name, const char *argv0, char *path, size_t len)
 {
 	const char *b = getenv("BUILD");
 	char tmp[PATH_MAX];
@@ -32,8 +26,7 @@ static int hbt_find(const char *name, const char *argv0, char *path, size_t len)
 	return access(path, X_OK);
 }
 
-/* Reads fd into out until EOF or the deadline; returns bytes read. */
-static size_t hbt_drain(int fd, char *out, size_t cap, time_t deadline)
+size_t hbt_drain(int fd, char *out, size_t cap, time_t deadline)
 {
 	size_t got = 0;
 
@@ -52,10 +45,7 @@ static size_t hbt_drain(int fd, char *out, size_t cap, time_t deadline)
 	return got;
 }
 
-/* Starts path with argv, stdout to a pipe (returned in *out_fd), stderr to errpath (or
- * inherited if NULL). Returns the pid, or -1.
- */
-static pid_t hbt_spawn(const char *path, const char *const *argv, int *out_fd, const char *errpath)
+pid_t hbt_spawn(const char *path, const char *const *argv, int *out_fd, const char *errpath)
 {
 	int pfd[2];
 	pid_t pid;
@@ -79,10 +69,7 @@ static pid_t hbt_spawn(const char *path, const char *const *argv, int *out_fd, c
 	return pid;
 }
 
-/* Waits for pid until deadline; kills it (SIGKILL, by pid) if it is still there. Returns its
- * exit code, or -1 if it did not exit normally.
- */
-static int hbt_reap(pid_t pid, time_t deadline)
+int hbt_reap(pid_t pid, time_t deadline)
 {
 	int wst;
 
@@ -97,11 +84,7 @@ static int hbt_reap(pid_t pid, time_t deadline)
 	return WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
 }
 
-/* Runs a program to completion (at most timeout_s), its stdout into out. Returns its exit
- * code, or -1 (killed at the deadline, or did not exit normally).
- */
-static int hbt_run(const char *path, const char *const *argv, int timeout_s, char *out,
-		   size_t cap)
+int hbt_run(const char *path, const char *const *argv, int timeout_s, char *out, size_t cap)
 {
 	time_t deadline = time(NULL) + timeout_s;
 	int fd;
@@ -114,8 +97,7 @@ static int hbt_run(const char *path, const char *const *argv, int timeout_s, cha
 	return hbt_reap(pid, deadline);
 }
 
-/* The integer after "key": (first occurrence) in a JSON text; LLONG_MIN if absent. */
-static long long hbt_num(const char *json, const char *key)
+long long hbt_num(const char *json, const char *key)
 {
 	char pat[64];
 	const char *p;
@@ -124,5 +106,3 @@ static long long hbt_num(const char *json, const char *key)
 	p = strstr(json, pat);
 	return p ? strtoll(p + strlen(pat), NULL, 10) : LLONG_MIN;
 }
-
-#endif
