@@ -165,10 +165,9 @@ int hbf_hello(const uint8_t *data, size_t n)
 			want = HB_AUTH_BAD_MAC;
 		else if (ts < now - WINDOW_MS || ts > now + WINDOW_MS)
 			want = HB_AUTH_CLOCK;
-		else if (now < d.replay_floor_until_ms && ts <= d.replay_floor_ms)
-			want = HBD_AUTH_REPLAY; /* may predate the restart */
-		else if (ts <= last[slot_of(id)])
-			want = HBD_AUTH_REPLAY;
+		else if ((now < d.replay_floor_until_ms && ts <= d.replay_floor_ms) ||
+			 ts <= last[slot_of(id)])
+			want = HBD_AUTH_REPLAY; /* may predate the restart, or seen since */
 		else
 			want = 0;
 
