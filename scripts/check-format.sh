@@ -20,7 +20,8 @@ if [ "${1:-}" = --fix ]; then
 	shift
 fi
 if ! command -v "$CLANG_FORMAT" >/dev/null; then
-	echo "format: $CLANG_FORMAT not found; install it with scripts/deps.sh (Debian: clang-format-14)" >&2
+	echo "format: $CLANG_FORMAT not found; install it with scripts/deps.sh" \
+	     "(Debian: clang-format-14)" >&2
 	exit 2
 fi
 
@@ -34,9 +35,9 @@ else
 		what="every C file"
 	else
 		if ! git rev-parse -q --verify "$base^{commit}" >/dev/null; then
-			echo "format: the base commit $base (scripts/format-base) is not in this clone;" \
-			     "a shallow clone lacks it: git fetch --unshallow, or FORMAT_BASE=all, or" \
-			     "name the files" >&2
+			echo "format: the base commit $base (scripts/format-base) is not in this" \
+			     "clone; a shallow clone lacks it: git fetch --unshallow, or" \
+			     "FORMAT_BASE=all, or name the files" >&2
 			exit 2
 		fi
 		mapfile -t files < <({
@@ -59,11 +60,14 @@ for f in "${files[@]}"; do
 		"$CLANG_FORMAT" -i --style=file "$f" || bad=$((bad + 1))
 		continue
 	fi
-	if ! d=$("$CLANG_FORMAT" --style=file "$f" | diff -u --label "$f" --label "$f (formatted)" "$f" -); then
+	if ! d=$("$CLANG_FORMAT" --style=file "$f" |
+		 diff -u --label "$f" --label "$f (formatted)" "$f" -); then
 		n=$(printf '%s\n' "$d" | grep -c '^+[^+]')
 		echo "format: $f: $n lines would change:"
 		printf '%s\n' "$d" | sed -n '3,22p'
-		[ "$(printf '%s\n' "$d" | wc -l)" -gt 22 ] && echo "  ... ($CLANG_FORMAT $f | diff $f - for the rest)"
+		if [ "$(printf '%s\n' "$d" | wc -l)" -gt 22 ]; then
+			echo "  ... ($CLANG_FORMAT $f | diff $f - for the rest)"
+		fi
 		bad=$((bad + 1))
 		lines=$((lines + n))
 	fi

@@ -28,7 +28,7 @@ for p in "${programs[@]}"; do
 	fi
 done
 if [ "$bad" -ne 0 ]; then
-	echo "layers: split the files in a cycle so that calls go one way (lower layers never call" \
-	     "up); scripts/callcycles.py -v DIR... lists the calls" >&2
+	echo "layers: split the files in a cycle so that calls go one way (lower layers never" \
+	     "call up); scripts/callcycles.py -v DIR... lists the calls" >&2
 fi
 exit "$bad"
