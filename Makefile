@@ -198,6 +198,34 @@ bench: deps
 deps:
 	$(Q)scripts/deps.sh
 
+# Code-health tools (scripts/run-tests.sh runs the first three in `make test`):
+#   make analyze    clang-tidy over user/, loader/, fuzz/, examples/ (scripts/analyze.sh)
+#   make layers     no call cycle of more than 3 files in a program (scripts/check-layers.sh)
+#   make format-check / make format   clang-format: check / rewrite (scripts/check-format.sh)
+#   make coverage   the suite built with --coverage, then line and branch figures (in build/cov)
+ANALYZE_SRCS := $(sort $(wildcard user/*/*.c loader/*.c fuzz/*.c) \
+		$(filter-out %.bpf.c,$(wildcard examples/*.c)))
+# fuzz/entry.c is one binary per target; analysing it once, as the frame target, is enough
+analyze_cflags = $(filter-out -MMD -MP,$(CFLAGS))$(if $(filter fuzz/entry.c,$(1)), \
+		 -DHBF_TARGET=hbf_frame)
+$(BUILD)/compile_commands.json: Makefile FORCE | $(SKELS) $(VERSION_H)
+	$(Q)mkdir -p $(@D)
+	$(Q)(sep='['; $(foreach f,$(ANALYZE_SRCS),printf '%s\n{"directory": "%s", "file": "%s", \
+		"command": "%s -c %s -o /dev/null"}' "$$sep" "$(CURDIR)" "$(f)" \
+		"$(CC) $(call analyze_cflags,$(f))" "$(f)"; sep=',';) printf '\n]\n') > $@.tmp
+	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+analyze: $(BUILD)/compile_commands.json
+	$(Q)BUILD=$(BUILD) scripts/analyze.sh
+layers:
+	$(Q)scripts/check-layers.sh
+format-check:
+	$(Q)scripts/check-format.sh
+format:
+	$(Q)scripts/check-format.sh --fix
+coverage:
+	$(Q)scripts/coverage.sh
+.PHONY: analyze layers format-check format coverage
+
 PREFIX ?= /usr/local
 SBINDIR ?= $(PREFIX)/sbin
 SYSCONFDIR ?= /etc

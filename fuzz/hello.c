@@ -166,10 +166,9 @@ int hbf_hello(const uint8_t *data, size_t n)
 			want = HB_AUTH_BAD_MAC;
 		else if (ts < now - WINDOW_MS || ts > now + WINDOW_MS)
 			want = HB_AUTH_CLOCK;
-		else if (now < d.replay.until_ms && ts <= d.replay.floor_ms)
-			want = HBD_REFUSE_REPLAY; /* may predate the restart */
-		else if (ts <= last[slot_of(id)])
-			want = HBD_REFUSE_REPLAY;
+		else if ((now < d.replay.until_ms && ts <= d.replay.floor_ms) ||
+			 ts <= last[slot_of(id)])
+			want = HBD_REFUSE_REPLAY; /* may predate the restart, or seen since */
 		else
 			want = 0;
 

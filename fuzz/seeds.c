@@ -14,16 +14,20 @@ static const char *dir;
 static void put(const char *target, const char *name, const void *b, size_t n)
 {
 	char path[512];
+	int short_write;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, target);
 	mkdir(path, 0755);
 	snprintf(path, sizeof(path), "%s/%s/%s", dir, target, name);
 	f = fopen(path, "wb");
-	if (!f || fwrite(b, 1, n, f) != n || fclose(f)) {
+	if (!f) {
 		perror(path);
 		return;
 	}
+	short_write = fwrite(b, 1, n, f) != n;
+	if (fclose(f) || short_write) /* closed either way */
+		perror(path);
 }
 
 /* One TCP frame of each kind a client or server sends, back to back. */
@@ -47,6 +51,7 @@ static size_t stream(uint8_t *b)
 
 static void frame_seeds(void)
 {
+	static const char http_get[] = "GET / HTTP/1.1\r\n\r\n";
 	uint8_t b[8192], p[HB_MAX_PAYLOAD];
 	size_t n;
 
@@ -66,8 +71,7 @@ static void frame_seeds(void)
 	n = hb_encode(b, sizeof(b), HB_TCP, HB_PING, 1, 0, p, 8);
 	b[0] = 'G', b[1] = 'E'; /* an HTTP client on the wrong port */
 	put("frame", "bad-magic", b, n);
-	memcpy(b, "GET / HTTP/1.1\r\n\r\n", 18);
-	put("frame", "http", b, 18);
+	put("frame", "http", http_get, sizeof(http_get) - 1);
 }
 
 static void reasm_seeds(void)

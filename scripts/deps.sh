@@ -9,13 +9,19 @@ pkgs=(
 	liburing-dev libssl-dev libelf-dev zlib1g-dev
 	libmicrohttpd-dev libsystemd-dev        # hbd: /metrics, sd_notify
 	libjansson-dev                          # JSON output of every program (user/common/json_out.h)
-	universal-ctags python3                 # scripts/callcycles.py: the layering check
+	python3                                 # scripts/callcycles.py: the layering check
+	clang-tidy-14 clang-format-14           # make analyze and the format check, in make test
 	systemd curl                            # tests: systemd-analyze verify, scraping /metrics
 	libcmocka-dev                           # tests
 	libclang-rt-14-dev                      # ASan/UBSan/libFuzzer runtimes for clang
 	iproute2 ethtool jq valgrind            # netns tests and demo
 	gnuplot-nox rt-tests                    # benchmark plot, the machine's wakeup-latency floor
 )
+
+# Packages only one target needs: scripts/deps.sh coverage (make coverage)
+case ${1:-} in
+coverage) pkgs+=(gcovr) ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do

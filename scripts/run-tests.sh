@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # Runs the whole test suite: every cmocka binary in $BUILD/tests (unit, BPF, daemon, end to end),
 # a bounded libFuzzer run of each fuzz target (FUZZ_SECONDS each, default 20; SKIP_FUZZ=1 skips),
-# then the userspace tests again under ASan/UBSan/LSan. Exit status is nonzero if any failed.
+# then the userspace tests again under ASan/UBSan/LSan (SKIP_SAN=1 skips). Before them: the
+# layering, static analysis and format checks (SKIP_LAYERS=1, SKIP_ANALYZE=1, SKIP_FORMAT=1).
+# Exit status is nonzero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -26,6 +28,21 @@ run() { # run NAME CMD...: one test binary, bounded in time
 		failed+=("$name")
 	fi
 }
+
+# Code health first (a failure counts, nothing stops): no call cycle over 3 files, clang-tidy
+# (SKIP_ANALYZE=1 skips it), the format of the C files changed since scripts/format-base.
+if [ "${SKIP_LAYERS:-0}" != 1 ]; then
+	echo "=== layers"
+	scripts/check-layers.sh || failed+=("layers")
+fi
+if [ "${SKIP_ANALYZE:-0}" != 1 ]; then
+	echo "=== analyze"
+	make --no-print-directory BUILD="$BUILD" analyze || failed+=("analyze")
+fi
+if [ "${SKIP_FORMAT:-0}" != 1 ]; then
+	echo "=== format"
+	scripts/check-format.sh || failed+=("format")
+fi
 
 # unit tests first (fast), the end-to-end test last
 mapfile -t all < <(find "$BUILD/tests" -maxdepth 1 -type f -name 'test_*' ! -name '*.d' | sort)
