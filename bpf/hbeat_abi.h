@@ -71,6 +71,22 @@ struct hb_welcome {
 	__be32 timeout_ms; /* silence after which the server expires the device */
 };
 
+/* A WELCOME with server flags: the 16 bytes above, then a __be32 of enum hb_welcome_flag bits
+ * (a 20-byte payload; not a struct, which would be padded to 24). A server sends this form only
+ * when it sets a flag, so a device of a server that sets none sees the WELCOME it always did;
+ * a receiver takes a 16-byte WELCOME as flags 0.
+ */
+#define HB_WELCOME_FLAGS_LEN (sizeof(struct hb_welcome) + sizeof(__be32))
+
+enum hb_welcome_flag {
+	/* TCP: the server tracks this connection's liveness with TCP keepalive (its kernel
+	 * probes every interval_ms and closes the connection after timeout_ms without an answer).
+	 * The device need send no PINGs (any it sends are still answered); it keeps TCP keepalive
+	 * on its own side with TCP_USER_TIMEOUT = timeout_ms, so it learns of a dead server too.
+	 */
+	HB_WELCOME_KEEPALIVE = 1 << 0,
+};
+
 /* PING payload: the client's own timestamp, opaque to the server and returned unchanged in the
  * PONG, so the client measures round-trip time without trusting any server clock.
  */
@@ -113,7 +129,7 @@ static inline __attribute__((always_inline)) int hb_payload_len_ok(__u8 type, __
 	case HB_HELLO:
 		return len == sizeof(struct hb_hello);
 	case HB_WELCOME:
-		return len == sizeof(struct hb_welcome);
+		return len == sizeof(struct hb_welcome) || len == HB_WELCOME_FLAGS_LEN;
 	case HB_PING:
 	case HB_PONG:
 		return len == sizeof(struct hb_ping);

@@ -15,6 +15,8 @@ static int ref_len_ok(uint8_t type, uint16_t len)
 
 	if (type == 0 || type > 10)
 		return 0;
+	if (type == 2) /* WELCOME: 16 bytes, or 20 with server flags */
+		return len == 16 || len == 20;
 	if (fixed[type] >= 0)
 		return len == fixed[type];
 	if (fixed[type] == -2) /* ECHO */

@@ -152,8 +152,48 @@ static void test_welcome(void **state)
 	assert_int_equal(c.interval_ms, 20000);
 	assert_int_equal(c.timeout_ms, 30000);
 	assert_int_equal(c.attempt, 0); /* a session resets the backoff */
+	HT_EQ(c.welcome_flags, 0, "flags of a 16-byte WELCOME");
 	/* a second WELCOME is not expected */
 	assert_int_equal(welcome(fx, &c, 20000), HBC_EV_PROTO);
+}
+
+/* The 20-byte WELCOME carries server flags; the 16-byte one means none; other lengths are
+ * malformed. */
+static void test_welcome_flags(void **state)
+{
+	struct fixture *fx = *state;
+	uint8_t w[HB_WELCOME_FLAGS_LEN], odd[18] = { 0 };
+	struct hb_welcome base;
+	uint32_t flags = htonl(HB_WELCOME_KEEPALIVE);
+	struct hb_frame f;
+	struct hbc_ev ev;
+	struct hbc c;
+	size_t n;
+
+	hb_put_be64(&base.token, TOKEN);
+	base.interval_ms = htonl(30000);
+	base.timeout_ms = htonl(90000);
+	memcpy(w, &base, sizeof(base));
+	memcpy(w + sizeof(base), &flags, sizeof(flags));
+	hbc_init(&c, DEV, HB_TCP);
+	HT_GT(hbc_hello(&c, fx->buf, sizeof(fx->buf), fx->secret, (size_t)fx->slen, NOW_MS), 0,
+	      "HELLO encoded");
+	HT_EQ(server_says(fx, &c, HB_WELCOME, 0, TOKEN, w, sizeof(w), 0, &ev), HBC_EV_WELCOME,
+	      "a WELCOME with flags opens the session");
+	HT_EQ(c.welcome_flags, HB_WELCOME_KEEPALIVE, "the keepalive flag taken from the WELCOME");
+	HT_EQ(c.interval_ms, 30000, "interval of a WELCOME with flags");
+	HT_EQ(c.timeout_ms, 90000, "timeout of a WELCOME with flags");
+	HT_EQ(c.token, TOKEN, "token of a WELCOME with flags");
+
+	/* the encoder refuses that length itself, so the frame is written out by hand */
+	HT_EQ(hb_encode(fx->rx, sizeof(fx->rx), HB_TCP, HB_WELCOME, 0, 0, odd, sizeof(odd)), 0,
+	      "encoding an 18-byte WELCOME");
+	struct hb_hdr h = { .magic = htons(HB_MAGIC), .version = HB_VERSION, .type = HB_WELCOME,
+			    .len = htons(sizeof(odd)) };
+	memcpy(fx->rx, &h, sizeof(h));
+	memcpy(fx->rx + sizeof(h), odd, sizeof(odd));
+	n = sizeof(h) + sizeof(odd);
+	HT_EQ(hb_decode_stream(fx->rx, n, &f), HB_DECODE_BAD_LEN, "an 18-byte WELCOME is malformed");
 }
 
 static void test_pong_matching_and_rtt(void **state)
@@ -395,6 +435,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hello_verifies),
 		cmocka_unit_test(test_welcome),
+		cmocka_unit_test(test_welcome_flags),
 		cmocka_unit_test(test_pong_matching_and_rtt),
 		cmocka_unit_test(test_window_and_seq_wrap),
 		cmocka_unit_test(test_data_ack_echo),

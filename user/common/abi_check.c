@@ -7,6 +7,7 @@
 _Static_assert(sizeof(struct hb_hdr) == 8, "wire header is 8 bytes");
 _Static_assert(sizeof(struct hb_hello) == 56, "HELLO payload");
 _Static_assert(sizeof(struct hb_welcome) == 16, "WELCOME payload");
+_Static_assert(HB_WELCOME_FLAGS_LEN == 20, "WELCOME payload with server flags");
 _Static_assert(sizeof(struct hb_ping) == 8, "PING payload");
 _Static_assert(sizeof(struct hb_bye) == 2 && sizeof(struct hb_error) == 2, "BYE/ERROR payload");
 _Static_assert(HB_PING_TCP_BYTES == 16 && HB_PING_UDP_BYTES == 24, "heartbeat size on the wire");

@@ -156,13 +156,18 @@ static int take32(uint32_t *win, uint16_t newest, uint16_t seq)
 static enum hbc_event on_welcome(struct hbc *c, const struct hb_frame *f)
 {
 	struct hb_welcome w;
+	uint32_t flags = 0;
 
 	if (c->state != HBC_HELLO_SENT)
 		return HBC_EV_PROTO;
 	memcpy(&w, f->payload, sizeof(w));
+	/* 16 bytes, or 20 with flags: the decoder let only those two lengths through */
+	if (f->len == HB_WELCOME_FLAGS_LEN)
+		memcpy(&flags, f->payload + sizeof(w), sizeof(flags));
 	c->token = hb_get_be64(&w.token);
 	c->interval_ms = ntohl(w.interval_ms);
 	c->timeout_ms = ntohl(w.timeout_ms);
+	c->welcome_flags = (uint8_t)ntohl(flags);
 	c->state = HBC_AUTHED;
 	c->attempt = 0;
 	c->error_code = 0;
@@ -176,7 +181,7 @@ static enum hbc_event on_error(struct hbc *c, const struct hb_frame *f, struct h
 
 	memcpy(&e, f->payload, sizeof(e));
 	ev->code = ntohs(e.code);
-	c->error_code = ev->code;
+	c->error_code = ev->code > 255 ? 255 : (uint8_t)ev->code;
 	/* the server keeps no session after an ERROR: the caller reconnects from scratch */
 	c->state = HBC_CLOSED;
 	if (was_hello && ev->code == HB_ERR_AUTH)

@@ -45,13 +45,15 @@ struct hbc {
 	uint8_t transport; /* enum hb_transport */
 	uint8_t attempt; /* consecutive failed session attempts: the backoff exponent */
 	uint8_t bye_reason; /* last BYE reason received (enum hb_bye_reason) */
-	uint16_t error_code; /* last ERROR code received (enum hb_error_code), 0 if none */
+	uint8_t error_code; /* last ERROR code received (enum hb_error_code; 255: a larger
+			     * code), 0 if none */
+	uint8_t welcome_flags; /* enum hb_welcome_flag of the last WELCOME */
 };
 
 /* What one received frame meant. */
 enum hbc_event {
 	HBC_EV_NONE = 0,
-	HBC_EV_WELCOME, /* session open: token, interval_ms, timeout_ms set */
+	HBC_EV_WELCOME, /* session open: token, interval_ms, timeout_ms, welcome_flags set */
 	HBC_EV_PONG, /* answer to an outstanding PING: rtt_ns set */
 	HBC_EV_ACK, /* a DATA frame was acknowledged */
 	HBC_EV_ECHO, /* an ECHO came back: payload/len point into the caller's buffer */
