@@ -108,13 +108,12 @@ static __always_inline void hb_stamp_seen(__u32 slot, __u64 now)
 }
 
 /* Bump one kernel counter. Per-CPU value: a plain increment is race free. */
-#define HB_COUNT(field)                                                   \
-	do {                                                              \
-		__u32 __hb_zero = 0;                                      \
-		struct hb_kstats *__hb_s =                                \
-			bpf_map_lookup_elem(&kstats, &__hb_zero);         \
-		if (__hb_s)                                               \
-			__hb_s->field++;                                  \
+#define HB_COUNT(field)                                                              \
+	do {                                                                         \
+		__u32 __hb_zero = 0;                                                 \
+		struct hb_kstats *__hb_s = bpf_map_lookup_elem(&kstats, &__hb_zero); \
+		if (__hb_s)                                                          \
+			__hb_s->field++;                                             \
 	} while (0)
 
 /* The fast paths answer only while the daemon's stamp is fresh (see struct hb_config). A stamp

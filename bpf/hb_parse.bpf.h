@@ -48,7 +48,8 @@ static __always_inline int proto_is_vlan(__u16 h_proto)
 
 /* Ethernet plus up to HB_VLAN_MAX_DEPTH VLAN tags. Returns the inner EtherType (network order)
  * or -1 if the frame is too short. */
-static __always_inline int parse_ethhdr(struct hdr_cursor *nh, void *data_end, struct ethhdr **ethhdr)
+static __always_inline int parse_ethhdr(struct hdr_cursor *nh, void *data_end,
+					struct ethhdr **ethhdr)
 {
 	struct ethhdr *eth = nh->pos;
 	struct hb_vlan_hdr *vlh;
@@ -78,7 +79,8 @@ static __always_inline int parse_ethhdr(struct hdr_cursor *nh, void *data_end, s
 
 /* IPv4 header including options. Returns the L4 protocol or -1. *frag is set if the packet is a
  * fragment (MF set or nonzero offset): only the reassembled datagram is meaningful to us. */
-static __always_inline int parse_iphdr(struct hdr_cursor *nh, void *data_end, struct iphdr **iphdr, int *frag)
+static __always_inline int parse_iphdr(struct hdr_cursor *nh, void *data_end, struct iphdr **iphdr,
+				       int *frag)
 {
 	struct iphdr *iph = nh->pos;
 	int hdrsize;
@@ -98,7 +100,8 @@ static __always_inline int parse_iphdr(struct hdr_cursor *nh, void *data_end, st
 
 /* Fixed IPv6 header only. Returns nexthdr or -1. Extension headers are not walked: a heartbeat
  * never carries them, and anything with them goes to the stack untouched. */
-static __always_inline int parse_ip6hdr(struct hdr_cursor *nh, void *data_end, struct ipv6hdr **ip6hdr)
+static __always_inline int parse_ip6hdr(struct hdr_cursor *nh, void *data_end,
+					struct ipv6hdr **ip6hdr)
 {
 	struct ipv6hdr *ip6h = nh->pos;
 
@@ -109,7 +112,8 @@ static __always_inline int parse_ip6hdr(struct hdr_cursor *nh, void *data_end, s
 	return ip6h->nexthdr;
 }
 
-static __always_inline int parse_udphdr(struct hdr_cursor *nh, void *data_end, struct udphdr **udphdr)
+static __always_inline int parse_udphdr(struct hdr_cursor *nh, void *data_end,
+					struct udphdr **udphdr)
 {
 	struct udphdr *h = nh->pos;
 

@@ -263,6 +263,7 @@ struct hb_config {
 /* Counters. One X-macro list per side, so the struct (with BTF field names bpftool prints) and
  * the name table userspace prints come from one definition.
  */
+/* clang-format off */
 #define HB_KSTATS(X)                                                                            \
 	X(xdp_pong)		/* UDP PING answered with XDP_TX */                                \
 	X(xdp_pass)		/* valid frame passed to the daemon (HELLO, DATA, ECHO, ...) */    \
@@ -283,7 +284,9 @@ struct hb_config {
 	X(sockops_insert)	/* connection added to conns (hbd adds it to sockhash) */         \
 	X(sockops_insert_err)	/* conns full/failed: the daemon path serves it */                \
 	X(sockops_close)	/* conns entry removed on close */
+/* clang-format on */
 
+/* clang-format off */
 #define HB_USTATS(X)                                                                            \
 	X(pings_user)		/* heartbeats the daemon answered itself */                       \
 	X(frames_hello) X(frames_ping) X(frames_echo) X(frames_data) X(frames_bye)              \
@@ -318,6 +321,7 @@ struct hb_config {
 	X(key_reloads)		/* key store reloads (SIGHUP or the control socket) */          \
 	X(expiry_lookups)	/* map lookups by expiry: devices due without a seen slot, and  \
 				 * silent ones confirmed before they are expired */
+/* clang-format on */
 
 #define HB_STAT_FIELD(name) __u64 name;
 struct hb_kstats {

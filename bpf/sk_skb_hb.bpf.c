@@ -127,7 +127,8 @@ int hb_verdict(struct __sk_buff *skb)
 	if (h.type == HB_PING) {
 		/* Rewrite first, then redirect: if the redirect fails the type is put back, so the
 		 * daemon receives the PING it can answer, never a half-made PONG. */
-		if (bpf_skb_store_bytes(skb, off + offsetof(struct hb_hdr, type), &pong, 1, 0) < 0) {
+		if (bpf_skb_store_bytes(skb, off + offsetof(struct hb_hdr, type), &pong, 1, 0) <
+		    0) {
 			HB_COUNT(sk_redirect_err);
 			return SK_PASS;
 		}

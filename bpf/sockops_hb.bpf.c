@@ -73,7 +73,8 @@ static __always_inline void track(struct bpf_sock_ops *skops)
 
 	/* Ask for the close notification first: once it is on, a failure below can leave nothing
 	 * behind that the close callback would not also try to remove. */
-	if (bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG)) {
+	if (bpf_sock_ops_cb_flags_set(skops,
+				      skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG)) {
 		HB_COUNT(sockops_insert_err);
 		return;
 	}

@@ -23,8 +23,9 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "server", 1, NULL, 's' }, { "port", 1, NULL, 'p' },  { "id", 1, NULL, 'i' },
-		{ "secret", 1, NULL, 'k' }, { "udp", 0, NULL, 'u' },   { "every", 1, NULL, 'e' },
+		{ "server", 1, NULL, 's' },   { "port", 1, NULL, 'p' },
+		{ "id", 1, NULL, 'i' },	      { "secret", 1, NULL, 'k' },
+		{ "udp", 0, NULL, 'u' },      { "every", 1, NULL, 'e' },
 		{ "duration", 1, NULL, 'd' }, { 0 },
 	};
 	struct hbdev_config cfg = { .host = "127.0.0.1", .port = HB_DEFAULT_PORT };
@@ -38,21 +39,37 @@ int main(int argc, char **argv)
 
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
-		case 's': cfg.host = optarg; break;
-		case 'p': cfg.port = (uint16_t)atoi(optarg); break;
-		case 'i': cfg.device_id = strtoull(optarg, NULL, 10); break;
-		case 'k': len = hb_hex_decode(optarg, secret, sizeof(secret)); break;
-		case 'u': cfg.transport = HB_UDP; break;
-		case 'e': every = atof(optarg); break;
-		case 'd': duration = atof(optarg); break;
-		default: return 2;
+		case 's':
+			cfg.host = optarg;
+			break;
+		case 'p':
+			cfg.port = (uint16_t)atoi(optarg);
+			break;
+		case 'i':
+			cfg.device_id = strtoull(optarg, NULL, 10);
+			break;
+		case 'k':
+			len = hb_hex_decode(optarg, secret, sizeof(secret));
+			break;
+		case 'u':
+			cfg.transport = HB_UDP;
+			break;
+		case 'e':
+			every = atof(optarg);
+			break;
+		case 'd':
+			duration = atof(optarg);
+			break;
+		default:
+			return 2;
 		}
 	}
 	cfg.secret = secret;
 	cfg.secret_len = len > 0 ? (size_t)len : 0;
 	if (hbdev_open(&dev, &cfg)) {
-		fprintf(stderr, "usage: device --id ID --secret HEX [--server HOST] [--port N] [--udp]"
-				" [--every SEC] [--duration SEC]\n");
+		fprintf(stderr,
+			"usage: device --id ID --secret HEX [--server HOST] [--port N] [--udp]"
+			" [--every SEC] [--duration SEC]\n");
 		return 2;
 	}
 	signal(SIGINT, on_signal);
@@ -69,17 +86,27 @@ int main(int argc, char **argv)
 				     20 + (reading % 10) / 2.0);
 
 			printf(hbdev_send(dev, msg, (uint16_t)n, 5000) ? "data %u lost\n"
-								       : "data %u acked\n", reading);
+								       : "data %u acked\n",
+			       reading);
 			next_report = time(NULL) + (time_t)every;
 		}
 		if (hbdev_poll(dev, 200, &ev) <= 0)
 			continue;
 		switch (ev.type) {
-		case HBDEV_EV_CONNECTED: printf("connected\n"); break;
-		case HBDEV_EV_DISCONNECTED: printf("disconnected %u\n", ev.code); break;
-		case HBDEV_EV_AUTH_FAILED: printf("auth failed\n"); break;
-		case HBDEV_EV_DOWNLINK: printf("downlink %.*s\n", ev.len, ev.payload); break;
-		default: break;
+		case HBDEV_EV_CONNECTED:
+			printf("connected\n");
+			break;
+		case HBDEV_EV_DISCONNECTED:
+			printf("disconnected %u\n", ev.code);
+			break;
+		case HBDEV_EV_AUTH_FAILED:
+			printf("auth failed\n");
+			break;
+		case HBDEV_EV_DOWNLINK:
+			printf("downlink %.*s\n", ev.len, ev.payload);
+			break;
+		default:
+			break;
 		}
 	}
 	hbdev_close(dev);

@@ -79,7 +79,8 @@ static void check_frame(const uint8_t *b, const struct hb_frame *f, enum hb_tran
 	HBF_CHECK(f->payload == b + hdr, "payload does not point into the buffer after the header");
 	HBF_CHECK(t == HB_TCP ? f->token == 0 : f->token == hb_get_be64(b + 8), "token");
 	HBF_CHECK(hb_encode(out, sizeof(out), t, f->type, f->seq, f->token, f->payload, f->len) ==
-			  size && !memcmp(out, b, size),
+				  size &&
+			  !memcmp(out, b, size),
 		  "re-encoding a decoded frame gives other bytes");
 }
 

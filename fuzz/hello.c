@@ -56,7 +56,8 @@ static void load_keys(void)
 			fprintf(f, "%02x", d * 16 + i);
 		fputc('\n', f);
 	}
-	fprintf(f, "100-199 derive 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n");
+	fprintf(f,
+		"100-199 derive 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n");
 	fclose(f);
 	HBF_CHECK(!hb_keystore_load(path, &keys, why, sizeof(why)), "key store: %s", why);
 	unlink(path);
@@ -173,17 +174,19 @@ int hbf_hello(const uint8_t *data, size_t n)
 			want = 0;
 
 		rc = hbd_hello_check_at(&d, &h, loc, now, &r);
-		HBF_CHECK(rc == want, "op %u device %llu ts now%+lld: got %d (%s), want %d (%s)", op_no,
-			  (unsigned long long)id, (long long)(ts - now), rc, hbd_auth_str(rc), want,
-			  hbd_auth_str(want));
+		HBF_CHECK(rc == want, "op %u device %llu ts now%+lld: got %d (%s), want %d (%s)",
+			  op_no, (unsigned long long)id, (long long)(ts - now), rc,
+			  hbd_auth_str(rc), want, hbd_auth_str(want));
 		HBF_CHECK(r.device_id == id, "result names device %llu, HELLO %llu",
 			  (unsigned long long)r.device_id, (unsigned long long)id);
 		if (rc == 0) {
 			HBF_CHECK(r.token != 0, "zero session token handed out");
-			HBF_CHECK(r.old_loc == cur[slot_of(id)], "superseded session %#llx, want %#llx",
+			HBF_CHECK(r.old_loc == cur[slot_of(id)],
+				  "superseded session %#llx, want %#llx",
 				  (unsigned long long)r.old_loc,
 				  (unsigned long long)cur[slot_of(id)]);
-			HBF_CHECK(hbd_devices_loc(d.devices, id) == loc, "device's session not recorded");
+			HBF_CHECK(hbd_devices_loc(d.devices, id) == loc,
+				  "device's session not recorded");
 			last[slot_of(id)] = ts;
 			cur[slot_of(id)] = loc;
 		}

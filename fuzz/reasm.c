@@ -113,11 +113,13 @@ int hbf_reasm(const uint8_t *data, size_t n)
 		HBF_CHECK(r.got == nref, "error after %zu frames, the one-shot decode after %zu",
 			  r.got, nref);
 	} else {
-		HBF_CHECK(ref_rc == HB_DECODE_MORE, "reassembly took every byte, the one-shot decode "
-			  "stopped with %s", hb_decode_str(ref_rc));
+		HBF_CHECK(ref_rc == HB_DECODE_MORE,
+			  "reassembly took every byte, the one-shot decode "
+			  "stopped with %s",
+			  hb_decode_str(ref_rc));
 		HBF_CHECK(r.got == nref, "%zu frames, the one-shot decode %zu", r.got, nref);
-		HBF_CHECK((partial != HBD_NONE) == (off < n), "partial frame kept: %d, bytes left %zu",
-			  partial != HBD_NONE, n - off);
+		HBF_CHECK((partial != HBD_NONE) == (off < n),
+			  "partial frame kept: %d, bytes left %zu", partial != HBD_NONE, n - off);
 	}
 	hbd_reasm_drop(&ck, &partial);
 	HBF_CHECK(ck.used == 0, "%u chunks not given back", ck.used);

@@ -109,8 +109,21 @@ static void hello_seeds(void)
 	 */
 	static const uint8_t ok[] = { 0, 0x04, 3, 0, 0x04 | (1 << 3), 3 }; /* accept, then replay */
 	static const uint8_t derived[] = { 0, 0x05, 42, 0, 0x45, 42, 5, 0xff, 1, 42, 0x85, 42, 0 };
-	static const uint8_t edges[] = { 0, 0x04 | (6 << 3), 2, 0x04 | (7 << 3), 2, 0x04 | (3 << 3),
-					 2, 0, 0x04 | (4 << 3), 2, 0, 0xfe, 0xc4, 2, 0 };
+	static const uint8_t edges[] = { 0,
+					 0x04 | (6 << 3),
+					 2,
+					 0x04 | (7 << 3),
+					 2,
+					 0x04 | (3 << 3),
+					 2,
+					 0,
+					 0x04 | (4 << 3),
+					 2,
+					 0,
+					 0xfe,
+					 0xc4,
+					 2,
+					 0 };
 	static const uint8_t unknown[] = { 0, 0x06, 0, 0, 0, 0, 0, 0, 0x10, 0x01 };
 	/* a restart 5 s ago: HELLOs stamped before it are refused for one window */
 	static const uint8_t floor[] = { 101, 0x04 | (6 << 3), 4, 0x04, 4, 0xc4, 4, 0 };

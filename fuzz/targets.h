@@ -30,18 +30,23 @@ struct hbf_target {
 	int (*fn)(const uint8_t *data, size_t n);
 };
 
-#define HBF_TARGETS                                                                        \
-	{ { "frame", hbf_frame }, { "reasm", hbf_reasm }, { "hello", hbf_hello }, { 0 } }
+#define HBF_TARGETS                                                                     \
+	{                                                                               \
+		{ "frame", hbf_frame }, { "reasm", hbf_reasm }, { "hello", hbf_hello }, \
+		{                                                                       \
+			0                                                               \
+		}                                                                       \
+	}
 
 /* A property failed: say which and crash, so libFuzzer keeps the input. */
-#define HBF_CHECK(cond, ...)                                                               \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
+#define HBF_CHECK(cond, ...)                                                                    \
+	do {                                                                                    \
+		if (!(cond)) {                                                                  \
 			fprintf(stderr, "fuzz property failed at %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                                      \
-			fputc('\n', stderr);                                               \
-			abort();                                                           \
-		}                                                                          \
+			fprintf(stderr, __VA_ARGS__);                                           \
+			fputc('\n', stderr);                                                    \
+			abort();                                                                \
+		}                                                                               \
 	} while (0)
 
 /* A cursor over the input for structured targets: bytes run out as zeros. */

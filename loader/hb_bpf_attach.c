@@ -131,8 +131,8 @@ int hbk_attach_xdp(struct hbk *h, int ifindex, enum hb_xdp_mode mode)
 		struct xdp_program *other = xdp_multiprog__main_prog(mp);
 
 		hb_err("ifindex %d already runs XDP program %s (id %u), attached without libxdp's "
-		       "dispatcher, so it cannot share the NIC", ifindex, xdp_program__name(other),
-		       xdp_program__id(other));
+		       "dispatcher, so it cannot share the NIC",
+		       ifindex, xdp_program__name(other), xdp_program__id(other));
 		xdp_multiprog__close(mp);
 		return -EBUSY;
 	}
@@ -163,7 +163,7 @@ int hbk_attach_xdp(struct hbk *h, int ifindex, enum hb_xdp_mode mode)
 		h->xdp_loaded = true;
 		mp = hbk_get_multiprog(ifindex);
 		h->xdp_how = mp && !xdp_multiprog__is_legacy(mp) ? HBK_XDP_DISPATCHER
-								  : HBK_XDP_LIBXDP_LEGACY;
+								 : HBK_XDP_LIBXDP_LEGACY;
 		xdp_multiprog__close(mp);
 		if (h->xdp_how == HBK_XDP_LIBXDP_LEGACY) {
 			char why[256];
@@ -171,7 +171,8 @@ int hbk_attach_xdp(struct hbk *h, int ifindex, enum hb_xdp_mode mode)
 			if (hbe_probe_freplace(why, sizeof(why)))
 				hb_warn("libxdp's multi-program dispatcher is unavailable: %s. hb_xdp is "
 					"attached alone (libxdp legacy mode): other XDP programs cannot "
-					"share this NIC (docs/COEXISTENCE.md)", why);
+					"share this NIC (docs/COEXISTENCE.md)",
+					why);
 			else
 				hb_warn("libxdp could not use its multi-program dispatcher although the "
 					"kernel loads freplace programs (hbctl -v shows libxdp's reason); "
@@ -205,9 +206,11 @@ int hbk_detach_xdp(struct hbk *h)
 	switch (h->xdp_how) {
 	case HBK_XDP_DISPATCHER:
 	case HBK_XDP_LIBXDP_LEGACY:
-		err = xdp_program__detach(h->xdp_prog, h->xdp_ifindex, to_libxdp_mode(h->xdp_mode), 0);
+		err = xdp_program__detach(h->xdp_prog, h->xdp_ifindex, to_libxdp_mode(h->xdp_mode),
+					  0);
 		if (err)
-			hb_err("detaching hb_xdp from ifindex %d: %s", h->xdp_ifindex, strerror(-err));
+			hb_err("detaching hb_xdp from ifindex %d: %s", h->xdp_ifindex,
+			       strerror(-err));
 		break;
 	case HBK_XDP_LINK:
 		err = bpf_link_detach(h->xdp_link_fd);

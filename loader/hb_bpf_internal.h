@@ -15,6 +15,8 @@ extern bool hbk_quiet_libs;
 /* Opens xdp_hb over the maps of the handle's sk_skb_hb; loads it as a plain XDP program if
  * load, else leaves it for libxdp (hb_bpf_load.c). */
 int hbk_open_xdp(struct hbk *h, bool load);
+/* Closes what hbk_open made and frees h, detaching nothing (hbk_close detaches first). */
+void hbk_free(struct hbk *h);
 
 /* What libxdp finds on a NIC, or NULL; release with xdp_multiprog__close (hb_bpf_query.c). */
 struct xdp_multiprog *hbk_get_multiprog(int ifindex);

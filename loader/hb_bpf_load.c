@@ -18,8 +18,8 @@
 #include "xdp_hb.skel.h"
 
 const char *const hbk_map_names[] = {
-	HB_MAP_CONNS, HB_MAP_SESSIONS, HB_MAP_SOCKHASH, HB_MAP_KSTATS, HB_MAP_USTATS, HB_MAP_CONFIG,
-	HB_MAP_XDP_CHAIN, HB_MAP_SEEN, NULL,
+	HB_MAP_CONNS,  HB_MAP_SESSIONS,	 HB_MAP_SOCKHASH, HB_MAP_KSTATS, HB_MAP_USTATS,
+	HB_MAP_CONFIG, HB_MAP_XDP_CHAIN, HB_MAP_SEEN,	  NULL,
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -180,7 +180,8 @@ int hbk_open(struct hbk **out, const struct hbk_opts *opts)
 	h->sockops->rodata->hb_netns_cookie = o.netns_cookie;
 	err = sockops_hb__load(h->sockops);
 	if (err) {
-		hb_err("loading hb_sockops failed: %s (the verifier's log is above)", strerror(-err));
+		hb_err("loading hb_sockops failed: %s (the verifier's log is above)",
+		       strerror(-err));
 		goto fail;
 	}
 
@@ -191,8 +192,23 @@ int hbk_open(struct hbk **out, const struct hbk_opts *opts)
 	*out = h;
 	return 0;
 fail:
-	hbk_close(h);
+	hbk_free(h); /* nothing is attached yet */
 	return err;
+}
+
+void hbk_free(struct hbk *h)
+{
+	if (!h)
+		return;
+	/* For a pinned link these only close our fds; the pins keep the attachments. */
+	xdp_program__close(h->xdp_prog);
+	if (h->xdp_link_fd >= 0)
+		close(h->xdp_link_fd);
+	bpf_link__destroy(h->sockops_link);
+	xdp_hb__destroy(h->xdp);
+	sockops_hb__destroy(h->sockops);
+	sk_skb_hb__destroy(h->skskb);
+	free(h);
 }
 
 int hbk_map_fd(const struct hbk *h, const char *name)
@@ -218,25 +234,4 @@ int hbk_prog_fd(const struct hbk *h, const char *prog_name)
 		}
 	}
 	return -ENOENT;
-}
-
-
-void hbk_close(struct hbk *h)
-{
-	if (!h)
-		return;
-	if (!h->pinned) {
-		/* Never committed: undo every attachment so nothing outlives a failed load. */
-		hbk_detach_xdp(h);
-		hbk_detach_sockmap(h);
-	}
-	/* For a pinned link these only close our fds; the pins keep the attachments. */
-	xdp_program__close(h->xdp_prog);
-	if (h->xdp_link_fd >= 0)
-		close(h->xdp_link_fd);
-	bpf_link__destroy(h->sockops_link);
-	xdp_hb__destroy(h->xdp);
-	sockops_hb__destroy(h->sockops);
-	sk_skb_hb__destroy(h->skskb);
-	free(h);
 }

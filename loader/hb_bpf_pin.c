@@ -100,6 +100,18 @@ undo:
 	return err;
 }
 
+/* The end of a load, committed (pinned) or not. */ void hbk_close(struct hbk *h)
+{
+	if (!h)
+		return;
+	if (!h->pinned) {
+		/* Never committed: undo every attachment so nothing outlives a failed load. */
+		hbk_detach_xdp(h);
+		hbk_detach_sockmap(h);
+	}
+	hbk_free(h);
+}
+
 static int detach_map_progs(int map_fd, enum bpf_attach_type type)
 {
 	__u32 ids[4], cnt = 4;
@@ -198,8 +210,8 @@ int hbk_unload(const char *dir, const char *ifname, struct hbk_unload_report *re
 		} else {
 			if (ifindex && given != ifindex)
 				hb_warn("%s is ifindex %d but hbeat was loaded on ifindex %d (%s); "
-					"detaching from %s as asked", ifname, given, ifindex,
-					cfg.ifname, ifname);
+					"detaching from %s as asked",
+					ifname, given, ifindex, cfg.ifname, ifname);
 			ifindex = given;
 		}
 	}
@@ -286,7 +298,7 @@ int hbk_lock_path(const char *pin_dir, char *out, size_t len)
 	 * RuntimeDirectory /run/hbeat goes away when hbd stops, and a lock file deleted under a
 	 * waiting hbctl would let the next one take a fresh lock beside it) */
 	static const char *const dirs[] = { "/run/lock", "/run", "/tmp" };
-	char canon[PATH_MAX], name[NAME_MAX + 1];
+	char canon[PATH_MAX] = "", name[NAME_MAX + 1];
 	size_t n = 0;
 	struct stat st;
 	int rc;
@@ -313,8 +325,9 @@ int hbk_lock_path(const char *pin_dir, char *out, size_t len)
 	snprintf(name + n, sizeof(name) - n, ".lock");
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
 		if (!stat(dirs[i], &st) && S_ISDIR(st.st_mode) && !access(dirs[i], W_OK))
-			return snprintf(out, len, "%s/%s", dirs[i], name) < (int)len ? 0
-										: -ENAMETOOLONG;
+			return snprintf(out, len, "%s/%s", dirs[i], name) < (int)len
+				       ? 0
+				       : -ENAMETOOLONG;
 	return -ENOENT;
 }
 

@@ -69,9 +69,11 @@ int hbk_xdp_query(const char *pin_dir, int ifindex, struct hbk_xdp_info *out)
 	mp = hbk_get_multiprog(ifindex);
 	p = hbk_find_hb_prog(mp);
 	if (p) {
-		out->how = xdp_multiprog__is_legacy(mp) ? HBK_XDP_LIBXDP_LEGACY : HBK_XDP_DISPATCHER;
+		out->how =
+			xdp_multiprog__is_legacy(mp) ? HBK_XDP_LIBXDP_LEGACY : HBK_XDP_DISPATCHER;
 		out->prog_id = xdp_program__id(p);
-		out->mode = xdp_multiprog__attach_mode(mp) == XDP_MODE_SKB ? HB_XDP_SKB : HB_XDP_NATIVE;
+		out->mode =
+			xdp_multiprog__attach_mode(mp) == XDP_MODE_SKB ? HB_XDP_SKB : HB_XDP_NATIVE;
 	}
 	xdp_multiprog__close(mp);
 	return 0;

@@ -57,7 +57,8 @@ int hbe_ensure_bpffs(const char *pin_dir, bool *mounted)
 			hb_err("no bpffs at %s and nothing mounted on /sys/fs/cgroup: this looks like "
 			       "`ip netns exec`, whose private /sys would take the pins with it when "
 			       "hbctl exits; enter only the network namespace instead: "
-			       "nsenter --net=/run/netns/NAME hbctl ...", BPFFS_ROOT);
+			       "nsenter --net=/run/netns/NAME hbctl ...",
+			       BPFFS_ROOT);
 			return -ENOENT;
 		}
 		if (mkdir(BPFFS_ROOT, 0700) && errno != EEXIST) {
@@ -74,8 +75,8 @@ int hbe_ensure_bpffs(const char *pin_dir, bool *mounted)
 		*mounted = true;
 		return 0;
 	}
-	hb_err("%s is not on a bpffs, so pins cannot live there; use a --pin-path under %s",
-	       parent, BPFFS_ROOT);
+	hb_err("%s is not on a bpffs, so pins cannot live there; use a --pin-path under %s", parent,
+	       BPFFS_ROOT);
 	return -ENOTDIR;
 }
 
@@ -100,7 +101,8 @@ int hbe_check_cgroup2(const char *path)
 	}
 	if (st.f_type != CGROUP2_SUPER_MAGIC_) {
 		hb_err("%s is not a cgroup v2 directory (sock_ops needs cgroup v2); pass its mount "
-		       "point with --cgroup (often /sys/fs/cgroup or /sys/fs/cgroup/unified)", path);
+		       "point with --cgroup (often /sys/fs/cgroup or /sys/fs/cgroup/unified)",
+		       path);
 		return -ENOTDIR;
 	}
 	return 0;
@@ -144,10 +146,14 @@ static const struct probe probes[] = {
 	{ "sk_skb programs", "4.14", prog_type, BPF_PROG_TYPE_SK_SKB, 0 },
 	{ "sock_ops programs", "4.13", prog_type, BPF_PROG_TYPE_SOCK_OPS, 0 },
 	{ "SOCKHASH maps", "4.18", map_type, BPF_MAP_TYPE_SOCKHASH, 0 },
-	{ "bpf_sock_hash_update in sock_ops", "4.18", helper, BPF_PROG_TYPE_SOCK_OPS, BPF_FUNC_sock_hash_update },
-	{ "bpf_sk_redirect_hash in sk_skb", "4.18", helper, BPF_PROG_TYPE_SK_SKB, BPF_FUNC_sk_redirect_hash },
-	{ "bpf_get_socket_cookie in sock_ops", "4.19", helper, BPF_PROG_TYPE_SOCK_OPS, BPF_FUNC_get_socket_cookie },
-	{ "bpf_get_netns_cookie in sock_ops", "5.15", helper, BPF_PROG_TYPE_SOCK_OPS, BPF_FUNC_get_netns_cookie },
+	{ "bpf_sock_hash_update in sock_ops", "4.18", helper, BPF_PROG_TYPE_SOCK_OPS,
+	  BPF_FUNC_sock_hash_update },
+	{ "bpf_sk_redirect_hash in sk_skb", "4.18", helper, BPF_PROG_TYPE_SK_SKB,
+	  BPF_FUNC_sk_redirect_hash },
+	{ "bpf_get_socket_cookie in sock_ops", "4.19", helper, BPF_PROG_TYPE_SOCK_OPS,
+	  BPF_FUNC_get_socket_cookie },
+	{ "bpf_get_netns_cookie in sock_ops", "5.15", helper, BPF_PROG_TYPE_SOCK_OPS,
+	  BPF_FUNC_get_netns_cookie },
 	{ "bpf_snprintf", "5.13", helper, BPF_PROG_TYPE_SOCK_OPS, BPF_FUNC_snprintf },
 	{ "bpf_cast_to_kern_ctx", "6.2", kfunc, 0, 0 },
 };

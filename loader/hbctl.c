@@ -27,6 +27,7 @@
 #define MAP_MAX_ENTRIES (HB_MAX_CONNS * 16) /* maps are preallocated: kernel memory up front */
 #define SEND_TIMEOUT_MS 5000
 
+/* clang-format off */
 #define OPT_PIN(T)                                                                               \
 	{ "pin-path", 0, "DIR", "pin directory of maps and links", HB_OPT_STRING,                \
 	  HB_OPT_AT(T, pin_path), .def.s = HB_PIN_DEFAULT }
@@ -45,9 +46,11 @@ static const struct hb_opt_choice xdp_modes[] = {
 static const struct hb_opt_choice tcp_paths[] = {
 	{ "kernel", HB_TCP_KERNEL }, { "user", HB_TCP_USER }, { NULL, 0 },
 };
+/* clang-format on */
 
 #define LOAD(f) HB_OPT_AT(struct hbctl_load_opts, f)
 
+/* clang-format off */
 static const struct hb_opt load_opts[] = {
 	{ "dev", 'd', "IFACE", "NIC to attach the XDP program to", HB_OPT_STRING, LOAD(dev),
 	  .required = true },
@@ -103,9 +106,11 @@ static const struct hb_opt_choice sort_keys[] = {
 	{ "device", HBCTL_SORT_DEVICE }, { "peer", HBCTL_SORT_PEER },
 	{ "silent", HBCTL_SORT_SILENT }, { "pings", HBCTL_SORT_PINGS }, { NULL, 0 },
 };
+/* clang-format on */
 
 #define CONNS(f) HB_OPT_AT(struct hbctl_conns_opts, f)
 
+/* clang-format off */
 static const struct hb_opt conns_opts[] = {
 	OPT_JSON(struct hbctl_conns_opts),
 	OPT_PIN(struct hbctl_conns_opts),
@@ -125,6 +130,7 @@ static const struct hb_opt conns_opts[] = {
 	OPT_HELP,
 	{ 0 },
 };
+/* clang-format on */
 
 #define DEVICES(f) HB_OPT_AT(struct hbctl_devices_opts, f)
 
@@ -141,6 +147,7 @@ static int parse_secret(const char *arg, void *cfg)
 	return 0;
 }
 
+/* clang-format off */
 static const struct hb_opt devices_opts[] = {
 	{ "keys", 'k', "FILE", "the key store hbd --keys reads", HB_OPT_STRING, DEVICES(keys),
 	  .def.s = HBCTL_DEFAULT_KEYS },
@@ -176,6 +183,7 @@ static const struct hb_opt events_opts[] = {
 	OPT_HELP,
 	{ 0 },
 };
+/* clang-format on */
 
 /* Room for any command's options. */
 union hbctl_opts {
@@ -209,8 +217,8 @@ struct hbctl_cmd {
 #define PIN_OFF(T) offsetof(T, pin_path)
 
 static const struct hbctl_cmd cmds[] = {
-	{ "load", "attach hbeat's BPF programs and pin its maps", load_opts, hbctl_do_load, ENV_FULL,
-	  PIN_OFF(struct hbctl_load_opts), NULL, 0, 0, NULL },
+	{ "load", "attach hbeat's BPF programs and pin its maps", load_opts, hbctl_do_load,
+	  ENV_FULL, PIN_OFF(struct hbctl_load_opts), NULL, 0, 0, NULL },
 	{ "unload", "remove everything load made", unload_opts, hbctl_do_unload, ENV_FULL,
 	  PIN_OFF(struct hbctl_unload_opts), NULL, 0, 0, NULL },
 	{ "status", "what is loaded where, map fill levels, daemon liveness", show_opts,
@@ -245,12 +253,14 @@ struct hbctl_global {
 	bool verbose;
 };
 
+/* clang-format off */
 static const struct hb_opt global_opts[] = {
 	{ "verbose", 'v', NULL, "debug messages, libbpf's included", HB_OPT_FLAG,
 	  HB_OPT_AT(struct hbctl_global, verbose) },
 	OPT_HELP,
 	{ 0 },
 };
+/* clang-format on */
 
 static const char global_epilog[] =
 	"load, unload, status, conns and stats work on the pinned BPF objects (root,\n"
@@ -265,8 +275,8 @@ static const char global_epilog[] =
 
 static const char global_intro[] =
 	"Loads, inspects and removes the BPF side of hbeat: XDP on a NIC for UDP heartbeats,\n"
-	"sockhash + stream parser/verdict and sock_ops for TCP heartbeats, maps pinned under\n"
-	HB_PIN_DEFAULT ".\n\nCommands:\n";
+	"sockhash + stream parser/verdict and sock_ops for TCP heartbeats, maps pinned under\n" HB_PIN_DEFAULT
+	".\n\nCommands:\n";
 
 /* The top-level help's text before its option list: what hbctl is, and the commands. */
 static void global_about(char *buf, size_t cap)
@@ -388,10 +398,14 @@ static __u32 link_id(struct bpf_link *l)
 static const char *how_str(enum hbk_xdp_how how)
 {
 	switch (how) {
-	case HBK_XDP_DISPATCHER: return "libxdp dispatcher";
-	case HBK_XDP_LIBXDP_LEGACY: return "libxdp, single program (no dispatcher)";
-	case HBK_XDP_LINK: return "plain XDP bpf_link";
-	default: return "none";
+	case HBK_XDP_DISPATCHER:
+		return "libxdp dispatcher";
+	case HBK_XDP_LIBXDP_LEGACY:
+		return "libxdp, single program (no dispatcher)";
+	case HBK_XDP_LINK:
+		return "plain XDP bpf_link";
+	default:
+		return "none";
 	}
 }
 
@@ -399,10 +413,14 @@ static const char *how_str(enum hbk_xdp_how how)
 static const char *how_id(enum hbk_xdp_how how)
 {
 	switch (how) {
-	case HBK_XDP_DISPATCHER: return "libxdp-dispatcher";
-	case HBK_XDP_LIBXDP_LEGACY: return "libxdp-single";
-	case HBK_XDP_LINK: return "bpf_link";
-	default: return "none";
+	case HBK_XDP_DISPATCHER:
+		return "libxdp-dispatcher";
+	case HBK_XDP_LIBXDP_LEGACY:
+		return "libxdp-single";
+	case HBK_XDP_LINK:
+		return "bpf_link";
+	default:
+		return "none";
 	}
 }
 
@@ -427,8 +445,11 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 	const char *dev = lo->dev, *mode_s = hb_opt_choice_word(xdp_modes, lo->mode);
 	const char *pin = lo->pin_path, *cg = lo->cgroup;
 	const char *then = lo->then, *tcp_s = hb_opt_choice_word(tcp_paths, lo->tcp);
-	struct hbk_opts o = { .xdp_defer_load = true, .port = lo->port, .tcp_path = lo->tcp,
-			      .max_conns = lo->max_conns, .max_sessions = lo->max_sessions };
+	struct hbk_opts o = { .xdp_defer_load = true,
+			      .port = lo->port,
+			      .tcp_path = lo->tcp,
+			      .max_conns = lo->max_conns,
+			      .max_sessions = lo->max_sessions };
 	__u32 then_id = 0;
 	enum hb_xdp_mode mode = lo->mode;
 	struct hbk *h = NULL;
@@ -475,13 +496,15 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 			       dev, dev);
 		else if (err == -EEXIST)
 			hb_err("%s already runs hb_xdp (another hbeat instance?); run: hbctl unload "
-			       "--dev %s", dev, dev);
+			       "--dev %s",
+			       dev, dev);
 		else if (err == -EBUSY)
 			hb_err("%s already has an XDP program that is not multi-program aware (not "
 			       "under a libxdp dispatcher), so hbeat cannot join it; detach it (ip link "
 			       "set dev %s xdp off, or xdp-loader unload %s --all) and either load it "
 			       "again through libxdp after hbeat, or hand its object file to hbeat: "
-			       "hbctl load --dev %s --then FILE[:PROG]", dev, dev, dev, dev);
+			       "hbctl load --dev %s --then FILE[:PROG]",
+			       dev, dev, dev, dev);
 		else
 			hb_err("attaching XDP to %s failed: %s", dev, strerror(-err));
 		goto out;
@@ -510,15 +533,15 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 		json_int_t verdict = kernel ? prog_id(hbk_prog_fd(h, "hb_verdict")) : 0;
 		json_int_t sockops = kernel ? prog_id(hbk_prog_fd(h, "hb_sockops")) : 0;
 
-		hb_json_print(stdout, json_pack(
-			"{s:b,s:o,s:I,s:I,s:o,s:{s:I,s:s,s:s,s:I},s:s,s:I,s:I,s:I}", "loaded", 1,
-			"dev", hb_json_str(dev), "ifindex", (json_int_t)ifindex, "port",
-			(json_int_t)o.port, "pin_path", hb_json_str(pin),
-			"xdp", "prog_id", (json_int_t)prog_id(hbk_prog_fd(h, HBK_PROG_XDP)),
-			"mode", mode_s, "attach", how_id(h->xdp_how), "then_prog_id",
-			(json_int_t)then_id,
-			"tcp", tcp_s, "parser_id", parser, "verdict_id", verdict,
-			"sockops_id", sockops));
+		hb_json_print(stdout,
+			      json_pack("{s:b,s:o,s:I,s:I,s:o,s:{s:I,s:s,s:s,s:I},s:s,s:I,s:I,s:I}",
+					"loaded", 1, "dev", hb_json_str(dev), "ifindex",
+					(json_int_t)ifindex, "port", (json_int_t)o.port, "pin_path",
+					hb_json_str(pin), "xdp", "prog_id",
+					(json_int_t)prog_id(hbk_prog_fd(h, HBK_PROG_XDP)), "mode",
+					mode_s, "attach", how_id(h->xdp_how), "then_prog_id",
+					(json_int_t)then_id, "tcp", tcp_s, "parser_id", parser,
+					"verdict_id", verdict, "sockops_id", sockops));
 		rc = HBCTL_OK;
 		goto out;
 	}
@@ -528,13 +551,14 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 	if (o.tcp_path == HB_TCP_USER) {
 		printf("  tcp      heartbeats answered by hbd in userspace (--tcp user): no sockmap, no sock_ops\n");
 	} else {
-		printf("  sockhash hb_parser id %u, hb_verdict id %u\n", prog_id(hbk_prog_fd(h, "hb_parser")),
-		       prog_id(hbk_prog_fd(h, "hb_verdict")));
+		printf("  sockhash hb_parser id %u, hb_verdict id %u\n",
+		       prog_id(hbk_prog_fd(h, "hb_parser")), prog_id(hbk_prog_fd(h, "hb_verdict")));
 		printf("  sockops  hb_sockops id %u on %s (link id %u, pinned)\n",
 		       prog_id(hbk_prog_fd(h, "hb_sockops")), cg, link_id(h->sockops_link));
 	}
 	if (then)
-		printf("  then     %s (id %u) runs after hb_xdp on what hbeat passes\n", then, then_id);
+		printf("  then     %s (id %u) runs after hb_xdp on what hbeat passes\n", then,
+		       then_id);
 	rc = HBCTL_OK;
 out:
 	if (rc != HBCTL_OK && h)
@@ -579,15 +603,14 @@ int hbctl_do_unload(const void *opts, int argc, char **argv)
 	}
 	if (uo->json) {
 		/* tcp "user": there was nothing to detach */
-		hb_json_print(stdout, json_pack(
-			"{s:b,s:b,s:o*,s:b,s:b,s:s,s:i,s:b}", "loaded", 1,
-			"xdp_detached", rep.xdp_detached,
-			"xdp_note", rep.xdp_detached ? NULL : hb_json_str(rep.xdp_note),
-			"sockops_detached", rep.sockops_detached,
-			"sockmap_detached", rep.sockmap_detached,
-			"tcp", rep.tcp_user ? "user" : "kernel",
-			"pins_removed", rep.pins_removed,
-			"pin_dir_removed", access(pin, F_OK) != 0));
+		hb_json_print(stdout, json_pack("{s:b,s:b,s:o*,s:b,s:b,s:s,s:i,s:b}", "loaded", 1,
+						"xdp_detached", rep.xdp_detached, "xdp_note",
+						rep.xdp_detached ? NULL : hb_json_str(rep.xdp_note),
+						"sockops_detached", rep.sockops_detached,
+						"sockmap_detached", rep.sockmap_detached, "tcp",
+						rep.tcp_user ? "user" : "kernel", "pins_removed",
+						rep.pins_removed, "pin_dir_removed",
+						access(pin, F_OK) != 0));
 	} else if (rep.xdp_detached)
 		printf("detached hb_xdp from %s\n", dev);
 	if (!uo->json) {
@@ -597,7 +620,8 @@ int hbctl_do_unload(const void *opts, int argc, char **argv)
 		if (rep.tcp_user) {
 			printf("no TCP programs to detach (loaded with --tcp user)\n");
 		} else {
-			printf("%s hb_sockops\n", rep.sockops_detached ? "detached" : "could not detach");
+			printf("%s hb_sockops\n",
+			       rep.sockops_detached ? "detached" : "could not detach");
 			printf("%s hb_parser/hb_verdict\n",
 			       rep.sockmap_detached ? "detached" : "could not detach");
 		}

@@ -18,7 +18,8 @@ enum hbctl_exit {
 	HBCTL_OK = 0,
 	HBCTL_USAGE = 1, /* bad command line */
 	HBCTL_ENV = 2, /* environment or kernel feature missing: not root, no bpffs, no BTF, ... */
-	HBCTL_FAIL = 3, /* the operation failed: load/attach/pin error, already loaded, not loaded */
+	HBCTL_FAIL =
+		3, /* the operation failed: load/attach/pin error, already loaded, not loaded */
 };
 
 /* Each command's options, filled from its table in hbctl.c (defaults included), then handed to
@@ -48,8 +49,13 @@ struct hbctl_show_opts {
 	const char *pin_path;
 };
 
-enum hbctl_sort { HBCTL_SORT_NONE, HBCTL_SORT_DEVICE, HBCTL_SORT_PEER, HBCTL_SORT_SILENT,
-		  HBCTL_SORT_PINGS };
+enum hbctl_sort {
+	HBCTL_SORT_NONE,
+	HBCTL_SORT_DEVICE,
+	HBCTL_SORT_PEER,
+	HBCTL_SORT_SILENT,
+	HBCTL_SORT_PINGS
+};
 
 struct hbctl_conns_opts {
 	bool json;

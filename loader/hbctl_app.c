@@ -130,7 +130,8 @@ static void why_unreachable(const char *path, int rc)
 	hb_err("cannot reach hbd at %s: %s%s", path, strerror(-rc),
 	       rc == -ENOENT || rc == -ECONNREFUSED
 		       ? " (is hbd running with --control? try --control PATH)"
-		       : rc == -EACCES ? " (the socket is mode 0660: run as root or its group)" : "");
+	       : rc == -EACCES ? " (the socket is mode 0660: run as root or its group)"
+			       : "");
 }
 
 int hbctl_do_send(const void *opts, int argc, char **argv)
@@ -155,7 +156,9 @@ int hbctl_do_send(const void *opts, int argc, char **argv)
 	len = payload(o, argv[1], data);
 	if (len < 0) {
 		fprintf(stderr, "hbctl send: PAYLOAD must be 1..%d bytes%s\n", HB_MAX_PAYLOAD,
-			o->hex ? " of hex" : o->base64 ? " of base64" : "");
+			o->hex	    ? " of hex"
+			: o->base64 ? " of base64"
+				    : "");
 		return HBCTL_USAGE;
 	}
 	EVP_EncodeBlock((unsigned char *)b64, data, len);
@@ -181,7 +184,8 @@ int hbctl_do_send(const void *opts, int argc, char **argv)
 		json_t *seq = json_object_get(doc, "seq"), *rtt = json_object_get(doc, "rtt_us");
 
 		printf("delivered to device %llu (%d bytes, seq %lld, acknowledged after %.3f "
-		       "ms)\n", dev, len, (long long)json_integer_value(seq),
+		       "ms)\n",
+		       dev, len, (long long)json_integer_value(seq),
 		       (double)json_integer_value(rtt) / 1000);
 	} else if (status) {
 		hb_err("not delivered to device %llu: %s", dev,

@@ -92,7 +92,8 @@ static int store_read(const char *path, struct store *s, bool missing_ok)
 			break;
 		}
 		if (hb_keystore_parse_line(line, &k, why, sizeof(why))) {
-			hb_err("%s:%u: %s; fix the file before editing it with hbctl", path, no, why);
+			hb_err("%s:%u: %s; fix the file before editing it with hbctl", path, no,
+			       why);
 			rc = -EINVAL;
 			break;
 		}
@@ -125,9 +126,10 @@ static int store_write(const char *path, const struct store *s, const struct sta
 	for (size_t i = 0; i < s->n && !rc; i++) {
 		size_t len = strlen(s->line[i]);
 
-		if (write(fd, s->line[i], len) != (ssize_t)len)
-			rc = -EIO;
-		else if (len && s->line[i][len - 1] != '\n' && write(fd, "\n", 1) != 1)
+		bool newline = len && s->line[i][len - 1] != '\n';
+
+		if (write(fd, s->line[i], len) != (ssize_t)len ||
+		    (newline && write(fd, "\n", 1) != 1))
 			rc = -EIO;
 	}
 	if (!rc && fsync(fd))
@@ -184,7 +186,8 @@ static int parse_id(const char *s, uint64_t *id)
 static const struct hb_ks_line *covering_range(const struct store *s, uint64_t id)
 {
 	for (size_t i = 0; i < s->n; i++)
-		if (s->kind[i].kind == HB_KS_RANGE && id >= s->kind[i].first && id <= s->kind[i].last)
+		if (s->kind[i].kind == HB_KS_RANGE && id >= s->kind[i].first &&
+		    id <= s->kind[i].last)
 			return &s->kind[i];
 	return NULL;
 }
@@ -301,7 +304,8 @@ static int do_add(const struct hbctl_devices_opts *o, const char *keys, uint64_t
 	if (given) {
 		len = hb_hex_decode(given, secret, sizeof(secret));
 		if (len < HB_SECRET_MIN) {
-			hb_err("--secret: expected %d..%d bytes of hex", HB_SECRET_MIN, HB_SECRET_MAX);
+			hb_err("--secret: expected %d..%d bytes of hex", HB_SECRET_MIN,
+			       HB_SECRET_MAX);
 			return HBCTL_USAGE;
 		}
 	} else {
@@ -322,7 +326,8 @@ static int do_add(const struct hbctl_devices_opts *o, const char *keys, uint64_t
 	for (size_t i = 0; i < s.n; i++)
 		if (s.kind[i].kind == HB_KS_DEVICE && s.kind[i].first == id) {
 			hb_err("device %" PRIu64 " already has a secret in %s; remove it first to "
-			       "give it a new one", id, keys);
+			       "give it a new one",
+			       id, keys);
 			goto out_store;
 		}
 	/* re-provisioning a revoked device takes its revocation away */
@@ -363,8 +368,7 @@ out_secret:
 	return rc;
 }
 
-static int do_remove(const struct hbctl_devices_opts *o, const char *keys, uint64_t id,
-		     bool json)
+static int do_remove(const struct hbctl_devices_opts *o, const char *keys, uint64_t id, bool json)
 {
 	struct hb_ks_line k = { .kind = HB_KS_REVOKED, .first = id, .last = id };
 	char line[64], reply[512];

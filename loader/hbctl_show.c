@@ -49,13 +49,16 @@ static bool open_all(const char *dir, struct pinned *p, bool quiet)
 {
 	bool ok = true;
 
+	for (size_t i = 0; i < sizeof(p->fd) / sizeof(p->fd[0]); i++)
+		p->fd[i] = -1;
 	for (int i = 0; hbk_map_names[i]; i++) {
 		p->fd[i] = hb_pin_open(dir, hbk_map_names[i], NULL, 0);
 		if (p->fd[i] < 0)
 			ok = false;
 	}
 	if (!ok && !quiet)
-		hb_err("hbeat is not loaded (no pins in %s); load it with: hbctl load --dev IFACE", dir);
+		hb_err("hbeat is not loaded (no pins in %s); load it with: hbctl load --dev IFACE",
+		       dir);
 	return ok;
 }
 
@@ -69,20 +72,28 @@ static void close_all(struct pinned *p)
 static const char *state_str(enum hb_state s)
 {
 	switch (s) {
-	case HB_STATE_NEW: return "new";
-	case HB_STATE_AUTHED: return "authed";
-	case HB_STATE_CLOSING: return "closing";
-	default: return "?";
+	case HB_STATE_NEW:
+		return "new";
+	case HB_STATE_AUTHED:
+		return "authed";
+	case HB_STATE_CLOSING:
+		return "closing";
+	default:
+		return "?";
 	}
 }
 
 static const char *how_str(enum hbk_xdp_how h)
 {
 	switch (h) {
-	case HBK_XDP_DISPATCHER: return "libxdp-dispatcher";
-	case HBK_XDP_LIBXDP_LEGACY: return "libxdp-single";
-	case HBK_XDP_LINK: return "bpf_link";
-	default: return "none";
+	case HBK_XDP_DISPATCHER:
+		return "libxdp-dispatcher";
+	case HBK_XDP_LIBXDP_LEGACY:
+		return "libxdp-single";
+	case HBK_XDP_LINK:
+		return "bpf_link";
+	default:
+		return "none";
 	}
 }
 
@@ -104,8 +115,9 @@ static void print_status_json(const char *pin, const struct hb_config *cfg,
 			      const __u32 fill[3], const __u32 max[3], __u64 now, bool stamped,
 			      __u64 age, bool alive)
 {
-	const char *mode = xi->mode == HB_XDP_SKB ? "skb"
-			   : xi->mode == HB_XDP_NATIVE ? "native" : "none";
+	const char *mode = xi->mode == HB_XDP_SKB      ? "skb"
+			   : xi->mode == HB_XDP_NATIVE ? "native"
+						       : "none";
 	json_t *ifname = hb_json_bytes(cfg->ifname, strnlen(cfg->ifname, sizeof(cfg->ifname)));
 	json_int_t loaded_s = cfg->loaded_ns && now > cfg->loaded_ns
 				      ? (json_int_t)((now - cfg->loaded_ns) / 1000000000ull)
@@ -121,25 +133,24 @@ static void print_status_json(const char *pin, const struct hb_config *cfg,
 			maps = NULL;
 		}
 	}
-	hb_json_print(stdout, json_pack(
-		"{s:b,s:o,s:I,s:I,"
-		"s:{s:o,s:I,s:s,s:s,s:I,s:s*,s:{s:I,s:o}},"
-		"s:s,s:{s:I,s:I},s:{s:I,s:I,s:o},s:o,s:{s:b,s:o,s:I}}",
-		"loaded", 1, "pin_path", hb_json_str(pin), "port", (json_int_t)cfg->port,
-		"loaded_s_ago", loaded_s,
-		"xdp", "ifname", ifname,
-		"ifindex", (json_int_t)cfg->ifindex, "mode", mode,
-		"attach", how_str(xi->how), "prog_id", (json_int_t)xi->prog_id,
-		"dispatcher_unavailable", dispatcher_why,
-		"then", "prog_id", (json_int_t)then_id, "name", hb_json_str(then_name),
-		"tcp", cfg->tcp_path == HB_TCP_USER ? "user" : "kernel",
-		"sockmap", "parser_id", (json_int_t)parser, "verdict_id", (json_int_t)verdict,
-		"sockops", "link_id", (json_int_t)sl->id, "prog_id", (json_int_t)sl->prog_id,
-		"cgroup_id", hb_json_u64(sl->cgroup.cgroup_id),
-		"maps", maps,
-		"daemon", "alive", alive, "stamp_age_ms",
-		stamped ? hb_json_u64(age / 1000000) : json_null(), "grace_ms",
-		(json_int_t)(cfg->grace_ns / 1000000)));
+	hb_json_print(stdout,
+		      json_pack("{s:b,s:o,s:I,s:I,"
+				"s:{s:o,s:I,s:s,s:s,s:I,s:s*,s:{s:I,s:o}},"
+				"s:s,s:{s:I,s:I},s:{s:I,s:I,s:o},s:o,s:{s:b,s:o,s:I}}",
+				"loaded", 1, "pin_path", hb_json_str(pin), "port",
+				(json_int_t)cfg->port, "loaded_s_ago", loaded_s, "xdp", "ifname",
+				ifname, "ifindex", (json_int_t)cfg->ifindex, "mode", mode, "attach",
+				how_str(xi->how), "prog_id", (json_int_t)xi->prog_id,
+				"dispatcher_unavailable", dispatcher_why, "then", "prog_id",
+				(json_int_t)then_id, "name", hb_json_str(then_name), "tcp",
+				cfg->tcp_path == HB_TCP_USER ? "user" : "kernel", "sockmap",
+				"parser_id", (json_int_t)parser, "verdict_id", (json_int_t)verdict,
+				"sockops", "link_id", (json_int_t)sl->id, "prog_id",
+				(json_int_t)sl->prog_id, "cgroup_id",
+				hb_json_u64(sl->cgroup.cgroup_id), "maps", maps, "daemon", "alive",
+				alive, "stamp_age_ms",
+				stamped ? hb_json_u64(age / 1000000) : json_null(), "grace_ms",
+				(json_int_t)(cfg->grace_ns / 1000000)));
 }
 
 int hbctl_do_status(const void *opts, int argc, char **argv)
@@ -197,17 +208,22 @@ int hbctl_do_status(const void *opts, int argc, char **argv)
 				  stamped, age, alive);
 	} else {
 		printf("hbeat is loaded (pins in %s), port %u, loaded %llu s ago\n", pin, cfg.port,
-		       (unsigned long long)(cfg.loaded_ns && now > cfg.loaded_ns ? (now - cfg.loaded_ns) / 1000000000ull : 0));
+		       (unsigned long long)(cfg.loaded_ns && now > cfg.loaded_ns
+						    ? (now - cfg.loaded_ns) / 1000000000ull
+						    : 0));
 		if (xi.how == HBK_XDP_NONE)
-			printf("  xdp       hb_xdp NOT attached to %s (ifindex %u)\n", cfg.ifname, cfg.ifindex);
+			printf("  xdp       hb_xdp NOT attached to %s (ifindex %u)\n", cfg.ifname,
+			       cfg.ifindex);
 		else
-			printf("  xdp       %s (ifindex %u), %s mode, hb_xdp id %u via %s\n", cfg.ifname,
-			       cfg.ifindex, xi.mode == HB_XDP_SKB ? "skb" : "native", xi.prog_id,
-			       how_str(xi.how));
+			printf("  xdp       %s (ifindex %u), %s mode, hb_xdp id %u via %s\n",
+			       cfg.ifname, cfg.ifindex, xi.mode == HB_XDP_SKB ? "skb" : "native",
+			       xi.prog_id, how_str(xi.how));
 		if (!dispatcher_ok)
-			printf("            not shared through libxdp's dispatcher: %s\n", dispatcher_why);
+			printf("            not shared through libxdp's dispatcher: %s\n",
+			       dispatcher_why);
 		if (then_id)
-			printf("            then %s (id %u) on what hb_xdp passes\n", then_name, then_id);
+			printf("            then %s (id %u) on what hb_xdp passes\n", then_name,
+			       then_id);
 		if (cfg.tcp_path == HB_TCP_USER) {
 			printf("  tcp       heartbeats answered by hbd in userspace (loaded with --tcp user)\n");
 		} else {
@@ -217,15 +233,18 @@ int hbctl_do_status(const void *opts, int argc, char **argv)
 				printf("  sockops   hb_sockops id %u, link id %u, cgroup id %llu\n",
 				       sl.prog_id, sl.id, (unsigned long long)sl.cgroup.cgroup_id);
 			else
-				printf("  sockops   NOT attached (no %s pin)\n", HBK_PIN_LINK_SOCKOPS);
+				printf("  sockops   NOT attached (no %s pin)\n",
+				       HBK_PIN_LINK_SOCKOPS);
 		}
 		printf("  maps      conns %u/%u, sessions %u/%u, sockhash %u/%u\n", fill[0], max[0],
 		       fill[1], max[1], fill[2], max[2]);
 		if (!stamped)
 			printf("  daemon    never seen (no liveness stamp)\n");
 		else
-			printf("  daemon    %s (stamp %.1f s old, %s)\n", alive ? "alive" : "NOT alive",
-			       age / 1e9, cfg.grace_ns ? "" : "no grace period: the kernel answers regardless");
+			printf("  daemon    %s (stamp %.1f s old, %s)\n",
+			       alive ? "alive" : "NOT alive", age / 1e9,
+			       cfg.grace_ns ? ""
+					    : "no grace period: the kernel answers regardless");
 		if (stamped && cfg.grace_ns)
 			printf("            kernel answers heartbeats only while the stamp is under %.1f s old\n",
 			       cfg.grace_ns / 1e9);
@@ -247,7 +266,8 @@ static void pretty_peer(const char *in, char *out, size_t len)
 	if (in[0] == '[' && close && (size_t)(close - in - 1) < sizeof(addr)) {
 		memcpy(addr, in + 1, close - in - 1);
 		addr[close - in - 1] = 0;
-		if (inet_pton(AF_INET6, addr, &a) == 1 && inet_ntop(AF_INET6, &a, addr, sizeof(addr))) {
+		if (inet_pton(AF_INET6, addr, &a) == 1 &&
+		    inet_ntop(AF_INET6, &a, addr, sizeof(addr))) {
 			snprintf(out, len, "[%s]%s", addr, close + 1);
 			return;
 		}
@@ -426,15 +446,12 @@ static json_t *json_row(const struct row *r, __u64 now)
 	__u64 ago = now > r->last_seen_ns ? (now - r->last_seen_ns) / 1000000 : 0;
 
 	/* the UDP token authenticates heartbeats: never printed; TCP rows carry the cookie */
-	return json_pack("{s:s,s:o*,s:o,s:o,s:s,s:o,s:o,s:o*,s:I}",
-			 "transport", r->udp ? "udp" : "tcp",
-			 "cookie", r->udp ? NULL : hb_json_u64(r->cookie),
-			 "peer", hb_json_str(r->peer),
-			 "device_id", hb_json_u64(r->device_id),
-			 "state", state_str(r->state),
-			 "last_seen_ms_ago", r->last_seen_ns ? hb_json_u64(ago) : json_null(),
-			 "pings", hb_json_u64(r->pings),
-			 "echoes", r->udp ? NULL : hb_json_u64(r->echoes),
+	return json_pack("{s:s,s:o*,s:o,s:o,s:s,s:o,s:o,s:o*,s:I}", "transport",
+			 r->udp ? "udp" : "tcp", "cookie", r->udp ? NULL : hb_json_u64(r->cookie),
+			 "peer", hb_json_str(r->peer), "device_id", hb_json_u64(r->device_id),
+			 "state", state_str(r->state), "last_seen_ms_ago",
+			 r->last_seen_ns ? hb_json_u64(ago) : json_null(), "pings",
+			 hb_json_u64(r->pings), "echoes", r->udp ? NULL : hb_json_u64(r->echoes),
 			 "last_seq", (json_int_t)r->last_seq);
 }
 
@@ -464,7 +481,7 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 		free(rows);
 		return HBCTL_FAIL;
 	}
-	if (sort_key)
+	if (sort_key && n)
 		qsort(rows, n, sizeof(*rows), cmp_rows);
 	for (size_t i = 0; i < n; i++)
 		rows[i].udp ? nudp++ : ntcp++;
@@ -473,8 +490,8 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 	if (json) {
 		fputc('{', stdout);
 	} else {
-		printf("%-9s %-47s %-20s %-8s %-14s %10s %8s\n", "TRANSPORT", "PEER", "DEVICE", "STATE",
-		       "LAST HEARTBEAT", "PINGS", "LAST SEQ");
+		printf("%-9s %-47s %-20s %-8s %-14s %10s %8s\n", "TRANSPORT", "PEER", "DEVICE",
+		       "STATE", "LAST HEARTBEAT", "PINGS", "LAST SEQ");
 	}
 	/* JSON keeps the two arrays; a sorted table is one list in the chosen order, an unsorted
 	 * one lists TCP first */
@@ -506,9 +523,9 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 					 (unsigned long long)r->device_id);
 				snprintf(seq, sizeof(seq), r->pings ? "%u" : "-", r->last_seq);
 				ago(f.now, r->last_seen_ns, last, sizeof(last));
-				printf("%-9s %-47s %-20s %-8s %-14s %10llu %8s\n", r->udp ? "udp" : "tcp",
-				       r->peer, dev, state_str(r->state), last,
-				       (unsigned long long)r->pings, seq);
+				printf("%-9s %-47s %-20s %-8s %-14s %10llu %8s\n",
+				       r->udp ? "udp" : "tcp", r->peer, dev, state_str(r->state),
+				       last, (unsigned long long)r->pings, seq);
 			}
 		}
 		if (json)
@@ -525,7 +542,9 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 	} else {
 		printf("%llu TCP connection(s), %llu UDP session(s)%s\n", (unsigned long long)ntcp,
 		       (unsigned long long)nudp,
-		       limit > 0 && (ntcp > (__u64)limit || nudp > (__u64)limit) ? " (listing cut at --limit)" : "");
+		       limit > 0 && (ntcp > (__u64)limit || nudp > (__u64)limit)
+			       ? " (listing cut at --limit)"
+			       : "");
 	}
 	free(rows);
 	return HBCTL_OK;

@@ -24,11 +24,13 @@ static void hex(const char *s, uint8_t *out, size_t n)
 /* python3: hmac.new(bytes(range(32)), b'hbeat-hello-v1' + struct.pack('>QQ', 1234,
  * 1700000000000) + bytes(range(8)), hashlib.sha256).hexdigest()
  */
-static const char *HELLO_VECTOR = "e9f0aed96e949f01628dba9e7bd63d4ae5cc0b6e72dcc0b5d6ee822087cd9b5c";
+static const char *HELLO_VECTOR =
+	"e9f0aed96e949f01628dba9e7bd63d4ae5cc0b6e72dcc0b5d6ee822087cd9b5c";
 /* python3: hmac.new(bytes.fromhex('00112233445566778899aabbccddeeff'),
  * b'hbeat-device-key-v1' + struct.pack('>Q', 42), hashlib.sha256).hexdigest()
  */
-static const char *DERIVE_VECTOR = "eeae31012ae5c4d1ba0825f2c9bc040cb0aa77e2ad730fcf391ff659bfcbebab";
+static const char *DERIVE_VECTOR =
+	"eeae31012ae5c4d1ba0825f2c9bc040cb0aa77e2ad730fcf391ff659bfcbebab";
 
 static void fixed_hello(struct hb_hello *h)
 {

@@ -39,11 +39,10 @@ static struct {
 	int home; /* this process's own network namespace */
 } C;
 
-
 static int hbctl(const char *args)
 {
-	return hbt_sh("nsenter --net=/run/netns/%s %s/hbctl %s --pin-path %s > %s 2>&1", C.srv, C.build,
-		  args, C.pin, C.out);
+	return hbt_sh("nsenter --net=/run/netns/%s %s/hbctl %s --pin-path %s > %s 2>&1", C.srv,
+		      C.build, args, C.pin, C.out);
 }
 
 static bool out_has(const char *s)
@@ -57,7 +56,7 @@ static int teardown(void **state)
 	if (C.home >= 0)
 		setns(C.home, CLONE_NEWNET);
 	hbt_sh("nsenter --net=/run/netns/%s %s/hbctl unload --dev %s --pin-path %s >/dev/null 2>&1",
-	   C.srv, C.build, C.sif, C.pin);
+	       C.srv, C.build, C.sif, C.pin);
 	hbt_sh("rm -rf %s %s", C.pin, C.out);
 	hbt_sh("BUILD=%s scripts/netns.sh down %s", C.build, C.name);
 	if (C.home >= 0)
@@ -145,11 +144,11 @@ static void refuses_a_program_outside_the_dispatcher(void **state)
 	char id_before[32] = "", id_after[32] = "";
 
 	(void)state;
-	HT_EQ(hbt_sh("ip -n %s link set dev %s xdpdrv obj %s/bpf/xdp_pass.bpf.o sec xdp",
-		 C.srv, C.sif, C.build),
+	HT_EQ(hbt_sh("ip -n %s link set dev %s xdpdrv obj %s/bpf/xdp_pass.bpf.o sec xdp", C.srv,
+		     C.sif, C.build),
 	      0, "xdp_pass attached to %s in %s", C.sif, C.srv);
-	HT_EQ(hbt_sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
-		 C.sif, C.out),
+	HT_EQ(hbt_sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv, C.sif,
+		     C.out),
 	      0, "xdp prog id of %s into %s", C.sif, C.out);
 	HT_TRUE(ht_file_contains(C.out, "", id_before, sizeof(id_before)),
 		"xdp prog id of %s before the load, in %s", C.sif, C.out);
@@ -166,15 +165,15 @@ static void refuses_a_program_outside_the_dispatcher(void **state)
 	}
 	HT_TRUE(out_has("already runs XDP program xdp_pass"),
 		"the refusal names the program already there (hbctl output in %s)", C.out);
-	HT_TRUE(out_has("not multi-program aware"),
-		"the refusal says why (hbctl output in %s)", C.out);
-	HT_TRUE(out_has("--then FILE[:PROG]"),
-		"the refusal names the way out (hbctl output in %s)", C.out);
+	HT_TRUE(out_has("not multi-program aware"), "the refusal says why (hbctl output in %s)",
+		C.out);
+	HT_TRUE(out_has("--then FILE[:PROG]"), "the refusal names the way out (hbctl output in %s)",
+		C.out);
 	HT_TRUE(out_has("everything it attached has been removed again"),
 		"the refusal says nothing stayed attached (hbctl output in %s)", C.out);
 	/* the other program is exactly where it was */
-	HT_EQ(hbt_sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv,
-		 C.sif, C.out),
+	HT_EQ(hbt_sh("ip -j -n %s link show %s | jq -r '.[0].xdp.prog.id' > %s", C.srv, C.sif,
+		     C.out),
 	      0, "xdp prog id of %s into %s", C.sif, C.out);
 	HT_TRUE(ht_file_contains(C.out, "", id_after, sizeof(id_after)),
 		"xdp prog id of %s after the refused load, in %s", C.sif, C.out);
@@ -197,49 +196,49 @@ static void dispatcher_or_a_clear_refusal(void **state)
 	/* the default TCP path is the kernel's: sk_skb and sock_ops attached */
 	HT_TRUE(out_has("\"tcp\":\"kernel\",\"parser_id\":"),
 		"the kernel TCP path by default (hbctl output in %s)", C.out);
-	HT_FALSE(out_has("\"sockops_id\":0"),
-		 "a sock_ops program attached (hbctl output in %s)", C.out);
+	HT_FALSE(out_has("\"sockops_id\":0"), "a sock_ops program attached (hbctl output in %s)",
+		 C.out);
 	HT_TRUE(out_has(freplace ? "\"attach\":\"libxdp-dispatcher\""
 				 : "\"attach\":\"libxdp-single\""),
 		"the attach mode this kernel allows (freplace %d; hbctl output in %s)", freplace,
 		C.out);
-	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1", C.srv,
-		 C.sif, C.out),
+	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1", C.srv, C.sif,
+		     C.out),
 	      0, "xdp-loader status %s into %s", C.sif, C.out);
 	HT_TRUE(out_has("hb_xdp"), "hb_xdp in xdp-loader status (%s)", C.out);
 	if (freplace) {
 		/* a kernel with BPF trampolines: hb_xdp sits in the dispatcher, others join */
-		HT_EQ(hbctl("status --json"), 0,
-		      "exit code of hbctl status --json (output in %s)", C.out);
+		HT_EQ(hbctl("status --json"), 0, "exit code of hbctl status --json (output in %s)",
+		      C.out);
 		HT_TRUE(out_has("\"attach\":\"libxdp-dispatcher\""),
 			"hbctl status says libxdp-dispatcher (output in %s)", C.out);
 		HT_EQ(hbt_sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
-			 "%s/examples/xdp_portfilter.bpf.o >/dev/null 2>&1",
-			 C.srv, C.sif, C.build),
+			     "%s/examples/xdp_portfilter.bpf.o >/dev/null 2>&1",
+			     C.srv, C.sif, C.build),
 		      0, "xdp_portfilter added to the dispatcher on %s", C.sif);
-		HT_EQ(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
-			 C.srv, C.sif, C.out),
+		HT_EQ(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1", C.srv,
+			     C.sif, C.out),
 		      0, "xdp-loader status %s into %s", C.sif, C.out);
 		HT_TRUE(out_has("hb_xdp") && out_has("portfilter"),
 			"both hb_xdp and portfilter in xdp-loader status (%s)", C.out);
 	} else {
 		/* this kernel: said at load, said by status, and nothing else can join */
-		HT_EQ(hbctl("status --json"), 0,
-		      "exit code of hbctl status --json (output in %s)", C.out);
+		HT_EQ(hbctl("status --json"), 0, "exit code of hbctl status --json (output in %s)",
+		      C.out);
 		HT_TRUE(out_has("\"attach\":\"libxdp-single\""),
 			"hbctl status says libxdp-single (output in %s)", C.out);
 		HT_TRUE(out_has("\"dispatcher_unavailable\":\"the kernel refuses freplace "
 				"(BPF_PROG_TYPE_EXT) programs"),
 			"hbctl status says why there is no dispatcher (output in %s)", C.out);
 		HT_NE(hbt_sh("nsenter --net=/run/netns/%s xdp-loader load -m native %s "
-			 "%s/examples/xdp_portfilter.bpf.o > %s 2>&1",
-			 C.srv, C.sif, C.build, C.out),
+			     "%s/examples/xdp_portfilter.bpf.o > %s 2>&1",
+			     C.srv, C.sif, C.build, C.out),
 		      0, "xdp-loader refused a program beside hb_xdp without a dispatcher (%s)",
 		      C.out);
 		HT_TRUE(out_has("not using a dispatcher"),
 			"xdp-loader says hb_xdp uses no dispatcher (output in %s)", C.out);
-		HT_EQ(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1",
-			 C.srv, C.sif, C.out),
+		HT_EQ(hbt_sh("nsenter --net=/run/netns/%s xdp-loader status %s > %s 2>&1", C.srv,
+			     C.sif, C.out),
 		      0, "xdp-loader status %s into %s", C.sif, C.out);
 		HT_TRUE(out_has("hb_xdp"), "hb_xdp in xdp-loader status (%s)", C.out);
 		HT_FALSE(out_has("portfilter"),
@@ -299,8 +298,9 @@ static void then_chains_an_unrelated_program(void **state)
 	snprintf(args, sizeof(args), "unload --dev %s", C.sif);
 	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
 
-	snprintf(args, sizeof(args), "load --dev %s --mode native --then %s/examples/xdp_portfilter.bpf.o",
-		 C.sif, C.build);
+	snprintf(args, sizeof(args),
+		 "load --dev %s --mode native --then %s/examples/xdp_portfilter.bpf.o", C.sif,
+		 C.build);
 	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
 	HT_TRUE(out_has("then "), "hbctl load names the chained program (output in %s)", C.out);
 	HT_EQ(hbctl("status --json"), 0, "exit code of hbctl status --json (output in %s)", C.out);
@@ -315,10 +315,10 @@ static void then_chains_an_unrelated_program(void **state)
 	for (int i = 0; i < 3; i++)
 		send_to(tx, DROP_PORT, "b", 1);
 	send_to(tx, PASS_PORT, "c", 1);
-	HT_TRUE(arrives(rx_pass, 2000),
-		"a datagram for port %d passed by both programs", PASS_PORT);
-	HT_FALSE(arrives(rx_drop, 300),
-		 "datagrams for port %d dropped by the chained program", DROP_PORT);
+	HT_TRUE(arrives(rx_pass, 2000), "a datagram for port %d passed by both programs",
+		PASS_PORT);
+	HT_FALSE(arrives(rx_drop, 300), "datagrams for port %d dropped by the chained program",
+		 DROP_PORT);
 	/* a chained program that is not XDP is refused before anything is attached */
 	snprintf(args, sizeof(args), "unload --dev %s", C.sif);
 	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);

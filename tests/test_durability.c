@@ -223,22 +223,30 @@ static void check_acked_present(uint8_t present[][MAXSEQ / 8 + 1])
 		for (unsigned s = 0; s < MAXSEQ; s++)
 			if ((devs[i].acked[s / 8] & (1u << (s % 8))) &&
 			    !(present[i][s / 8] & (1u << (s % 8))))
-				fail_msg("device %d seq %u was ACKed but is not in the sink", i + 1, s);
+				fail_msg("device %d seq %u was ACKed but is not in the sink", i + 1,
+					 s);
 }
 
 static void one_round(bool fsync, unsigned kill_after_ms)
 {
 	static uint8_t present[NTCP + NUDP][MAXSEQ / 8 + 1];
 	/* no DATA rate limit: the devices stream as fast as the daemon ACKs */
-	const char *args[] = { "--no-offload", "--workers", "2", "--data-rate", "0", "--log-level",
-			       "info", fsync ? "--sink-fsync" : NULL, NULL };
+	const char *args[] = { "--no-offload",
+			       "--workers",
+			       "2",
+			       "--data-rate",
+			       "0",
+			       "--log-level",
+			       "info",
+			       fsync ? "--sink-fsync" : NULL,
+			       NULL };
 	const char *again[] = { "--no-offload", "--sink", NULL, NULL };
 	struct ht_daemon d, d2;
 	unsigned long acked;
 	int lines, bad;
 
-	HT_EQ(ht_start(&d, args), 0,
-	      "hbd with %s started", fsync ? "--sink-fsync" : "default sync");
+	HT_EQ(ht_start(&d, args), 0, "hbd with %s started",
+	      fsync ? "--sink-fsync" : "default sync");
 	login_all(&d);
 	acked = stream_and_kill(&d, kill_after_ms);
 	memset(present, 0, sizeof(present));
@@ -293,8 +301,8 @@ static void kill_with_slow_consumer(void **state)
 {
 	static uint8_t present[NTCP + NUDP][MAXSEQ / 8 + 1];
 	char fifo[64];
-	const char *args[] = { "--no-offload", "--workers", "2", "--data-rate", "0", "--sink", fifo,
-			       NULL };
+	const char *args[] = { "--no-offload", "--workers", "2", "--data-rate", "0",
+			       "--sink",       fifo,	    NULL };
 	struct slow_reader r = { 0 };
 	struct ht_daemon d;
 	unsigned long acked;
@@ -337,8 +345,9 @@ static void kill_with_slow_consumer(void **state)
 static void partial_line_repaired(void **state)
 {
 	const char *args[] = { "--no-offload", "--sink", NULL, NULL };
-	static const char good[] = "{\"device\":1,\"transport\":\"tcp\",\"seq\":1,\"payload\":\"\"}\n"
-				   "{\"device\":1,\"transport\":\"tcp\",\"seq\":2,\"payload\":\"\"}\n";
+	static const char good[] =
+		"{\"device\":1,\"transport\":\"tcp\",\"seq\":1,\"payload\":\"\"}\n"
+		"{\"device\":1,\"transport\":\"tcp\",\"seq\":2,\"payload\":\"\"}\n";
 	char path[64], line[256];
 	struct ht_daemon d;
 	struct stat st;

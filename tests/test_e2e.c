@@ -48,7 +48,6 @@ struct e2e {
 
 static struct e2e E;
 
-
 /* Runs a shell command and returns its first line of output as a number (-1 on failure). */
 static long long sh_num(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static long long sh_num(const char *fmt, ...)
@@ -107,7 +106,7 @@ static int teardown(void **state)
 	stop_hbd();
 	if (E.loaded)
 		hbt_sh("nsenter --net=/run/netns/%s %s/hbctl unload --dev %s --pin-path %s >/dev/null",
-		   E.srv_ns, E.build, E.srv_if, E.pin);
+		       E.srv_ns, E.build, E.srv_if, E.pin);
 	hbt_sh("BUILD=%s scripts/netns.sh down %s", E.build, E.name);
 	hbt_sh("rm -rf %s", E.pin); /* only if unload could not run */
 	hbt_sh("rm -rf %s", E.dir);
@@ -131,13 +130,14 @@ static int setup(void **state)
 	if (mkdir(E.dir, 0700))
 		goto fail;
 	if (hbt_sh("printf '1-100000 derive %%s\\n' $(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')"
-	       " > %s/keys", E.dir))
+		   " > %s/keys",
+		   E.dir))
 		goto fail;
 	/* --tcp kernel (the default, said here because this test is about it): the sockmap path
 	 * answers TCP heartbeats */
 	if (hbt_sh("nsenter --net=/run/netns/%s %s/hbctl load --dev %s --mode native --port %d "
-	       "--tcp kernel --pin-path %s >&2",
-	       E.srv_ns, E.build, E.srv_if, PORT, E.pin))
+		   "--tcp kernel --pin-path %s >&2",
+		   E.srv_ns, E.build, E.srv_if, PORT, E.pin))
 		goto fail;
 	E.loaded = 1;
 
@@ -167,8 +167,8 @@ static int setup(void **state)
 		_exit(127);
 	}
 	for (int i = 0; i < 100; i++) {
-		if (hbt_sh("nsenter --net=/run/netns/%s ss -Hltn 'sport = :%d' | grep -q .", E.srv_ns,
-		       PORT) == 0)
+		if (hbt_sh("nsenter --net=/run/netns/%s ss -Hltn 'sport = :%d' | grep -q .",
+			   E.srv_ns, PORT) == 0)
 			return 0;
 		if (waitpid(E.hbd, NULL, WNOHANG) == E.hbd) {
 			E.hbd = 0;
@@ -196,26 +196,26 @@ static void run_load(const char *proto, const char *map)
 	if (pid == 0) {
 		char cmd[1024];
 
-		snprintf(cmd, sizeof(cmd),
-			 "timeout --kill-after=5 %d nsenter --net=/run/netns/%s %s/hbload --server 10.77.0.1 --port %d "
-			 "--clients %d --proto %s --interval 1 --duration %d --keys %s/keys "
-			 "--source 10.77.1.1-10.77.1.4 --data-every 3 --echo-every 4 --silent %d "
-			 "--json > %s/%s",
-			 DURATION + 60, E.cli_ns, E.build, PORT, CLIENTS, proto, DURATION, E.dir,
-			 SILENT, E.dir, out);
+		snprintf(
+			cmd, sizeof(cmd),
+			"timeout --kill-after=5 %d nsenter --net=/run/netns/%s %s/hbload --server 10.77.0.1 --port %d "
+			"--clients %d --proto %s --interval 1 --duration %d --keys %s/keys "
+			"--source 10.77.1.1-10.77.1.4 --data-every 3 --echo-every 4 --silent %d "
+			"--json > %s/%s",
+			DURATION + 60, E.cli_ns, E.build, PORT, CLIENTS, proto, DURATION, E.dir,
+			SILENT, E.dir, out);
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
 	sleep(DURATION / 2 + 1);
-	HT_EQ(hbt_sh("bpftool map dump pinned %s/%s > %s/%s.dump", E.pin, map, E.dir, map),
-	      0, "bpftool dump of %s/%s into %s/%s.dump", E.pin, map, E.dir, map);
+	HT_EQ(hbt_sh("bpftool map dump pinned %s/%s > %s/%s.dump", E.pin, map, E.dir, map), 0,
+	      "bpftool dump of %s/%s into %s/%s.dump", E.pin, map, E.dir, map);
 	int status;
 	HT_EQ(waitpid(pid, &status, 0), pid, "wait for hbload --proto %s", proto);
-	HT_TRUE(WIFEXITED(status),
-		"hbload --proto %s exited (status %#x); its summary is in %s/%s", proto, status,
-		E.dir, out);
-	HT_EQ(WEXITSTATUS(status), 0,
-	      "exit code of hbload --proto %s (summary in %s/%s)", proto, E.dir, out);
+	HT_TRUE(WIFEXITED(status), "hbload --proto %s exited (status %#x); its summary is in %s/%s",
+		proto, status, E.dir, out);
+	HT_EQ(WEXITSTATUS(status), 0, "exit code of hbload --proto %s (summary in %s/%s)", proto,
+	      E.dir, out);
 }
 
 static void check_run(const char *proto)
@@ -236,14 +236,14 @@ static void check_run(const char *proto)
 	HT_EQ(pongs, pings, "PONGs against PINGs in %s/%s", E.dir, file);
 	HT_EQ(jnum(file, ".lost"), 0, ".lost in %s/%s", E.dir, file);
 	HT_GT(jnum(file, ".rtt_us.p50"), 0, "RTT p50 in %s/%s", E.dir, file);
-	HT_GE(jnum(file, ".rtt_us.p99"), jnum(file, ".rtt_us.p50"),
-	      "RTT p99 against p50 in %s/%s", E.dir, file);
-	HT_GT(jnum(file, ".data_sent"), 0,
-	      "DATA frames sent (every 3rd heartbeat) in %s/%s", E.dir, file);
+	HT_GE(jnum(file, ".rtt_us.p99"), jnum(file, ".rtt_us.p50"), "RTT p99 against p50 in %s/%s",
+	      E.dir, file);
+	HT_GT(jnum(file, ".data_sent"), 0, "DATA frames sent (every 3rd heartbeat) in %s/%s", E.dir,
+	      file);
 	HT_EQ(jnum(file, ".data_acked"), jnum(file, ".data_sent"),
 	      ".data_acked against .data_sent in %s/%s", E.dir, file);
-	HT_GT(jnum(file, ".echo_sent"), 0,
-	      "ECHOs sent (every 4th heartbeat) in %s/%s", E.dir, file);
+	HT_GT(jnum(file, ".echo_sent"), 0, "ECHOs sent (every 4th heartbeat) in %s/%s", E.dir,
+	      file);
 	HT_EQ(jnum(file, ".echo_ok"), jnum(file, ".echo_sent"),
 	      ".echo_ok against .echo_sent in %s/%s", E.dir, file);
 }
@@ -251,9 +251,10 @@ static void check_run(const char *proto)
 /* bpftool printed BTF-typed, named fields: the device id, the state by name, the peer as text. */
 static void check_dump(const char *map, int want_entries)
 {
-	long long authed = sh_num("jq '[.[] | select(.value.state == \"HB_STATE_AUTHED\")] | length'"
-				  " %s/%s.dump",
-				  E.dir, map);
+	long long authed =
+		sh_num("jq '[.[] | select(.value.state == \"HB_STATE_AUTHED\")] | length'"
+		       " %s/%s.dump",
+		       E.dir, map);
 	long long with_peer = sh_num("jq '[.[] | select(.value.peer | startswith(\"10.77.1.\"))]"
 				     " | length' %s/%s.dump",
 				     E.dir, map);
@@ -301,26 +302,26 @@ static void test_stats_and_sink(void **state)
 	/* let the silent UDP sessions pass their timeout (1 s x 1.5) and a wheel tick */
 	sleep(2);
 	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl stats --json --pin-path %s > "
-		 "%s/stats.json",
-		 E.srv_ns, E.build, E.pin, E.dir),
+		     "%s/stats.json",
+		     E.srv_ns, E.build, E.pin, E.dir),
 	      0, "hbctl stats --json into %s/stats.json", E.dir);
 	/* every heartbeat was answered in the kernel, none by the daemon */
 	HT_EQ(jnum("stats.json", ".pings_user"), 0,
 	      "heartbeats the daemon answered (%s/stats.json)", E.dir);
 	HT_EQ(jnum("stats.json", ".pings_kernel"), tcp_pings + udp_pings,
 	      "heartbeats the kernel answered against hbload's PINGs (%s/stats.json)", E.dir);
-	HT_EQ(jnum("stats.json", ".user.expired_tcp"), SILENT,
-	      ".user.expired_tcp in %s/stats.json", E.dir);
-	HT_EQ(jnum("stats.json", ".user.expired_udp"), SILENT,
-	      ".user.expired_udp in %s/stats.json", E.dir);
+	HT_EQ(jnum("stats.json", ".user.expired_tcp"), SILENT, ".user.expired_tcp in %s/stats.json",
+	      E.dir);
+	HT_EQ(jnum("stats.json", ".user.expired_udp"), SILENT, ".user.expired_udp in %s/stats.json",
+	      E.dir);
 	HT_EQ(jnum("stats.json", ".user.auth_fail"), 0, ".user.auth_fail in %s/stats.json", E.dir);
-	HT_EQ(jnum("stats.json", ".user.frames_bad"), 0,
-	      ".user.frames_bad in %s/stats.json", E.dir);
+	HT_EQ(jnum("stats.json", ".user.frames_bad"), 0, ".user.frames_bad in %s/stats.json",
+	      E.dir);
 
 	/* /metrics (curl inside the server namespace) says what hbctl stats says */
 	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s curl -sS --max-time 5 -o %s/metrics.txt "
-		 "http://127.0.0.1:%d/metrics",
-		 E.srv_ns, E.dir, METRICS_PORT),
+		     "http://127.0.0.1:%d/metrics",
+		     E.srv_ns, E.dir, METRICS_PORT),
 	      0, "curl of /metrics into %s/metrics.txt", E.dir);
 	HT_EQ(metric("hbeat_heartbeats_kernel_total{transport=\"udp\"}") +
 		      metric("hbeat_heartbeats_kernel_total{transport=\"tcp\"}"),
@@ -354,11 +355,10 @@ static void test_stats_and_sink(void **state)
 	HT_EQ(metric("hbeat_devices_connected{transport=\"udp\"}"), 0,
 	      "hbeat_devices_connected for UDP after the runs");
 	HT_EQ(metric("hbeat_kernel_counter_total{counter=\"sk_pong\"}"),
-	      jnum("stats.json", ".kernel.sk_pong"),
-	      "sk_pong in %s/metrics.txt against stats.json", E.dir);
-	HT_EQ(hbt_sh("grep -q '^hbeat_build_info{.*mode=\"offload\"} 1$' %s/metrics.txt",
-		 E.dir),
-	      0, "hbeat_build_info says mode offload in %s/metrics.txt", E.dir);
+	      jnum("stats.json", ".kernel.sk_pong"), "sk_pong in %s/metrics.txt against stats.json",
+	      E.dir);
+	HT_EQ(hbt_sh("grep -q '^hbeat_build_info{.*mode=\"offload\"} 1$' %s/metrics.txt", E.dir), 0,
+	      "hbeat_build_info says mode offload in %s/metrics.txt", E.dir);
 
 	/* every acknowledged DATA frame is a valid JSON line in the sink */
 	HT_EQ(sh_num("wc -l < %s/sink.jsonl", E.dir), acked,
@@ -381,12 +381,12 @@ static void device_lifecycle(const char *proto, unsigned long long id)
 	int status;
 
 	HT_EQ(hbt_sh("%s/hbctl devices add %llu --keys %s/keys --control %s/ctl.sock > "
-		 "%s/add-%llu.txt",
-		 E.build, id, E.dir, E.dir, E.dir, id),
+		     "%s/add-%llu.txt",
+		     E.build, id, E.dir, E.dir, E.dir, id),
 	      0, "hbctl devices add %llu (output in %s/add-%llu.txt)", id, E.dir, id);
 	HT_EQ(hbt_sh("sed -n 's/^secret (shown once; store it in the device): //p' "
-		 "%s/add-%llu.txt > %s/secret-%llu",
-		 E.dir, id, E.dir, id),
+		     "%s/add-%llu.txt > %s/secret-%llu",
+		     E.dir, id, E.dir, id),
 	      0, "secret of device %llu picked out of %s/add-%llu.txt", id, E.dir, id);
 	{
 		FILE *f;
@@ -418,15 +418,15 @@ static void device_lifecycle(const char *proto, unsigned long long id)
 	/* a few heartbeats (interval 1 s), each answered by XDP or the sockmap verdict */
 	sleep(3);
 	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --device %llu "
-		 "--state authed --json > %s/conns-%llu.json",
-		 E.srv_ns, E.build, E.pin, id, E.dir, id),
+		     "--state authed --json > %s/conns-%llu.json",
+		     E.srv_ns, E.build, E.pin, id, E.dir, id),
 	      0, "hbctl conns --device %llu --state authed into %s/conns-%llu.json", id, E.dir, id);
 	snprintf(out, sizeof(out), "conns-%llu.json", id);
 	pings = jnum(out, strcmp(proto, "udp") ? ".conns[0].pings" : ".sessions[0].pings");
 	HT_GE(pings, 2, "kernel-answered heartbeats of device %llu in %s/%s", id, E.dir, out);
 	/* a downlink, acknowledged by the device */
-	HT_EQ(hbt_sh("%s/hbctl send %llu 'set interval 60' --control %s/ctl.sock >&2",
-		 E.build, id, E.dir),
+	HT_EQ(hbt_sh("%s/hbctl send %llu 'set interval 60' --control %s/ctl.sock >&2", E.build, id,
+		     E.dir),
 	      0, "hbctl send to device %llu", id);
 	snprintf(out, sizeof(out), "%s/device-%llu.out", E.dir, id);
 	for (int i = 0; i < 100 && hbt_sh("grep -q 'downlink set interval 60' %s", out); i++)
@@ -435,8 +435,8 @@ static void device_lifecycle(const char *proto, unsigned long long id)
 	      "the downlink in the device's output %s within 1 s", out);
 	/* revoked: the kernel forgets it and the device is told */
 	HT_EQ(hbt_sh("%s/hbctl devices remove %llu --keys %s/keys --control %s/ctl.sock "
-		 "--json > %s/rm-%llu.json",
-		 E.build, id, E.dir, E.dir, E.dir, id),
+		     "--json > %s/rm-%llu.json",
+		     E.build, id, E.dir, E.dir, E.dir, id),
 	      0, "hbctl devices remove %llu (output in %s/rm-%llu.json)", id, E.dir, id);
 	snprintf(out, sizeof(out), "rm-%llu.json", id);
 	HT_EQ(jnum(out, ".sessions_cut"), 1, "sessions cut by the removal (%s/%s)", E.dir, out);
@@ -446,8 +446,8 @@ static void device_lifecycle(const char *proto, unsigned long long id)
 	HT_EQ(hbt_sh("grep -q 'disconnected %d' %s", HB_BYE_REVOKED, out), 0,
 	      "the device says it was revoked, in %s, within 1 s", out);
 	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --device %llu "
-		 "--json > %s/conns-%llu.json",
-		 E.srv_ns, E.build, E.pin, id, E.dir, id),
+		     "--json > %s/conns-%llu.json",
+		     E.srv_ns, E.build, E.pin, id, E.dir, id),
 	      0, "hbctl conns --device %llu into %s/conns-%llu.json", id, E.dir, id);
 	snprintf(out, sizeof(out), "conns-%llu.json", id);
 	HT_EQ(jnum(out, strcmp(proto, "udp") ? ".count.tcp" : ".count.udp"), 0,

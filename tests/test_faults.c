@@ -92,10 +92,30 @@ static pid_t spawn_hbload(const char *keys, const char *proto, int clients, int 
 			  double seconds, int *out_fd)
 {
 	static char hbload[PATH_MAX], ns[96], c[16], f[16], dur[16];
-	const char *argv[] = { "nsenter", ns, hbload, "--server", HN_SRV_ADDR, "--port", PORT_S,
-			       "--clients", c, "--proto", proto, "--interval", "0.2", "--duration",
-			       dur, "--keys", keys, "--first-device", f, "--source",
-			       "10.77.1.1-10.77.1.4", "--json", "--no-progress", NULL };
+	const char *argv[] = { "nsenter",
+			       ns,
+			       hbload,
+			       "--server",
+			       HN_SRV_ADDR,
+			       "--port",
+			       PORT_S,
+			       "--clients",
+			       c,
+			       "--proto",
+			       proto,
+			       "--interval",
+			       "0.2",
+			       "--duration",
+			       dur,
+			       "--keys",
+			       keys,
+			       "--first-device",
+			       f,
+			       "--source",
+			       "10.77.1.1-10.77.1.4",
+			       "--json",
+			       "--no-progress",
+			       NULL };
 
 	HT_EQ(find_hbload(hbload, sizeof(hbload)), 0, "$BUILD/hbload found");
 	snprintf(ns, sizeof(ns), "--net=/run/netns/%s", E.cli_ns);
@@ -265,14 +285,14 @@ static void nic_down_up_and_xdp_gone(void **state)
 	HT_NE(tok, 0, "UDP login of device 1");
 	HT_TRUE(udp_ping(u, tok, 1, 500), "XDP PONG before the NIC goes down");
 
-	HT_EQ(hbt_sh("ip -n %s link set %s down", E.srv_ns, E.srv_if), 0,
-	      "ip link set %s down", E.srv_if);
+	HT_EQ(hbt_sh("ip -n %s link set %s down", E.srv_ns, E.srv_if), 0, "ip link set %s down",
+	      E.srv_if);
 	ht_sleep_ms(1500);
 	HT_TRUE(ht_file_contains(d.err, "is down: no heartbeat reaches", NULL, 0),
 		"hbd says %s is down, in %s", E.srv_if, d.err);
 	HT_FALSE(udp_ping(u, tok, 2, 300), "no PONG while %s is down", E.srv_if);
 	HT_EQ(hbt_sh("ip -n %s link set %s up && ip -n %s route replace 10.77.0.0/16 dev %s",
-		    E.srv_ns, E.srv_if, E.srv_ns, E.srv_if),
+		     E.srv_ns, E.srv_if, E.srv_ns, E.srv_if),
 	      0, "ip link set %s up, route back", E.srv_if);
 	/* the peer notices the carrier again, routes come back */
 	for (uint16_t i = 3; i < 60 && !ok; i++)
@@ -313,8 +333,8 @@ static void bpf_unavailable(void **state)
 
 	(void)state;
 	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl load --dev no-such-nic "
-		    "--pin-path %s-2 2>%s-err.txt",
-		    E.srv_ns, E.build, E.pin, "/tmp/hbh-faults"),
+		     "--pin-path %s-2 2>%s-err.txt",
+		     E.srv_ns, E.build, E.pin, "/tmp/hbh-faults"),
 	      2, "exit code of hbctl load --dev no-such-nic (2: environment)");
 	HT_TRUE(ht_file_contains("/tmp/hbh-faults-err.txt", "no such NIC", line, sizeof(line)),
 		"hbctl says there is no such NIC");
@@ -349,12 +369,12 @@ static void pins_root_only(void **state)
 	HT_EQ(st.st_mode & 07777, 0700, "mode of the pin directory");
 	HT_EQ(st.st_uid, 0, "owner of the pin directory");
 	for (const char *const *m = (const char *const[]){ HB_MAP_CONNS, HB_MAP_SESSIONS,
-							    HB_MAP_CONFIG, HB_MAP_USTATS, NULL };
+							   HB_MAP_CONFIG, HB_MAP_USTATS, NULL };
 	     *m; m++) {
 		snprintf(path, sizeof(path), "%s/%s", E.pin, *m);
 		HT_EQ(stat(path, &st), 0, "stat of pin %s", path);
-		HT_EQ(st.st_mode & 0077, 0,
-		      "group and other bits of pin %s (nothing for them)", path);
+		HT_EQ(st.st_mode & 0077, 0, "group and other bits of pin %s (nothing for them)",
+		      path);
 	}
 	/* as nobody: neither the directory nor a map can be opened */
 	pid = fork();

@@ -188,12 +188,15 @@ static void test_welcome_flags(void **state)
 	/* the encoder refuses that length itself, so the frame is written out by hand */
 	HT_EQ(hb_encode(fx->rx, sizeof(fx->rx), HB_TCP, HB_WELCOME, 0, 0, odd, sizeof(odd)), 0,
 	      "encoding an 18-byte WELCOME");
-	struct hb_hdr h = { .magic = htons(HB_MAGIC), .version = HB_VERSION, .type = HB_WELCOME,
+	struct hb_hdr h = { .magic = htons(HB_MAGIC),
+			    .version = HB_VERSION,
+			    .type = HB_WELCOME,
 			    .len = htons(sizeof(odd)) };
 	memcpy(fx->rx, &h, sizeof(h));
 	memcpy(fx->rx + sizeof(h), odd, sizeof(odd));
 	n = sizeof(h) + sizeof(odd);
-	HT_EQ(hb_decode_stream(fx->rx, n, &f), HB_DECODE_BAD_LEN, "an 18-byte WELCOME is malformed");
+	HT_EQ(hb_decode_stream(fx->rx, n, &f), HB_DECODE_BAD_LEN,
+	      "an 18-byte WELCOME is malformed");
 }
 
 static void test_pong_matching_and_rtt(void **state)
@@ -228,7 +231,8 @@ static void test_pong_matching_and_rtt(void **state)
 	assert_int_equal(hbc_pings_outstanding(&c), 0);
 	/* a duplicate PONG, one for a seq never sent, and one from the future are strays */
 	assert_int_equal(server_says(fx, &c, HB_PONG, s1, 0, ts, 8, 5000000, &ev), HBC_EV_STRAY);
-	assert_int_equal(server_says(fx, &c, HB_PONG, s2 + 7, 0, ts, 8, 5000000, &ev), HBC_EV_STRAY);
+	assert_int_equal(server_says(fx, &c, HB_PONG, s2 + 7, 0, ts, 8, 5000000, &ev),
+			 HBC_EV_STRAY);
 	HT_GT(hbc_ping(&c, fx->buf, sizeof(fx->buf), 9000000, &s1), 0, "PING at 9 ms encoded");
 	hb_put_be64(ts, 9000000);
 	assert_int_equal(server_says(fx, &c, HB_PONG, s1, 0, ts, 8, 8000000, &ev), HBC_EV_STRAY);

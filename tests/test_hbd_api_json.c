@@ -134,14 +134,17 @@ static void peer_is_escaped(void **state)
 {
 	struct fx *fx = *state;
 	struct hbd_event ev = {
-		.kind = HBD_EV_ONLINE, .udp = 1, .device = UINT64_MAX, .session = 0xabc,
+		.kind = HBD_EV_ONLINE,
+		.udp = 1,
+		.device = UINT64_MAX,
+		.session = 0xabc,
 		.ts_ms = 1700000000123ull,
 	};
 	const char *key;
 	json_t *r, *v;
 	int i = 0;
-	static const char *const order[] = { "event", "device", "transport", "session", "ts_ms",
-					     "peer" };
+	static const char *const order[] = { "event",	"device", "transport",
+					     "session", "ts_ms",  "peer" };
 
 	r = request(fx, "subscribe\n");
 	assert_true(json_is_true(json_object_get(r, "ok")));
@@ -149,7 +152,8 @@ static void peer_is_escaped(void **state)
 	snprintf(ev.peer, sizeof(ev.peer), "%s", EVIL);
 	hbd_api_event(fx->api, &ev);
 	r = next_reply(fx);
-	json_object_foreach(r, key, v) {
+	json_object_foreach(r, key, v)
+	{
 		assert_true(i < 6);
 		assert_string_equal(key, order[i]);
 		i++;
@@ -159,8 +163,7 @@ static void peer_is_escaped(void **state)
 	/* above INT64_MAX a device id is a string of its digits (json_out.h) */
 	assert_string_equal(json_string_value(json_object_get(r, "device")),
 			    "18446744073709551615");
-	assert_string_equal(json_string_value(json_object_get(r, "session")),
-			    "0000000000000abc");
+	assert_string_equal(json_string_value(json_object_get(r, "session")), "0000000000000abc");
 	assert_int_equal(json_integer_value(json_object_get(r, "ts_ms")), 1700000000123ll);
 	assert_string_equal(json_string_value(json_object_get(r, "peer")), EVIL_READ);
 	json_decref(r);
@@ -203,8 +206,9 @@ static void replies_keep_their_keys(void **state)
 	json_decref(r);
 	HBD_STAT_ADD(&fx->d->stats[3], pings_user, 7);
 	r = request(fx, "stats\n");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "stats"),
-							    "pings_user")), 7);
+	assert_int_equal(json_integer_value(
+				 json_object_get(json_object_get(r, "stats"), "pings_user")),
+			 7);
 	assert_int_equal(json_integer_value(json_object_get(r, "subscribers")), 0);
 	assert_int_equal(json_object_size(json_object_get(r, "stats")), HB_USTATS_N);
 	json_decref(r);

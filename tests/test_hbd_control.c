@@ -26,8 +26,8 @@ static uint16_t MPORT;
 
 static int group_setup(void **state)
 {
-	static const char *const args[] = { "--no-offload", "--workers", "2", "--interval", "100",
-					    NULL };
+	static const char *const args[] = { "--no-offload", "--workers", "2",
+					    "--interval",   "100",	 NULL };
 
 	(void)state;
 	return tc_start(&D, CTL, sizeof(CTL), true, &MPORT, args);
@@ -114,8 +114,8 @@ static uint16_t expect_down_tcp(int dev_fd, const char *payload)
 	uint8_t buf[HB_MAX_FRAME];
 	struct hb_frame f;
 
-	HT_EQ(ht_recv_frame(dev_fd, buf, &f, HT_IO_MS), 1,
-	      "a frame for the device within %d ms", HT_IO_MS);
+	HT_EQ(ht_recv_frame(dev_fd, buf, &f, HT_IO_MS), 1, "a frame for the device within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_DOWN, "frame type sent to the device");
 	HT_EQ(f.len, strlen(payload), "DOWN payload length (of '%s')", payload);
 	assert_memory_equal(f.payload, payload, f.len);
@@ -131,15 +131,16 @@ static void tcp_downlink(void **state)
 	char line[512];
 
 	(void)state;
-	HT_TRUE(dev >= 0 && ctl >= 0,
-		"login of device 9 (fd %d) and control connection (fd %d)", dev, ctl);
+	HT_TRUE(dev >= 0 && ctl >= 0, "login of device 9 (fd %d) and control connection (fd %d)",
+		dev, ctl);
 	/* delivered: the device ACKs with the DOWN's seq */
 	request_send(ctl, 9, "open valve 3", 0);
 	seq = expect_down_tcp(dev, "open valve 3");
 	HT_EQ(ht_send_frame(dev, HB_ACK, seq, NULL, 0), 0, "device's ACK for DOWN %u sent", seq);
 	HT_EQ(tc_line(ctl, line, sizeof(line), HT_IO_MS), 0,
 	      "reply line to the delivered send within %d ms", HT_IO_MS);
-	assert_non_null(strstr(line, "{\"req\":1,\"ok\":true,\"status\":\"delivered\",\"device\":9"));
+	assert_non_null(
+		strstr(line, "{\"req\":1,\"ok\":true,\"status\":\"delivered\",\"device\":9"));
 	HT_EQ(tc_num(line, "seq"), seq, "seq in the reply: the DOWN's");
 	HT_GE(tc_num(line, "rtt_us"), 0, "rtt_us in the reply: %s", line);
 	/* an ACK for nothing in flight changes nothing: the session goes on */
@@ -177,8 +178,8 @@ static void udp_downlink(void **state)
 	HT_GE(ctl, 0, "connection to the control socket %s", CTL);
 	HT_NE(token, 0, "UDP login of device 5");
 	request_send(ctl, 5, "reboot at 3am", 0);
-	HT_EQ(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1,
-	      "a datagram for device 5 within %d ms", HT_IO_MS);
+	HT_EQ(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1, "a datagram for device 5 within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_DOWN, "frame type sent to device 5");
 	HT_EQ(f.token, token, "token of the DOWN (device 5's session)");
 	assert_memory_equal(f.payload, "reboot at 3am", f.len);
@@ -202,8 +203,8 @@ static void udp_downlink(void **state)
 		int next = ht_udp(false);
 
 		request_send(ctl, 5, "hop", 0);
-		HT_EQ(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1,
-		      "DOWN %d of 8 within %d ms", i + 1, HT_IO_MS);
+		HT_EQ(ht_udp_recv(dev, buf, &f, HT_IO_MS), 1, "DOWN %d of 8 within %d ms", i + 1,
+		      HT_IO_MS);
 		HT_EQ(f.type, HB_DOWN, "frame type sent to device 5 (hop %d)", i + 1);
 		HT_EQ(ht_udp_send(next, D.port, false, HB_ACK, f.seq, token, NULL, 0), 0,
 		      "ACK from a new source port sent (hop %d)", i + 1);
@@ -353,8 +354,8 @@ static void metrics_match_counters(void **state)
 		HT_TRUE(ht_expect(fd, HB_PONG, -1), "PONG %u", i);
 	}
 	HT_EQ(ht_send_frame(fd, HB_DATA, 9, "t=21", 4), 0, "DATA sent");
-	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
-	      "an answer to the DATA within %d ms", HT_IO_MS);
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer to the DATA within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_ACK, "frame type of the answer to DATA");
 	/* quiet now: the counters hold still between the two reads */
 	text = tc_curl(MPORT, "/metrics", &status);
@@ -383,8 +384,8 @@ static void metrics_match_counters(void **state)
 	HT_EQ(tc_metric(text, "hbeat_drops_total{reason=\"malformed\"}"),
 	      tc_num(line, "frames_bad"), "hbeat_drops_total malformed against frames_bad");
 	/* every daemon counter under its own name, equal to what the control socket says */
-#define CHECK(name)                                                                              \
-	snprintf(series, sizeof(series), "hbeat_daemon_counter{counter=\"%s\"}", #name);         \
+#define CHECK(name)                                                                      \
+	snprintf(series, sizeof(series), "hbeat_daemon_counter{counter=\"%s\"}", #name); \
 	HT_EQ(tc_metric(text, series), tc_num(line, #name), "%s against the stats request", series);
 	HB_USTATS(CHECK)
 #undef CHECK
@@ -466,14 +467,14 @@ static void reload_revokes_live_sessions(void **state)
 	HT_EQ(tc_req(ctl, "reload\n", line, sizeof(line)), 0, "reply to 'reload'");
 	assert_non_null(strstr(line, "\"ok\":true"));
 	HT_EQ(tc_num(line, "revoked"), 1, "'revoked' in the reload reply: %s", line);
-	HT_EQ(tc_num(line, "revoked_sessions"), 2,
-	      "'revoked_sessions' in the reload reply: %s", line);
+	HT_EQ(tc_num(line, "revoked_sessions"), 2, "'revoked_sessions' in the reload reply: %s",
+	      line);
 	HT_TRUE(ht_expect(tcp, HB_BYE, HB_BYE_REVOKED),
 		"BYE(REVOKED) to device 9 (removed from the store)");
 	HT_TRUE(ht_eof(tcp, HT_IO_MS), "close of device 9's connection");
 	close(tcp);
-	HT_EQ(ht_udp_recv(u101, buf, &f, HT_IO_MS), 1,
-	      "a datagram for device 101 within %d ms", HT_IO_MS);
+	HT_EQ(ht_udp_recv(u101, buf, &f, HT_IO_MS), 1, "a datagram for device 101 within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_BYE, "frame type sent to revoked device 101");
 	HT_EQ(be16toh(*(const uint16_t *)f.payload), HB_BYE_REVOKED, "BYE reason for device 101");
 	/* the revoked UDP session is gone: its heartbeats get nothing */
@@ -484,8 +485,8 @@ static void reload_revokes_live_sessions(void **state)
 	/* the rest of the range is untouched */
 	HT_EQ(ht_udp_send(u102, d.port, false, HB_PING, 2, t102, &ping, sizeof(ping)), 0,
 	      "PING of device 102 sent");
-	HT_EQ(ht_udp_recv(u102, buf, &f, HT_IO_MS), 1,
-	      "an answer to device 102 within %d ms", HT_IO_MS);
+	HT_EQ(ht_udp_recv(u102, buf, &f, HT_IO_MS), 1, "an answer to device 102 within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_PONG, "frame type of the answer to device 102");
 	expect_event(sub, "revoked", 9, line, sizeof(line));
 	/* and neither device gets back in */
@@ -555,16 +556,16 @@ static void sd_notify_readiness(void **state)
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/hbo-notify-%d.sock", (int)getpid());
 	unlink(sa.sun_path);
 	tc_track_sock(sa.sun_path);
-	HT_EQ(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0,
-	      "bind of the notify socket %s", sa.sun_path);
+	HT_EQ(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind of the notify socket %s",
+	      sa.sun_path);
 	/* what systemd gives a Type=notify service with WatchdogSec=0.4 */
 	setenv("NOTIFY_SOCKET", sa.sun_path, 1);
 	setenv("WATCHDOG_USEC", "400000", 1);
 	HT_EQ(ht_start(&d, args), 0, "hbd with NOTIFY_SOCKET started");
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");
-	HT_TRUE(notified(fd, "READY=1", msg, sizeof(msg), HT_IO_MS),
-		"READY=1 within %d ms", HT_IO_MS);
+	HT_TRUE(notified(fd, "READY=1", msg, sizeof(msg), HT_IO_MS), "READY=1 within %d ms",
+		HT_IO_MS);
 	assert_non_null(strstr(msg, "STATUS=0 devices online (tcp 0, udp 0)"));
 	HT_TRUE(notified(fd, "WATCHDOG=1", msg, sizeof(msg), HT_IO_MS),
 		"WATCHDOG=1 within %d ms (WatchdogSec 0.4)", HT_IO_MS);
@@ -583,12 +584,9 @@ static void sd_notify_readiness(void **state)
 int main(void)
 {
 	const struct CMUnitTest shared[] = {
-		cmocka_unit_test(control_requests),
-		cmocka_unit_test(tcp_downlink),
-		cmocka_unit_test(udp_downlink),
-		cmocka_unit_test(presence_events),
-		cmocka_unit_test(metrics_parse_addr),
-		cmocka_unit_test(metrics_match_counters),
+		cmocka_unit_test(control_requests),   cmocka_unit_test(tcp_downlink),
+		cmocka_unit_test(udp_downlink),	      cmocka_unit_test(presence_events),
+		cmocka_unit_test(metrics_parse_addr), cmocka_unit_test(metrics_match_counters),
 	};
 	const struct CMUnitTest own[] = {
 		cmocka_unit_test_teardown(reload_revokes_live_sessions, tc_reap),

@@ -25,8 +25,8 @@ static void ping_ok(int fd, uint16_t seq)
 	struct hb_frame f;
 
 	HT_EQ(ht_send_frame(fd, HB_PING, seq, &p, sizeof(p)), 0, "PING %u sent", seq);
-	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
-	      "an answer to PING %u within %d ms", seq, HT_IO_MS);
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer to PING %u within %d ms", seq,
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_PONG, "frame type of the answer to PING %u", seq);
 	HT_EQ(f.seq, seq, "sequence number of the PONG");
 }
@@ -74,8 +74,8 @@ static void stop_expect(struct ht_daemon *d, const char *counter, long long at_l
 
 static void max_per_source(void **state)
 {
-	static const char *const args[] = { "--no-offload", "--workers", "2", "--max-per-source",
-					    "3", NULL };
+	static const char *const args[] = { "--no-offload",	"--workers", "2",
+					    "--max-per-source", "3",	     NULL };
 	struct ht_daemon d;
 	int a[3], extra, other, again = -1;
 
@@ -125,8 +125,8 @@ static void hello_timeout(void **state)
 	HT_EQ(ht_start(&d, args), 0, "hbd with --hello-timeout 0.5 started");
 	good = ht_tcp_login(d.port, 1, false, NULL);
 	slow = ht_tcp(d.port, false);
-	HT_TRUE(good >= 0 && slow >= 0,
-		"the good login (fd %d) and the slow connection (fd %d)", good, slow);
+	HT_TRUE(good >= 0 && slow >= 0, "the good login (fd %d) and the slow connection (fd %d)",
+		good, slow);
 	ht_hello(&h, 2, 0);
 	n = hb_encode(frame, sizeof(frame), HB_TCP, HB_HELLO, 1, 0, &h, sizeof(h));
 	t0 = ht_now_ms();
@@ -158,8 +158,9 @@ static void send_bad_hello(int fd, uint64_t dev)
 /* Failed HELLOs are rate limited per source, on TCP and UDP; other sources are unaffected. */
 static void auth_failures_rate_limited(void **state)
 {
-	static const char *const args[] = { "--no-offload", "--auth-fail-rate", "2",
-					    "--auth-fail-burst", "3", NULL };
+	static const char *const args[] = {
+		"--no-offload", "--auth-fail-rate", "2", "--auth-fail-burst", "3", NULL
+	};
 	uint8_t buf[HB_MAX_FRAME];
 	struct hb_frame f;
 	struct hb_hello h;
@@ -220,8 +221,8 @@ static void auth_failures_rate_limited(void **state)
 /* DATA beyond --data-rate: TCP gets ERROR(RATE) and is closed, UDP is not ACKed. */
 static void data_rate(void **state)
 {
-	static const char *const args[] = { "--no-offload", "--data-rate", "1", "--data-burst",
-					    "5", NULL };
+	static const char *const args[] = { "--no-offload", "--data-rate", "1",
+					    "--data-burst", "5",	   NULL };
 	uint8_t buf[HB_MAX_FRAME];
 	struct ht_daemon d;
 	struct hb_frame f;
@@ -232,8 +233,8 @@ static void data_rate(void **state)
 	HT_EQ(ht_start(&d, args), 0, "hbd with --data-rate 1 --data-burst 5 started");
 	fd = ht_tcp_login(d.port, 1, false, NULL);
 	other = ht_tcp_login(d.port, 2, false, NULL);
-	HT_TRUE(fd >= 0 && other >= 0,
-		"logins of device 1 (fd %d) and device 2 (fd %d)", fd, other);
+	HT_TRUE(fd >= 0 && other >= 0, "logins of device 1 (fd %d) and device 2 (fd %d)", fd,
+		other);
 	for (uint16_t i = 0; i < 5; i++) {
 		HT_EQ(ht_send_frame(fd, HB_DATA, i, "d", 1), 0, "DATA %u of the burst sent", i);
 		HT_TRUE(ht_expect(fd, HB_ACK, -1), "ACK for DATA %u of the burst", i);
@@ -253,8 +254,8 @@ static void data_rate(void **state)
 	for (uint16_t i = 0; i < 5; i++) {
 		HT_EQ(ht_udp_send(u, d.port, false, HB_DATA, i, tok, "u", 1), 0,
 		      "UDP DATA %u of the burst sent", i);
-		HT_EQ(ht_udp_recv(u, buf, &f, HT_IO_MS), 1,
-		      "an answer to UDP DATA %u within %d ms", i, HT_IO_MS);
+		HT_EQ(ht_udp_recv(u, buf, &f, HT_IO_MS), 1, "an answer to UDP DATA %u within %d ms",
+		      i, HT_IO_MS);
 		HT_EQ(f.type, HB_ACK, "frame type of the answer to UDP DATA %u", i);
 	}
 	HT_EQ(ht_udp_send(u, d.port, false, HB_DATA, 5, tok, "u", 1), 0,
@@ -313,7 +314,8 @@ static void slow_reader(void **state)
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
 	{
-		struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(d.port),
+		struct sockaddr_in s4 = { .sin_family = AF_INET,
+					  .sin_port = htons(d.port),
 					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 		struct hb_hello h;
 
@@ -348,8 +350,8 @@ static void slow_reader(void **state)
  */
 static void accept_rate(void **state)
 {
-	static const char *const args[] = { "--no-offload", "--workers", "1", "--accept-rate",
-					    "40", NULL };
+	static const char *const args[] = { "--no-offload",  "--workers", "1",
+					    "--accept-rate", "40",	  NULL };
 	enum { N = 100 };
 	struct ht_daemon d;
 	struct hb_hello h;
@@ -400,8 +402,8 @@ static void udp_max_clients(void **state)
 	ht_hello(&h, 3, 0);
 	HT_EQ(ht_udp_send(u[2], d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0,
 	      "UDP HELLO of a third device sent");
-	HT_EQ(ht_udp_recv(u[2], buf, &f, HT_IO_MS), 1,
-	      "an answer to the third HELLO within %d ms", HT_IO_MS);
+	HT_EQ(ht_udp_recv(u[2], buf, &f, HT_IO_MS), 1, "an answer to the third HELLO within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_ERROR, "frame type of the answer to a third device");
 	HT_EQ(be16toh(*(uint16_t *)f.payload), HB_ERR_FULL, "ERROR code for a third device");
 	for (int i = 0; i < 3; i++)

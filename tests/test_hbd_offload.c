@@ -32,8 +32,8 @@ struct pins {
 static struct pins P;
 static struct ht_daemon D;
 
-static const char *const pin_names[] = { HB_MAP_CONNS,	 HB_MAP_SESSIONS, HB_MAP_CONFIG,
-					 HB_MAP_USTATS,	 HB_MAP_SEEN,	  HB_MAP_SOCKHASH };
+static const char *const pin_names[] = { HB_MAP_CONNS,	HB_MAP_SESSIONS, HB_MAP_CONFIG,
+					 HB_MAP_USTATS, HB_MAP_SEEN,	 HB_MAP_SOCKHASH };
 #define NPINS 6
 
 static struct pins live_pins[4]; /* by value: found again after a failed assertion */
@@ -79,9 +79,9 @@ static int make_pins(struct pins *p, const char *tag, bool mmapable_config, bool
 		return -1;
 	p->conns = bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_CONNS, sizeof(struct hb_conn_key),
 				  conn_value_size, pins_max_entries, NULL);
-	p->sessions = bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_SESSIONS,
-				     sizeof(struct hb_session_key), sizeof(struct hb_session),
-				     pins_max_entries, NULL);
+	p->sessions =
+		bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_SESSIONS, sizeof(struct hb_session_key),
+			       sizeof(struct hb_session), pins_max_entries, NULL);
 	p->config = bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_CONFIG, sizeof(__u32),
 				   sizeof(struct hb_config), 1, mmapable_config ? &mm : NULL);
 	if (with_ustats)
@@ -90,9 +90,9 @@ static int make_pins(struct pins *p, const char *tag, bool mmapable_config, bool
 	if (pins_seen_entries)
 		p->seen = bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_SEEN, sizeof(__u32),
 					 sizeof(__u64), pins_seen_entries, &mm);
-	p->sockhash = bpf_map_create(BPF_MAP_TYPE_SOCKHASH, HB_MAP_SOCKHASH,
-				     sizeof(struct hb_conn_key), sizeof(__u64), pins_sockhash_entries,
-				     NULL);
+	p->sockhash =
+		bpf_map_create(BPF_MAP_TYPE_SOCKHASH, HB_MAP_SOCKHASH, sizeof(struct hb_conn_key),
+			       sizeof(__u64), pins_sockhash_entries, NULL);
 	for (unsigned i = 0; i < NPINS; i++) {
 		if ((i == 3 && !with_ustats) || (i == 4 && !pins_seen_entries))
 			continue;
@@ -129,8 +129,8 @@ static int reap_all(void **state)
 static int group_setup(void **state)
 {
 	char path[160];
-	const char *args[] = { "--pin-path", path, "--interval", "0.3", "--grace", "2",
-			       "--workers", "2", NULL };
+	const char *args[] = { "--pin-path", path,	  "--interval", "0.3", "--grace",
+			       "2",	     "--workers", "2",		NULL };
 
 	(void)state;
 	if (make_pins(&P, "main", true, true, sizeof(struct hb_conn)))
@@ -168,7 +168,8 @@ static int group_teardown(void **state)
 		fprintf(stderr, "daemon exit %d\n", rc);
 	/* a stopped daemon leaves a stale stamp and no admitted clients behind */
 	if (bpf_map_lookup_elem(P.config, &zero, &cfg) || cfg.alive_ns != 0) {
-		fprintf(stderr, "config.alive_ns %llu after exit\n", (unsigned long long)cfg.alive_ns);
+		fprintf(stderr, "config.alive_ns %llu after exit\n",
+			(unsigned long long)cfg.alive_ns);
 		rc = -1;
 	}
 	if (count_entries(P.conns, 8) || count_entries(P.sessions, 8) ||
@@ -308,8 +309,8 @@ static void sockhash_full(void **state)
 static void ready_line_says_offload(void **state)
 {
 	(void)state;
-	HT_TRUE(ht_file_contains(D.err, "mode=offload", NULL, 0),
-		"'mode=offload' in hbd's log %s", D.err);
+	HT_TRUE(ht_file_contains(D.err, "mode=offload", NULL, 0), "'mode=offload' in hbd's log %s",
+		D.err);
 	HT_TRUE(ht_file_contains(D.err, "publishing counters", NULL, 0),
 		"'publishing counters' in hbd's log %s", D.err);
 }
@@ -455,8 +456,8 @@ static void rewrite_keys(bool revoke)
 	FILE *f;
 
 	if (!revoke) {
-		HT_EQ(ht_write_keys(D.keys), 0,
-		      "the harness's key store written back to %s", D.keys);
+		HT_EQ(ht_write_keys(D.keys), 0, "the harness's key store written back to %s",
+		      D.keys);
 		return;
 	}
 	f = fopen(D.keys, "w");
@@ -545,13 +546,13 @@ static void pings_reaching_daemon_are_answered_and_counted(void **state)
 	HT_GE(fd, 0, "IPv6 login of device 5");
 	/* no verdict program here, so the PING reaches hbd: answered, and counted as such */
 	HT_EQ(ht_send_frame(fd, HB_PING, 3, &p, sizeof(p)), 0, "PING sent");
-	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
-	      "an answer to the PING within %d ms", HT_IO_MS);
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer to the PING within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_PONG, "frame type of the answer to the PING");
 	close(fd);
 	for (__u32 i = 0; i < HB_MAX_WORKERS; i++) {
-		HT_EQ(bpf_map_lookup_elem(P.ustats, &i, &u), 0,
-		      "published counters of worker %u", i);
+		HT_EQ(bpf_map_lookup_elem(P.ustats, &i, &u), 0, "published counters of worker %u",
+		      i);
 		sum += u.pings_user;
 	}
 	HT_GE(sum, 1, "pings_user summed over the workers");
@@ -589,8 +590,8 @@ static void expiry_reads_seen_stamps(void **state)
 	snprintf(path, sizeof(path), "%s", p.dir);
 	/* reap_all unpins on failure */
 	HT_EQ(ht_start(&d, args), 0, "hbd with the seen array started");
-	HT_TRUE(ht_file_contains(d.err, "mode=offload", NULL, 0),
-		"'mode=offload' in hbd's log %s", d.err);
+	HT_TRUE(ht_file_contains(d.err, "mode=offload", NULL, 0), "'mode=offload' in hbd's log %s",
+		d.err);
 	HT_FALSE(ht_file_contains(d.err, "no heartbeat stamps", NULL, 0),
 		 "'no heartbeat stamps' in hbd's log %s", d.err);
 
@@ -604,8 +605,8 @@ static void expiry_reads_seen_stamps(void **state)
 	tcp = ht_tcp_login(d.port, 121, false, NULL);
 	HT_GE(tcp, 0, "login of device 121");
 	HT_TRUE(find_conn_in(p.conns, 121, &cookie, &cv), "conns entry of device 121");
-	HT_TRUE(cv.seen_slot > 0 && cv.seen_slot < n,
-		"seen slot %u of device 121 within 1..%u", cv.seen_slot, n - 1);
+	HT_TRUE(cv.seen_slot > 0 && cv.seen_slot < n, "seen slot %u of device 121 within 1..%u",
+		cv.seen_slot, n - 1);
 	udp = ht_udp(false);
 	sk.token = ht_udp_login(udp, d.port, false, 122);
 	HT_NE(sk.token, 0, "UDP login of device 122");
@@ -657,8 +658,9 @@ static void authed_connection_waits_for_its_timeout(void **state)
 	struct pins p;
 	struct ht_daemon d;
 	char path[160];
-	const char *args[] = { "--pin-path", path, "--interval", "2", "--hello-timeout", "0.2",
-			       NULL };
+	const char *args[] = {
+		"--pin-path", path, "--interval", "2", "--hello-timeout", "0.2", NULL
+	};
 	int fd;
 
 	(void)state;
@@ -699,8 +701,7 @@ static void seen_smaller_than_the_daemon(void **state)
 	pins_seen_entries = 0;
 	snprintf(path, sizeof(path), "%s", p.dir);
 	/* reap_all unpins on failure */
-	HT_EQ(ht_start(&d, args), 0,
-	      "hbd with a seen array of 8 slots started");
+	HT_EQ(ht_start(&d, args), 0, "hbd with a seen array of 8 slots started");
 	HT_TRUE(ht_file_contains(d.err, "holds 8 heartbeat stamps, fewer than", NULL, 0),
 		"the 'fewer than' line for the small seen array in %s", d.err);
 	udp = ht_udp(false);
@@ -737,10 +738,9 @@ static void stamp_without_mmap(void **state)
 	      "loader's fields written into the config map");
 	snprintf(path, sizeof(path), "%s", p.dir);
 	/* reap_all unpins on failure */
-	HT_EQ(ht_start(&d, args), 0,
-	      "hbd with a config map it cannot mmap started");
-	HT_TRUE(ht_file_contains(d.err, "mode=offload", NULL, 0),
-		"'mode=offload' in hbd's log %s", d.err);
+	HT_EQ(ht_start(&d, args), 0, "hbd with a config map it cannot mmap started");
+	HT_TRUE(ht_file_contains(d.err, "mode=offload", NULL, 0), "'mode=offload' in hbd's log %s",
+		d.err);
 	ht_sleep_ms(600);
 	HT_EQ(bpf_map_lookup_elem(p.config, &zero, &b), 0, "config entry after 0.6 s");
 	HT_TRUE(b.alive_ns > 0 && hbt_now_ns() - b.alive_ns < 1000000000ull,
@@ -844,15 +844,15 @@ static void tcp_user_path(void **state)
 	      "config with tcp_path HB_TCP_USER written");
 	snprintf(path, sizeof(path), "%s", p.dir);
 	HT_EQ(ht_start(&d, args), 0, "hbd with config.tcp_path user started");
-	HT_TRUE(ht_file_contains(d.err, "mode=offload", NULL, 0),
-		"'mode=offload' in hbd's log %s", d.err);
-	HT_TRUE(ht_file_contains(d.err, "--tcp user", NULL, 0),
-		"'--tcp user' in hbd's log %s", d.err);
+	HT_TRUE(ht_file_contains(d.err, "mode=offload", NULL, 0), "'mode=offload' in hbd's log %s",
+		d.err);
+	HT_TRUE(ht_file_contains(d.err, "--tcp user", NULL, 0), "'--tcp user' in hbd's log %s",
+		d.err);
 	fd = ht_tcp_login(d.port, 1, false, NULL);
 	HT_GE(fd, 0, "login of device 1");
 	HT_EQ(ht_send_frame(fd, HB_PING, 2, &ping, sizeof(ping)), 0, "PING sent");
-	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
-	      "an answer to the PING within %d ms", HT_IO_MS);
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer to the PING within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_PONG, "frame type of the answer (from hbd itself)");
 	HT_EQ(count_entries(p.conns, 8), 0, "conns entries with --tcp user");
 	HT_NE(ht_udp_login(ufd, d.port, false, 2), 0, "UDP login of device 2");
@@ -950,8 +950,8 @@ static void full_map(void **state)
 		}
 		HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 		HT_EQ(ht_exit_stat(&d, "map_full"), 2, "the map_full exit counter");
-		HT_TRUE(ht_file_contains(d.err, "map full", NULL, 0),
-			"'map full' in hbd's log %s", d.err);
+		HT_TRUE(ht_file_contains(d.err, "map full", NULL, 0), "'map full' in hbd's log %s",
+			d.err);
 		ht_cleanup(&d);
 	}
 	unpin_all(&p);

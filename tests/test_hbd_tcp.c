@@ -19,8 +19,8 @@ static struct ht_daemon D; /* one daemon for the group; the tests that need thei
 static int group_setup(void **state)
 {
 	/* a long interval: nothing in this group may expire, even under valgrind */
-	static const char *const args[] = { "--no-offload", "--workers", "2", "--interval", "100",
-					    NULL };
+	static const char *const args[] = { "--no-offload", "--workers", "2",
+					    "--interval",   "100",	 NULL };
 
 	(void)state;
 	return ht_start(&D, args);
@@ -50,8 +50,8 @@ static void ping(int fd, uint16_t seq, uint64_t ts)
 	struct hb_frame f;
 
 	HT_EQ(ht_send_frame(fd, HB_PING, seq, &p, sizeof(p)), 0, "PING %u sent", seq);
-	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1,
-	      "an answer to PING %u within %d ms", seq, HT_IO_MS);
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer to PING %u within %d ms", seq,
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_PONG, "frame type of the answer to PING %u", seq);
 	HT_EQ(f.seq, seq, "sequence number of the PONG");
 	HT_EQ(f.len, sizeof(p), "PONG payload length (the PING's)");
@@ -193,7 +193,8 @@ static void data_ack_and_sink(void **state)
 	/* the ACK means the line is written already: no waiting needed */
 	HT_TRUE(ht_file_contains(D.sink, "\"payload\":\"aGVsbG8=\"", line, sizeof(line)),
 		"sink line with DATA 900's payload (written before the ACK): %s", D.sink);
-	assert_non_null(strstr(line, "{\"device\":6,\"transport\":\"tcp\",\"seq\":900,\"time\":\""));
+	assert_non_null(
+		strstr(line, "{\"device\":6,\"transport\":\"tcp\",\"seq\":900,\"time\":\""));
 	assert_non_null(strstr(line, "Z\",\"payload\""));
 	for (size_t i = 0; i < sizeof(bin); i++)
 		bin[i] = (uint8_t)(255 - i);
@@ -202,8 +203,8 @@ static void data_ack_and_sink(void **state)
 	HT_TRUE(ht_expect(fd, HB_ACK, -1), "ACK for DATA 901");
 	EVP_EncodeBlock(b64, bin, sizeof(bin));
 	snprintf(needle, sizeof(needle), "\"seq\":901,%s", "");
-	HT_TRUE(sink_has(needle, line, sizeof(line)),
-		"sink line for DATA 901 within 3 s: %s", D.sink);
+	HT_TRUE(sink_has(needle, line, sizeof(line)), "sink line for DATA 901 within 3 s: %s",
+		D.sink);
 	snprintf(needle, sizeof(needle), "\"payload\":\"%s\"}", b64);
 	assert_non_null(strstr(line, needle));
 	close(fd);
@@ -248,7 +249,8 @@ static void coalesced_frames(void **state)
 	for (uint16_t i = 0; i < 20; i++) {
 		struct hb_ping p = { .ts = htobe64(i) };
 
-		n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_PING, i, 0, &p, sizeof(p));
+		n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_PING, i, 0, &p,
+			       sizeof(p));
 	}
 	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_ECHO, 100, 0, "abc", 3);
 	n += hb_encode(stream + n, sizeof(stream) - n, HB_TCP, HB_DATA, 101, 0, "zz", 2);
@@ -272,17 +274,21 @@ static void coalesced_frames(void **state)
 		pong |= f.type == HB_PONG && f.seq == 102;
 		ack |= f.type == HB_ACK && f.seq == 101;
 	}
-	HT_TRUE(echo && pong && ack,
-		"ECHO 100 (%d), PONG 102 (%d) and ACK 101 (%d) all came", echo, pong, ack);
+	HT_TRUE(echo && pong && ack, "ECHO 100 (%d), PONG 102 (%d) and ACK 101 (%d) all came", echo,
+		pong, ack);
 	close(fd);
 }
 
 static void malformed_closes_only_that_client(void **state)
 {
 	uint8_t junk[16] = "GET / HTTP/1.1\r\n";
-	struct hb_hdr big = { .magic = htons(HB_MAGIC), .version = HB_VERSION, .type = HB_ECHO,
+	struct hb_hdr big = { .magic = htons(HB_MAGIC),
+			      .version = HB_VERSION,
+			      .type = HB_ECHO,
 			      .len = htons(HB_MAX_PAYLOAD + 1) };
-	struct hb_hdr ver = { .magic = htons(HB_MAGIC), .version = 9, .type = HB_PING,
+	struct hb_hdr ver = { .magic = htons(HB_MAGIC),
+			      .version = 9,
+			      .type = HB_PING,
 			      .len = htons(8) };
 	int good = ht_tcp_login(D.port, 9, false, NULL), bad;
 
@@ -374,8 +380,8 @@ static void many_clients(void **state)
 /* Needs its own daemon: a capacity of 2 clients. */
 static void full_refuses_cleanly(void **state)
 {
-	static const char *const args[] = { "--no-offload", "--workers", "1", "--max-clients",
-					    "2", NULL };
+	static const char *const args[] = { "--no-offload",  "--workers", "1",
+					    "--max-clients", "2",	  NULL };
 	struct ht_daemon d;
 	int a, b, c;
 

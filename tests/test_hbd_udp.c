@@ -19,8 +19,8 @@ static struct ht_daemon D;
 
 static int group_setup(void **state)
 {
-	static const char *const args[] = { "--no-offload", "--workers", "2", "--interval", "100",
-					    NULL };
+	static const char *const args[] = { "--no-offload", "--workers", "2",
+					    "--interval",   "100",	 NULL };
 
 	(void)state;
 	return ht_start(&D, args);
@@ -48,10 +48,10 @@ static void udp_ping(int fd, uint16_t port, bool v6, uint64_t token, uint16_t se
 	struct hb_ping p = { .ts = htobe64(0xabcdef0000000000ull | seq) };
 	struct hb_frame f;
 
-	HT_EQ(ht_udp_send(fd, port, v6, HB_PING, seq, token, &p, sizeof(p)), 0,
-	      "PING %u sent", seq);
-	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
-	      "an answer to PING %u within %d ms", seq, HT_IO_MS);
+	HT_EQ(ht_udp_send(fd, port, v6, HB_PING, seq, token, &p, sizeof(p)), 0, "PING %u sent",
+	      seq);
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "an answer to PING %u within %d ms", seq,
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_PONG, "frame type of the answer to PING %u", seq);
 	HT_EQ(f.seq, seq, "sequence number of the PONG");
 	HT_EQ(f.token, token, "session token of the PONG");
@@ -126,8 +126,8 @@ static void malformed_gets_nothing(void **state)
 	uint8_t huge[3000] = { 0 };
 
 	memcpy(huge, buf, n);
-	HT_EQ(ht_udp_send_raw(fd, D.port, huge, sizeof(huge)), 0,
-	      "%zu-byte datagram sent", sizeof(huge));
+	HT_EQ(ht_udp_send_raw(fd, D.port, huge, sizeof(huge)), 0, "%zu-byte datagram sent",
+	      sizeof(huge));
 	HT_TRUE(silent(fd), "no answer to a datagram larger than any frame");
 	udp_ping(fd, D.port, false, tok, 9); /* the session is unharmed */
 	close(fd);
@@ -145,8 +145,8 @@ static void bad_mac_and_replay(void **state)
 	h.mac[5] ^= 0x80;
 	HT_EQ(ht_udp_send(fd, D.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0,
 	      "HELLO with a bad MAC sent");
-	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
-	      "an answer to the bad HELLO within %d ms", HT_IO_MS);
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "an answer to the bad HELLO within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_ERROR, "frame type of the answer to a bad MAC");
 	HT_EQ(be16toh(*(uint16_t *)f.payload), HB_ERR_AUTH, "ERROR code for a bad MAC");
 	HT_EQ(f.token, 0, "token of the ERROR (no session)");
@@ -154,13 +154,13 @@ static void bad_mac_and_replay(void **state)
 	ht_hello(&h, 4, 0);
 	HT_EQ(ht_udp_send(fd, D.port, false, HB_HELLO, 2, 0, &h, sizeof(h)), 0,
 	      "good HELLO of device 4 sent");
-	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
-	      "an answer to the good HELLO within %d ms", HT_IO_MS);
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "an answer to the good HELLO within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_WELCOME, "frame type of the answer to a good HELLO");
 	HT_EQ(ht_udp_send(fd, D.port, false, HB_HELLO, 3, 0, &h, sizeof(h)), 0,
 	      "replayed HELLO sent");
-	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
-	      "an answer to the replayed HELLO within %d ms", HT_IO_MS);
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "an answer to the replayed HELLO within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_ERROR, "frame type of the answer to a replayed HELLO");
 	close(fd);
 }
@@ -176,8 +176,8 @@ static void echo_data_ack_sink(void **state)
 	(void)state;
 	HT_NE(tok, 0, "UDP login of device 5");
 	HT_EQ(ht_udp_send(fd, D.port, false, HB_ECHO, 7, tok, "verbatim", 8), 0, "ECHO sent");
-	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
-	      "an answer to the ECHO within %d ms", HT_IO_MS);
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "an answer to the ECHO within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_ECHO, "frame type of the answer to an ECHO");
 	HT_EQ(f.seq, 7, "sequence number of the reflected ECHO");
 	assert_memory_equal(f.payload, "verbatim", 8);
@@ -240,8 +240,8 @@ static void second_hello_supersedes(void **state)
 	ht_sleep_ms(2);
 	tb = ht_udp_login(b, D.port, true, 8);
 	HT_NE(tb, 0, "second UDP login of device 8 (IPv6)");
-	HT_EQ(ht_udp_recv(a, buf, &f, HT_IO_MS), 1,
-	      "a datagram for the first session within %d ms", HT_IO_MS);
+	HT_EQ(ht_udp_recv(a, buf, &f, HT_IO_MS), 1, "a datagram for the first session within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_BYE, "frame type sent to the superseded session");
 	HT_EQ(be16toh(*(uint16_t *)f.payload), HB_BYE_SUPERSEDED,
 	      "BYE reason for the superseded session");
@@ -285,8 +285,7 @@ static void silent_session_expires(void **state)
 	HT_EQ(ht_start(&d, args), 0, "hbd with --interval 0.2 started");
 	tq = ht_udp_login(quiet, d.port, false, 1);
 	tc = ht_udp_login(chatty, d.port, false, 2);
-	HT_TRUE(tq && tc,
-		"logins of the quiet (token %#llx) and the chatty (%#llx) device",
+	HT_TRUE(tq && tc, "logins of the quiet (token %#llx) and the chatty (%#llx) device",
 		(unsigned long long)tq, (unsigned long long)tc);
 	for (int i = 0; i < 10; i++) {
 		udp_ping(chatty, d.port, false, tc, (uint16_t)i);
@@ -359,8 +358,8 @@ static void ipv4_bind(void **state)
 	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "an answer to DATA within %d ms", HT_IO_MS);
 	HT_EQ(f.type, HB_ACK, "frame type of the answer to DATA");
 	kill(d.pid, SIGTERM);
-	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1,
-	      "a datagram after SIGTERM within %d ms", HT_IO_MS);
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "a datagram after SIGTERM within %d ms",
+	      HT_IO_MS);
 	HT_EQ(f.type, HB_BYE, "frame type sent on SIGTERM");
 	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);

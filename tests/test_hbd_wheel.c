@@ -221,8 +221,8 @@ static void devices_grow_and_sweep_sized(size_t expect)
 
 	assert_int_equal(hbd_devices_init(&t, expect), 0);
 	for (uint64_t id = 1; id <= n; id++)
-		assert_int_equal(hbd_devices_hello(t, id, 1000 + id, id % 2 ? hbd_loc(0, 0, 0, 1) : 0,
-						   &old),
+		assert_int_equal(hbd_devices_hello(t, id, 1000 + id,
+						   id % 2 ? hbd_loc(0, 0, 0, 1) : 0, &old),
 				 0);
 	assert_int_equal(hbd_devices_count(t), n);
 	/* sweep: odd ids have a session and stay; even ids are past the window and go */
@@ -300,16 +300,17 @@ static void sink_line_format(void **state)
 
 	(void)state;
 	n = hbd_sink_format(line, sizeof(line), 42, false, 7, &ts, "hello", 5);
-	assert_string_equal(line, "{\"device\":42,\"transport\":\"tcp\",\"seq\":7,"
-				  "\"time\":\"2023-11-14T22:13:20.123Z\",\"payload\":\"aGVsbG8=\"}\n");
+	assert_string_equal(line,
+			    "{\"device\":42,\"transport\":\"tcp\",\"seq\":7,"
+			    "\"time\":\"2023-11-14T22:13:20.123Z\",\"payload\":\"aGVsbG8=\"}\n");
 	assert_int_equal(n, strlen(line));
 	n = hbd_sink_format(line, sizeof(line), 1, true, 65535, &ts, "\xff\x00", 2);
 	assert_non_null(strstr(line, "\"transport\":\"udp\",\"seq\":65535"));
 	assert_non_null(strstr(line, "\"payload\":\"/wA=\""));
 	memset(big, 0xab, sizeof(big));
 	/* the largest payload fits the line budget; a too small buffer is refused */
-	HT_TRUE(hbd_sink_format(line, sizeof(line), UINT64_MAX, true, 1, &ts, big,
-				sizeof(big)) > 1368,
+	HT_TRUE(hbd_sink_format(line, sizeof(line), UINT64_MAX, true, 1, &ts, big, sizeof(big)) >
+			1368,
 		"sink line of the largest payload (it fits the line budget)");
 	assert_int_equal(hbd_sink_format(line, 50, 1, true, 1, &ts, big, sizeof(big)), 0);
 	assert_int_equal(hbd_sink_format(line, sizeof(line), 1, true, 1, &ts, big,
@@ -359,8 +360,8 @@ static void plan_rings(void **state)
 		"plan for 10000 clients: %u slots x %u workers", p.slots, p.workers);
 	assert_int_equal(hbd_plan_workers(500000, 0, 2, 20000, &p), 0);
 	HT_GE(p.workers, 28, "workers for 500000 clients within 20000 fds");
-	HT_LE(p.slots, 20000 - HBD_SLOT_RESERVE,
-	      "slots a ring with %d fds kept in reserve", HBD_SLOT_RESERVE);
+	HT_LE(p.slots, 20000 - HBD_SLOT_RESERVE, "slots a ring with %d fds kept in reserve",
+	      HBD_SLOT_RESERVE);
 	HT_GE((uint64_t)p.slots * p.workers, 540000,
 	      "slots x workers for 500000 clients with 8%% spare (%u x %u)", p.slots, p.workers);
 	/* a host with a high limit keeps one ring per CPU */
@@ -450,8 +451,9 @@ static void stats_json(void **state)
 static void args(void **state)
 {
 	struct hbd_config c;
-	char *ok[] = { "hbd", "--keys", "k", "--interval", "0.2", "--expiry-mult", "2",
-		       "--max-clients", "5", "--no-offload", "--bind", "127.0.0.1", NULL };
+	char *ok[] = { "hbd", "--keys",	       "k", "--interval",   "0.2",    "--expiry-mult",
+		       "2",   "--max-clients", "5", "--no-offload", "--bind", "127.0.0.1",
+		       NULL };
 	char *bad[] = { "hbd", "--keys", "k", "--interval", "abc", NULL };
 	char *nokeys[] = { "hbd", NULL };
 	char *rx[] = { "hbd", "--keys", "k", "--rx-buffers", "100", NULL };
@@ -459,8 +461,8 @@ static void args(void **state)
 	(void)state;
 	hbd_config_defaults(&c);
 	assert_int_equal(hbd_parse_args(12, ok, &c), 0);
-	HT_TRUE(c.interval_s > 0.19 && c.interval_s < 0.21,
-		"--interval 0.2 parsed as %f", c.interval_s);
+	HT_TRUE(c.interval_s > 0.19 && c.interval_s < 0.21, "--interval 0.2 parsed as %f",
+		c.interval_s);
 	assert_int_equal(c.max_clients, 5);
 	HT_TRUE(c.no_offload, "--no-offload parsed");
 	assert_string_equal(c.bind, "127.0.0.1");

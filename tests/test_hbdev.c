@@ -23,8 +23,8 @@ static char CTL[108];
 
 static int group_setup(void **state)
 {
-	static const char *const args[] = { "--no-offload", "--workers", "2", "--interval", "0.2",
-					    "--expiry-mult", "10", NULL };
+	static const char *const args[] = { "--no-offload", "--workers",     "2",  "--interval",
+					    "0.2",	    "--expiry-mult", "10", NULL };
 
 	(void)state;
 	return tc_start(&D, CTL, sizeof(CTL), false, NULL, args);
@@ -108,8 +108,8 @@ static void session(enum hb_transport t, uint64_t id)
 		}
 	assert_in_range(pongs, 3, 8);
 	/* DATA: acknowledged once written */
-	HT_EQ(hbdev_send(d, "t=21.5", 6, HT_IO_MS), 0,
-	      "DATA sent and ACKed within %d ms", HT_IO_MS);
+	HT_EQ(hbdev_send(d, "t=21.5", 6, HT_IO_MS), 0, "DATA sent and ACKed within %d ms",
+	      HT_IO_MS);
 	snprintf(want, sizeof(want), "\"device\":%" PRIu64 ",\"transport\":\"%s\"", id,
 		 t == HB_UDP ? "udp" : "tcp");
 	HT_TRUE(ht_file_contains(D.sink, want, line, sizeof(line)),
@@ -144,8 +144,12 @@ static void refused_hello_backs_off(void **state)
 {
 	const struct hbc_backoff bo = { .base_ms = 100, .max_ms = 400, .jitter_pct = 0 };
 	uint8_t wrong[16] = { 1 };
-	struct hbdev_config cfg = { .host = "127.0.0.1", .port = D.port, .transport = HB_TCP,
-				    .device_id = 4, .secret = wrong, .secret_len = 16,
+	struct hbdev_config cfg = { .host = "127.0.0.1",
+				    .port = D.port,
+				    .transport = HB_TCP,
+				    .device_id = 4,
+				    .secret = wrong,
+				    .secret_len = 16,
 				    .backoff = bo };
 	uint64_t t[5];
 	struct hbdev *d;
@@ -173,11 +177,11 @@ static void refused_hello_backs_off(void **state)
 
 static void reconnects_after_restart(void **state)
 {
-	static const char *const args[] = { "--no-offload", "--workers", "1", "--interval", "0.2",
-					    NULL };
+	static const char *const args[] = { "--no-offload", "--workers", "1",
+					    "--interval",   "0.2",	 NULL };
 	const struct hbc_backoff bo = { .base_ms = 50, .max_ms = 400, .jitter_pct = 100 };
-	const char *again[] = { "--no-offload", "--workers", "1", "--interval", "0.2", "--port",
-				NULL, NULL };
+	const char *again[] = { "--no-offload", "--workers", "1",  "--interval",
+				"0.2",		"--port",    NULL, NULL };
 	struct ht_daemon a, b;
 	struct hbdev *d;
 	struct hbdev_ev ev;
@@ -225,8 +229,8 @@ static void revoked_device_is_told(void **state)
 	fprintf(f, "150 revoked\n");
 	fclose(f);
 	HT_EQ(tc_req(CTL, "reload\n", line, sizeof(line)), 0, "reply to 'reload'");
-	HT_EQ(tc_num(line, "revoked_sessions"), 1,
-	      "'revoked_sessions' in the reload reply: %s", line);
+	HT_EQ(tc_num(line, "revoked_sessions"), 1, "'revoked_sessions' in the reload reply: %s",
+	      line);
 	wait_event(d, HBDEV_EV_DISCONNECTED, HT_IO_MS, &ev);
 	HT_EQ(ev.code, HB_BYE_REVOKED, "BYE reason for revoked device 150");
 	wait_event(d, HBDEV_EV_AUTH_FAILED, 5000, &ev);

@@ -64,9 +64,18 @@ static int start(void **state, int family, uint32_t interval_ms)
 	return 0;
 }
 
-static int setup4(void **state) { return start(state, AF_INET, 200); }
-static int setup4_fast(void **state) { return start(state, AF_INET, 100); }
-static int setup6(void **state) { return start(state, AF_INET6, 200); }
+static int setup4(void **state)
+{
+	return start(state, AF_INET, 200);
+}
+static int setup4_fast(void **state)
+{
+	return start(state, AF_INET, 100);
+}
+static int setup6(void **state)
+{
+	return start(state, AF_INET6, 200);
+}
 
 static int teardown(void **state)
 {
@@ -137,9 +146,8 @@ static void check_clean_run(struct fx *fx, long long clients, long long min_ping
 	 * its thread gets up to 2 s to read them */
 	HT_EQ((long long)fx->r.pongs, jnum(fx, "pings"),
 	      "PONGs the responder sent against hbload's pings");
-	for (int i = 0; i < 200 && (long long)__atomic_load_n(&fx->r.byes_rx, __ATOMIC_RELAXED) <
-					   clients;
-	     i++)
+	for (int i = 0;
+	     i < 200 && (long long)__atomic_load_n(&fx->r.byes_rx, __ATOMIC_RELAXED) < clients; i++)
 		usleep(10000);
 	HT_EQ((long long)fx->r.byes_rx, clients, "BYEs the responder got against the clients");
 }
@@ -227,8 +235,8 @@ static void test_storm(void **state)
 	const char *s = strstr(fx->out, "\"seconds\":");
 	assert_non_null(s);
 	double secs = strtod(s + 10, NULL);
-	HT_TRUE(secs > 0 && secs < 1.5,
-		"seconds %f for all 200 to come back after the storm", secs);
+	HT_TRUE(secs > 0 && secs < 1.5, "seconds %f for all 200 to come back after the storm",
+		secs);
 }
 
 /* The number after "key" inside the JSON object that follows "obj": (the first of each). */
@@ -271,9 +279,8 @@ static void test_windows_and_steps(void **state)
 	/* 200 clients every 0.2 s = 1000/s in the steady window; then 500/s and 2000/s */
 	run(fx, "--server", "127.0.0.1", "--clients", "200", "--proto", "tcp", "--interval", "0.2",
 	    "--duration", "1.6", "--warmup", "0.3", "--steady", "1", "--steps", "500,2000",
-	    "--step-stop-p99", "0",
-	    "--step-s", "1.2", "--step-settle", "0.4", "--events", ev, "--hist", hist, "--json",
-	    NULL);
+	    "--step-stop-p99", "0", "--step-s", "1.2", "--step-settle", "0.4", "--events", ev,
+	    "--hist", hist, "--json", NULL);
 	HT_EQ(fx->status, 0, "exit code of hbload (summary above)");
 	HT_EQ(jnum(fx, "lost"), 0, "hbload's lost (summary above)");
 	HT_EQ(jnum_in(fx, "\"steady\":", "rate"), 1000,
@@ -295,8 +302,7 @@ static void test_windows_and_steps(void **state)
 	      "PINGs in 0.8 s of the 2000/s step (summary above)");
 	HT_LT(jnum_in(fx, "},{\"rate\":2000", "pings"), 1900,
 	      "PINGs in 0.8 s of the 2000/s step (summary above)");
-	HT_EQ(jnum_in(fx, "},{\"rate\":2000", "pongs"),
-	      jnum_in(fx, "},{\"rate\":2000", "pings"),
+	HT_EQ(jnum_in(fx, "},{\"rate\":2000", "pongs"), jnum_in(fx, "},{\"rate\":2000", "pings"),
 	      "hbload's pongs in the 2000/s step (summary above)");
 	HT_EQ(jnum(fx, "ceiling_hb_per_s"), 2000, "hbload's ceiling_hb_per_s (summary above)");
 	HT_EQ(jnum(fx, "breaks_at_hb_per_s"), -1, "hbload's breaks_at_hb_per_s (summary above)");
@@ -308,8 +314,8 @@ static void test_windows_and_steps(void **state)
 	fclose(f);
 	print_message("events:\n%s", evbuf);
 	const char *order[] = { " setup_done ", " window_start steady 1000", " window_end steady",
-				" step 1 500", " window_start step1 500", " window_end step1",
-				" step 2 2000", " window_start step2 2000", " window_end step2",
+				" step 1 500",	" window_start step1 500",   " window_end step1",
+				" step 2 2000", " window_start step2 2000",  " window_end step2",
 				" run_end" };
 	/* the ramp ends with the run here: the clients are not sent back to --interval */
 	assert_null(strstr(evbuf, "ramp_end"));
@@ -324,8 +330,8 @@ static void test_windows_and_steps(void **state)
 	/* the histograms: one block per window, the steady block's counts = its PONGs */
 	f = fopen(hist, "r");
 	assert_non_null(f);
-	HT_GT(fread(histbuf, 1, sizeof(histbuf) - 1, f), 0,
-	      "bytes read from the histogram file %s", hist);
+	HT_GT(fread(histbuf, 1, sizeof(histbuf) - 1, f), 0, "bytes read from the histogram file %s",
+	      hist);
 	fclose(f);
 	HT_EQ(count_of(histbuf, "# "), 3, "blocks in the histogram file %s", hist);
 	p = strstr(histbuf, "# steady:");
@@ -544,7 +550,8 @@ int main(int argc, char **argv)
 	if (argc > 2 && !strcmp(argv[1], "--serve"))
 		return serve_main(argc, argv);
 	if (hbt_find("hbload", argv[0], hbload_path, sizeof(hbload_path))) {
-		fprintf(stderr, "test_hbload: no hbload binary ($BUILD/hbload or %s)\n", hbload_path);
+		fprintf(stderr, "test_hbload: no hbload binary ($BUILD/hbload or %s)\n",
+			hbload_path);
 		return 1;
 	}
 	fd = mkstemp(keys_path);

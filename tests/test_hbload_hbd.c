@@ -45,7 +45,8 @@ static int free_port(void)
 		socklen_t len = sizeof(a);
 		int t = socket(AF_INET, SOCK_STREAM, 0), u = socket(AF_INET, SOCK_DGRAM, 0), ok;
 
-		ok = !bind(t, (struct sockaddr *)&a, len) && !getsockname(t, (struct sockaddr *)&a, &len) &&
+		ok = !bind(t, (struct sockaddr *)&a, len) &&
+		     !getsockname(t, (struct sockaddr *)&a, &len) &&
 		     !bind(u, (struct sockaddr *)&a, len);
 		close(t);
 		close(u);
@@ -57,7 +58,8 @@ static int free_port(void)
 
 static int listening(int port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	int fd = socket(AF_INET, SOCK_STREAM, 0), rc;
 
@@ -86,11 +88,13 @@ static int setup(void **state)
 	/* interval 0.2 s, expiry after 3 intervals (0.6 s): the silent devices expire well
 	 * within the run, the others never, even on a loaded machine
 	 */
-	const char *argv[] = { hbd_path, "--no-offload", "--port", fx->port, "--keys", fx->keys,
-			       "--interval", "0.2", "--expiry-mult", "3", "--sink", fx->sink,
-			       "--max-clients", "2000", "--workers", "2",
-			       /* never the default pins of a really loaded hbeat (a running demo) */
-			       "--pin-path", fx->dir, NULL };
+	const char *argv[] = {
+		hbd_path, "--no-offload", "--port", fx->port, "--keys", fx->keys, "--interval",
+		"0.2", "--expiry-mult", "3", "--sink", fx->sink, "--max-clients", "2000",
+		"--workers", "2",
+		/* never the default pins of a really loaded hbeat (a running demo) */
+		"--pin-path", fx->dir, NULL
+	};
 	fx->hbd = hbt_spawn(hbd_path, argv, &fx->hbd_out, fx->log);
 	HT_GT(fx->hbd, 0, "hbd spawned (its log: %s)", fx->log);
 	for (int i = 0; i < 100 && !listening(port); i++)
@@ -143,20 +147,23 @@ static long long num(const char *json, const char *key)
 
 static void load(struct fx *fx, const char *proto)
 {
-	const char *argv[] = { hbload_path, "--server", "127.0.0.1", "--port", fx->port,
-			       "--keys", fx->keys, "--clients", "300", "--proto", proto,
-			       "--interval", "0.2", "--duration", "2", "--json", "--no-progress",
-			       "--silent", "5", "--data-every", "3", "--echo-every", "4", NULL };
+	const char *argv[] = {
+		hbload_path, "--server",      "127.0.0.1", "--port",	 fx->port,
+		"--keys",    fx->keys,	      "--clients", "300",	 "--proto",
+		proto,	     "--interval",    "0.2",	   "--duration", "2",
+		"--json",    "--no-progress", "--silent",  "5",		 "--data-every",
+		"3",	     "--echo-every",  "4",	   NULL
+	};
 	int rc = hbt_run(hbload_path, argv, 60, fx->out, sizeof(fx->out));
 
 	print_message("hbload %s -> exit %d\n%s", proto, rc, fx->out);
 	HT_EQ(rc, 0, "exit code of hbload --proto %s (summary above)", proto);
-	HT_EQ(num(fx->out, "connected"), CLIENTS,
-	      "hbload's connected over %s (summary above)", proto);
+	HT_EQ(num(fx->out, "connected"), CLIENTS, "hbload's connected over %s (summary above)",
+	      proto);
 	HT_GE(num(fx->out, "pings"), (CLIENTS - SILENT) * 5,
 	      "hbload's pings over %s: the talking devices, 5 a second (summary above)", proto);
-	HT_EQ(num(fx->out, "pongs"), num(fx->out, "pings"),
-	      "hbload's pongs against pings over %s", proto);
+	HT_EQ(num(fx->out, "pongs"), num(fx->out, "pings"), "hbload's pongs against pings over %s",
+	      proto);
 	HT_EQ(num(fx->out, "lost"), 0, "hbload's lost over %s", proto);
 	HT_GT(num(fx->out, "data_sent"), 0,
 	      "hbload's data_sent with --data-every 3 (summary above)");
@@ -166,10 +173,10 @@ static void load(struct fx *fx, const char *proto)
 	      "hbload's echo_sent with --echo-every 4 (summary above)");
 	HT_EQ(num(fx->out, "echo_ok"), num(fx->out, "echo_sent"),
 	      "hbload's echo_ok against echo_sent over %s", proto);
-	HT_EQ(num(fx->out, "expired"), SILENT,
-	      "hbload's expired over %s: the silent devices", proto);
-	HT_EQ(num(fx->out, "connected_end"), CLIENTS - SILENT,
-	      "hbload's connected_end over %s", proto);
+	HT_EQ(num(fx->out, "expired"), SILENT, "hbload's expired over %s: the silent devices",
+	      proto);
+	HT_EQ(num(fx->out, "connected_end"), CLIENTS - SILENT, "hbload's connected_end over %s",
+	      proto);
 	HT_EQ(num(fx->out, "errors"), 0, "hbload's errors over %s", proto);
 	HT_EQ(num(fx->out, "stray"), 0, "hbload's stray over %s", proto);
 	HT_EQ(num(fx->out, "reconnects"), 0, "hbload's reconnects over %s", proto);

@@ -119,8 +119,7 @@ static void test_wheel_random(void **state)
 		now += next ? next : rnd(&x) % 300000;
 		while ((i = hbl_wheel_pop(&w, now)) != HBL_NIL) {
 			HT_FALSE(done[i], "entry %u popped twice", i);
-			HT_LE(due[i], now,
-			      "entry %u popped at %llu, before it was due", i,
+			HT_LE(due[i], now, "entry %u popped at %llu, before it was due", i,
 			      (unsigned long long)now);
 			done[i] = 1;
 			popped++;
@@ -166,7 +165,8 @@ static void test_tokmap(void **state)
 		live[i] = !live[i];
 		if (round % 1000 == 0)
 			for (uint32_t k = 0; k < N; k++)
-				assert_int_equal(hbl_tokmap_get(&m, tok[k]), live[k] ? k : UINT32_MAX);
+				assert_int_equal(hbl_tokmap_get(&m, tok[k]),
+						 live[k] ? k : UINT32_MAX);
 	}
 	/* replacing a value keeps one entry */
 	uint32_t c = m.count;
@@ -226,17 +226,21 @@ static void test_sources(void **state)
 static void test_args(void **state)
 {
 	struct hbl_opts o;
-	char *ok[] = { "hbload", "--server", "127.0.0.1", "--port", "7600", "--clients", "500",
-		       "--proto", "udp", "--interval", "30", "--duration", "180", "--json",
-		       "--connect-rate", "2000/s", "--jitter", "0.25", "--silent", "5", NULL };
-	char *no_clients[] = { "hbload", "--server", "x", "--interval", "1", "--duration", "1",
-			       NULL };
-	char *bad_num[] = { "hbload", "--server", "x", "--clients", "10k", "--interval", "1",
-			    "--duration", "1", NULL };
-	char *storm_udp[] = { "hbload", "--server", "x", "--clients", "10", "--interval", "1",
-			      "--duration", "1", "--proto", "udp", "--storm-at", "5", NULL };
-	char *too_silent[] = { "hbload", "--server", "x", "--clients", "10", "--interval", "1",
-			       "--duration", "1", "--silent", "11", NULL };
+	char *ok[] = { "hbload",    "--server",	  "127.0.0.1", "--port",   "7600",
+		       "--clients", "500",	  "--proto",   "udp",	   "--interval",
+		       "30",	    "--duration", "180",       "--json",   "--connect-rate",
+		       "2000/s",    "--jitter",	  "0.25",      "--silent", "5",
+		       NULL };
+	char *no_clients[] = {
+		"hbload", "--server", "x", "--interval", "1", "--duration", "1", NULL
+	};
+	char *bad_num[] = { "hbload",	  "--server", "x",	    "--clients", "10k",
+			    "--interval", "1",	      "--duration", "1",	 NULL };
+	char *storm_udp[] = { "hbload",	    "--server",	  "x",		"--clients", "10",
+			      "--interval", "1",	  "--duration", "1",	     "--proto",
+			      "udp",	    "--storm-at", "5",		NULL };
+	char *too_silent[] = { "hbload", "--server",   "x", "--clients", "10", "--interval",
+			       "1",	 "--duration", "1", "--silent",	 "11", NULL };
 
 	(void)state;
 	assert_int_equal(hbl_parse_args(ARGC(ok), ok, &o), 0);
@@ -264,16 +268,32 @@ static void test_args(void **state)
 static void test_steps_args(void **state)
 {
 	struct hbl_opts o;
-	char *ok[] = { "hbload", "--server", "x", "--clients", "10", "--interval", "1", "--duration",
-		       "1", "--steps", "100,250.5,1e3", "--step-s", "4", "--step-settle", "1",
-		       "--step-stop-p99", "0", NULL };
-	char *bad_list[] = { "hbload", "--server", "x", "--clients", "10", "--interval", "1",
-			     "--duration", "1", "--steps", "100,,200", NULL };
-	char *negative[] = { "hbload", "--server", "x", "--clients", "10", "--interval", "1",
-			     "--duration", "1", "--steps", "100,-5", NULL };
-	char *settle_too_long[] = { "hbload", "--server", "x", "--clients", "10", "--interval", "1",
-				    "--duration", "1", "--steps", "100", "--step-s", "2",
-				    "--step-settle", "2", NULL };
+	char *ok[] = { "hbload",
+		       "--server",
+		       "x",
+		       "--clients",
+		       "10",
+		       "--interval",
+		       "1",
+		       "--duration",
+		       "1",
+		       "--steps",
+		       "100,250.5,1e3",
+		       "--step-s",
+		       "4",
+		       "--step-settle",
+		       "1",
+		       "--step-stop-p99",
+		       "0",
+		       NULL };
+	char *bad_list[] = { "hbload", "--server",   "x", "--clients", "10",	   "--interval",
+			     "1",      "--duration", "1", "--steps",   "100,,200", NULL };
+	char *negative[] = { "hbload", "--server",   "x", "--clients", "10",	 "--interval",
+			     "1",      "--duration", "1", "--steps",   "100,-5", NULL };
+	char *settle_too_long[] = { "hbload", "--server",      "x",   "--clients",
+				    "10",     "--interval",    "1",   "--duration",
+				    "1",      "--steps",       "100", "--step-s",
+				    "2",      "--step-settle", "2",   NULL };
 
 	(void)state;
 	assert_int_equal(hbl_parse_args(ARGC(ok), ok, &o), 0);

@@ -36,7 +36,8 @@ static void test_buckets_cover_the_range(void **state)
 			(unsigned long long)hb_hist_bucket_high(i));
 		/* relative width bound: the whole point of log-linear buckets */
 		HT_LE(hb_hist_bucket_high(i) - hb_hist_bucket_low(i), v / 128,
-		      "bucket %u of value %llu no wider than 1/128 of it", i, (unsigned long long)v);
+		      "bucket %u of value %llu no wider than 1/128 of it", i,
+		      (unsigned long long)v);
 	}
 	/* below 256 us the resolution is exactly 1 us */
 	for (uint64_t v = 0; v < 256; v++)
@@ -75,8 +76,8 @@ static void test_uniform_percentiles(void **state)
 	/* never below the true value: a percentile must not flatter the server */
 	HT_GE(hb_hist_percentile(&h, 50), 50000, "p50 never below the true value");
 	HT_GE(hb_hist_percentile(&h, 99), 99000, "p99 never below the true value");
-	HT_TRUE(hb_hist_mean(&h) > 50000.0 && hb_hist_mean(&h) < 50001.0,
-		"mean %f of 1..100000 us", hb_hist_mean(&h));
+	HT_TRUE(hb_hist_mean(&h) > 50000.0 && hb_hist_mean(&h) < 50001.0, "mean %f of 1..100000 us",
+		hb_hist_mean(&h));
 }
 
 static void test_exact_small_values(void **state)

@@ -157,8 +157,8 @@ static void check_good(struct ctx *c, int i, const char *proto)
 	char out[4096];
 	size_t n = hbt_drain(c->good_out[i], out, sizeof(out), time(NULL) + GOOD_SECONDS + 60);
 
-	HT_EQ(hbt_reap(c->good[i], time(NULL) + 30), 0,
-	      "exit code of the good %s devices' hbload", proto);
+	HT_EQ(hbt_reap(c->good[i], time(NULL) + 30), 0, "exit code of the good %s devices' hbload",
+	      proto);
 	out[n] = 0;
 	printf("good %s devices: %s", proto, out);
 	HT_EQ(hbt_num(out, "connected"), GOOD, "good %s devices connected (summary above)", proto);
@@ -237,7 +237,8 @@ static void tcp_attacks(struct ctx *c)
 		send(fd, junk, 64, MSG_NOSIGNAL);
 		add(fd, X_MALFORMED, "garbage after HELLO");
 	}
-	for (int i = 0; i < 5; i++) { /* wrong MACs: 3 checked (the burst), then refused unchecked */
+	for (int i = 0; i < 5;
+	     i++) { /* wrong MACs: 3 checked (the burst), then refused unchecked */
 		fd = ht_tcp_from(port, SRC_EVERY_10());
 		ht_hello(&h, 190, 0);
 		h.mac[3] ^= 0x10;
@@ -277,7 +278,9 @@ static void dribble(unsigned step)
 /* Every bad connection: the frame its case calls for (if any), then the daemon's close. */
 static void check_closed(void)
 {
-	static const struct { int type, code; } want[] = {
+	static const struct {
+		int type, code;
+	} want[] = {
 		[X_CLOSE] = { 0, 0 },
 		[X_MALFORMED] = { HB_ERROR, HB_ERR_MALFORMED },
 		[X_TOO_LARGE] = { HB_ERROR, HB_ERR_TOO_LARGE },
@@ -301,15 +304,17 @@ static void check_closed(void)
 			last_code = f.len >= 2 ? (f.payload[0] << 8 | f.payload[1]) : -1;
 		}
 		if (rc != 0 && !(rc < 0 && errno == ECONNRESET))
-			fail_msg("%s (connection %d): not closed by the daemon (rc %d)", k->what, i, rc);
+			fail_msg("%s (connection %d): not closed by the daemon (rc %d)", k->what, i,
+				 rc);
 		if (k->want == X_FLOOD) {
 			flood_expired += last_type == HB_BYE && last_code == HB_BYE_EXPIRED;
 			flood_full += last_type == HB_ERROR && last_code == HB_ERR_FULL;
 		} else if (want[k->want].type &&
 			   (last_type != want[k->want].type || last_code != want[k->want].code))
 			fail_msg("%s (connection %d): last frame %s %d, expected %s %d", k->what, i,
-				 last_type < 0 ? "none" : hb_type_str((uint8_t)last_type), last_code,
-				 hb_type_str((uint8_t)want[k->want].type), want[k->want].code);
+				 last_type < 0 ? "none" : hb_type_str((uint8_t)last_type),
+				 last_code, hb_type_str((uint8_t)want[k->want].type),
+				 want[k->want].code);
 		close(k->fd);
 	}
 	nconns = 0;
@@ -370,7 +375,8 @@ static void udp_check_silent(int *socks, int nsocks)
 		struct pollfd p = { .fd = socks[i], .events = POLLIN };
 
 		if (poll(&p, 1, i == 0 ? 500 : 0) > 0)
-			fail_msg("an attacker's socket got an answer: the service reflected a datagram");
+			fail_msg(
+				"an attacker's socket got an answer: the service reflected a datagram");
 		close(socks[i]);
 	}
 }
@@ -412,14 +418,17 @@ static void run(struct ctx *c, const char *good_tcp_src, const char *good_udp_sr
 }
 
 static const char *const DAEMON_ARGS[] = {
-	"--workers", "2", "--interval", "1", "--hello-timeout", "1", "--max-per-source", "30",
-	"--auth-fail-burst", "3", "--max-clients", "4096",
+	"--workers",	    "2",  "--interval",	       "1", "--hello-timeout", "1",
+	"--max-per-source", "30", "--auth-fail-burst", "3", "--max-clients",   "4096",
 };
 #define NARGS (sizeof(DAEMON_ARGS) / sizeof(DAEMON_ARGS[0]))
 
 static void expect_counters(struct ctx *c)
 {
-	struct { const char *name; long long min; } want[] = {
+	struct {
+		const char *name;
+		long long min;
+	} want[] = {
 		/* two waves each: 40 random, 30 magic/version, 10 garbage after HELLO */
 		{ "frames_bad", 2 * (40 + 30 + 10) },
 		{ "too_large", 2 * 30 },
@@ -497,8 +506,8 @@ static void offload(void **state)
 		a2[NARGS + 4] = NULL;
 		HT_EQ(ht_start(&c.d, a2), 0, "hbd on port 7631 started");
 	}
-	HT_TRUE(ht_file_contains(c.d.err, "mode=offload", NULL, 0),
-		"'mode=offload' in %s", c.d.err);
+	HT_TRUE(ht_file_contains(c.d.err, "mode=offload", NULL, 0), "'mode=offload' in %s",
+		c.d.err);
 	HT_EQ(hn_enter_cli(&E), 0, "step into the client netns %s", E.cli_ns);
 	run(&c, "10.77.1.1-10.77.1.2", "10.77.1.3");
 	hn_leave(&E);

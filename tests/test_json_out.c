@@ -43,16 +43,17 @@ static size_t old_sink_format(char *out, size_t cap, uint64_t device, bool udp, 
 
 static void sink_lines_match_the_old_format(void **state)
 {
-	static const uint64_t devices[] = { 0, 1, 42, INT64_MAX, (uint64_t)INT64_MAX + 1,
-					    UINT64_MAX };
+	static const uint64_t devices[] = {
+		0, 1, 42, INT64_MAX, (uint64_t)INT64_MAX + 1, UINT64_MAX
+	};
 	static const uint16_t seqs[] = { 0, 1, 255, 65535 };
 	static const struct timespec times[] = {
-		{ 0, 0 },			    /* the epoch */
-		{ 1700000000, 123456789 },	    /* ms cut, not rounded */
-		{ 1700000000, 999999999 },	    /* .999 */
-		{ 1700000000, 1000000 },	    /* .001 */
-		{ 1709164800, 500000000 },	    /* 2024-02-29 */
-		{ 253402300799, 999000000 },	    /* 9999-12-31T23:59:59.999Z */
+		{ 0, 0 }, /* the epoch */
+		{ 1700000000, 123456789 }, /* ms cut, not rounded */
+		{ 1700000000, 999999999 }, /* .999 */
+		{ 1700000000, 1000000 }, /* .001 */
+		{ 1709164800, 500000000 }, /* 2024-02-29 */
+		{ 253402300799, 999000000 }, /* 9999-12-31T23:59:59.999Z */
 	};
 	static const size_t lens[] = { 0, 1, 2, 3, 16, HB_MAX_PAYLOAD - 1, HB_MAX_PAYLOAD };
 	char a[HBD_SINK_LINE_MAX], b[HBD_SINK_LINE_MAX];
@@ -99,16 +100,20 @@ static void sink_line_limits_match_the_old_format(void **state)
 	assert_true(n > 0 && n < sizeof(a));
 	/* the line and its NUL fit exactly; one byte less is refused by both */
 	assert_int_equal(hbd_sink_format(b, n + 1, UINT64_MAX, true, 65535, &ts, payload,
-					 HB_MAX_PAYLOAD), n);
+					 HB_MAX_PAYLOAD),
+			 n);
 	assert_memory_equal(a, b, n + 1);
 	assert_int_equal(old_sink_format(a, n, UINT64_MAX, true, 65535, &ts, payload,
-					 HB_MAX_PAYLOAD), 0);
+					 HB_MAX_PAYLOAD),
+			 0);
 	assert_int_equal(hbd_sink_format(b, n, UINT64_MAX, true, 65535, &ts, payload,
-					 HB_MAX_PAYLOAD), 0);
+					 HB_MAX_PAYLOAD),
+			 0);
 	for (size_t cap = 1; cap < 40; cap++)
 		assert_int_equal(hbd_sink_format(b, cap, 1, false, 1, &ts, "x", 1), 0);
 	assert_int_equal(hbd_sink_format(b, sizeof(b), 1, true, 1, &ts, payload,
-					 HB_MAX_PAYLOAD + 1), 0);
+					 HB_MAX_PAYLOAD + 1),
+			 0);
 	/* and the line is JSON a parser reads back, device id and all */
 	n = hbd_sink_format(b, sizeof(b), 123456789012345ull, false, 9, &ts, "hi", 2);
 	json_t *doc = json_loadb(b, n, 0, NULL);
@@ -196,7 +201,8 @@ static void stats_keys_in_abi_order(void **state)
 	assert_true(hbd_stats_json(&sum, buf, sizeof(buf)) > 0);
 	doc = json_loads(buf, JSON_DECODE_ANY, NULL);
 	assert_non_null(doc);
-	json_object_foreach(doc, key, v) {
+	json_object_foreach(doc, key, v)
+	{
 		assert_non_null(hb_ustat_names[i]);
 		assert_string_equal(key, hb_ustat_names[i]);
 		i++;

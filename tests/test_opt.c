@@ -54,6 +54,7 @@ static int parse_addr(const char *arg, void *cfg)
 	return 0;
 }
 
+/* clang-format off */
 static const struct hb_opt_choice levels[] = {
 	{ "error", 0 }, { "warn", 1 }, { "info", 2 }, { NULL, 0 },
 };
@@ -61,9 +62,11 @@ static const struct hb_opt_choice levels[] = {
 static const struct hb_opt_choice full[] = {
 	{ "serve", false }, { "refuse", true }, { NULL, 0 },
 };
+/* clang-format on */
 
 #define AT(f) HB_OPT_AT(struct cfg, f)
 
+/* clang-format off */
 static const struct hb_opt table[] = {
 	{ "flag", 'f', NULL, "a flag", HB_OPT_FLAG, AT(flag) },
 	{ "no-on", 0, NULL, "clears on", HB_OPT_FLAG_OFF, AT(on) },
@@ -91,6 +94,7 @@ static const struct hb_opt table[] = {
 	{ "help", 'h', NULL, "this text", .type = HB_OPT_HELP },
 	{ 0 },
 };
+/* clang-format on */
 
 static const struct hb_opt_prog prog = {
 	.name = "prog",
@@ -102,10 +106,12 @@ static const struct hb_opt_prog prog = {
 	.args = "ARG",
 };
 
+/* clang-format off */
 static const struct hb_opt req_table[] = {
 	{ "need", 0, "FILE", "must be given", HB_OPT_STRING, AT(need), .required = true },
 	{ 0 },
 };
+/* clang-format on */
 
 static const struct hb_opt_prog req_prog = {
 	.name = "req",
@@ -329,8 +335,7 @@ static void one_message_shape(void **state)
 		const char *a, *b, *c;
 		const char *msg;
 	} cases[] = {
-		{ "--port", "70000", NULL,
-		  "--port must be an integer in 0..65535, not '70000'" },
+		{ "--port", "70000", NULL, "--port must be an integer in 0..65535, not '70000'" },
 		{ "-p", "x", NULL, "--port must be an integer in 0..65535, not 'x'" },
 		{ "--ratio=3", NULL, NULL, "--ratio must be a number in 0.5..2, not '3'" },
 		{ "--rate", "5/m", NULL,
@@ -390,13 +395,18 @@ static void one_message_shape(void **state)
  * table starts afresh (getopt's state is reset). */
 static void options_before_a_command(void **state)
 {
+	/* clang-format off */
 	static const struct hb_opt top_table[] = {
 		{ "flag", 'f', NULL, "a flag", HB_OPT_FLAG, AT(flag) },
 		{ 0 },
 	};
+	/* clang-format on */
 	static const struct hb_opt_prog top = {
-		.name = "top", .synopsis = "CMD", .opts = top_table,
-		.max_args = HB_OPT_ARGS_ANY, .stop_at_arg = true,
+		.name = "top",
+		.synopsis = "CMD",
+		.opts = top_table,
+		.max_args = HB_OPT_ARGS_ANY,
+		.stop_at_arg = true,
 	};
 	struct cfg c;
 	int first;
@@ -464,6 +474,7 @@ static void help_lists_every_entry_with_its_default(void **state)
 	free(buf);
 	/* required options say so; a def_text of "" hides the default */
 	{
+		/* clang-format off */
 		static const struct hb_opt t[] = {
 			{ "need", 0, "FILE", "must be given", HB_OPT_STRING, AT(need),
 			  .required = true },
@@ -471,6 +482,7 @@ static void help_lists_every_entry_with_its_default(void **state)
 			  .def.d = -1, .dmin = 0, .dmax = 10, .def_text = "" },
 			{ 0 },
 		};
+		/* clang-format on */
 
 		buf = NULL;
 		f = open_memstream(&buf, &len);
@@ -485,6 +497,7 @@ static void help_lists_every_entry_with_its_default(void **state)
 /* Long help texts wrap at 80 columns under their column; a default is not split. */
 static void help_wraps_at_80_columns(void **state)
 {
+	/* clang-format off */
 	static const struct hb_opt t[] = {
 		{ "long", 0, "N", "a help text long enough to need two lines when it is wrapped at "
 		  "eighty columns, which is what every terminal shows you", HB_OPT_UINT, AT(port),
@@ -493,6 +506,7 @@ static void help_wraps_at_80_columns(void **state)
 		  HB_OPT_STRING, AT(name) },
 		{ 0 },
 	};
+	/* clang-format on */
 	char *buf = NULL, *line, *save;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
@@ -521,19 +535,24 @@ static void check_finds_table_mistakes(void **state)
 	} cases[] = {
 		{ { "x", 0, NULL, "flag in a u32", HB_OPT_FLAG, AT(count) }, "must be a bool" },
 		{ { "x", 0, "N", "u8 to 256", HB_OPT_UINT, AT(small), .def.u = 1, .umin = 0,
-		    .umax = 256 }, "does not fit" },
+		    .umax = 256 },
+		  "does not fit" },
 		{ { "x", 0, "N", "min > max", HB_OPT_UINT, AT(port), .def.u = 1, .umin = 2,
-		    .umax = 1 }, "does not fit" },
+		    .umax = 1 },
+		  "does not fit" },
 		{ { "x", 0, "N", "default out", HB_OPT_UINT, AT(port), .def.u = 9, .umin = 1,
-		    .umax = 5 }, "not a valid value" },
+		    .umax = 5 },
+		  "not a valid value" },
 		{ { "x", 0, "N", "default not ok", HB_OPT_UINT, AT(pow), .def.u = 17, .umin = 16,
 		    .umax = 1024, .uint_ok = pow2, .expect = "a power of 2" },
 		  "not a valid value" },
 		{ { "x", 0, "N", "uint_ok alone", HB_OPT_UINT, AT(pow), .def.u = 16, .umin = 16,
-		    .umax = 1024, .uint_ok = pow2 }, "needs expect" },
+		    .umax = 1024, .uint_ok = pow2 },
+		  "needs expect" },
 		{ { "x", 0, "X", "double in a u32", HB_OPT_DOUBLE, AT(count) }, "double field" },
 		{ { "x", 0, "X", "default out", HB_OPT_DOUBLE, AT(ratio), .def.d = 5, .dmin = 0,
-		    .dmax = 1 }, "out of range" },
+		    .dmax = 1 },
+		  "out of range" },
 		{ { "x", 0, "S", "string in a u16", HB_OPT_STRING, AT(port) }, "pointer" },
 		{ { "x", 0, NULL, "no choices", HB_OPT_CHOICE, AT(level), .choices = none },
 		  "no choices" },
@@ -544,7 +563,8 @@ static void check_finds_table_mistakes(void **state)
 		{ { "flag", 0, NULL, "twice", HB_OPT_FLAG, AT(flag) }, "twice" },
 		{ { "x", 'f', NULL, "short twice", HB_OPT_FLAG, AT(beta) }, "twice" },
 		{ { "x", 0, NULL, "excludes a stranger", HB_OPT_FLAG, AT(beta),
-		    .excludes = "nobody" }, "not in the table" },
+		    .excludes = "nobody" },
+		  "not in the table" },
 	};
 	char err[256];
 	struct cfg c;
@@ -554,7 +574,8 @@ static void check_finds_table_mistakes(void **state)
 	assert_int_equal(hb_opt_check(req_table, err, sizeof(err)), 0);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct hb_opt t[3] = { { "flag", 'f', NULL, "a flag", HB_OPT_FLAG, AT(flag) },
-				       cases[i].bad, { 0 } };
+				       cases[i].bad,
+				       { 0 } };
 		const struct hb_opt_prog p = { .name = "broken", .opts = t };
 
 		err[0] = 0;
@@ -785,10 +806,22 @@ static void hbload_help_lists_every_option(void **state)
 	expect_help("hbload", k, N(k), run("hbload", "--help", NULL));
 }
 
-#define PIN { "      --pin-path DIR", "(default /sys/fs/bpf/hbeat)" }
-#define JSON { "  -j, --json", NULL }
-#define HELP { "  -h, --help", NULL }
-#define CONTROL { "  -c, --control PATH", "(default /run/hbeat/hbd.sock)" }
+#define PIN                                                           \
+	{                                                             \
+		"      --pin-path DIR", "(default /sys/fs/bpf/hbeat)" \
+	}
+#define JSON                         \
+	{                            \
+		"  -j, --json", NULL \
+	}
+#define HELP                         \
+	{                            \
+		"  -h, --help", NULL \
+	}
+#define CONTROL                                                         \
+	{                                                               \
+		"  -c, --control PATH", "(default /run/hbeat/hbd.sock)" \
+	}
 
 static void hbctl_help_lists_every_option(void **state)
 {
@@ -806,7 +839,9 @@ static void hbctl_help_lists_every_option(void **state)
 		JSON,
 		HELP,
 	};
-	static const struct known unload[] = { { "  -d, --dev IFACE", "(required)" }, PIN, JSON,
+	static const struct known unload[] = { { "  -d, --dev IFACE", "(required)" },
+					       PIN,
+					       JSON,
 					       HELP };
 	static const struct known show[] = { JSON, PIN, HELP };
 	static const struct known conns[] = {
@@ -836,17 +871,19 @@ static void hbctl_help_lists_every_option(void **state)
 		JSON,
 		HELP,
 	};
-	static const struct known events[] = { CONTROL, { "  -n, --count N", "(default 0)" }, JSON,
+	static const struct known events[] = { CONTROL,
+					       { "  -n, --count N", "(default 0)" },
+					       JSON,
 					       HELP };
 	static const struct {
 		const char *cmd;
 		const struct known *k;
 		size_t n;
 	} cmds[] = {
-		{ "load", load, N(load) },	 { "unload", unload, N(unload) },
-		{ "status", show, N(show) },	 { "conns", conns, N(conns) },
-		{ "stats", show, N(show) },	 { "devices", devices, N(devices) },
-		{ "send", send, N(send) },	 { "events", events, N(events) },
+		{ "load", load, N(load) },   { "unload", unload, N(unload) },
+		{ "status", show, N(show) }, { "conns", conns, N(conns) },
+		{ "stats", show, N(show) },  { "devices", devices, N(devices) },
+		{ "send", send, N(send) },   { "events", events, N(events) },
 	};
 
 	(void)state;
@@ -915,7 +952,8 @@ static void bad_command_lines_get_one_shape(void **state)
 	expect_complaint(run("hbctl", "load", "--dev", "lo", "--port", "0", NULL), 1, "hbctl load",
 			 "--port must be an integer in 1..65535, not '0'");
 	expect_complaint(run("hbctl", "load", "--dev", "lo", "--max-sessions", "16777217", NULL), 1,
-			 "hbctl load", "--max-sessions must be an integer in 1..16777216, not "
+			 "hbctl load",
+			 "--max-sessions must be an integer in 1..16777216, not "
 			 "'16777217'");
 	expect_complaint(run("hbctl", "load", "-m", "fast", NULL), 1, "hbctl load",
 			 "--mode must be native or skb, not 'fast'");

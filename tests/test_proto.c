@@ -93,7 +93,8 @@ static void test_malformed_headers(void **state)
 		if (rc != c->want)
 			fail_msg("%s: stream decode gave %d (%s), want %d", c->what, rc,
 				 hb_decode_str(rc), c->want);
-		rc = hb_decode_dgram(buf, hb_frame_size(HB_UDP, c->len > HB_MAX_PAYLOAD ? 0 : c->len),
+		rc = hb_decode_dgram(buf,
+				     hb_frame_size(HB_UDP, c->len > HB_MAX_PAYLOAD ? 0 : c->len),
 				     &f);
 		if (rc != c->want)
 			fail_msg("%s: datagram decode gave %d, want %d", c->what, rc, c->want);
@@ -136,8 +137,9 @@ static void test_encode_refuses_invalid(void **state)
 	assert_int_equal(hb_encode(buf, sizeof(buf), HB_TCP, HB_PING, 0, 0, big, 4), 0);
 	assert_int_equal(hb_encode(buf, sizeof(buf), HB_TCP, HB_ACK, 0, 0, big, 1), 0);
 	uint8_t huge[HB_MAX_FRAME + 8];
-	assert_int_equal(
-		hb_encode(huge, sizeof(huge), HB_TCP, HB_DATA, 0, 0, big, HB_MAX_PAYLOAD + 1), 0);
+	assert_int_equal(hb_encode(huge, sizeof(huge), HB_TCP, HB_DATA, 0, 0, big,
+				   HB_MAX_PAYLOAD + 1),
+			 0);
 	assert_int_equal(hb_encode(huge, sizeof(huge), HB_TCP, HB_DATA, 0, 0, big, HB_MAX_PAYLOAD),
 			 8 + HB_MAX_PAYLOAD);
 }

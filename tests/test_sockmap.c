@@ -361,9 +361,15 @@ static void test_coalesced_ping_ping(void **state)
 
 static void test_coalesced_mix(void **state)
 {
-	coalesced((struct fr[]){ { HB_DATA, 1, 3 }, { HB_PING, 2, 8 }, { HB_ECHO, 3, 0 },
-				 { HB_PING, 4, 8 }, { HB_DATA, 5, 1000 }, { HB_ECHO, 6, 100 },
-				 { HB_ACK, 7, 0 }, { HB_PING, 8, 8 }, { HB_BYE, 9, 2 },
+	coalesced((struct fr[]){ { HB_DATA, 1, 3 },
+				 { HB_PING, 2, 8 },
+				 { HB_ECHO, 3, 0 },
+				 { HB_PING, 4, 8 },
+				 { HB_DATA, 5, 1000 },
+				 { HB_ECHO, 6, 100 },
+				 { HB_ACK, 7, 0 },
+				 { HB_PING, 8, 8 },
+				 { HB_BYE, 9, 2 },
 				 { HB_PING, 10, 8 } },
 		  10, false);
 }
@@ -376,7 +382,8 @@ static void test_split_ping_bytewise(void **state)
 static void test_split_mixed_bytewise(void **state)
 {
 	/* every frame boundary, header and payload split, messages starting mid-segment */
-	coalesced((struct fr[]){ { HB_DATA, 1, 5 }, { HB_PING, 2, 8 }, { HB_ECHO, 3, 3 } }, 3, true);
+	coalesced((struct fr[]){ { HB_DATA, 1, 5 }, { HB_PING, 2, 8 }, { HB_ECHO, 3, 3 } }, 3,
+		  true);
 }
 
 /* A segment ending inside the second frame's header: the strparser finishes the first message
@@ -592,7 +599,8 @@ static void test_other_netns_ignored(void **state)
 	HT_GE(pid, 0, "fork of the child in another netns");
 	if (pid == 0) {
 		/* no cmocka in the child: plain calls, the exit status says how far it got */
-		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PORT),
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_port = htons(PORT),
 					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 		int one = 1, l, c, s;
 

@@ -26,7 +26,6 @@
 
 static char dir[64]; /* generated units and scratch files */
 
-
 static int setup(void **state)
 {
 	char bin[PATH_MAX], sbin[PATH_MAX];
@@ -59,16 +58,16 @@ static void verify_units(void **state)
 	HT_EQ(hbt_sh("cp %s/hbeat-bpf@.service %s/hbeat-bpf@eth0.service", dir, dir), 0,
 	      "copy of hbeat-bpf@.service in %s", dir);
 	HT_EQ(hbt_sh("systemd-analyze verify %s/hbd.service %s/hbeat-bpf@eth0.service "
-		 "> %s/verify.out 2>&1",
-		 dir, dir, dir),
+		     "> %s/verify.out 2>&1",
+		     dir, dir, dir),
 	      0, "systemd-analyze verify ran on the units (output in %s/verify.out)", dir);
 	/* not even a warning (an unknown key is only a warning, with exit status 0) */
-	HT_EQ(hbt_sh("test ! -s %s/verify.out || { cat %s/verify.out >&2; false; }", dir, dir),
-	      0, "systemd-analyze verify found nothing to say (output in %s/verify.out)", dir);
+	HT_EQ(hbt_sh("test ! -s %s/verify.out || { cat %s/verify.out >&2; false; }", dir, dir), 0,
+	      "systemd-analyze verify found nothing to say (output in %s/verify.out)", dir);
 	/* and verify does catch a broken unit, so the check above means something */
 	HT_EQ(hbt_sh("sed 's|^ExecStart=[^ ]*|ExecStart=/nonexistent/hbd|' %s/hbd.service > "
-		 "%s/broken.service",
-		 dir, dir),
+		     "%s/broken.service",
+		     dir, dir),
 	      0, "broken unit written in %s", dir);
 	HT_NE(hbt_sh("systemd-analyze verify %s/broken.service 2>/dev/null", dir), 0,
 	      "systemd-analyze verify refused a unit whose ExecStart does not exist");
@@ -132,9 +131,12 @@ static void make_pins(const char *pins)
 		const char *name;
 		int fd;
 	} m[] = {
-		{ HB_MAP_CONNS, bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_CONNS, 8, sizeof(struct hb_conn), 64, NULL) },
-		{ HB_MAP_SESSIONS, bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_SESSIONS, 8, sizeof(struct hb_session), 64, NULL) },
-		{ HB_MAP_CONFIG, bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_CONFIG, 4, sizeof(struct hb_config), 1, &mm) },
+		{ HB_MAP_CONNS, bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_CONNS, 8,
+					       sizeof(struct hb_conn), 64, NULL) },
+		{ HB_MAP_SESSIONS, bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_SESSIONS, 8,
+						  sizeof(struct hb_session), 64, NULL) },
+		{ HB_MAP_CONFIG, bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_CONFIG, 4,
+						sizeof(struct hb_config), 1, &mm) },
 	};
 	char path[160];
 
@@ -189,12 +191,13 @@ static pid_t run_unit_hbd(const char *drop_cap, uint16_t port, int *status)
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", notify);
 	unlink(notify);
 	HT_EQ(bind(nfd, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind of the notify socket");
-	snprintf(cmd, sizeof(cmd),
-		 "cd %s && exec setpriv --bounding-set=%s -- $(echo '%s' | sed "
-		 "-e 's|/etc/hbeat/keys|%s/keys|' -e 's|/var/lib/hbeat/|%s/|' "
-		 "-e 's|/run/hbeat/hbd.sock|%s/hbd.sock|' -e 's|127.0.0.1:9107|127.0.0.1:0|' "
-		 "-e 's|\\$HBD_OPTS|--port %u --workers 1 --pin-path %s|') > %s/hbd.out 2> %s/hbd.err",
-		 dir, sp, exec, dir, dir, dir, port, pins, dir, dir);
+	snprintf(
+		cmd, sizeof(cmd),
+		"cd %s && exec setpriv --bounding-set=%s -- $(echo '%s' | sed "
+		"-e 's|/etc/hbeat/keys|%s/keys|' -e 's|/var/lib/hbeat/|%s/|' "
+		"-e 's|/run/hbeat/hbd.sock|%s/hbd.sock|' -e 's|127.0.0.1:9107|127.0.0.1:0|' "
+		"-e 's|\\$HBD_OPTS|--port %u --workers 1 --pin-path %s|') > %s/hbd.out 2> %s/hbd.err",
+		dir, sp, exec, dir, dir, dir, port, pins, dir, dir);
 	pid = fork();
 	HT_GE(pid, 0, "fork for the unit's command");
 	if (pid == 0) {
@@ -234,8 +237,8 @@ static void stop_unit_hbd(pid_t pid)
 	kill(pid, SIGTERM);
 	HT_EQ(waitpid(pid, &status, 0), pid, "wait for the unit's hbd");
 	HT_TRUE(WIFEXITED(status), "the unit's hbd exited (status %#x)", status);
-	HT_EQ(WEXITSTATUS(status), 0,
-	      "exit code of the unit's hbd after SIGTERM (log: %s/hbd.err)", dir);
+	HT_EQ(WEXITSTATUS(status), 0, "exit code of the unit's hbd after SIGTERM (log: %s/hbd.err)",
+	      dir);
 }
 
 static void forget_unit_hbd(void)

@@ -104,8 +104,8 @@ static bool udp_ping(int fd, uint16_t port, uint64_t tok, uint16_t seq)
 
 static void userspace(void **state)
 {
-	static const char *const args[] = { "--no-offload", "--workers", "2", "--interval", "5",
-					    NULL };
+	static const char *const args[] = { "--no-offload", "--workers", "2",
+					    "--interval",   "5",	 NULL };
 	struct hb_ping half = { .ts = htobe64(4242) };
 	uint8_t frame[64], buf[HB_MAX_FRAME];
 	int tcp[NTCP], udp[NUDP], fresh, during[20], nduring = 0;
@@ -205,18 +205,27 @@ static void userspace(void **state)
 /* hbload's devices through two upgrades in a row, with the kernel answering throughout. */
 static void offload_two_upgrades(void **state)
 {
-	static const char *const args[] = { "--pin-path", E.pin, "--port", "7651", "--workers",
-					    "2", "--interval", "5", "--max-clients", "8192", NULL };
+	static const char *const args[] = { "--pin-path",    E.pin,  "--port",	   "7651",
+					    "--workers",     "2",    "--interval", "5",
+					    "--max-clients", "8192", NULL };
 	static char hbload[PATH_MAX], ns[96], exe[PATH_MAX];
-	const char *tcp_argv[] = { "nsenter", ns, hbload, "--server", HN_SRV_ADDR, "--port", "7651",
-				   "--clients", "2000", "--proto", "tcp", "--interval", "0.5",
-				   "--duration", "12", "--keys", NULL, "--first-device", "1000",
-				   "--source", "10.77.1.1-10.77.1.4", "--inflight", "100", "--json",
+	const char *tcp_argv[] = { "nsenter",	    ns,		  hbload,
+				   "--server",	    HN_SRV_ADDR,  "--port",
+				   "7651",	    "--clients",  "2000",
+				   "--proto",	    "tcp",	  "--interval",
+				   "0.5",	    "--duration", "12",
+				   "--keys",	    NULL,	  "--first-device",
+				   "1000",	    "--source",	  "10.77.1.1-10.77.1.4",
+				   "--inflight",    "100",	  "--json",
 				   "--no-progress", NULL };
-	const char *udp_argv[] = { "nsenter", ns, hbload, "--server", HN_SRV_ADDR, "--port", "7651",
-				   "--clients", "500", "--proto", "udp", "--interval", "0.5",
-				   "--duration", "12", "--keys", NULL, "--first-device", "5000",
-				   "--source", "10.77.1.5", "--inflight", "100", "--json",
+	const char *udp_argv[] = { "nsenter",	    ns,		  hbload,
+				   "--server",	    HN_SRV_ADDR,  "--port",
+				   "7651",	    "--clients",  "500",
+				   "--proto",	    "udp",	  "--interval",
+				   "0.5",	    "--duration", "12",
+				   "--keys",	    NULL,	  "--first-device",
+				   "5000",	    "--source",	  "10.77.1.5",
+				   "--inflight",    "100",	  "--json",
 				   "--no-progress", NULL };
 	char out[2][4096], keys[128];
 	struct ht_daemon d;
@@ -250,8 +259,8 @@ static void offload_two_upgrades(void **state)
 	}
 	hb[0] = hbt_spawn("/usr/bin/nsenter", tcp_argv, &hb_out[0], "/dev/null");
 	hb[1] = hbt_spawn("/usr/bin/nsenter", udp_argv, &hb_out[1], "/dev/null");
-	HT_TRUE(hb[0] > 0 && hb[1] > 0,
-		"both hbload runs spawned (pids %d, %d)", (int)hb[0], (int)hb[1]);
+	HT_TRUE(hb[0] > 0 && hb[1] > 0, "both hbload runs spawned (pids %d, %d)", (int)hb[0],
+		(int)hb[1]);
 	/* every device in and heartbeating before the first upgrade */
 	for (int i = 0; i < 150 && (hn_stat(&E, "user.tcp_authed") < 2000 ||
 				    hn_stat(&E, "user.udp_active") < 500);
@@ -273,8 +282,8 @@ static void offload_two_upgrades(void **state)
 	for (int i = 0; i < 2; i++) {
 		n = hbt_drain(hb_out[i], out[i], sizeof(out[i]), time(NULL) + 60);
 		out[i][n] = 0;
-		HT_EQ(hbt_reap(hb[i], time(NULL) + 10), 0,
-		      "exit code of the %s hbload", i ? "UDP" : "TCP");
+		HT_EQ(hbt_reap(hb[i], time(NULL) + 10), 0, "exit code of the %s hbload",
+		      i ? "UDP" : "TCP");
 		printf("%s devices through two upgrades: %s", i ? "UDP" : "TCP", out[i]);
 	}
 	HT_EQ(hbt_num(out[0], "connected_end"), 2000,
@@ -285,10 +294,10 @@ static void offload_two_upgrades(void **state)
 	HT_EQ(hbt_num(out[1], "connected_end"), 500,
 	      "UDP devices connected at the end (summary above)");
 	for (int i = 0; i < 2; i++) {
-		HT_EQ(hbt_num(out[i], "lost"), 0,
-		      "%s heartbeats lost through two upgrades", i ? "UDP" : "TCP");
-		HT_EQ(hbt_num(out[i], "pongs"), hbt_num(out[i], "pings"),
-		      "%s PONGs against PINGs", i ? "UDP" : "TCP");
+		HT_EQ(hbt_num(out[i], "lost"), 0, "%s heartbeats lost through two upgrades",
+		      i ? "UDP" : "TCP");
+		HT_EQ(hbt_num(out[i], "pongs"), hbt_num(out[i], "pings"), "%s PONGs against PINGs",
+		      i ? "UDP" : "TCP");
 	}
 	/* every heartbeat was the kernel's, before, during and after */
 	HT_EQ(hn_stat(&E, "user.pings_user"), 0, "pings_user: every heartbeat was the kernel's");

@@ -221,6 +221,7 @@ struct xdp_case {
 	bool pong; /* output must be the independently built PONG */
 };
 
+/* clang-format off */
 static const struct xdp_case cases[] = {
 	{ "v4 PING of an admitted session -> PONG", 4, 0, F_PING, {}, S_AUTHED, D_NOCHECK, XDP_TX, "xdp_pong", true },
 	{ "v6 PING of an admitted session -> PONG", 6, 0, F_PING, {}, S_AUTHED, D_NOCHECK, XDP_TX, "xdp_pong", true },
@@ -264,6 +265,7 @@ static const struct xdp_case cases[] = {
 	{ "ARP -> other", 4, 0, F_PING, { .ethertype = 0x0806 }, S_AUTHED, D_NOCHECK, XDP_PASS, "xdp_other", false },
 	{ "v6 hop-by-hop header -> other", 6, 0, F_PING, { .proto = 0, .raw_proto = true }, S_AUTHED, D_NOCHECK, XDP_PASS, "xdp_other", false },
 };
+/* clang-format on */
 
 static size_t frame_bytes(enum frame f, __u8 *out, __u16 seq)
 {
@@ -274,29 +276,43 @@ static size_t frame_bytes(enum frame f, __u8 *out, __u16 seq)
 		pl[i] = (__u8)(i * 7 + 1);
 	memcpy(pl, &ts, 8);
 	switch (f) {
-	case F_PING: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 8);
-	case F_SHORT: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 0) - 4;
-	case F_BAD_MAGIC: return hb_udp(out, 0x4843, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 8);
-	case F_BAD_VERSION: return hb_udp(out, HB_MAGIC, 2, HB_PING, 8, seq, TOKEN, pl, 8);
-	case F_TYPE0: return hb_udp(out, HB_MAGIC, HB_VERSION, 0, 8, seq, TOKEN, pl, 8);
-	case F_TYPE11: return hb_udp(out, HB_MAGIC, HB_VERSION, 11, 8, seq, TOKEN, pl, 8);
-	case F_DOWN: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_DOWN, 8, seq, TOKEN, pl, 8);
-	case F_LEN_MORE: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 9);
-	case F_LEN_LESS: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 7);
-	case F_PING_LEN7: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 7, seq, TOKEN, pl, 7);
+	case F_PING:
+		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 8);
+	case F_SHORT:
+		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 0) - 4;
+	case F_BAD_MAGIC:
+		return hb_udp(out, 0x4843, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 8);
+	case F_BAD_VERSION:
+		return hb_udp(out, HB_MAGIC, 2, HB_PING, 8, seq, TOKEN, pl, 8);
+	case F_TYPE0:
+		return hb_udp(out, HB_MAGIC, HB_VERSION, 0, 8, seq, TOKEN, pl, 8);
+	case F_TYPE11:
+		return hb_udp(out, HB_MAGIC, HB_VERSION, 11, 8, seq, TOKEN, pl, 8);
+	case F_DOWN:
+		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_DOWN, 8, seq, TOKEN, pl, 8);
+	case F_LEN_MORE:
+		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 9);
+	case F_LEN_LESS:
+		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 8, seq, TOKEN, pl, 7);
+	case F_PING_LEN7:
+		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PING, 7, seq, TOKEN, pl, 7);
 	case F_OVERSIZE:
-		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_ECHO, HB_MAX_PAYLOAD + 1, seq, TOKEN, pl,
-			      HB_MAX_PAYLOAD + 1);
+		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_ECHO, HB_MAX_PAYLOAD + 1, seq, TOKEN,
+			      pl, HB_MAX_PAYLOAD + 1);
 	case F_HELLO:
 		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_HELLO, sizeof(struct hb_hello), seq, 0,
 			      pl, sizeof(struct hb_hello));
-	case F_DATA: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_DATA, 5, seq, TOKEN, pl, 5);
-	case F_ECHO0: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_ECHO, 0, seq, TOKEN, pl, 0);
+	case F_DATA:
+		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_DATA, 5, seq, TOKEN, pl, 5);
+	case F_ECHO0:
+		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_ECHO, 0, seq, TOKEN, pl, 0);
 	case F_ECHO_MAX:
 		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_ECHO, HB_MAX_PAYLOAD, seq, TOKEN, pl,
 			      HB_MAX_PAYLOAD);
-	case F_ACK: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_ACK, 0, seq, TOKEN, pl, 0);
-	case F_PONG: return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PONG, 8, seq, TOKEN, pl, 8);
+	case F_ACK:
+		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_ACK, 0, seq, TOKEN, pl, 0);
+	case F_PONG:
+		return hb_udp(out, HB_MAGIC, HB_VERSION, HB_PONG, 8, seq, TOKEN, pl, 8);
 	}
 	return 0;
 }
@@ -420,12 +436,14 @@ static void run_case(void **state)
 	assert_int_equal(topts.data_size_out, in.len);
 	if (c->pong) {
 		if (memcmp(out, want.b, want.len))
-			fail_msg("%s: PONG bytes differ from the independently built reply", c->desc);
+			fail_msg("%s: PONG bytes differ from the independently built reply",
+				 c->desc);
 		memcpy(want.b, out, want.len);
 		if (c->extra.no_csum)
 			assert_int_equal(out[want.l4 + 6] | out[want.l4 + 7], 0);
 		else if (udp_sum(&want) != 0xffff)
-			fail_msg("%s: PONG UDP checksum invalid (sum %#x)", c->desc, udp_sum(&want));
+			fail_msg("%s: PONG UDP checksum invalid (sum %#x)", c->desc,
+				 udp_sum(&want));
 	} else if (memcmp(out, in.b, in.len)) {
 		fail_msg("%s: packet modified although not answered", c->desc);
 	}
@@ -441,8 +459,8 @@ static void run_case(void **state)
 			assert_int_equal(got.pings, 1);
 			assert_int_equal(got.last_seq, 0x0102);
 			if (got.last_seen_ns < t0 || got.last_seen_ns > t1)
-				fail_msg("%s: last_seen_ns %llu outside the run [%llu, %llu]", c->desc,
-					 (unsigned long long)got.last_seen_ns,
+				fail_msg("%s: last_seen_ns %llu outside the run [%llu, %llu]",
+					 c->desc, (unsigned long long)got.last_seen_ns,
 					 (unsigned long long)t0, (unsigned long long)t1);
 		} else {
 			assert_int_equal(got.pings, 0);
@@ -502,7 +520,8 @@ struct ref_session {
 };
 
 /* The rules of hb_xdp written again, plainly, over raw bytes. */
-static int ref_verdict(const __u8 *b, size_t len, const struct ref_session *s, size_t *l3o, size_t *l4o)
+static int ref_verdict(const __u8 *b, size_t len, const struct ref_session *s, size_t *l3o,
+		       size_t *l4o)
 {
 	size_t off = 14, l4, ulen;
 	int v6, proto, vlans = 0;
@@ -556,14 +575,15 @@ static int ref_verdict(const __u8 *b, size_t len, const struct ref_session *s, s
 		return XDP_DROP;
 	const __u8 *f = b + l4 + 8;
 	__u16 flen = (f[4] << 8) | f[5];
-	if (((f[0] << 8) | f[1]) != HB_MAGIC || f[2] != HB_VERSION || !hb_payload_len_ok(f[3], flen) ||
-	    ulen != 24u + flen)
+	if (((f[0] << 8) | f[1]) != HB_MAGIC || f[2] != HB_VERSION ||
+	    !hb_payload_len_ok(f[3], flen) || ulen != 24u + flen)
 		return XDP_DROP;
 	if (f[3] != HB_PING)
 		return XDP_PASS;
 	__u64 tok;
 	memcpy(&tok, f + 8, 8);
-	if (be64toh(tok) != s->token || ((b[l4] << 8) | b[l4 + 1]) != s->port || memcmp(src, s->addr, 16))
+	if (be64toh(tok) != s->token || ((b[l4] << 8) | b[l4 + 1]) != s->port ||
+	    memcmp(src, s->addr, 16))
 		return XDP_PASS;
 	return XDP_TX;
 }
@@ -593,7 +613,10 @@ static void test_differential(void **state)
 
 	/* Valid PINGs: v4, v4+VLAN, v6, v6+QinQ. A v4 session admits only the v4 source. */
 	for (int i = 0; i < 4; i++) {
-		struct xdp_case c = { .family = i < 2 ? 4 : 6, .vlans = i == 1 ? 1 : i == 3 ? 2 : 0,
+		struct xdp_case c = { .family = i < 2 ? 4 : 6,
+				      .vlans = i == 1	? 1
+					       : i == 3 ? 2
+							: 0,
 				      .frame = F_PING };
 		build_case(&c, &base[i], NULL);
 	}
@@ -639,7 +662,8 @@ static void test_differential(void **state)
 			for (size_t i = 0; i < len; i++)
 				fprintf(stderr, " %02x", in[i]);
 			fprintf(stderr, "\n");
-			fail_msg("round %d: hb_xdp said %u, the reference %d", r, topts.retval, ref);
+			fail_msg("round %d: hb_xdp said %u, the reference %d", r, topts.retval,
+				 ref);
 		}
 		if (ref == XDP_TX) {
 			/* what went out is the input with only the reply's changes: the checksum sum
@@ -652,7 +676,8 @@ static void test_differential(void **state)
 			__u16 si = udp_sum(&pi), so = udp_sum(&po);
 			bool zero_csum = pi.family == 4 && !in[pi.l4 + 6] && !in[pi.l4 + 7];
 
-			if (!zero_csum && !(si == so || (si == 0xffff && so == 0) || (si == 0 && so == 0xffff)))
+			if (!zero_csum &&
+			    !(si == so || (si == 0xffff && so == 0) || (si == 0 && so == 0xffff)))
 				fail_msg("round %d: checksum sum %#x became %#x", r, si, so);
 			if (out[pi.l4 + 8 + 3] != HB_PONG)
 				fail_msg("round %d: TX without turning the frame into a PONG", r);
@@ -663,7 +688,8 @@ static void test_differential(void **state)
 			n_drop++;
 		}
 	}
-	printf("differential: %d TX, %d PASS, %d DROP, all as the reference\n", n_tx, n_pass, n_drop);
+	printf("differential: %d TX, %d PASS, %d DROP, all as the reference\n", n_tx, n_pass,
+	       n_drop);
 	HT_TRUE(n_tx > 0 && n_pass > 0 && n_drop > 0,
 		"the mutations reach every verdict: %d TX, %d PASS, %d DROP", n_tx, n_pass, n_drop);
 	(void)state;
@@ -680,7 +706,6 @@ struct live {
 	struct bpf_link *pass_link;
 };
 static struct live L = { .orig_ns = -1, .fd_s = -1, .fd_c = -1 };
-
 
 static int live_teardown(void **state)
 {
@@ -717,7 +742,7 @@ static int live_teardown(void **state)
 static void reap_stale_netns(void)
 {
 	hbt_sh("for n in $(ip netns list | awk '/^hbt-[sc]-[0-9]+/{print $1}'); do "
-	   "p=${n##*-}; [ -d /proc/$p ] || ip netns del $n; done 2>/dev/null");
+	       "p=${n##*-}; [ -d /proc/$p ] || ip netns del $n; done 2>/dev/null");
 }
 
 static int live_setup(void **state)
@@ -731,14 +756,14 @@ static int live_setup(void **state)
 	snprintf(L.if_s, sizeof(L.if_s), "hbts%d", pid);
 	snprintf(L.if_c, sizeof(L.if_c), "hbtc%d", pid);
 	if (hbt_sh("set -e; ip netns add %1$s; ip netns add %2$s;"
-	       "ip link add %3$s netns %1$s type veth peer name %4$s netns %2$s;"
-	       "ip -n %1$s addr add 10.201.0.1/24 dev %3$s; ip -n %2$s addr add 10.201.0.2/24 dev %4$s;"
-	       "ip -n %1$s addr add fd00:201::1/64 dev %3$s nodad; ip -n %2$s addr add fd00:201::2/64 dev %4$s nodad;"
-	       "ip -n %1$s link set %3$s up; ip -n %2$s link set %4$s up;"
-	       "ip -n %1$s link set lo up; ip -n %2$s link set lo up;"
-	       /* complete checksums from the sender (see the field notes) */
-	       "ip netns exec %2$s ethtool -K %4$s tx off >/dev/null",
-	       L.ns_s, L.ns_c, L.if_s, L.if_c)) {
+		   "ip link add %3$s netns %1$s type veth peer name %4$s netns %2$s;"
+		   "ip -n %1$s addr add 10.201.0.1/24 dev %3$s; ip -n %2$s addr add 10.201.0.2/24 dev %4$s;"
+		   "ip -n %1$s addr add fd00:201::1/64 dev %3$s nodad; ip -n %2$s addr add fd00:201::2/64 dev %4$s nodad;"
+		   "ip -n %1$s link set %3$s up; ip -n %2$s link set %4$s up;"
+		   "ip -n %1$s link set lo up; ip -n %2$s link set lo up;"
+		   /* complete checksums from the sender (see the field notes) */
+		   "ip netns exec %2$s ethtool -K %4$s tx off >/dev/null",
+		   L.ns_s, L.ns_c, L.if_s, L.if_c)) {
 		live_teardown(state);
 		return -1;
 	}
@@ -756,8 +781,8 @@ static int live_setup(void **state)
 
 /* Sends one UDP PING from the client namespace and waits up to ms for a reply. Returns the reply
  * length (0 if none came). */
-static ssize_t live_ping(int fd, const struct sockaddr *to, socklen_t tolen, __u64 token,
-			 __u16 seq, __u8 *reply, size_t cap, int ms)
+static ssize_t live_ping(int fd, const struct sockaddr *to, socklen_t tolen, __u64 token, __u16 seq,
+			 __u8 *reply, size_t cap, int ms)
 {
 	__u8 fr[32];
 	__u64 ts = htobe64(hbt_now_ns());
@@ -789,7 +814,9 @@ static void add_session(struct hbk *h, const void *addr16, __u16 port, __u64 tok
  * kernel refuses freplace); otherwise the loader's plain bpf_link fallback. */
 static void live_veth(bool use_libxdp)
 {
-	struct hbk_opts o = { .port = PORT, .max_conns = 1024, .max_sessions = 1024,
+	struct hbk_opts o = { .port = PORT,
+			      .max_conns = 1024,
+			      .max_sessions = 1024,
 			      .xdp_defer_load = use_libxdp };
 	struct sockaddr_in c4 = { .sin_family = AF_INET, .sin_port = htons(CPORT) };
 	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(PORT) };
@@ -817,8 +844,10 @@ static void live_veth(bool use_libxdp)
 		 * dispatcher needs; libxdp then attaches the program alone. Either is libxdp's. */
 		if (L.h->xdp_how != HBK_XDP_DISPATCHER && L.h->xdp_how != HBK_XDP_LIBXDP_LEGACY)
 			fail_msg("hb_xdp was not attached through libxdp (how=%d)", L.h->xdp_how);
-		printf("live: libxdp attached hb_xdp %s\n", L.h->xdp_how == HBK_XDP_DISPATCHER
-			? "through its dispatcher" : "alone (no dispatcher: freplace unavailable)");
+		printf("live: libxdp attached hb_xdp %s\n",
+		       L.h->xdp_how == HBK_XDP_DISPATCHER
+			       ? "through its dispatcher"
+			       : "alone (no dispatcher: freplace unavailable)");
 	} else if (L.h->xdp_how != HBK_XDP_LINK) {
 		fail_msg("hb_xdp was not attached with a bpf_link (how=%d)", L.h->xdp_how);
 	}
@@ -845,15 +874,19 @@ static void live_veth(bool use_libxdp)
 	assert_int_equal(setns(L.orig_ns, CLONE_NEWNET), 0);
 
 	for (int i = 0; i < 5; i++) {
-		if (!live_ping(u4, (struct sockaddr *)&s4, sizeof(s4), TOKEN, 100 + i, reply, sizeof(reply), 2000))
+		if (!live_ping(u4, (struct sockaddr *)&s4, sizeof(s4), TOKEN, 100 + i, reply,
+			       sizeof(reply), 2000))
 			fail_msg("no PONG for IPv4 PING %d over the veth", i);
-		if (!live_ping(u6, (struct sockaddr *)&s6, sizeof(s6), TOKEN + 1, 200 + i, reply, sizeof(reply), 2000))
+		if (!live_ping(u6, (struct sockaddr *)&s6, sizeof(s6), TOKEN + 1, 200 + i, reply,
+			       sizeof(reply), 2000))
 			fail_msg("no PONG for IPv6 PING %d over the veth", i);
 	}
 	/* an unknown token and a token admitted for another address get nothing back */
-	if (live_ping(u4, (struct sockaddr *)&s4, sizeof(s4), TOKEN + 7, 300, reply, sizeof(reply), 300))
+	if (live_ping(u4, (struct sockaddr *)&s4, sizeof(s4), TOKEN + 7, 300, reply, sizeof(reply),
+		      300))
 		fail_msg("unknown token answered");
-	if (live_ping(u4, (struct sockaddr *)&s4, sizeof(s4), TOKEN + 1, 301, reply, sizeof(reply), 300))
+	if (live_ping(u4, (struct sockaddr *)&s4, sizeof(s4), TOKEN + 1, 301, reply, sizeof(reply),
+		      300))
 		fail_msg("a v6 session's token answered from a v4 source");
 	close(u4);
 	close(u6);
@@ -923,13 +956,16 @@ int main(void)
 	struct CMUnitTest tests[N + 4];
 
 	for (int i = 0; i < N; i++)
-		tests[i] = (struct CMUnitTest){ .name = cases[i].desc, .test_func = run_case,
+		tests[i] = (struct CMUnitTest){ .name = cases[i].desc,
+						.test_func = run_case,
 						.initial_state = (void *)&cases[i] };
 	tests[N] = (struct CMUnitTest)cmocka_unit_test(test_differential);
 	tests[N + 3] = (struct CMUnitTest)cmocka_unit_test(test_repeat_reuses_buffer);
-	tests[N + 1] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_live_veth_libxdp,
-									  live_setup, live_teardown);
-	tests[N + 2] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_live_veth_link,
-									  live_setup, live_teardown);
+	tests[N + 1] =
+		(struct CMUnitTest)cmocka_unit_test_setup_teardown(test_live_veth_libxdp,
+								   live_setup, live_teardown);
+	tests[N + 2] =
+		(struct CMUnitTest)cmocka_unit_test_setup_teardown(test_live_veth_link, live_setup,
+								   live_teardown);
 	return _cmocka_run_group_tests("test_xdp", tests, N + 4, group_setup, group_teardown);
 }

@@ -56,8 +56,9 @@ static uint32_t rnd(void)
 /* Session and daemon state                                                                   */
 
 enum state { ST_OK, ST_NOCHECK, ST_NEW, ST_CLOSING, ST_DEAD, ST_NONE, ST_OTHER_ADDR, ST_N };
-static const char *const state_name[] = { "authed+alive", "authed+no-grace", "new", "closing",
-					  "daemon-dead", "no-session", "other-address" };
+static const char *const state_name[] = { "authed+alive", "authed+no-grace", "new",
+					  "closing",	  "daemon-dead",     "no-session",
+					  "other-address" };
 
 struct sess {
 	enum state st;
@@ -98,7 +99,8 @@ static void set_state(struct sess *s, enum state st, int family)
 	assert_int_equal(bpf_map_update_elem(hbk_map_fd(H, HB_MAP_CONFIG), &zero, &c, BPF_ANY), 0);
 	bpf_map_delete_elem(hbk_map_fd(H, HB_MAP_SESSIONS), &k);
 	if (st != ST_NONE)
-		assert_int_equal(bpf_map_update_elem(hbk_map_fd(H, HB_MAP_SESSIONS), &k, &v, BPF_ANY),
+		assert_int_equal(bpf_map_update_elem(hbk_map_fd(H, HB_MAP_SESSIONS), &k, &v,
+						     BPF_ANY),
 				 0);
 }
 
@@ -133,13 +135,16 @@ static bool admitted_ping(const uint8_t *b, size_t n, const struct sess *s, size
 	}
 	ip = off;
 	if (s->family == 4) {
-		if (et != 0x0800 || n < ip + 20 || (b[ip] & 0x0f) < 5 || n < ip + (b[ip] & 0x0f) * 4u)
+		if (et != 0x0800 || n < ip + 20 || (b[ip] & 0x0f) < 5 ||
+		    n < ip + (b[ip] & 0x0f) * 4u)
 			return false;
-		if ((be16(b + ip + 6) & 0x3fff) || b[ip + 9] != 17 || memcmp(b + ip + 12, s->addr + 12, 4))
+		if ((be16(b + ip + 6) & 0x3fff) || b[ip + 9] != 17 ||
+		    memcmp(b + ip + 12, s->addr + 12, 4))
 			return false;
 		u = ip + (b[ip] & 0x0f) * 4u;
 	} else {
-		if (et != 0x86dd || n < ip + 40 || b[ip + 6] != 17 || memcmp(b + ip + 8, s->addr, 16))
+		if (et != 0x86dd || n < ip + 40 || b[ip + 6] != 17 ||
+		    memcmp(b + ip + 8, s->addr, 16))
 			return false;
 		u = ip + 40;
 	}

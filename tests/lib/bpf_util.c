@@ -31,8 +31,11 @@ int hbt_ensure_bpffs(void)
 size_t hbt_frame(void *buf, __u8 type, __u16 seq, const void *payload, __u16 len)
 {
 	struct hb_hdr h = {
-		.magic = htons(HB_MAGIC), .version = HB_VERSION, .type = type,
-		.len = htons(len), .seq = htons(seq),
+		.magic = htons(HB_MAGIC),
+		.version = HB_VERSION,
+		.type = type,
+		.len = htons(len),
+		.seq = htons(seq),
 	};
 
 	memcpy(buf, &h, sizeof(h));
@@ -52,8 +55,8 @@ void hbt_kstats(const struct hbk *h, struct hb_kstats *s)
 		memset(s, 0xff, sizeof(*s)); /* makes every later comparison fail loudly */
 }
 
-const char *hbt_kstats_diff(const struct hb_kstats *a, const struct hb_kstats *b,
-			    int want_idx, __u64 want_delta)
+const char *hbt_kstats_diff(const struct hb_kstats *a, const struct hb_kstats *b, int want_idx,
+			    __u64 want_delta)
 {
 	static char msg[160];
 

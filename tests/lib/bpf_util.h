@@ -44,13 +44,13 @@ const char *hbt_kstats_expect(const struct hb_kstats *a, const struct hb_kstats 
 
 /* Fails the test unless the counters moved from snapshot a to b by exactly the name, delta
  * pairs given (and no other moved). */
-#define HT_KSTATS(a, b, ...)                                                                      \
-	do {                                                                                      \
-		const char *ht_m_ = hbt_kstats_expect(a, b, __VA_ARGS__, NULL);                   \
-                                                                                                  \
-		if (ht_m_)                                                                        \
-			ht_fail(__FILE__, __LINE__, ht_m_, "kernel counters from %s to %s", #a,   \
-				#b);                                                              \
+#define HT_KSTATS(a, b, ...)                                                                    \
+	do {                                                                                    \
+		const char *ht_m_ = hbt_kstats_expect(a, b, __VA_ARGS__, NULL);                 \
+                                                                                                \
+		if (ht_m_)                                                                      \
+			ht_fail(__FILE__, __LINE__, ht_m_, "kernel counters from %s to %s", #a, \
+				#b);                                                            \
 	} while (0)
 
 /* Whether a socket is in a sockhash under its cookie. */

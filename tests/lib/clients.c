@@ -63,7 +63,8 @@ int ht_bind_src(int fd, const char *src4)
 
 int ht_tcp_from(uint16_t port, const char *src4)
 {
-	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(port),
+	struct sockaddr_in s4 = { .sin_family = AF_INET,
+				  .sin_port = htons(port),
 				  .sin_addr.s_addr = htonl(ht_srv4) };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 
@@ -216,27 +217,30 @@ int ht_udp(bool v6)
 	return socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 }
 
-int ht_udp_send(int fd, uint16_t port, bool v6, uint8_t type, uint16_t seq,
-		uint64_t token, const void *payload, uint16_t len)
+int ht_udp_send(int fd, uint16_t port, bool v6, uint8_t type, uint16_t seq, uint64_t token,
+		const void *payload, uint16_t len)
 {
 	uint8_t buf[HB_MAX_FRAME];
 	size_t n = hb_encode(buf, sizeof(buf), HB_UDP, type, seq, token, payload, len);
-	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(port),
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6,
+				   .sin6_port = htons(port),
 				   .sin6_addr = in6addr_loopback };
-	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(port),
+	struct sockaddr_in s4 = { .sin_family = AF_INET,
+				  .sin_port = htons(port),
 				  .sin_addr.s_addr = htonl(ht_srv4) };
 
 	if (!n)
 		return -1;
 	if (v6)
 		return sendto(fd, buf, n, 0, (struct sockaddr *)&s6, sizeof(s6)) == (ssize_t)n ? 0
-											: -1;
+											       : -1;
 	return sendto(fd, buf, n, 0, (struct sockaddr *)&s4, sizeof(s4)) == (ssize_t)n ? 0 : -1;
 }
 
 int ht_udp_send_raw(int fd, uint16_t port, const void *buf, size_t n)
 {
-	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(port),
+	struct sockaddr_in s4 = { .sin_family = AF_INET,
+				  .sin_port = htons(port),
 				  .sin_addr.s_addr = htonl(ht_srv4) };
 
 	return sendto(fd, buf, n, 0, (struct sockaddr *)&s4, sizeof(s4)) == (ssize_t)n ? 0 : -1;

@@ -59,8 +59,8 @@ void tc_track_sock(const char *path)
 		}
 }
 
-int tc_start(struct ht_daemon *d, char *ctl, size_t cap, bool metrics,
-	     uint16_t *mport, const char *const *extra)
+int tc_start(struct ht_daemon *d, char *ctl, size_t cap, bool metrics, uint16_t *mport,
+	     const char *const *extra)
 {
 	static int n;
 	const char *args[40];

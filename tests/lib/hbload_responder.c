@@ -174,8 +174,8 @@ static void rsp_udp_read(struct responder *r)
 	struct rsp_udp *s;
 	uint8_t type;
 	size_t n;
-	ssize_t got = recvfrom(r->ufd, in, sizeof(in), MSG_DONTWAIT, (struct sockaddr *)&peer,
-			       &plen);
+	ssize_t got =
+		recvfrom(r->ufd, in, sizeof(in), MSG_DONTWAIT, (struct sockaddr *)&peer, &plen);
 
 	if (got <= 0 || hb_decode_dgram(in, (size_t)got, &f))
 		return;

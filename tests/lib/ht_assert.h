@@ -37,62 +37,63 @@ void ht_fail_cmp(const char *file, int line, const char *op, struct ht_val a, st
 		 int err, const char *what, ...) __attribute__((format(printf, 7, 8), noreturn));
 
 /* Whether an integer expression's type is signed, to print its value as it is (not evaluated). */
-#define HT_SIGNED(x)                                                                               \
-	_Generic((x), char: CHAR_MIN < 0, signed char: 1, short: 1, int: 1, long: 1, long long: 1, \
-		 default: 0)
+#define HT_SIGNED(x)                                                                           \
+	_Generic((x), char                                                                     \
+		 : CHAR_MIN < 0, signed char : 1, short : 1, int : 1, long : 1, long long : 1, \
+		   default : 0)
 
 /* Floating-point values do not go through the integer comparisons (HT_TRUE prints them). */
-#define HT_NOT_FLOAT(x)                                                                            \
-	_Static_assert(!_Generic((x), float: 1, double: 1, long double: 1, default: 0),            \
+#define HT_NOT_FLOAT(x)                                                                     \
+	_Static_assert(!_Generic((x), float : 1, double : 1, long double : 1, default : 0), \
 		       "HT_EQ/HT_LT/...: integers only, use HT_TRUE for " #x)
 
-#define HT_TRUE(cond, ...)                                                                         \
-	do {                                                                                       \
-		if (!(cond))                                                                       \
-			ht_fail(__FILE__, __LINE__, "expected " #cond, __VA_ARGS__);               \
+#define HT_TRUE(cond, ...)                                                           \
+	do {                                                                         \
+		if (!(cond))                                                         \
+			ht_fail(__FILE__, __LINE__, "expected " #cond, __VA_ARGS__); \
 	} while (0)
 
-#define HT_FALSE(cond, ...)                                                                        \
-	do {                                                                                       \
-		if (cond)                                                                          \
-			ht_fail(__FILE__, __LINE__, "expected not " #cond, __VA_ARGS__);           \
+#define HT_FALSE(cond, ...)                                                              \
+	do {                                                                             \
+		if (cond)                                                                \
+			ht_fail(__FILE__, __LINE__, "expected not " #cond, __VA_ARGS__); \
 	} while (0)
 
 /* a op b with both converted to uintmax_t, as assert_int_equal() / assert_int_not_equal() do;
  * sa and sb are the operands as written (stringified before macro expansion). */
-#define HT_UINTMAX_CMP_(a, op, b, sa, sb, ...)                                                     \
-	do {                                                                                       \
-		HT_NOT_FLOAT(a);                                                                   \
-		HT_NOT_FLOAT(b);                                                                   \
-		const uintmax_t ht_a_ = (uintmax_t)(a), ht_b_ = (uintmax_t)(b);                    \
-		const int ht_err_ = errno;                                                         \
-                                                                                                   \
-		if (!(ht_a_ op ht_b_))                                                             \
-			ht_fail_cmp(__FILE__, __LINE__, #op,                                       \
-				    (struct ht_val){ sa, ht_a_, HT_SIGNED(a) },                    \
-				    (struct ht_val){ sb, ht_b_, HT_SIGNED(b) }, ht_err_,           \
-				    __VA_ARGS__);                                                  \
+#define HT_UINTMAX_CMP_(a, op, b, sa, sb, ...)                                           \
+	do {                                                                             \
+		HT_NOT_FLOAT(a);                                                         \
+		HT_NOT_FLOAT(b);                                                         \
+		const uintmax_t ht_a_ = (uintmax_t)(a), ht_b_ = (uintmax_t)(b);          \
+		const int ht_err_ = errno;                                               \
+                                                                                         \
+		if (!(ht_a_ op ht_b_))                                                   \
+			ht_fail_cmp(__FILE__, __LINE__, #op,                             \
+				    (struct ht_val){ sa, ht_a_, HT_SIGNED(a) },          \
+				    (struct ht_val){ sb, ht_b_, HT_SIGNED(b) }, ht_err_, \
+				    __VA_ARGS__);                                        \
 	} while (0)
 
 /* a op b on copies of the operands' own types: the same comparison as writing a op b, with the
  * warnings about it that an integer constant operand would not have drawn switched off. */
-#define HT_CMP_(a, op, b, sa, sb, ...)                                                             \
-	do {                                                                                       \
-		_Pragma("GCC diagnostic push");                                                    \
-		_Pragma("GCC diagnostic ignored \"-Wsign-compare\"");                              \
-		_Pragma("GCC diagnostic ignored \"-Wtype-limits\"");                               \
-		HT_NOT_FLOAT(a);                                                                   \
-		HT_NOT_FLOAT(b);                                                                   \
-		const __typeof__(a) ht_a_ = (a);                                                   \
-		const __typeof__(b) ht_b_ = (b);                                                   \
-		const int ht_err_ = errno;                                                         \
-                                                                                                   \
-		if (!(ht_a_ op ht_b_))                                                             \
-			ht_fail_cmp(__FILE__, __LINE__, #op,                                       \
-				    (struct ht_val){ sa, (uintmax_t)ht_a_, HT_SIGNED(ht_a_) },     \
-				    (struct ht_val){ sb, (uintmax_t)ht_b_, HT_SIGNED(ht_b_) },     \
-				    ht_err_, __VA_ARGS__);                                         \
-		_Pragma("GCC diagnostic pop");                                                     \
+#define HT_CMP_(a, op, b, sa, sb, ...)                                                         \
+	do {                                                                                   \
+		_Pragma("GCC diagnostic push");                                                \
+		_Pragma("GCC diagnostic ignored \"-Wsign-compare\"");                          \
+		_Pragma("GCC diagnostic ignored \"-Wtype-limits\"");                           \
+		HT_NOT_FLOAT(a);                                                               \
+		HT_NOT_FLOAT(b);                                                               \
+		const __typeof__(a) ht_a_ = (a);                                               \
+		const __typeof__(b) ht_b_ = (b);                                               \
+		const int ht_err_ = errno;                                                     \
+                                                                                               \
+		if (!(ht_a_ op ht_b_))                                                         \
+			ht_fail_cmp(__FILE__, __LINE__, #op,                                   \
+				    (struct ht_val){ sa, (uintmax_t)ht_a_, HT_SIGNED(ht_a_) }, \
+				    (struct ht_val){ sb, (uintmax_t)ht_b_, HT_SIGNED(ht_b_) }, \
+				    ht_err_, __VA_ARGS__);                                     \
+		_Pragma("GCC diagnostic pop");                                                 \
 	} while (0)
 
 /* HT_EQ(actual, expected, what...): actual == expected, as assert_int_equal() compares. */

@@ -48,8 +48,8 @@ int ht_listener(int family, const char *addr, uint16_t port)
 void ht_connect_pair(int lfd, int family, const char *addr, uint16_t port, struct ht_pair *p)
 {
 	struct sockaddr_storage ss = { 0 }, local;
-	socklen_t len = family == AF_INET ? sizeof(struct sockaddr_in)
-					  : sizeof(struct sockaddr_in6);
+	socklen_t len =
+		family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 	socklen_t ll = sizeof(local), cl = sizeof(p->cookie);
 	int one = 1;
 

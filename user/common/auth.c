@@ -98,8 +98,7 @@ static const struct ks_device *find_device(const struct hb_keystore *ks, uint64_
 	return NULL;
 }
 
-int hb_keystore_secret(const struct hb_keystore *ks, uint64_t device_id,
-		       uint8_t out[HB_SECRET_MAX])
+int hb_keystore_secret(const struct hb_keystore *ks, uint64_t device_id, uint8_t out[HB_SECRET_MAX])
 {
 	const struct ks_device *d = find_device(ks, device_id);
 
@@ -235,7 +234,8 @@ static int parse_fields(char *line, struct ks_parsed *p, char *err, size_t errle
 	}
 	if (nf == 2) {
 		if (parse_u64(f[0], &p->first) || p->first == 0) {
-			snprintf(err, errlen, "bad device id '%s' (a nonzero decimal number)", f[0]);
+			snprintf(err, errlen, "bad device id '%s' (a nonzero decimal number)",
+				 f[0]);
 			return -EINVAL;
 		}
 		p->last = p->first;
@@ -245,7 +245,8 @@ static int parse_fields(char *line, struct ks_parsed *p, char *err, size_t errle
 		}
 		len = hb_hex_decode(f[1], p->key, sizeof(p->key));
 		if (len < HB_SECRET_MIN) {
-			snprintf(err, errlen, "secret of device %" PRIu64 " must be %d..%d bytes of hex",
+			snprintf(err, errlen,
+				 "secret of device %" PRIu64 " must be %d..%d bytes of hex",
 				 p->first, HB_SECRET_MIN, HB_SECRET_MAX);
 			return -EINVAL;
 		}
@@ -263,16 +264,17 @@ static int parse_fields(char *line, struct ks_parsed *p, char *err, size_t errle
 		}
 		len = hb_hex_decode(f[2], p->key, sizeof(p->key));
 		if (len < HB_SECRET_MIN) {
-			snprintf(err, errlen, "master key must be %d..%d bytes of hex", HB_SECRET_MIN,
-				 HB_SECRET_MAX);
+			snprintf(err, errlen, "master key must be %d..%d bytes of hex",
+				 HB_SECRET_MIN, HB_SECRET_MAX);
 			return -EINVAL;
 		}
 		p->kind = HB_KS_RANGE;
 		p->len = (uint8_t)len;
 		return 0;
 	}
-	snprintf(err, errlen, "expected '<id> <hex secret>', '<id> revoked' or "
-			      "'<first>-<last> derive <hex key>'");
+	snprintf(err, errlen,
+		 "expected '<id> <hex secret>', '<id> revoked' or "
+		 "'<first>-<last> derive <hex key>'");
 	return -EINVAL;
 }
 
@@ -358,7 +360,8 @@ int hb_keystore_load(const char *path, struct hb_keystore **out, char *err, size
 		why[0] = 0;
 		rc = parse_line(ks, line, why, sizeof(why));
 		if (rc) {
-			snprintf(err, errlen, "%s:%u: %s", path, lineno, why[0] ? why : strerror(-rc));
+			snprintf(err, errlen, "%s:%u: %s", path, lineno,
+				 why[0] ? why : strerror(-rc));
 			break;
 		}
 	}
@@ -372,7 +375,8 @@ int hb_keystore_load(const char *path, struct hb_keystore **out, char *err, size
 		qsort(ks->dev, ks->ndev, sizeof(*ks->dev), cmp_dev);
 	for (size_t i = 1; i < ks->ndev; i++) {
 		if (ks->dev[i].id == ks->dev[i - 1].id) {
-			snprintf(err, errlen, "%s: device %" PRIu64 " listed twice", path, ks->dev[i].id);
+			snprintf(err, errlen, "%s: device %" PRIu64 " listed twice", path,
+				 ks->dev[i].id);
 			hb_keystore_free(ks);
 			return -EINVAL;
 		}

@@ -77,8 +77,7 @@ int hbc_ping(struct hbc *c, void *buf, size_t cap, uint64_t ts, uint16_t *seq)
 	return n;
 }
 
-int hbc_data(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t len,
-	     uint16_t *seq)
+int hbc_data(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t len, uint16_t *seq)
 {
 	int n;
 
@@ -90,8 +89,7 @@ int hbc_data(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t
 	return n;
 }
 
-int hbc_echo(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t len,
-	     uint16_t *seq)
+int hbc_echo(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t len, uint16_t *seq)
 {
 	int n;
 
@@ -189,8 +187,7 @@ static enum hbc_event on_error(struct hbc *c, const struct hb_frame *f, struct h
 	return HBC_EV_ERROR;
 }
 
-enum hbc_event hbc_input(struct hbc *c, const struct hb_frame *f, uint64_t now,
-			 struct hbc_ev *ev)
+enum hbc_event hbc_input(struct hbc *c, const struct hb_frame *f, uint64_t now, struct hbc_ev *ev)
 {
 	uint16_t newest = (uint16_t)(c->seq - 1);
 	struct hb_bye b;
@@ -285,12 +282,17 @@ unsigned hbc_echo_outstanding(const struct hbc *c)
 const char *hbc_event_str(enum hbc_event e)
 {
 	static const char *const names[] = {
-		[HBC_EV_NONE] = "none",	      [HBC_EV_WELCOME] = "welcome",
-		[HBC_EV_PONG] = "pong",	      [HBC_EV_ACK] = "ack",
-		[HBC_EV_ECHO] = "echo",	      [HBC_EV_BYE] = "bye",
+		[HBC_EV_NONE] = "none",
+		[HBC_EV_WELCOME] = "welcome",
+		[HBC_EV_PONG] = "pong",
+		[HBC_EV_ACK] = "ack",
+		[HBC_EV_ECHO] = "echo",
+		[HBC_EV_BYE] = "bye",
 		[HBC_EV_DOWN] = "downlink",
-		[HBC_EV_ERROR] = "error",     [HBC_EV_AUTH_FAILED] = "auth failed",
-		[HBC_EV_STRAY] = "stray",     [HBC_EV_PROTO] = "protocol violation",
+		[HBC_EV_ERROR] = "error",
+		[HBC_EV_AUTH_FAILED] = "auth failed",
+		[HBC_EV_STRAY] = "stray",
+		[HBC_EV_PROTO] = "protocol violation",
 	};
 
 	if ((unsigned)e >= sizeof(names) / sizeof(names[0]))

@@ -120,8 +120,7 @@ int hbc_bye(struct hbc *c, void *buf, size_t cap, uint16_t reason);
 int hbc_decode(const struct hbc *c, const void *buf, size_t n, struct hb_frame *f);
 
 /* Consumes one decoded frame from the server at time now (same clock as the PING timestamps). */
-enum hbc_event hbc_input(struct hbc *c, const struct hb_frame *f, uint64_t now,
-			 struct hbc_ev *ev);
+enum hbc_event hbc_input(struct hbc *c, const struct hb_frame *f, uint64_t now, struct hbc_ev *ev);
 
 /* Delay before the next connection attempt; counts the attempt. rnd is a uniform random 32-bit
  * value from the caller (so tests are deterministic). The first call after a WELCOME starts from

@@ -151,6 +151,7 @@ json_t *hb_json_bytes(const void *p, size_t n)
 			o += len;
 			i += len;
 		} else {
+			/* NOLINTNEXTLINE(bugprone-not-null-terminated-result): out is length-counted */
 			memcpy(out + o, "\xef\xbf\xbd", 3);
 			o += 3;
 			i++;

@@ -71,7 +71,7 @@ void hb_log(enum hb_log_level level, const char *fmt, ...)
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	enum hb_log_level l = level == LIBBPF_WARN ? HB_LOG_WARN
+	enum hb_log_level l = level == LIBBPF_WARN   ? HB_LOG_WARN
 			      : level == LIBBPF_INFO ? HB_LOG_INFO
 						     : HB_LOG_DEBUG;
 

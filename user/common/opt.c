@@ -27,11 +27,16 @@ static bool takes_arg(const struct hb_opt *o)
 static uint64_t size_max(size_t size)
 {
 	switch (size) {
-	case 1: return UINT8_MAX;
-	case 2: return UINT16_MAX;
-	case 4: return UINT32_MAX;
-	case 8: return UINT64_MAX;
-	default: return 0;
+	case 1:
+		return UINT8_MAX;
+	case 2:
+		return UINT16_MAX;
+	case 4:
+		return UINT32_MAX;
+	case 8:
+		return UINT64_MAX;
+	default:
+		return 0;
 	}
 }
 
@@ -43,10 +48,18 @@ static void store_uint(void *p, size_t size, uint64_t v)
 	uint32_t u32 = (uint32_t)v;
 
 	switch (size) {
-	case 1: memcpy(p, &u8, 1); break;
-	case 2: memcpy(p, &u16, 2); break;
-	case 4: memcpy(p, &u32, 4); break;
-	case 8: memcpy(p, &v, 8); break;
+	case 1:
+		memcpy(p, &u8, 1);
+		break;
+	case 2:
+		memcpy(p, &u16, 2);
+		break;
+	case 4:
+		memcpy(p, &u32, 4);
+		break;
+	case 8:
+		memcpy(p, &v, 8);
+		break;
 	}
 }
 
@@ -180,13 +193,26 @@ void hb_opt_defaults(const struct hb_opt *opts, void *cfg)
 		void *f = field(o, cfg);
 
 		switch (o->type) {
-		case HB_OPT_FLAG: set_bool(f, false); break;
-		case HB_OPT_FLAG_OFF: set_bool(f, true); break;
-		case HB_OPT_UINT: store_uint(f, o->size, o->def.u); break;
-		case HB_OPT_DOUBLE: memcpy(f, &o->def.d, sizeof(double)); break;
-		case HB_OPT_STRING: memcpy(f, &o->def.s, sizeof(const char *)); break;
-		case HB_OPT_CHOICE: store_uint(f, o->size, (uint64_t)o->def.i); break;
-		default: break; /* CUSTOM: the program sets what its parser fills */
+		case HB_OPT_FLAG:
+			set_bool(f, false);
+			break;
+		case HB_OPT_FLAG_OFF:
+			set_bool(f, true);
+			break;
+		case HB_OPT_UINT:
+			store_uint(f, o->size, o->def.u);
+			break;
+		case HB_OPT_DOUBLE:
+			memcpy(f, &o->def.d, sizeof(double));
+			break;
+		case HB_OPT_STRING:
+			memcpy(f, &o->def.s, sizeof(const char *));
+			break;
+		case HB_OPT_CHOICE:
+			store_uint(f, o->size, (uint64_t)o->def.i);
+			break;
+		default:
+			break; /* CUSTOM: the program sets what its parser fills */
 		}
 		if (o->has_given)
 			set_bool((char *)cfg + o->given_off, false);
@@ -483,8 +509,7 @@ void hb_opt_help(const struct hb_opt_prog *p, FILE *f)
 		fprintf(f, "\n%s", p->epilog);
 }
 
-static int fail(char *err, size_t cap, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t cap, const char *fmt, ...)
 {
 	va_list ap;
@@ -519,7 +544,7 @@ static int check_one(const struct hb_opt *o, char *err, size_t cap)
 				    o->name, (unsigned long long)o->umin,
 				    (unsigned long long)o->umax);
 		if (shows_default && (o->def.u < o->umin || o->def.u > o->umax ||
-				     (o->uint_ok && !o->uint_ok(o->def.u))))
+				      (o->uint_ok && !o->uint_ok(o->def.u))))
 			return fail(err, cap, "--%s: default %llu is not a valid value", o->name,
 				    (unsigned long long)o->def.u);
 		if (o->uint_ok && !o->expect)
@@ -527,8 +552,7 @@ static int check_one(const struct hb_opt *o, char *err, size_t cap)
 		break;
 	case HB_OPT_DOUBLE:
 		if (o->size != sizeof(double) || !(o->dmin <= o->dmax))
-			return fail(err, cap, "--%s: needs a double field and min <= max",
-				    o->name);
+			return fail(err, cap, "--%s: needs a double field and min <= max", o->name);
 		if (shows_default && (o->def.d < o->dmin || o->def.d > o->dmax))
 			return fail(err, cap, "--%s: default %g is out of range", o->name,
 				    o->def.d);
@@ -569,7 +593,8 @@ int hb_opt_check(const struct hb_opt *opts, char *err, size_t cap)
 				    o->name, o->excludes);
 		helps += o->type == HB_OPT_HELP;
 		if (o->short_name && !strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-					     "0123456789", o->short_name))
+					     "0123456789",
+					     o->short_name))
 			return fail(err, cap, "--%s: short name must be a letter or digit",
 				    o->name);
 		for (const struct hb_opt *q = opts; q != o; q++) {

@@ -25,8 +25,9 @@
 #define HB_SOCKET_URING_OP_GETSOCKOPT 2 /* enum io_uring_socket_op, kernel >= 6.7 */
 #define HB_SOCKET_URING_OP_SETSOCKOPT 3
 
-_Static_assert(__BYTE_ORDER == __LITTLE_ENDIAN,
-	       "level/optname share sqe->addr as two u32s: the packing below assumes little endian");
+_Static_assert(
+	__BYTE_ORDER == __LITTLE_ENDIAN,
+	"level/optname share sqe->addr as two u32s: the packing below assumes little endian");
 
 /* bind(fd, addr, len): the address is copied into the kernel at submit time. */
 static inline void hb_prep_bind(struct io_uring_sqe *sqe, int fd, const struct sockaddr *addr,

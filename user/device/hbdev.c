@@ -105,7 +105,8 @@ int hbdev_open(struct hbdev **out, const struct hbdev_config *cfg)
 	memcpy(d->secret, cfg->secret, cfg->secret_len);
 	d->cfg.secret = d->secret;
 	if (!d->cfg.backoff.base_ms)
-		d->cfg.backoff = (struct hbc_backoff){ .base_ms = 500, .max_ms = 30000, .jitter_pct = 100 };
+		d->cfg.backoff =
+			(struct hbc_backoff){ .base_ms = 500, .max_ms = 30000, .jitter_pct = 100 };
 	if (!d->cfg.io_timeout_ms)
 		d->cfg.io_timeout_ms = 3000;
 	if (!d->cfg.data_retry_ms)
@@ -471,7 +472,8 @@ int hbdev_send(struct hbdev *d, const void *data, uint16_t len, int timeout_ms)
 
 			if (n > 0 && !send_all(d, d->tx, (size_t)n)) {
 				if (d->nwant == WANT_MAX)
-					memmove(d->want, d->want + 1, (WANT_MAX - 1) * sizeof(d->want[0]));
+					memmove(d->want, d->want + 1,
+						(WANT_MAX - 1) * sizeof(d->want[0]));
 				d->want[d->nwant < WANT_MAX ? d->nwant++ : WANT_MAX - 1] = seq;
 				sent_in = d->session;
 				resend_at = now + d->cfg.data_retry_ms;
@@ -479,9 +481,10 @@ int hbdev_send(struct hbdev *d, const void *data, uint16_t len, int timeout_ms)
 				lose(d);
 			}
 		}
-		rc = step(d, hbdev_connected(d) && d->cfg.transport == HB_UDP && resend_at < until
-				     ? resend_at
-				     : until,
+		rc = step(d,
+			  hbdev_connected(d) && d->cfg.transport == HB_UDP && resend_at < until
+				  ? resend_at
+				  : until,
 			  true, &ev);
 		if (rc < 0)
 			return rc;

@@ -73,8 +73,8 @@ int hbd_accept_fill(struct hbd_worker *w)
 		/* liburing 2.3 stores file_index + 1 without the "- 1" later versions apply for
 		 * IORING_FILE_INDEX_ALLOC: pass it pre-decremented (as its multishot helper does)
 		 */
-		io_uring_prep_accept_direct(sqe, w->lfd, (struct sockaddr *)&a->addr[i], &a->len[i], 0,
-					    IORING_FILE_INDEX_ALLOC - 1);
+		io_uring_prep_accept_direct(sqe, w->lfd, (struct sockaddr *)&a->addr[i], &a->len[i],
+					    0, IORING_FILE_INDEX_ALLOC - 1);
 		io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_ACCEPT, i, 0, 0));
 		a->idle &= ~(1u << i);
 		a->armed++;
@@ -127,7 +127,8 @@ void hbd_accept_on_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		if (cqe->res == -ENFILE) {
 			/* the ring's table is full: the kernel closed the connection */
 			HBD_STAT_ADD(w->st, full, 1);
-			hb_dbg("worker %u: direct descriptor table full, connection refused", w->id);
+			hb_dbg("worker %u: direct descriptor table full, connection refused",
+			       w->id);
 		} else if (cqe->res != -ECANCELED) {
 			hb_warn("worker %u: accept: %s", w->id, strerror(-cqe->res));
 			HBD_STAT_ADD(w->st, errors, 1);

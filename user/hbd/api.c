@@ -234,7 +234,8 @@ static void request(struct hbd_api *a, struct client *c, char *line)
 	uint32_t req = ++c->nreq;
 	int n = 0;
 
-	for (tok = strtok_r(line, " \t\r", &save); tok && n < 8; tok = strtok_r(NULL, " \t\r", &save))
+	for (tok = strtok_r(line, " \t\r", &save); tok && n < 8;
+	     tok = strtok_r(NULL, " \t\r", &save))
 		arg[n++] = tok;
 	if (!n) {
 		c->nreq--; /* blank lines are not requests */
@@ -343,7 +344,8 @@ int hbd_api_open(struct hbd_api **out, struct hbd_daemon *d, const char *path, c
 	int rc;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(why, whylen, "%s: path longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
+		snprintf(why, whylen, "%s: path longer than %zu bytes", path,
+			 sizeof(sa.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
 	a = calloc(1, sizeof(*a));
@@ -473,15 +475,12 @@ static json_t *presence_json(const struct hbd_event *ev)
 	json_t *o;
 
 	snprintf(session, sizeof(session), "%016" PRIx64, ev->session);
-	o = json_pack("{s:s,s:o,s:s,s:s,s:o}",
-		      "event", hbd_ev_kind_str((enum hbd_ev_kind)ev->kind),
-		      "device", hb_json_u64(ev->device),
-		      "transport", ev->udp ? "udp" : "tcp",
-		      "session", session,
-		      "ts_ms", hb_json_u64(ev->ts_ms));
+	o = json_pack("{s:s,s:o,s:s,s:s,s:o}", "event", hbd_ev_kind_str((enum hbd_ev_kind)ev->kind),
+		      "device", hb_json_u64(ev->device), "transport", ev->udp ? "udp" : "tcp",
+		      "session", session, "ts_ms", hb_json_u64(ev->ts_ms));
 	if (o && ev->peer[0] &&
-	    json_object_set_new(o, "peer", hb_json_bytes(ev->peer, strnlen(ev->peer,
-									  sizeof(ev->peer))))) {
+	    json_object_set_new(o, "peer",
+				hb_json_bytes(ev->peer, strnlen(ev->peer, sizeof(ev->peer))))) {
 		json_decref(o);
 		return NULL;
 	}
@@ -533,6 +532,6 @@ void hbd_api_lost(struct hbd_api *a, uint64_t n)
 {
 	for (int i = 0; i < HBD_API_MAX_CLIENTS; i++)
 		if (a->cl[i].fd >= 0 && a->cl[i].subscribed)
-			out_json(&a->cl[i], json_pack("{s:s,s:o}", "event", "lost", "count",
-						      hb_json_u64(n)));
+			out_json(&a->cl[i],
+				 json_pack("{s:s,s:o}", "event", "lost", "count", hb_json_u64(n)));
 }

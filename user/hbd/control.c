@@ -74,7 +74,8 @@ static int on_signal(struct hbd_daemon *d, int sigfd)
 			/* an old daemon mid-upgrade finishes it (it exits after it anyway); if the
 			 * upgrade fails, it drains then
 			 */
-			hb_info("%s: finishing the upgrade under way first", strsignal((int)si.ssi_signo));
+			hb_info("%s: finishing the upgrade under way first",
+				strsignal((int)si.ssi_signo));
 			d->upg.term_pending = (int)si.ssi_signo;
 			continue;
 		}

@@ -30,8 +30,8 @@
 #define CTL_RING 256
 #define WORKER_TICK_MAX_MS 250 /* 8 ticks a timeout, but no slower than this */
 
-int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu,
-		     uint64_t nofile, struct hbd_plan *p)
+int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu, uint64_t nofile,
+		     struct hbd_plan *p)
 {
 	uint64_t cap, need, per, rings;
 	unsigned workers = want_workers ? want_workers : (ncpu ? ncpu : 1);
@@ -144,9 +144,11 @@ static int setup_maps(struct hbd_daemon *d)
 
 		if (hbd_maps_open_seen(&d->kern.maps, cfg->pin_path, want, why, sizeof(why)))
 			hb_info("no heartbeat stamps to map (%s): expiry looks each device up in the "
-				"maps instead (hbctl load of this version pins them)", why);
+				"maps instead (hbctl load of this version pins them)",
+				why);
 		else if (d->kern.maps.seen_n < want)
-			hb_info("%s/%s holds %u heartbeat stamps, fewer than the %" PRIu64 " TCP slots "
+			hb_info("%s/%s holds %u heartbeat stamps, fewer than the %" PRIu64
+				" TCP slots "
 				"and sessions here: expiry looks the devices beyond them up in the maps "
 				"(hbctl load --max-conns/--max-sessions size it)",
 				cfg->pin_path, HB_MAP_SEEN, d->kern.maps.seen_n, want);
@@ -189,7 +191,8 @@ static int start_workers(struct hbd_daemon *d)
 	unsigned n = d->plan.workers, started = 0;
 	int rc = 0;
 
-	d->workers = calloc(n, sizeof(*d->workers));
+	d->workers = calloc(
+		n, sizeof(*d->workers)); // NOLINT(bugprone-sizeof-expression): an array of pointers
 	if (!d->workers)
 		return -ENOMEM;
 	for (unsigned i = 0; i < n; i++) {
@@ -351,8 +354,8 @@ int hbd_run(const struct hbd_config *cfg)
 	want = cfg->workers ? cfg->workers : (ncpu > 0 ? (unsigned)ncpu : 1);
 	if (want < ho_n)
 		want = ho_n;
-	rc = hbd_plan_workers(cfg->max_clients, want, ncpu > 0 ? (unsigned)ncpu : 1,
-			      rl.rlim_cur, &d->plan);
+	rc = hbd_plan_workers(cfg->max_clients, want, ncpu > 0 ? (unsigned)ncpu : 1, rl.rlim_cur,
+			      &d->plan);
 	if (rc) {
 		hb_err("cannot plan %u clients with RLIMIT_NOFILE %llu: %s", cfg->max_clients,
 		       (unsigned long long)rl.rlim_cur, strerror(-rc));
@@ -363,7 +366,8 @@ int hbd_run(const struct hbd_config *cfg)
 	if (d->lim.hello_timeout_ms > d->lim.timeout_ms)
 		d->lim.hello_timeout_ms = d->lim.timeout_ms;
 	d->lim.track_sources = cfg->max_per_source || cfg->auth_fail_rate > 0;
-	if (hbd_devices_init(&d->devices, cfg->max_clients) || hbd_sessions_init(&d->sessions, cfg->max_clients) ||
+	if (hbd_devices_init(&d->devices, cfg->max_clients) ||
+	    hbd_sessions_init(&d->sessions, cfg->max_clients) ||
 	    /* bounded: a flood of new source addresses must not take all memory */
 	    hbd_keytab_init(&d->sources, cfg->auth_fail_rate, cfg->auth_fail_burst,
 			    4 * cfg->max_clients + 65536) ||
@@ -405,9 +409,9 @@ int hbd_run(const struct hbd_config *cfg)
 	}
 	/* more workers than the old daemon had: their sockets join its SO_REUSEPORT groups */
 	rc = d->plan.workers > ho_n
-		     ? hbd_sockets_open(cfg->bind, ho_n ? d->port : cfg->port, d->plan.workers - ho_n,
-					d->tcp_fds + ho_n, d->udp_fds + ho_n, &d->port, &d->family,
-					why, sizeof(why))
+		     ? hbd_sockets_open(cfg->bind, ho_n ? d->port : cfg->port,
+					d->plan.workers - ho_n, d->tcp_fds + ho_n,
+					d->udp_fds + ho_n, &d->port, &d->family, why, sizeof(why))
 		     : 0;
 	if (rc) {
 		hb_err("listen on %s port %u: %s", cfg->bind ? cfg->bind : "::", cfg->port, why);

@@ -96,13 +96,20 @@ uint32_t hbd_events_take(struct hbd_events *q, struct hbd_event *out, uint32_t m
 const char *hbd_ev_kind_str(enum hbd_ev_kind k)
 {
 	switch (k) {
-	case HBD_EV_ONLINE: return "online";
-	case HBD_EV_OFFLINE: return "offline";
-	case HBD_EV_EXPIRED: return "expired";
-	case HBD_EV_REVOKED: return "revoked";
-	case HBD_EV_SUPERSEDED: return "superseded";
-	case HBD_EV_SHUTDOWN: return "shutdown";
-	case HBD_EV_DOWN_RESULT: return "down_result";
+	case HBD_EV_ONLINE:
+		return "online";
+	case HBD_EV_OFFLINE:
+		return "offline";
+	case HBD_EV_EXPIRED:
+		return "expired";
+	case HBD_EV_REVOKED:
+		return "revoked";
+	case HBD_EV_SUPERSEDED:
+		return "superseded";
+	case HBD_EV_SHUTDOWN:
+		return "shutdown";
+	case HBD_EV_DOWN_RESULT:
+		return "down_result";
 	}
 	return "?";
 }
@@ -110,12 +117,18 @@ const char *hbd_ev_kind_str(enum hbd_ev_kind k)
 const char *hbd_down_status_str(enum hbd_down_status s)
 {
 	switch (s) {
-	case HBD_DOWN_DELIVERED: return "delivered";
-	case HBD_DOWN_OFFLINE: return "offline";
-	case HBD_DOWN_TIMEOUT: return "timeout";
-	case HBD_DOWN_CLOSED: return "closed";
-	case HBD_DOWN_BUSY: return "busy";
-	case HBD_DOWN_FAILED: return "failed";
+	case HBD_DOWN_DELIVERED:
+		return "delivered";
+	case HBD_DOWN_OFFLINE:
+		return "offline";
+	case HBD_DOWN_TIMEOUT:
+		return "timeout";
+	case HBD_DOWN_CLOSED:
+		return "closed";
+	case HBD_DOWN_BUSY:
+		return "busy";
+	case HBD_DOWN_FAILED:
+		return "failed";
 	}
 	return "?";
 }

@@ -93,7 +93,9 @@ int hbd_ho_recv(int sock, void *buf, size_t cap, struct hbd_ho_hdr *h, int *fds,
 		char b[CMSG_SPACE(HBD_HO_FDS * sizeof(int))];
 	} u;
 	struct iovec iov[2] = { { h, sizeof(*h) }, { buf, cap } };
-	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = u.b,
+	struct msghdr m = { .msg_iov = iov,
+			    .msg_iovlen = 2,
+			    .msg_control = u.b,
 			    .msg_controllen = sizeof(u.b) };
 	struct pollfd p = { .fd = sock, .events = POLLIN };
 	ssize_t n;
@@ -200,8 +202,8 @@ static void send_batch(struct hbd_worker *w)
 		fds[nfds++] = ho->fd[i];
 		ho->slot[nrec++] = ho->slot[i];
 	}
-	rc = nfds ? hbd_ho_send(ho->sock, HBD_HO_CONNS, (uint16_t)nfds, body,
-				(uint32_t)(p - body), fds, nfds)
+	rc = nfds ? hbd_ho_send(ho->sock, HBD_HO_CONNS, (uint16_t)nfds, body, (uint32_t)(p - body),
+				fds, nfds)
 		  : 0;
 	for (unsigned i = 0; i < nfds; i++)
 		close(fds[i]);
@@ -215,8 +217,8 @@ static void send_batch(struct hbd_worker *w)
 		}
 	}
 	if (rc)
-		hb_err("worker %u: handing %u connections over failed: %s: closed them", w->id, nrec,
-		       strerror(-rc));
+		hb_err("worker %u: handing %u connections over failed: %s: closed them", w->id,
+		       nrec, strerror(-rc));
 	ho->n = 0;
 	ho->bytes = 0;
 }
@@ -306,7 +308,8 @@ void hbd_ho_on_recv(struct hbd_worker *w, int res)
 	    h->magic != HBD_HO_MAGIC || h->type != HBD_HO_CONNS || h->count != n ||
 	    (size_t)res != sizeof(*h) + h->len) {
 		hb_err("worker %u: malformed handoff message (%d bytes, %u fds): its connections "
-		       "are lost", w->id, res, n);
+		       "are lost",
+		       w->id, res, n);
 		for (unsigned i = 0; i < n; i++)
 			close(ho->ufd[i]);
 		HBD_STAT_ADD(w->st, errors, n);

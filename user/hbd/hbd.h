@@ -99,8 +99,8 @@ struct hbd_plan {
 	unsigned workers;
 	uint32_t slots; /* per ring */
 };
-int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu,
-		     uint64_t nofile, struct hbd_plan *p);
+int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu, uint64_t nofile,
+		     struct hbd_plan *p);
 #define HBD_SLOT_RESERVE 256 /* below RLIMIT_NOFILE: regular fds the process still needs */
 #define HBD_MAX_RINGS 1024
 

@@ -66,7 +66,8 @@ bool hbd_map_full(struct hbd_worker *w, int rc, const char *map, uint64_t device
 			hb_warn("%s map full (hbctl load --max-conns/--max-sessions sets its size): "
 				"device %" PRIu64 " %s (--on-map-full; logged once per 10 s)",
 				map, device_id,
-				refuse ? "refused" : "served in userspace, kernel fast path skipped");
+				refuse ? "refused"
+				       : "served in userspace, kernel fast path skipped");
 		return refuse;
 	}
 	HBD_STAT_ADD(w->st, errors, 1);

@@ -81,7 +81,8 @@ int hbd_maps_open_offload(struct hbd_maps *m, const char *dir, char *why, size_t
 
 		if (bpf_map_lookup_elem(m->config, &k, &m->config_cache)) {
 			rc = -errno;
-			snprintf(why, whylen, "%s/%s: lookup: %s", dir, HB_MAP_CONFIG, strerror(-rc));
+			snprintf(why, whylen, "%s/%s: lookup: %s", dir, HB_MAP_CONFIG,
+				 strerror(-rc));
 			goto fail;
 		}
 	}
@@ -98,8 +99,7 @@ fail:
 	return rc;
 }
 
-int hbd_maps_open_seen(struct hbd_maps *m, const char *dir, uint64_t want, char *why,
-		       size_t whylen)
+int hbd_maps_open_seen(struct hbd_maps *m, const char *dir, uint64_t want, char *why, size_t whylen)
 {
 	struct bpf_map_info info;
 	long pg = sysconf(_SC_PAGESIZE);
@@ -271,7 +271,8 @@ int hbd_maps_sess_put(struct hbd_maps *m, uint64_t token, const struct hb_sessio
 {
 	struct hb_session_key k = { .token = token };
 
-	hbd_seen_set(m, v->seen_slot, 0); /* before the kernel can stamp it: the update is a barrier */
+	hbd_seen_set(m, v->seen_slot,
+		     0); /* before the kernel can stamp it: the update is a barrier */
 	return bpf_map_update_elem(m->sessions, &k, v, BPF_ANY) ? -errno : 0;
 }
 

@@ -43,8 +43,7 @@ void hbd_maps_close(struct hbd_maps *m);
 /* The heartbeat stamp in seen[slot] (0 if there is no such slot or none was stored yet). */
 static inline uint64_t hbd_seen_get(const struct hbd_maps *m, uint32_t slot)
 {
-	return slot && slot < m->seen_n ? __atomic_load_n(&m->seen_mem[slot], __ATOMIC_RELAXED)
-					: 0;
+	return slot && slot < m->seen_n ? __atomic_load_n(&m->seen_mem[slot], __ATOMIC_RELAXED) : 0;
 }
 
 /* seen[slot] = ns; nothing if there is no such slot. ns 0 clears a slot before it goes to a new

@@ -127,9 +127,12 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 	family(f, "hbeat_start_time_seconds", "gauge", "Unix time hbd started.");
 	fprintf(f, "hbeat_start_time_seconds %.3f\n", m->start_s);
 
-	family(f, "hbeat_devices_connected", "gauge", "Devices with an open session, by transport.");
-	fprintf(f, "hbeat_devices_connected{transport=\"tcp\"} %" PRIu64 "\n", (uint64_t)u.tcp_authed);
-	fprintf(f, "hbeat_devices_connected{transport=\"udp\"} %" PRIu64 "\n", (uint64_t)u.udp_active);
+	family(f, "hbeat_devices_connected", "gauge",
+	       "Devices with an open session, by transport.");
+	fprintf(f, "hbeat_devices_connected{transport=\"tcp\"} %" PRIu64 "\n",
+		(uint64_t)u.tcp_authed);
+	fprintf(f, "hbeat_devices_connected{transport=\"udp\"} %" PRIu64 "\n",
+		(uint64_t)u.udp_active);
 	family(f, "hbeat_tcp_connections", "gauge", "Open TCP connections, authenticated or not.");
 	fprintf(f, "hbeat_tcp_connections %" PRIu64 "\n", (uint64_t)u.tcp_active);
 
@@ -151,7 +154,8 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 
 	family(f, "hbeat_data_frames_total", "counter", "DATA frames received from devices.");
 	fprintf(f, "hbeat_data_frames_total %" PRIu64 "\n", (uint64_t)u.frames_data);
-	family(f, "hbeat_data_acked_total", "counter", "DATA frames written to the sink and ACKed.");
+	family(f, "hbeat_data_acked_total", "counter",
+	       "DATA frames written to the sink and ACKed.");
 	fprintf(f, "hbeat_data_acked_total %" PRIu64 "\n", (uint64_t)u.data_acked);
 	family(f, "hbeat_data_bytes_total", "counter", "DATA payload bytes written to the sink.");
 	fprintf(f, "hbeat_data_bytes_total %" PRIu64 "\n", (uint64_t)u.data_bytes);
@@ -166,7 +170,7 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 	fprintf(f, "hbeat_drops_total{reason=\"unexpected_type\"} %" PRIu64 "\n",
 		(uint64_t)u.frames_other);
 	/* the limits (docs/RELIABILITY.md), each a reason of its own */
-#define DROP(reason, field)                                                                   \
+#define DROP(reason, field) \
 	fprintf(f, "hbeat_drops_total{reason=\"" reason "\"} %" PRIu64 "\n", (uint64_t)u.field);
 	DROP("too_large", too_large)
 	DROP("per_source_limit", refused_per_source)
@@ -180,8 +184,10 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 	family(f, "hbeat_downlink_total", "counter", "Downlink messages by outcome.");
 	fprintf(f, "hbeat_downlink_total{result=\"sent\"} %" PRIu64 "\n", (uint64_t)u.down_sent);
 	fprintf(f, "hbeat_downlink_total{result=\"acked\"} %" PRIu64 "\n", (uint64_t)u.down_acked);
-	fprintf(f, "hbeat_downlink_total{result=\"failed\"} %" PRIu64 "\n", (uint64_t)u.down_failed);
-	family(f, "hbeat_revoked_total", "counter", "Live sessions cut because the device was revoked.");
+	fprintf(f, "hbeat_downlink_total{result=\"failed\"} %" PRIu64 "\n",
+		(uint64_t)u.down_failed);
+	family(f, "hbeat_revoked_total", "counter",
+	       "Live sessions cut because the device was revoked.");
 	fprintf(f, "hbeat_revoked_total %" PRIu64 "\n", (uint64_t)u.revoked);
 	family(f, "hbeat_key_reloads_total", "counter", "Key store reloads.");
 	fprintf(f, "hbeat_key_reloads_total %" PRIu64 "\n", (uint64_t)u.key_reloads);
@@ -205,15 +211,16 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 	if (have_k) {
 		family(f, "hbeat_kernel_counter_total", "counter",
 		       "Kernel fast-path counters (hbctl stats, kernel).");
-#define K(name) fprintf(f, "hbeat_kernel_counter_total{counter=\"" #name "\"} %" PRIu64 "\n", \
-			(uint64_t)k.name);
+#define K(name)                                                                       \
+	fprintf(f, "hbeat_kernel_counter_total{counter=\"" #name "\"} %" PRIu64 "\n", \
+		(uint64_t)k.name);
 		HB_KSTATS(K)
 #undef K
 	}
 	family(f, "hbeat_daemon_counter", "untyped",
 	       "Daemon counters and gauges (hbctl stats, user) under their ABI names.");
-#define U(name) fprintf(f, "hbeat_daemon_counter{counter=\"" #name "\"} %" PRIu64 "\n", \
-			(uint64_t)u.name);
+#define U(name) \
+	fprintf(f, "hbeat_daemon_counter{counter=\"" #name "\"} %" PRIu64 "\n", (uint64_t)u.name);
 	HB_USTATS(U)
 #undef U
 	if (fclose(f)) {
@@ -242,7 +249,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (body) {
 		r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
 	} else {
-		status = strcmp(url, "/metrics") ? MHD_HTTP_NOT_FOUND : MHD_HTTP_INTERNAL_SERVER_ERROR;
+		status = strcmp(url, "/metrics") ? MHD_HTTP_NOT_FOUND
+						 : MHD_HTTP_INTERNAL_SERVER_ERROR;
 		r = MHD_create_response_from_buffer(sizeof(not_found) - 1, (void *)not_found,
 						    MHD_RESPMEM_PERSISTENT);
 	}

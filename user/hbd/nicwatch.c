@@ -64,11 +64,13 @@ void hbd_nic_check(struct hbd_nicwatch *n, uint64_t now_ms)
 	case NIC_OK:
 		if (n->state != NIC_UNKNOWN)
 			hb_info("NIC %s is up with its XDP program: UDP heartbeats are answered in the "
-				"kernel again", n->ifname);
+				"kernel again",
+				n->ifname);
 		break;
 	case NIC_DOWN:
 		hb_warn("NIC %s is down: no heartbeat reaches this host through it until it is up "
-			"again (the XDP program stays attached)", n->ifname);
+			"again (the XDP program stays attached)",
+			n->ifname);
 		break;
 	case NIC_NO_XDP:
 		hb_warn("NIC %s has no XDP program any more: UDP heartbeats are answered in "
@@ -78,7 +80,8 @@ void hbd_nic_check(struct hbd_nicwatch *n, uint64_t now_ms)
 		break;
 	case NIC_GONE:
 		hb_warn("NIC %s (ifindex %d) is gone: its XDP program went with it; UDP heartbeats "
-			"arriving on other NICs are answered in userspace", n->ifname, n->ifindex);
+			"arriving on other NICs are answered in userspace",
+			n->ifname, n->ifindex);
 		break;
 	}
 	n->state = st;

@@ -17,8 +17,9 @@ static void status(struct hbd_daemon *d, const char *prefix)
 	struct hb_ustats u;
 
 	hb_ustats_sum(d->stats, HB_MAX_WORKERS, &u);
-	sd_notifyf(0, "%sSTATUS=%" PRIu64 " devices online (tcp %" PRIu64 ", udp %" PRIu64
-		      "), heartbeats %s, %" PRIu64 " answered by hbd",
+	sd_notifyf(0,
+		   "%sSTATUS=%" PRIu64 " devices online (tcp %" PRIu64 ", udp %" PRIu64
+		   "), heartbeats %s, %" PRIu64 " answered by hbd",
 		   prefix, (uint64_t)(u.tcp_authed + u.udp_active), (uint64_t)u.tcp_authed,
 		   (uint64_t)u.udp_active,
 		   d->kern.offload ? "answered in the kernel" : "in userspace",

@@ -45,6 +45,7 @@ static int parse_metrics(const char *arg, void *cfg)
 	return 0;
 }
 
+/* clang-format off */
 static const struct hb_opt_choice log_levels[] = {
 	{ "error", HB_LOG_ERROR }, { "warn", HB_LOG_WARN }, { "info", HB_LOG_INFO },
 	{ "debug", HB_LOG_DEBUG }, { NULL, 0 },
@@ -53,9 +54,11 @@ static const struct hb_opt_choice log_levels[] = {
 static const struct hb_opt_choice map_full[] = {
 	{ "userspace", false }, { "refuse", true }, { NULL, 0 },
 };
+/* clang-format on */
 
 #define AT(f) HB_OPT_AT(struct hbd_config, f)
 
+/* clang-format off */
 static const struct hb_opt options[] = {
 	{ "keys", 0, "FILE", "device key store, in the format user/common/auth.h describes",
 	  HB_OPT_STRING, AT(keys), .required = true },
@@ -134,6 +137,7 @@ static const struct hb_opt options[] = {
 	{ "help", 'h', NULL, "this text", .type = HB_OPT_HELP },
 	{ 0 },
 };
+/* clang-format on */
 
 static const struct hb_opt_prog prog = {
 	.name = "hbd",

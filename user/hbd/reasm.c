@@ -72,8 +72,8 @@ static int complete(struct hbd_chunks *ck, uint32_t *partial, uint16_t max_paylo
 	}
 }
 
-int hbd_reasm_feed(struct hbd_chunks *ck, uint32_t *partial, uint16_t max_payload,
-		   const uint8_t *p, size_t n, hbd_reasm_fn fn, void *ctx, enum hb_decode *bad)
+int hbd_reasm_feed(struct hbd_chunks *ck, uint32_t *partial, uint16_t max_payload, const uint8_t *p,
+		   size_t n, hbd_reasm_fn fn, void *ctx, enum hb_decode *bad)
 {
 	struct hb_frame f;
 	int rc;

@@ -28,8 +28,8 @@ typedef bool (*hbd_reasm_fn)(void *ctx, const struct hb_frame *f);
  * incomplete frame). On an error *partial is left as it was for the caller to free with the
  * connection.
  */
-int hbd_reasm_feed(struct hbd_chunks *ck, uint32_t *partial, uint16_t max_payload,
-		   const uint8_t *p, size_t n, hbd_reasm_fn fn, void *ctx, enum hb_decode *bad);
+int hbd_reasm_feed(struct hbd_chunks *ck, uint32_t *partial, uint16_t max_payload, const uint8_t *p,
+		   size_t n, hbd_reasm_fn fn, void *ctx, enum hb_decode *bad);
 
 /* Frees an incomplete frame, if any. */
 void hbd_reasm_drop(struct hbd_chunks *ck, uint32_t *partial);

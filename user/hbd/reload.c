@@ -56,8 +56,7 @@ static void cut_if_revoked(void *arg, uint64_t device, uint64_t loc)
 	s->cut++;
 }
 
-int hbd_keys_reload(struct hbd_daemon *d, struct hbd_reload_result *res, char *why,
-		    size_t whylen)
+int hbd_keys_reload(struct hbd_daemon *d, struct hbd_reload_result *res, char *why, size_t whylen)
 {
 	struct timespec ms = { 0, 1000000 };
 	struct hb_keystore *nk, *old;
@@ -87,9 +86,12 @@ int hbd_keys_reload(struct hbd_daemon *d, struct hbd_reload_result *res, char *w
 	} else {
 		/* a worker is stuck: its HELLO may still read the old store, so keep it to the end */
 		hb_warn("a worker did not pass the key reload within %d ms; revocations may miss a "
-			"HELLO it was checking", EPOCH_WAIT_MS);
-		struct hb_keystore **r = realloc(d->keys.retired,
-						 (d->keys.nretired + 1) * sizeof(*r));
+			"HELLO it was checking",
+			EPOCH_WAIT_MS);
+		struct hb_keystore **r = realloc(
+			d->keys.retired,
+			(d->keys.nretired +
+			 1) * sizeof(*r)); // NOLINT(bugprone-sizeof-expression): an array of pointers
 
 		if (r) {
 			d->keys.retired = r;

@@ -20,7 +20,6 @@ struct hbd_reload_result {
  * new store does not admit (removed or revoked) is cut: kernel map entry deleted, BYE(REVOKED),
  * connection closed or UDP session removed.
  */
-int hbd_keys_reload(struct hbd_daemon *d, struct hbd_reload_result *res, char *why,
-		    size_t whylen);
+int hbd_keys_reload(struct hbd_daemon *d, struct hbd_reload_result *res, char *why, size_t whylen);
 
 #endif

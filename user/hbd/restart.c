@@ -48,11 +48,12 @@ int hbd_instance_lock(const char *pin_path, int *fd_out, char *why, size_t whyle
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
 		int rc = -errno;
 
-		snprintf(why, whylen,
-			 "another hbd serves %s (it holds %s); two daemons on one set of maps would "
-			 "undo each other's sessions. To replace it without dropping devices: "
-			 "kill -USR2 <its pid>",
-			 pin_path, path);
+		snprintf(
+			why, whylen,
+			"another hbd serves %s (it holds %s); two daemons on one set of maps would "
+			"undo each other's sessions. To replace it without dropping devices: "
+			"kill -USR2 <its pid>",
+			pin_path, path);
 		close(fd);
 		return rc == -EWOULDBLOCK ? -EBUSY : rc;
 	}

@@ -79,8 +79,7 @@ void hbd_ctl_flush(struct hbd_daemon *d)
 	rc = io_uring_submit(&d->ctl.ring);
 	if (rc < 0)
 		hb_warn("control ring submit: %s", strerror(-rc));
-	io_uring_for_each_cqe(&d->ctl.ring, head, cqe)
-	{
+	io_uring_for_each_cqe(&d->ctl.ring, head, cqe) {
 		hb_warn("message to worker %llu failed: %s", (unsigned long long)cqe->user_data,
 			strerror(-cqe->res));
 		n++;

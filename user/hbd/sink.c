@@ -55,7 +55,8 @@ static int repair_tail(int fd, size_t *dropped, char *why, size_t whylen)
 			off_t keep = start + (buf[i] == '\n' ? i + 1 : 0);
 
 			if (ftruncate(fd, keep)) {
-				snprintf(why, whylen, "cutting a partial last line: %s", strerror(errno));
+				snprintf(why, whylen, "cutting a partial last line: %s",
+					 strerror(errno));
 				return -errno;
 			}
 			*dropped = (size_t)(st.st_size - keep);
@@ -79,10 +80,12 @@ int hbd_sink_open(const char *path, bool repair, bool fsync, size_t *dropped, ch
 		snprintf(why, whylen, "%s", strerror(-rc));
 		return rc;
 	}
-	if (fstat(fd, &st) || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) ||
+	if (fstat(fd, &st) ||
+	    !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) ||
 	    (fsync && !S_ISREG(st.st_mode))) {
-		snprintf(why, whylen, "%s", fsync ? "--sink-fsync needs a regular file"
-						  : "not a regular file, FIFO or character device");
+		snprintf(why, whylen, "%s",
+			 fsync ? "--sink-fsync needs a regular file"
+			       : "not a regular file, FIFO or character device");
 		close(fd);
 		return -EINVAL;
 	}

@@ -14,8 +14,7 @@
 #define LISTEN_BACKLOG 4096 /* clamped by net.core.somaxconn */
 #define UDP_RCVBUF (4 << 20)
 
-static int parse_bind(const char *bind, uint16_t port, struct sockaddr_storage *ss,
-		      socklen_t *len)
+static int parse_bind(const char *bind, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
 {
 	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
 	struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
@@ -117,17 +116,21 @@ static int try_open(struct sockaddr_storage *ss, socklen_t len, unsigned n, int 
 			goto fail;
 		tcp[i] = rc;
 		if (i == 0) {
-			struct sockaddr_storage got;
+			union {
+				struct sockaddr sa;
+				struct sockaddr_in in;
+				struct sockaddr_in6 in6;
+			} got = { 0 };
 			socklen_t glen = sizeof(got);
 
-			if (getsockname(tcp[0], (struct sockaddr *)&got, &glen)) {
+			if (getsockname(tcp[0], &got.sa, &glen)) {
 				rc = -errno;
 				what = "getsockname";
 				goto fail;
 			}
-			*port = ntohs(got.ss_family == AF_INET6
-					      ? ((struct sockaddr_in6 *)&got)->sin6_port
-					      : ((struct sockaddr_in *)&got)->sin_port);
+			/* sin_port and sin6_port sit at the same offset */
+			*port = ntohs(got.sa.sa_family == AF_INET6 ? got.in6.sin6_port
+								   : got.in.sin_port);
 			set_port(ss, *port);
 		}
 		rc = open_one(SOCK_DGRAM, ss, len, &what);

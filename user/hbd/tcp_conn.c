@@ -106,8 +106,8 @@ static int queue_frame(struct hbd_worker *w, uint32_t slot, uint8_t type, uint16
 	if (rc == -ENOBUFS) {
 		/* a peer that sends but never reads would pin the worker's buffers */
 		HBD_STAT_ADD(w->st, slow_reader, 1);
-		hb_dbg("tcp: worker %u slot %u: %zu bytes unsent: closing a slow reader", w->id, slot,
-		       queued);
+		hb_dbg("tcp: worker %u slot %u: %zu bytes unsent: closing a slow reader", w->id,
+		       slot, queued);
 		if (!(c->flags & CF_SEND))
 			hbd_outq_drop(&w->chunks, &c->out);
 	} else {
@@ -167,7 +167,8 @@ void hbd_tcp_advance(struct hbd_worker *w, uint32_t slot)
 		c->state = CONN_SHUTDOWN;
 		hbd_tcp_cancel_recv(w, slot);
 	}
-	if (c->state == CONN_SHUTDOWN && !(c->flags & (CF_RECV | CF_SEND | CF_COOKIE | CF_INSERT))) {
+	if (c->state == CONN_SHUTDOWN &&
+	    !(c->flags & (CF_RECV | CF_SEND | CF_COOKIE | CF_INSERT))) {
 		if (hbd_tcp_close_direct(w, slot))
 			return; /* the wheel's close deadline retries */
 		c->state = CONN_CLOSED;
@@ -220,8 +221,8 @@ void hbd_tcp_send_error(struct hbd_worker *w, uint32_t slot, uint16_t code)
 
 void hbd_tcp_on_cookie(struct hbd_worker *w, struct io_uring_cqe *cqe)
 {
-	struct hbd_conn *c = hbd_conn_of(w, hbd_ud_index(cqe->user_data),
-					 hbd_ud_gen(cqe->user_data));
+	struct hbd_conn *c =
+		hbd_conn_of(w, hbd_ud_index(cqe->user_data), hbd_ud_gen(cqe->user_data));
 
 	if (!c)
 		return;
@@ -330,7 +331,8 @@ void hbd_tcp_kill(struct hbd_worker *w, uint32_t slot, uint16_t gen, uint8_t rea
 	struct hbd_conn *c = hbd_conn_of(w, slot, gen);
 
 	if (c && hbd_conn_live(c)) {
-		hb_dbg("tcp: device %" PRIu64 " slot %u: ending (BYE %u)", c->device_id, slot, reason);
+		hb_dbg("tcp: device %" PRIu64 " slot %u: ending (BYE %u)", c->device_id, slot,
+		       reason);
 		hbd_tcp_close(w, slot, reason == HBD_NO_BYE ? 0 : HB_BYE, reason);
 	}
 }

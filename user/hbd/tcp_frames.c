@@ -43,7 +43,8 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 		if (rc > 0 && src != HBD_KEY_NONE)
 			hbd_keytab_charge_at(&d->sources, src, hb_mono_us());
 		if (hbd_log_due(&last_log, w->now_ms, 1000))
-			hb_info("tcp: HELLO from device %" PRIu64 " refused: %s (logged at most once "
+			hb_info("tcp: HELLO from device %" PRIu64
+				" refused: %s (logged at most once "
 				"a second)",
 				r.device_id, hbd_auth_str(rc));
 		hbd_tcp_close(w, slot, HB_ERROR, rc < 0 ? HB_ERR_INTERNAL : HB_ERR_AUTH);
@@ -173,8 +174,8 @@ int hbd_tcp_feed(struct hbd_worker *w, uint32_t slot, const uint8_t *p, size_t n
 {
 	struct tcp_feed t = { w, slot };
 
-	return hbd_reasm_feed(&w->chunks, &w->conns[slot].partial,
-			      (uint16_t)w->d->cfg->max_payload, p, n, feed_frame, &t, bad);
+	return hbd_reasm_feed(&w->chunks, &w->conns[slot].partial, (uint16_t)w->d->cfg->max_payload,
+			      p, n, feed_frame, &t, bad);
 }
 
 /* Received bytes to the frame decoder (reasm.c keeps an incomplete frame in c->partial). */

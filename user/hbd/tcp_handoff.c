@@ -26,7 +26,8 @@ enum hbd_tcp_quiet hbd_tcp_quiesce(struct hbd_worker *w, uint32_t slot)
 size_t hbd_tcp_export(struct hbd_worker *w, uint32_t slot, uint8_t *out)
 {
 	struct hbd_conn *c = &w->conns[slot];
-	struct hbd_ho_conn rec = { .cookie = c->cookie, .device_id = c->device_id,
+	struct hbd_ho_conn rec = { .cookie = c->cookie,
+				   .device_id = c->device_id,
 				   .authed = c->state == CONN_AUTHED };
 	uint32_t age = hbd_tcp_now32(w) - c->last_seen;
 	size_t plen = 0;
@@ -104,7 +105,8 @@ void hbd_tcp_adopt(struct hbd_worker *w, uint32_t slot, const struct hbd_ho_conn
 		hbd_keytab_conn_open(&d->sources, rec->src, 0, &w->src[slot], NULL);
 	}
 	due = (rec->authed ? d->lim.timeout_ms : d->lim.hello_timeout_ms);
-	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms - (rec->age_ms < due ? rec->age_ms : due) + due);
+	hb_wheel_add(&w->tcp_wheel, slot,
+		     w->now_ms - (rec->age_ms < due ? rec->age_ms : due) + due);
 	if (rec->authed)
 		hbd_tcp_kernel_reseat(w, slot);
 	if (rec->partial_len) {

@@ -8,9 +8,11 @@
 /* Upper bounds in microseconds (Prometheus "le" in seconds: these / 1e6). Fixed buckets rather
  * than hist.h's log-linear ones, because the exposition format wants cumulative fixed "le"s.
  */
-#define HBD_TIMING_BOUNDS_US                                                                   \
-	{ 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,     \
-	  1000000, 2500000, 5000000 }
+#define HBD_TIMING_BOUNDS_US                                                                      \
+	{                                                                                         \
+		50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, \
+			1000000, 2500000, 5000000                                                 \
+	}
 #define HBD_TIMING_N 16
 
 struct hbd_timing {

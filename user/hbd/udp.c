@@ -67,8 +67,7 @@ static socklen_t to_sockaddr(const struct hbd_worker *w, const uint8_t addr[16],
 	return sizeof(*out);
 }
 
-static int from_sockaddr(const struct sockaddr *sa, socklen_t len, uint8_t addr[16],
-			 uint16_t *port)
+static int from_sockaddr(const struct sockaddr *sa, socklen_t len, uint8_t addr[16], uint16_t *port)
 {
 	if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
 		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
@@ -198,7 +197,8 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 		if (rc > 0)
 			hbd_keytab_charge(&d->sources, key, now_us);
 		if (hbd_log_due(&last_log, w->now_ms, 1000))
-			hb_info("udp: HELLO from device %" PRIu64 " refused: %s (logged at most once "
+			hb_info("udp: HELLO from device %" PRIu64
+				" refused: %s (logged at most once "
 				"a second)",
 				r.device_id, hbd_auth_str(rc));
 		if (rc < 0)
@@ -473,7 +473,8 @@ void hbd_udp_expire(struct hbd_worker *w)
 				HBD_STAT_ADD(w->st, expired_udp, 1);
 				hbd_udp_kill(w, idx, s->gen, HB_BYE_EXPIRED);
 			} else {
-				hb_wheel_add(&w->udp_wheel, idx, w->now_ms - silent + d->lim.timeout_ms);
+				hb_wheel_add(&w->udp_wheel, idx,
+					     w->now_ms - silent + d->lim.timeout_ms);
 			}
 		}
 	} while (n == HBD_DUE_BATCH);

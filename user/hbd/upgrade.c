@@ -281,7 +281,8 @@ static int send_state(struct hbd_daemon *d)
 
 		if (hbd_sess_get(t, i, __atomic_load_n(&t->s[i].gen, __ATOMIC_RELAXED), false, &s))
 			continue;
-		rec[n] = (struct hbd_ho_sess){ .token = s.token, .device_id = s.device_id,
+		rec[n] = (struct hbd_ho_sess){ .token = s.token,
+					       .device_id = s.device_id,
 					       .port = s.port };
 		memcpy(rec[n].addr, s.addr, sizeof(s.addr));
 		rec[n].age_ms = (int32_t)(now - s.last_seen) > 0 ? now - s.last_seen : 0;
@@ -340,7 +341,8 @@ static void on_ready(struct hbd_daemon *d)
 
 	if (rc == -ETIMEDOUT) {
 		if (child_gone(d))
-			abort_upgrade(d, "the new hbd exited before it was ready (its log says why)");
+			abort_upgrade(d,
+				      "the new hbd exited before it was ready (its log says why)");
 		else if (hb_mono_ms() > u->deadline_ms)
 			abort_upgrade(d, "the new hbd did not become ready in 30 s");
 		return;
@@ -477,13 +479,15 @@ int hbd_upgrade_child_offer(struct hbd_daemon *d, int *tcp, int *udp, unsigned *
 	d->upg.successor = true;
 	d->upg.services_pending = true;
 	rc = hbd_ho_recv(sock, &offer, sizeof(offer), &h, fds, &nfds, 10000);
-	if (rc != HBD_HO_OFFER || h.len != sizeof(offer) || offer.conn_size != sizeof(struct hbd_ho_conn) ||
+	if (rc != HBD_HO_OFFER || h.len != sizeof(offer) ||
+	    offer.conn_size != sizeof(struct hbd_ho_conn) ||
 	    offer.sess_size != sizeof(struct hbd_ho_sess) || nfds != 2 * offer.workers ||
 	    offer.workers > *n) {
 		for (unsigned i = 0; i < nfds; i++)
 			close(fds[i]);
 		snprintf(why, whylen, "no usable offer from the old hbd (%s)",
-			 rc < 0 ? strerror(-rc) : "another version of the handoff, or too many workers");
+			 rc < 0 ? strerror(-rc)
+				: "another version of the handoff, or too many workers");
 		return rc < 0 ? rc : -EPROTO;
 	}
 	for (unsigned i = 0; i < offer.workers; i++) {
@@ -578,13 +582,19 @@ int hbd_upgrade_child_ready(struct hbd_daemon *d, char *why, size_t whylen)
 			const struct hbd_ho_sess *r = (const void *)buf;
 
 			for (unsigned i = 0; i < h.count; i++, sessions++)
-				take_session(d, &r[i], (unsigned)(sessions % d->plan.workers));
+				/* hbd_plan_workers never plans fewer than one worker */
+				take_session(
+					d, &r[i],
+					(unsigned)(sessions %
+						   d->plan.workers)); // NOLINT(clang-analyzer-core.DivideZero)
 		} else if (rc == HBD_HO_GO) {
 			rc = 0;
 			break;
 		} else {
 			snprintf(why, whylen, "waiting for the old hbd's state: %s",
-				 rc < 0 ? strerror(-rc) : rc == 0 ? "it closed the socket" : "bad message");
+				 rc < 0	   ? strerror(-rc)
+				 : rc == 0 ? "it closed the socket"
+					   : "bad message");
 			rc = rc < 0 ? rc : -EPROTO;
 			goto out;
 		}
@@ -610,8 +620,9 @@ int hbd_upgrade_child_poll(struct hbd_daemon *d)
 	if (rc == HBD_HO_DONE && h.len == sizeof(done))
 		hb_info("upgrade complete in %llu ms: the old hbd handed over %llu TCP connections "
 			"and %llu UDP sessions (%llu could not be)",
-			(unsigned long long)(hb_mono_ms() - u->t0_ms), (unsigned long long)done.conns,
-			(unsigned long long)done.sessions, (unsigned long long)done.dropped);
+			(unsigned long long)(hb_mono_ms() - u->t0_ms),
+			(unsigned long long)done.conns, (unsigned long long)done.sessions,
+			(unsigned long long)done.dropped);
 	else
 		hb_warn("upgrade: the old hbd went away without saying it was done; connections "
 			"it had not handed over are lost");

@@ -17,10 +17,10 @@
  * other threads (the control thread's sigtimedwait) starve. Yield once per loop iteration, but
  * only under valgrind.
  */
-#define HBD_VALGRIND_YIELD()                \
-	do {                                \
-		if (RUNNING_ON_VALGRIND)    \
-			sched_yield();      \
+#define HBD_VALGRIND_YIELD()             \
+	do {                             \
+		if (RUNNING_ON_VALGRIND) \
+			sched_yield();   \
 	} while (0)
 #endif
 #endif

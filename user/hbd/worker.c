@@ -115,8 +115,8 @@ static int setup(struct hbd_worker *w)
 	rc = hb_wheel_init(&w->tcp_wheel, w->links, w->nslots, d->lim.tick_ms, d->lim.timeout_ms,
 			   w->now_ms);
 	if (!rc)
-		rc = hb_wheel_init(&w->udp_wheel, d->sessions.links, d->sessions.cap, d->lim.tick_ms,
-				   d->lim.timeout_ms, w->now_ms);
+		rc = hb_wheel_init(&w->udp_wheel, d->sessions.links, d->sessions.cap,
+				   d->lim.tick_ms, d->lim.timeout_ms, w->now_ms);
 	if (!rc)
 		rc = hbd_chunks_init(&w->chunks, 64u << 20); /* up to 64 MiB a class in flight */
 	if (rc)
@@ -439,7 +439,8 @@ static void run(struct hbd_worker *w)
 		if (__atomic_load_n(&d->upg.phase, __ATOMIC_ACQUIRE) == HBD_HO_PHASE_EXIT &&
 		    w->ho.done)
 			break;
-		if (!w->draining && !hbd_handing_off(w) && __atomic_load_n(&d->stop, __ATOMIC_ACQUIRE))
+		if (!w->draining && !hbd_handing_off(w) &&
+		    __atomic_load_n(&d->stop, __ATOMIC_ACQUIRE))
 			drain_start(w);
 		if (w->draining && drain_done(w))
 			break;
@@ -460,8 +461,7 @@ static void run(struct hbd_worker *w)
 			HBD_STAT_ADD(w->st, errors, 1);
 		}
 		worker_clock(w);
-		io_uring_for_each_cqe(&w->ring, head, cqe)
-		{
+		io_uring_for_each_cqe(&w->ring, head, cqe) {
 			handle_cqe(w, cqe);
 			if (++n == CQE_BATCH_MAX)
 				break;

@@ -82,7 +82,8 @@ static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t
 			/* our own lateness: already inside the RTT, reported apart so a reader can
 			 * tell a slow hbload from a slow server
 			 */
-			if (c->beat_ns >= __atomic_load_n(&r->sh->measure_from_ns, __ATOMIC_RELAXED))
+			if (c->beat_ns >=
+			    __atomic_load_n(&r->sh->measure_from_ns, __ATOMIC_RELAXED))
 				hb_hist_add(&r->lag, (hb_mono_ns() - c->beat_ns) / 1000);
 		}
 		return n;
@@ -125,7 +126,8 @@ void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now)
 
 		for (unsigned i = 0; i < nk; i++)
 			size += (unsigned)hb_frame_size((enum hb_transport)o->proto,
-							kinds[i] == HB_PING ? 8 : (uint16_t)o->payload);
+							kinds[i] == HB_PING ? 8
+									    : (uint16_t)o->payload);
 		if (tcp && id < 0 && (id = hbl_sbuf_get(&r->sb)) < 0) {
 			stalled = 1;
 			break;

@@ -109,6 +109,7 @@ struct hbl_shared {
 };
 
 /* Counters, one set per ring. The X-macro gives the struct and the names reports print. */
+/* clang-format off */
 #define HBL_STATS(X)                                                                              \
 	X(attempts)		/* session attempts started (TCP connect or UDP HELLO) */           \
 	X(connected)		/* clients that authenticated at least once */                      \
@@ -137,6 +138,7 @@ struct hbl_shared {
 	X(open)			/* gauge: sockets this ring holds */                                \
 	X(last_first_auth_ns)	/* when this ring's latest first authentication happened */         \
 	X(storm_done_ns)	/* when the last storm-dropped client was back (0: not yet) */
+/* clang-format on */
 
 #define HBL_STAT_FIELD(name) uint64_t name;
 struct hbl_stats {
@@ -226,10 +228,22 @@ static inline uint64_t hbl_ud(enum hbl_op op, uint16_t buf, uint16_t gen, uint32
 {
 	return (uint64_t)op << 56 | (uint64_t)buf << 40 | (uint64_t)gen << 24 | (idx & 0xffffff);
 }
-static inline enum hbl_op hbl_ud_op(uint64_t ud) { return (enum hbl_op)(ud >> 56); }
-static inline uint16_t hbl_ud_buf(uint64_t ud) { return (uint16_t)(ud >> 40); }
-static inline uint16_t hbl_ud_gen(uint64_t ud) { return (uint16_t)(ud >> 24); }
-static inline uint32_t hbl_ud_idx(uint64_t ud) { return (uint32_t)(ud & 0xffffff); }
+static inline enum hbl_op hbl_ud_op(uint64_t ud)
+{
+	return (enum hbl_op)(ud >> 56);
+}
+static inline uint16_t hbl_ud_buf(uint64_t ud)
+{
+	return (uint16_t)(ud >> 40);
+}
+static inline uint16_t hbl_ud_gen(uint64_t ud)
+{
+	return (uint16_t)(ud >> 24);
+}
+static inline uint32_t hbl_ud_idx(uint64_t ud)
+{
+	return (uint32_t)(ud & 0xffffff);
+}
 
 /* One ring and the thread that drives it. */
 struct hbl_ring {

@@ -35,7 +35,8 @@ static int load_keys(struct hbl_cfg *cfg)
 		return rc;
 	}
 	hb_warn("no --keys and no $HBEAT_KEYS: using the published demo key "
-		"'1-16777215 derive %s' (tests and demos only)", HBL_DEMO_MASTER);
+		"'1-16777215 derive %s' (tests and demos only)",
+		HBL_DEMO_MASTER);
 	fd = mkstemp(tmp);
 	if (fd < 0 || !(f = fdopen(fd, "w"))) {
 		hb_err("demo key store: %s", strerror(errno));
@@ -98,8 +99,9 @@ static int configure(struct hbl_cfg *cfg)
 	if (o->proto == HB_TCP && (uint64_t)cfg->rings * cfg->slots < o->clients) {
 		cfg->rings = (o->clients + cfg->slots - 1) / cfg->slots;
 		hb_info("%u TCP clients need %u rings of at most %u sockets (RLIMIT_NOFILE %llu): "
-			"using %u threads", o->clients, cfg->rings, cfg->slots,
-			(unsigned long long)rl.rlim_cur, cfg->rings);
+			"using %u threads",
+			o->clients, cfg->rings, cfg->slots, (unsigned long long)rl.rlim_cur,
+			cfg->rings);
 	}
 	if (cfg->rings > o->clients)
 		cfg->rings = o->clients;

@@ -57,13 +57,16 @@ static int parse_steps(const char *arg, void *cfg)
 	return o->nsteps ? 0 : -EINVAL;
 }
 
+/* clang-format off */
 static const struct hb_opt_choice protos[] = {
 	{ "tcp", HB_TCP }, { "udp", HB_UDP }, { NULL, 0 },
 };
+/* clang-format on */
 
 #define AT(f) HB_OPT_AT(struct hbl_opts, f)
 #define SECONDS(lo, hi) .dmin = (lo), .dmax = (hi)
 
+/* clang-format off */
 static const struct hb_opt options[] = {
 	{ "server", 0, "ADDR", "server address (IPv4/IPv6 literal or name)", HB_OPT_STRING,
 	  AT(server), .required = true },
@@ -152,6 +155,7 @@ static const struct hb_opt options[] = {
 	{ "help", 'h', NULL, "this text", .type = HB_OPT_HELP },
 	{ 0 },
 };
+/* clang-format on */
 
 static const struct hb_opt_prog prog = {
 	.name = "hbload",
@@ -193,11 +197,13 @@ int hbl_parse_args(int argc, char **argv, struct hbl_opts *o)
 		return hb_opt_error(&prog, "--silent %u exceeds --clients %u", o->silent,
 				    o->clients);
 	if (o->nsteps && o->step_settle_s >= o->step_s)
-		return hb_opt_error(&prog, "--step-settle %g leaves nothing of a %g s step to "
-				    "measure", o->step_settle_s, o->step_s);
+		return hb_opt_error(&prog,
+				    "--step-settle %g leaves nothing of a %g s step to "
+				    "measure",
+				    o->step_settle_s, o->step_s);
 	if (o->storm_at_s >= 0 && o->proto != HB_TCP)
 		return hb_opt_error(&prog, "--storm-at applies to TCP clients (a UDP session has "
-				    "no connection to drop)");
+					   "no connection to drop)");
 	return 0;
 }
 
@@ -278,7 +284,8 @@ int hbl_parse_sources(const char *list, int family, struct sockaddr_storage **ou
 
 		if (dash)
 			*dash = 0;
-		if (parse_addr(item, family, lo) || parse_addr(dash ? dash + 1 : item, family, hi)) {
+		if (parse_addr(item, family, lo) ||
+		    parse_addr(dash ? dash + 1 : item, family, hi)) {
 			snprintf(err, errlen, "'%s%s%s' is not an %s address or range", item,
 				 dash ? "-" : "", dash ? dash + 1 : "",
 				 family == AF_INET ? "IPv4" : "IPv6 (the server is IPv6)");
@@ -292,7 +299,8 @@ int hbl_parse_sources(const char *list, int family, struct sockaddr_storage **ou
 			struct sockaddr_storage *nv;
 
 			if (n >= HBL_MAX_SOURCES) {
-				snprintf(err, errlen, "more than %d source addresses", HBL_MAX_SOURCES);
+				snprintf(err, errlen, "more than %d source addresses",
+					 HBL_MAX_SOURCES);
 				goto out;
 			}
 			if (n == cap) {

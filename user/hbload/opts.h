@@ -46,7 +46,8 @@ struct hbl_opts {
 	uint32_t udp_sockets; /* --udp-sockets: UDP sockets per ring */
 	double steady_s; /* --steady: length of the steady window after the warmup (<0: until
 			  * --duration ends) */
-	double steps[HBL_MAX_STEPS_OPT]; /* --steps: heartbeat rates (per second) of a ramp, in order */
+	double steps
+		[HBL_MAX_STEPS_OPT]; /* --steps: heartbeat rates (per second) of a ramp, in order */
 	uint32_t nsteps;
 	double steps_at_s; /* --steps-at: the ramp starts this long after setup (<0: --duration) */
 	double step_s; /* --step-s: length of each step */

@@ -25,7 +25,8 @@ int hbl_probe_kernel(const struct hbl_cfg *cfg)
 	rc = io_uring_queue_init(8, &ring, 0);
 	if (rc) {
 		hb_err("io_uring is not available: %s (kernel >= 6.11 with io_uring enabled; "
-		       "check /proc/sys/kernel/io_uring_disabled)", strerror(-rc));
+		       "check /proc/sys/kernel/io_uring_disabled)",
+		       strerror(-rc));
 		return rc;
 	}
 	rc = io_uring_register_files_sparse(&ring, 1);
@@ -49,6 +50,11 @@ int hbl_probe_kernel(const struct hbl_cfg *cfg)
 		steps = 3;
 	}
 	rc = io_uring_submit_and_wait(&ring, (unsigned)steps);
+	if (rc < 0) {
+		hb_err("io_uring submit of the socket/bind probe: %s", strerror(-rc));
+		io_uring_queue_exit(&ring);
+		return rc;
+	}
 	for (int i = 0; i < steps && !io_uring_peek_cqe(&ring, &cqe); i++) {
 		if (cqe->user_data < 3)
 			res[cqe->user_data] = cqe->res;
@@ -57,15 +63,18 @@ int hbl_probe_kernel(const struct hbl_cfg *cfg)
 	rc = 0;
 	if (res[0] < 0) {
 		hb_err("io_uring socket creation (IORING_OP_SOCKET into a direct descriptor): %s "
-		       "(kernel >= 5.19)", strerror(-res[0]));
+		       "(kernel >= 5.19)",
+		       strerror(-res[0]));
 		rc = res[0];
 	} else if (res[1] < 0 && res[1] != -ECANCELED) {
 		hb_err("io_uring setsockopt on a direct descriptor (URING_CMD SETSOCKOPT): %s "
-		       "(kernel >= 6.7)", strerror(-res[1]));
+		       "(kernel >= 6.7)",
+		       strerror(-res[1]));
 		rc = res[1];
 	} else if (res[2] == -EINVAL) {
 		hb_err("io_uring bind (IORING_OP_BIND) is not supported: %s (kernel >= 6.11; or run "
-		       "without --source)", strerror(-res[2]));
+		       "without --source)",
+		       strerror(-res[2]));
 		rc = res[2];
 	} else if (res[2] < 0 && res[2] != -ECANCELED) {
 		hb_err("cannot bind to the first --source address: %s (does this host have it?)",

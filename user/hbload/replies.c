@@ -94,7 +94,8 @@ void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_
 		break;
 	case HBC_EV_ERROR:
 		HBL_INC(r, server_error);
-		hbl_end_session(r, l, now, c->ls == HBL_LS_AUTHED ? HBL_AFTER_RETRY : HBL_AFTER_FAILED);
+		hbl_end_session(r, l, now,
+				c->ls == HBL_LS_AUTHED ? HBL_AFTER_RETRY : HBL_AFTER_FAILED);
 		break;
 	case HBC_EV_STRAY:
 		HBL_INC(r, stray);

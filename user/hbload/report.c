@@ -85,14 +85,14 @@ static int window_json(json_t *o, const struct hbl_result *res, uint32_t i)
 	const struct hbl_window_def *d = &res->def[i];
 	const struct hbl_wstats *w = &res->win[i];
 	double secs = (double)(d->to_ns - d->from_ns) / 1e9;
-	json_t *m = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:o}}", "rate",
-			      num(d->rate, 0), "hb_per_s",
-			      num(secs > 0 ? (double)w->pings / secs : 0.0, 1), "seconds",
-			      num(secs, 3), "pings", hb_json_u64(w->pings), "pongs",
-			      hb_json_u64(w->pongs), "lost",
-			      hb_json_u64(w->pings > w->pongs ? w->pings - w->pongs : 0), "rtt_us",
-			      "p50", (json_int_t)pct(w, 50), "p99", (json_int_t)pct(w, 99), "p999",
-			      (json_int_t)pct(w, 99.9), "max", hb_json_u64(w->rtt.max));
+	json_t *m =
+		json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:o}}", "rate", num(d->rate, 0),
+			  "hb_per_s", num(secs > 0 ? (double)w->pings / secs : 0.0, 1), "seconds",
+			  num(secs, 3), "pings", hb_json_u64(w->pings), "pongs",
+			  hb_json_u64(w->pongs), "lost",
+			  hb_json_u64(w->pings > w->pongs ? w->pings - w->pongs : 0), "rtt_us",
+			  "p50", (json_int_t)pct(w, 50), "p99", (json_int_t)pct(w, 99), "p999",
+			  (json_int_t)pct(w, 99.9), "max", hb_json_u64(w->rtt.max));
 	int rc = m && !json_object_update(o, m) ? 0 : -ENOMEM;
 
 	json_decref(m);
@@ -146,7 +146,8 @@ int hbl_report_hist(const struct hbl_cfg *cfg, const struct hbl_result *res)
 	if (!f)
 		return -errno;
 	for (uint32_t i = 0; i < res->nwin && i <= res->steps_run && !rc; i++)
-		rc = hbl_hist_dump(f, hbl_window_name(res, i, name, sizeof(name)), &res->win[i].rtt);
+		rc = hbl_hist_dump(f, hbl_window_name(res, i, name, sizeof(name)),
+				   &res->win[i].rtt);
 	if (fclose(f) && !rc)
 		rc = -errno;
 	return rc;
@@ -163,19 +164,17 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 			"s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:{s:o,s:o,s:o},"
 			"s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
 			"s:{s:o,s:o,s:o,s:o}}",
-			"proto", cfg->o.proto == HB_TCP ? "tcp" : "udp",
-			"clients", (json_int_t)cfg->o.clients, "threads", (json_int_t)res->rings,
-			"interval_s", num_g(cfg->o.interval_s), "duration_s",
-			num(res->duration_s, 3), "setup_s", num(res->setup_s, 3), "setup_complete",
-			res->setup_complete, "connected", U(t->connected), "connected_end",
-			U(res->connected_end), "pings", U(t->pings), "pongs", U(t->pongs), "lost",
-			U(lost(t)), "lost_closed", U(t->lost_closed),
-			"rtt_us", "p50", U(hb_hist_percentile(h, 50)), "p99",
+			"proto", cfg->o.proto == HB_TCP ? "tcp" : "udp", "clients",
+			(json_int_t)cfg->o.clients, "threads", (json_int_t)res->rings, "interval_s",
+			num_g(cfg->o.interval_s), "duration_s", num(res->duration_s, 3), "setup_s",
+			num(res->setup_s, 3), "setup_complete", res->setup_complete, "connected",
+			U(t->connected), "connected_end", U(res->connected_end), "pings",
+			U(t->pings), "pongs", U(t->pongs), "lost", U(lost(t)), "lost_closed",
+			U(t->lost_closed), "rtt_us", "p50", U(hb_hist_percentile(h, 50)), "p99",
 			U(hb_hist_percentile(h, 99)), "p999", U(hb_hist_percentile(h, 99.9)), "max",
 			U(h->max), "min", U(h->count ? h->min : 0), "mean", num(hb_hist_mean(h), 1),
-			"count", U(h->count),
-			"lag_us", "p50", U(hb_hist_percentile(&res->lag, 50)), "p99",
-			U(hb_hist_percentile(&res->lag, 99)), "max", U(res->lag.max),
+			"count", U(h->count), "lag_us", "p50", U(hb_hist_percentile(&res->lag, 50)),
+			"p99", U(hb_hist_percentile(&res->lag, 99)), "max", U(res->lag.max),
 			"auth_failed", U(t->auth_failed), "connect_failed", U(t->connect_failed),
 			"timeouts", U(t->timeouts), "data_sent", U(t->data_sent), "data_acked",
 			U(t->data_acked), "echo_sent", U(t->echo_sent), "echo_ok", U(t->echo_ok),
@@ -214,31 +213,37 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 	fprintf(f, "  setup      %.3f s%s; connected %llu, open at the end %llu\n", res->setup_s,
 		res->setup_complete ? "" : " (incomplete)", (ull)t->connected,
 		(ull)res->connected_end);
-	fprintf(f, "  failures   connect %llu, auth %llu, HELLO timeouts %llu "
-		   "(addrnotavail %llu, refused %llu, timeout %llu, other %llu)\n",
+	fprintf(f,
+		"  failures   connect %llu, auth %llu, HELLO timeouts %llu "
+		"(addrnotavail %llu, refused %llu, timeout %llu, other %llu)\n",
 		(ull)t->connect_failed, (ull)t->auth_failed, (ull)t->timeouts,
 		(ull)t->err_addrnotavail, (ull)t->err_connrefused, (ull)t->err_timeout,
 		(ull)t->err_other);
-	fprintf(f, "  heartbeat  %.1f s: %llu pings, %llu pongs, %llu lost (%llu on sessions that "
-		   "ended first)\n",
+	fprintf(f,
+		"  heartbeat  %.1f s: %llu pings, %llu pongs, %llu lost (%llu on sessions that "
+		"ended first)\n",
 		res->duration_s, (ull)t->pings, (ull)t->pongs, lost(t), (ull)t->lost_closed);
-	fprintf(f, "  rtt        p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms, max %.3f ms "
-		   "(from the scheduled send time)\n",
+	fprintf(f,
+		"  rtt        p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms, max %.3f ms "
+		"(from the scheduled send time)\n",
 		hb_hist_percentile(h, 50) / 1e3, hb_hist_percentile(h, 99) / 1e3,
 		hb_hist_percentile(h, 99.9) / 1e3, h->max / 1e3);
-	fprintf(f, "  send lag   p50 %.3f ms, p99 %.3f ms, max %.3f ms (hbload's own lateness, "
-		   "included above)\n",
+	fprintf(f,
+		"  send lag   p50 %.3f ms, p99 %.3f ms, max %.3f ms (hbload's own lateness, "
+		"included above)\n",
 		hb_hist_percentile(&res->lag, 50) / 1e3, hb_hist_percentile(&res->lag, 99) / 1e3,
 		res->lag.max / 1e3);
 	fprintf(f, "  data       %llu sent, %llu acked; echo %llu sent, %llu ok, %llu bad\n",
 		(ull)t->data_sent, (ull)t->data_acked, (ull)t->echo_sent, (ull)t->echo_ok,
 		(ull)t->echo_bad);
-	fprintf(f, "  server     %llu expired, %llu other BYE, %llu closed, %llu ERROR; "
-		   "%llu reconnects\n",
+	fprintf(f,
+		"  server     %llu expired, %llu other BYE, %llu closed, %llu ERROR; "
+		"%llu reconnects\n",
 		(ull)t->expired, (ull)t->server_bye, (ull)t->server_closed, (ull)t->server_error,
 		(ull)t->reconnects);
-	fprintf(f, "  local      %llu errors, %llu stray replies, %llu send stalls, "
-		   "%llu beats skipped\n",
+	fprintf(f,
+		"  local      %llu errors, %llu stray replies, %llu send stalls, "
+		"%llu beats skipped\n",
 		(ull)t->errors, (ull)t->stray, (ull)t->send_stalls, (ull)t->beats_skipped);
 	if (cfg->o.storm_at_s >= 0)
 		fprintf(f, "  storm      %llu dropped, %llu back in %.3f s, %llu failures\n",
@@ -249,11 +254,13 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		double secs = (double)(res->def[i].to_ns - res->def[i].from_ns) / 1e9;
 		char name[16];
 
-		fprintf(f, "  %-10s %.0f/s wanted, %.0f/s sent: %llu pings, %llu pongs; p50 %.3f ms, "
-			   "p99 %.3f ms%s\n",
+		fprintf(f,
+			"  %-10s %.0f/s wanted, %.0f/s sent: %llu pings, %llu pongs; p50 %.3f ms, "
+			"p99 %.3f ms%s\n",
 			hbl_window_name(res, i, name, sizeof(name)), res->def[i].rate,
 			secs > 0 ? (double)w->pings / secs : 0.0, (ull)w->pings, (ull)w->pongs,
 			pct(w, 50) / 1e3, pct(w, 99) / 1e3,
-			i && cfg->o.nsteps ? (step_ok(cfg, &res->def[i], w) ? " ok" : " FAILED") : "");
+			i && cfg->o.nsteps ? (step_ok(cfg, &res->def[i], w) ? " ok" : " FAILED")
+					   : "");
 	}
 }

@@ -49,16 +49,18 @@ static int ring_setup(struct hbl_ring *r)
 	p.cq_entries = HBL_CQ_ENTRIES;
 	rc = io_uring_queue_init_params(HBL_SQ_ENTRIES, &r->ring, &p);
 	if (rc) {
-		snprintf(r->init_err, sizeof(r->init_err), "io_uring_queue_init: %s", strerror(-rc));
+		snprintf(r->init_err, sizeof(r->init_err), "io_uring_queue_init: %s",
+			 strerror(-rc));
 		return rc;
 	}
 	r->ring_ok = 1;
 	slots = r->cfg->o.proto == HB_TCP ? r->n : r->nsock;
 	rc = io_uring_register_files_sparse(&r->ring, slots ? slots : 1);
 	if (rc) {
-		snprintf(r->init_err, sizeof(r->init_err),
-			 "registering %u direct descriptors: %s (RLIMIT_NOFILE caps a ring's table)",
-			 slots, strerror(-rc));
+		snprintf(
+			r->init_err, sizeof(r->init_err),
+			"registering %u direct descriptors: %s (RLIMIT_NOFILE caps a ring's table)",
+			slots, strerror(-rc));
 		return rc;
 	}
 	rc = hbl_rbufs_setup(r);
@@ -128,8 +130,8 @@ static void loop(struct hbl_ring *r)
 		if (r->sweep)
 			hbl_sweep(r, now);
 		/* bounded (see HBL_CQ_ENTRIES); the rest is still due on the next pass */
-		for (uint32_t k = 0; k < HBL_WAKE_BATCH && (l = hbl_wheel_pop(&r->wheel, now)) != HBL_NIL;
-		     k++)
+		for (uint32_t k = 0;
+		     k < HBL_WAKE_BATCH && (l = hbl_wheel_pop(&r->wheel, now)) != HBL_NIL; k++)
 			hbl_wake(r, l, now);
 		if (cfg->o.proto == HB_UDP)
 			hbl_udp_tick(r, now);
@@ -151,8 +153,7 @@ static void loop(struct hbl_ring *r)
 
 		/* one clock read for the batch: RTTs include at most the batch's handling time */
 		now = hb_mono_ns();
-		io_uring_for_each_cqe(&r->ring, head, cqe)
-		{
+		io_uring_for_each_cqe(&r->ring, head, cqe) {
 			hbl_dispatch(r, cqe, now);
 			if (++seen == HBL_CQE_BATCH)
 				break;

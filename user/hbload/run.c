@@ -192,7 +192,8 @@ static void define_windows(const struct hbl_cfg *cfg, struct hbl_shared *sh, str
 	const struct hbl_opts *o = &cfg->o;
 	struct hbl_windows *w = &sh->win;
 	uint64_t from = tl->setup_done + (o->warmup_s > 0 ? s2ns(o->warmup_s) : 0);
-	uint64_t to = o->steady_s >= 0 ? from + s2ns(o->steady_s) : tl->setup_done + s2ns(o->duration_s);
+	uint64_t to =
+		o->steady_s >= 0 ? from + s2ns(o->steady_s) : tl->setup_done + s2ns(o->duration_s);
 	uint32_t n = 0;
 
 	w->def[n++] = (struct hbl_window_def){ from, to > from ? to : from,
@@ -211,7 +212,8 @@ static void define_windows(const struct hbl_cfg *cfg, struct hbl_shared *sh, str
 	__atomic_store_n(&w->n, n, __ATOMIC_RELEASE);
 }
 
-static void merge_window(struct hbl_ring *rings, unsigned nrings, uint32_t i, struct hbl_wstats *out)
+static void merge_window(struct hbl_ring *rings, unsigned nrings, uint32_t i,
+			 struct hbl_wstats *out)
 {
 	hbl_wstats_init(out, 1);
 	for (unsigned r = 0; r < nrings; r++)
@@ -236,8 +238,8 @@ static void windows_tick(const struct hbl_cfg *cfg, struct hbl_shared *sh, struc
 			continue;
 		if (!tl->started[i] && now >= d->from_ns && d->from_ns < tl->run_end) {
 			tl->started[i] = 1;
-			event(cfg, tl, now, "window_start %s %.0f", hbl_window_name(res, i, name, 16),
-			      d->rate);
+			event(cfg, tl, now, "window_start %s %.0f",
+			      hbl_window_name(res, i, name, 16), d->rate);
 		}
 		if (tl->started[i] && !tl->ended[i] && now >= d->to_ns) {
 			tl->ended[i] = 1;
@@ -246,7 +248,8 @@ static void windows_tick(const struct hbl_cfg *cfg, struct hbl_shared *sh, struc
 	}
 	/* judge before starting the next step: a step that starts in the same tick as a failing
 	 * judgement would otherwise run */
-	while (!res->ramp_stopped && tl->next_eval + 1 < o->nsteps && tl->next_eval < tl->next_step &&
+	while (!res->ramp_stopped && tl->next_eval + 1 < o->nsteps &&
+	       tl->next_eval < tl->next_step &&
 	       now >= res->def[1 + tl->next_eval].to_ns + STEP_EVAL_NS) {
 		struct hbl_wstats ws;
 		uint64_t p99;
@@ -258,7 +261,8 @@ static void windows_tick(const struct hbl_cfg *cfg, struct hbl_shared *sh, struc
 			hb_info("step %u (%.0f/s): only %.0f/s sent (hbload saturated?): ramp stopped",
 				tl->next_eval, o->steps[tl->next_eval - 1],
 				(double)ws.pings * 1e9 /
-					(double)(res->def[tl->next_eval].to_ns - res->def[tl->next_eval].from_ns));
+					(double)(res->def[tl->next_eval].to_ns -
+						 res->def[tl->next_eval].from_ns));
 			res->ramp_stopped = tl->next_eval;
 			tl->next_step = o->nsteps;
 			break;
@@ -302,8 +306,9 @@ static void check_setup(struct hbl_cfg *cfg, struct hbl_shared *sh, const struct
 	const struct hbl_opts *o = &cfg->o;
 	uint64_t fails = t->connect_failed + t->timeouts + t->auth_failed;
 	uint64_t need = o->clients < UNREACHABLE_FAILS ? o->clients : UNREACHABLE_FAILS;
-	int udp_dead = o->proto == HB_UDP && t->usock_failed && !t->usock_ready &&
-		       t->usock_failed >= (o->clients < o->udp_sockets ? o->clients : o->udp_sockets);
+	int udp_dead =
+		o->proto == HB_UDP && t->usock_failed && !t->usock_ready &&
+		t->usock_failed >= (o->clients < o->udp_sockets ? o->clients : o->udp_sockets);
 
 	if (t->connected + t->auth_failed >= o->clients && t->connected) {
 		tl->setup_done = t->last_first_auth_ns;
@@ -343,7 +348,8 @@ static int outstanding(const struct hbl_stats *t)
 
 int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res)
 {
-	struct hbl_shared sh = { .phase = HBL_PH_RUN, .run_end_ns = UINT64_MAX,
+	struct hbl_shared sh = { .phase = HBL_PH_RUN,
+				 .run_end_ns = UINT64_MAX,
 				 .storm_at_ns = UINT64_MAX,
 				 /* with --warmup nothing counts until setup is over */
 				 .measure_from_ns = cfg->o.warmup_s >= 0 ? UINT64_MAX : 0,
@@ -390,10 +396,8 @@ int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res)
 		/* first Ctrl-C/SIGTERM: finish gracefully now; second: leave at once */
 		if (stop_requests > handled_stops) {
 			handled_stops = stop_requests;
-			if (handled_stops > 1 || ph >= HBL_PH_BYE) {
-				ph = HBL_PH_EXIT;
-				break;
-			}
+			if (handled_stops > 1 || ph >= HBL_PH_BYE)
+				break; /* leave at once: join_rings below sets HBL_PH_EXIT */
 			if (!tl.setup_done) {
 				tl.setup_done = now;
 				res->setup_s = (double)(now - cfg->t0_ns) / 1e9;
@@ -413,8 +417,8 @@ int hbl_run(struct hbl_cfg *cfg, struct hbl_result *res)
 				tl.storm_told = 1;
 				event(cfg, &tl, now, "storm");
 			}
-			if (tl.storm_told && !tl.storm_done_told && t.storm_done_ns >= tl.storm_at &&
-			    t.storm_back == t.storm_dropped) {
+			if (tl.storm_told && !tl.storm_done_told &&
+			    t.storm_done_ns >= tl.storm_at && t.storm_back == t.storm_dropped) {
 				tl.storm_done_told = 1;
 				event(cfg, &tl, now, "storm_done %.3f",
 				      (double)(t.storm_done_ns - tl.storm_at) / 1e9);

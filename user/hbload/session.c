@@ -333,7 +333,8 @@ void hbl_wake(struct hbl_ring *r, uint32_t l, uint64_t now)
 		break;
 	case HBL_LS_AUTHED:
 		if (r->phase >= HBL_PH_BYE) {
-			if (c->c.state == HBC_CLOSED) /* BYE sent, the server did not close in time */
+			if (c->c.state ==
+			    HBC_CLOSED) /* BYE sent, the server did not close in time */
 				hbl_end_session(r, l, now, HBL_AFTER_DONE);
 			else
 				hbl_send_bye(r, l, now);

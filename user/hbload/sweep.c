@@ -58,12 +58,13 @@ static void sweep_rate(struct hbl_ring *r, uint32_t l, uint64_t now)
 	if (!r->sweep_from_iv_ns || r->sweep_from_iv_ns == r->sweep_to_iv_ns)
 		return;
 	uint64_t b = now + (uint64_t)((double)wait * (double)r->sweep_to_iv_ns /
-				       (double)r->sweep_from_iv_ns);
+				      (double)r->sweep_from_iv_ns);
 	/* scaling bounds silence by the longer interval for one change, not across a ramp down
 	 * and back up (a wait stretched 1.5x after steps that left it long): a device never goes
 	 * quiet for more than 1.2 of the longer interval, below a server's 1.5 (a cap at the
 	 * shorter one would pull beats forward into the settle time of every step down) */
-	uint64_t iv = r->sweep_to_iv_ns > r->sweep_from_iv_ns ? r->sweep_to_iv_ns : r->sweep_from_iv_ns;
+	uint64_t iv =
+		r->sweep_to_iv_ns > r->sweep_from_iv_ns ? r->sweep_to_iv_ns : r->sweep_from_iv_ns;
 	uint64_t cap = c->last_ns + iv + iv / 5;
 
 	if (b > cap)
@@ -134,4 +135,3 @@ void hbl_sweep(struct hbl_ring *r, uint64_t now)
 	if (r->rate_pending && r->phase == HBL_PH_RUN)
 		hbl_rate_change(r);
 }
-

@@ -62,7 +62,8 @@ void hbl_tcp_connect(struct hbl_ring *r, uint32_t l)
 		 * grows with the number of clients and showed up in profiles of large runs
 		 */
 		sqe = hbl_sqe(r);
-		hb_prep_setsockopt(sqe, (int)l, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+		hb_prep_setsockopt(sqe, (int)l, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one,
+				   sizeof(one));
 		sqe->flags |= chain | IOSQE_CQE_SKIP_SUCCESS;
 		sqe->user_data = hbl_ud(HBL_OP_TCP_STEP, 0, c->gen, l);
 

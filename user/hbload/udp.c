@@ -63,8 +63,9 @@ void hbl_udp_open_sockets(struct hbl_ring *r)
 			uint64_t gs = (uint64_t)s * cfg->rings + r->id;
 
 			sqe = hbl_sqe(r);
-			hb_prep_bind(sqe, (int)s, (const struct sockaddr *)&cfg->src[gs % cfg->nsrc],
-				      cfg->src_len);
+			hb_prep_bind(sqe, (int)s,
+				     (const struct sockaddr *)&cfg->src[gs % cfg->nsrc],
+				     cfg->src_len);
 			sqe->flags |= IOSQE_IO_LINK | IOSQE_FIXED_FILE | IOSQE_CQE_SKIP_SUCCESS;
 			sqe->user_data = hbl_ud(HBL_OP_USOCK_STEP, 0, 0, s);
 		}

@@ -100,7 +100,8 @@ uint64_t hbl_wheel_next_ns(const struct hbl_wheel *w, uint64_t now_ns, uint32_t 
 	 * beyond the span, whose real time is later): the first non-empty one has the earliest
 	 */
 	for (uint64_t t = from; t <= to && t < from + HBL_WHEEL_SLOTS; t++) {
-		for (uint32_t i = hb_wheel_first(&w->w, t); i != HBL_NIL; i = hb_wheel_next(&w->w, i))
+		for (uint32_t i = hb_wheel_first(&w->w, t); i != HBL_NIL;
+		     i = hb_wheel_next(&w->w, i))
 			if (w->due[i] < best)
 				best = w->due[i];
 		if (best != UINT64_MAX)

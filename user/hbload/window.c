@@ -61,7 +61,8 @@ int hbl_hist_dump(FILE *f, const char *name, const struct hb_hist *h)
 			continue;
 		/* the overflow bucket has no upper bound: the largest value seen is one */
 		fprintf(f, "%llu %llu %llu\n", (unsigned long long)hb_hist_bucket_low(i),
-			(unsigned long long)(hi > h->max ? h->max : hi), (unsigned long long)h->b[i]);
+			(unsigned long long)(hi > h->max ? h->max : hi),
+			(unsigned long long)h->b[i]);
 	}
 	fprintf(f, "\n\n"); /* gnuplot: a new data block per window */
 	return ferror(f) ? -EIO : 0;
