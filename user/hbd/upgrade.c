@@ -581,12 +581,12 @@ int hbd_upgrade_child_ready(struct hbd_daemon *d, char *why, size_t whylen)
 		} else if (rc == HBD_HO_SESSIONS && h.len == h.count * sizeof(struct hbd_ho_sess)) {
 			const struct hbd_ho_sess *r = (const void *)buf;
 
+			/* hbd_plan_workers never plans fewer than one worker; the analyzer cannot
+			 * know that */
+			unsigned nw = d->plan.workers ? d->plan.workers : 1;
+
 			for (unsigned i = 0; i < h.count; i++, sessions++)
-				/* hbd_plan_workers never plans fewer than one worker */
-				take_session(
-					d, &r[i],
-					(unsigned)(sessions %
-						   d->plan.workers)); // NOLINT(clang-analyzer-core.DivideZero)
+				take_session(d, &r[i], (unsigned)(sessions % nw));
 		} else if (rc == HBD_HO_GO) {
 			rc = 0;
 			break;
