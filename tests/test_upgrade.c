@@ -61,6 +61,9 @@ static pid_t await_successor(struct ht_daemon *d)
 	if (f)
 		pclose(f);
 	d->pid = next;
+	/* a failed test's teardown (ht_reap) ends the daemon now serving, not the one gone */
+	ht_track(d, false);
+	ht_track(d, true);
 	return next;
 }
 
