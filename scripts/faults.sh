@@ -3,19 +3,22 @@
 # Measures what faults and upgrades cost devices, at scale, with the BPF side loaded on a veth
 # between two namespaces (scripts/netns.sh), hbd in one and hbload in the other:
 #   upgrade  hbd gets SIGUSR2 while TCP and UDP devices heartbeat: connections dropped,
-#            reconnects, heartbeats missed, how long the handover took
+#            reconnects, heartbeats missed, devices expired, how long the handover took
 #   restart  hbd is killed with SIGKILL and started again at once: UDP heartbeats missed (the
-#            kernel answers them through the grace period), TCP devices that reconnect and
-#            how long until all are back
+#            kernel answers them through the grace period), UDP devices expired, TCP devices
+#            that reconnect and how long until all are back
 #
 #   scripts/faults.sh [--tcp N] [--udp N] [--interval S] [--only upgrade|restart|baseline]
 #
 # baseline runs the upgrade's load without the upgrade: what the same load loses on its own
 # (a veth's ring drops bursts; an overloaded kernel path answers late), to tell it apart.
 #
-# Defaults: 100000 TCP and 20000 UDP devices, a 10 s heartbeat interval; HBD_EXTRA adds hbd
-# options (e.g. --log-level debug, to see which devices expire). Writes
-# $BUILD/faults/result.json and prints it. Cleans up everything it made, also when interrupted.
+# Defaults: 100000 TCP and 20000 UDP devices, a 10 s heartbeat interval, which is also the one
+# hbd tells devices (expiry after 1.5 intervals without a heartbeat, as by default): a device
+# whose heartbeat a handover forgets is expired before its next one. HBD_EXTRA adds hbd options
+# (e.g. --log-level debug, to see which devices expire). Writes $BUILD/faults/result.json and
+# prints it; exits 1 if a run expired a device that had lost no heartbeat (expired > lost).
+# Cleans up everything it made, also when interrupted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -74,7 +77,7 @@ current_hbd() { grep -o 'ready: .*pid=[0-9]*' "$WORK/hbd.log" | tail -1 | grep -
 
 start_hbd() {
 	in_srv "$BUILD/hbd" --port $PORT --keys "$WORK/keys" --sink "$WORK/sink.jsonl" \
-		--pin-path "$PIN" --interval 30 --grace 5 --max-clients $((TCP + UDP + TCP / 10)) \
+		--pin-path "$PIN" --interval "$INTERVAL" --grace 5 --max-clients $((TCP + UDP + TCP / 10)) \
 		--max-per-source 0 --accept-rate 0 ${HBD_EXTRA:-} >>"$WORK/hbd.out" 2>>"$WORK/hbd.log" &
 	hbd_pid=$!
 	for _ in $(seq 300); do
@@ -129,6 +132,7 @@ if [ "$ONLY" != restart ]; then
 	wait_devices
 	sleep 5
 	user0=$(stat_of user.pings_user)
+	exp_tcp0=$(stat_of user.expired_tcp) exp_udp0=$(stat_of user.expired_udp)
 	old=$(current_hbd)
 	gone_ms=0
 	if [ "$ONLY" != baseline ]; then
@@ -142,6 +146,8 @@ if [ "$ONLY" != restart ]; then
 		log "upgrade: hbd $old gone after ${gone_ms} ms, hbd $hbd_pid serves"
 	fi
 	wait_loads
+	# the counters go on across the upgrade; the devices said BYE at the end, none expired then
+	exp_tcp=$(($(stat_of user.expired_tcp) - exp_tcp0)) exp_udp=$(($(stat_of user.expired_udp) - exp_udp0))
 	cp "$WORK/tcp.json" "$OUT/${ONLY:-upgrade}-tcp.json"
 	cp "$WORK/udp.json" "$OUT/${ONLY:-upgrade}-udp.json"
 	key=upgrade
@@ -149,10 +155,13 @@ if [ "$ONLY" != restart ]; then
 	result=$(jq -n --arg key "$key" --argjson r "$result" --slurpfile t "$WORK/tcp.json" --slurpfile u "$WORK/udp.json" \
 		--arg ms "$(grep -o 'handed over .* in [0-9]* ms' "$WORK/hbd.log" | tail -1 | grep -o '[0-9]* ms' | cut -d' ' -f1)" \
 		--arg gone "$gone_ms" --argjson user "$(($(stat_of user.pings_user) - user0))" \
+		--argjson etcp "$exp_tcp" --argjson eudp "$exp_udp" \
 		'$r + {($key): {tcp_devices: $t[0].clients, tcp_connected_end: $t[0].connected_end,
 		  tcp_reconnects: $t[0].reconnects, tcp_server_closed: $t[0].server_closed,
-		  tcp_pings: $t[0].pings, tcp_lost: $t[0].lost, udp_devices: $u[0].clients,
+		  tcp_pings: $t[0].pings, tcp_lost: $t[0].lost, tcp_expired: $t[0].expired,
+		  hbd_expired_tcp: $etcp, udp_devices: $u[0].clients,
 		  udp_connected_end: $u[0].connected_end, udp_pings: $u[0].pings, udp_lost: $u[0].lost,
+		  udp_expired: $u[0].expired, udp_reconnects: $u[0].reconnects, hbd_expired_udp: $eudp,
 		  handover_ms: ($ms | tonumber? // null), old_gone_ms: ($gone | tonumber),
 		  pings_user_during_run: $user,
 		  tcp_rtt_p99_us: $t[0].rtt_us.p99, udp_rtt_p99_us: $u[0].rtt_us.p99}}')
@@ -185,13 +194,16 @@ if [ "$ONLY" != upgrade ] && [ "$ONLY" != baseline ]; then
 	done
 	log "restart: new hbd ready after ${ready_ms} ms, all TCP devices back after ${back_ms:-?} ms"
 	wait_loads
+	exp_udp=$(stat_of user.expired_udp) # the new hbd counts from zero
 	cp "$WORK/tcp.json" "$OUT/restart-tcp.json"
 	cp "$WORK/udp.json" "$OUT/restart-udp.json"
 	result=$(jq -n --argjson r "$result" --slurpfile t "$WORK/tcp.json" --slurpfile u "$WORK/udp.json" \
 		--arg ready "$ready_ms" --arg back "${back_ms:-}" \
 		--arg adopted "$(grep -o 'took over [0-9]* UDP sessions from the pinned map' "$WORK/hbd.log" | tail -1 | grep -o '[0-9]*')" \
+		--argjson eudp "$exp_udp" \
 		'$r + {restart: {udp_devices: $u[0].clients, udp_adopted: ($adopted | tonumber? // 0),
 		  udp_pings: $u[0].pings, udp_lost: $u[0].lost, udp_connected_end: $u[0].connected_end,
+		  udp_expired: $u[0].expired, hbd_expired_udp: $eudp,
 		  tcp_devices: $t[0].clients, tcp_reconnects: $t[0].reconnects,
 		  tcp_lost_closed: $t[0].lost_closed, tcp_connected_end: $t[0].connected_end,
 		  hbd_ready_ms: ($ready | tonumber), tcp_all_back_ms: ($back | tonumber? // null)}}')
@@ -200,3 +212,15 @@ fi
 grep -E 'upgrade|took over|warn|error|expired' "$WORK/hbd.log" >"$OUT/hbd-excerpt.log" || true
 echo "$result" | jq --arg date "$(date -u +%FT%TZ)" --arg cmd "scripts/faults.sh $ARGS" \
 	'. + {date: $date, command: $cmd, machine: "'"$(nproc)"' vCPU, '"$(uname -r)"'"}' | tee "$OUT/result.json"
+# A device may be expired only after a heartbeat of its went unanswered: with none lost, none.
+bad=$(echo "$result" | jq -r 'to_entries[] | .key as $k | .value |
+	(select((.tcp_expired // 0) > (.tcp_lost // 0) or (.hbd_expired_tcp // 0) > (.tcp_lost // 0)) |
+	 "\($k): \(.hbd_expired_tcp // .tcp_expired) TCP devices expired, \(.tcp_lost) heartbeats lost"),
+	(select((.udp_expired // 0) > (.udp_lost // 0) or (.hbd_expired_udp // 0) > (.udp_lost // 0)) |
+	 "\($k): \(.hbd_expired_udp // .udp_expired) UDP devices expired, \(.udp_lost) heartbeats lost")')
+if [ -n "$bad" ]; then
+	echo "faults.sh: devices expired that had lost no heartbeat:" >&2
+	echo "$bad" >&2
+	exit 1
+fi
+log "expired: $(echo "$result" | jq -c 'with_entries(.value |= {tcp: (.hbd_expired_tcp // .tcp_expired), udp: (.hbd_expired_udp // .udp_expired)})')"

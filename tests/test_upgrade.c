@@ -4,8 +4,10 @@
  *     authenticated, UDP sessions, and devices connecting while the handover runs: none is
  *     dropped or refused, every heartbeat is answered, the half-sent frame completes in the new
  *     daemon, the same UDP tokens keep working, and the counters go on from the old daemon's;
- *   - offload mode in a netns: hbload's TCP and UDP devices heartbeat through two upgrades in a
- *     row with no connection dropped and no heartbeat missed, all answered by the kernel.
+ *   - offload mode in a netns: hbload's TCP and UDP devices heartbeat at the interval the server
+ *     asks for through two upgrades in a row, with no connection dropped, no heartbeat missed
+ *     (all answered by the kernel) and no device expired: each successor knows when the kernel
+ *     last heard from every device it takes over, also when that was before it started.
  * The test process is a child subreaper, so each successor becomes its child when its parent
  * (the old daemon) exits, and is waited for like the first one.
  */
@@ -30,6 +32,15 @@
 
 #define NTCP 40
 #define NUDP 10
+
+/* offload_two_upgrades: server and devices at one heartbeat interval, the default expiry
+ * multiplier (1.5), so a device is expired after one timeout (7.5 s) without a heartbeat the
+ * daemon knows of: a stamp lost in a handover shows within it
+ */
+#define IV_S "5"
+#define TIMEOUT_MS 7500
+#define BEFORE_MS 6000 /* heartbeating before the first upgrade: the old daemon's ages grow */
+#define AFTER_MS (TIMEOUT_MS + 1500) /* after each upgrade: a timeout, a tick and some slack */
 
 static struct hn_env E;
 
@@ -58,6 +69,9 @@ static pid_t await_successor(struct ht_daemon *d)
 	if (f)
 		pclose(f);
 	d->pid = next;
+	/* a failed test's teardown (ht_reap) ends the daemon now serving, not the one gone */
+	ht_track(d, false);
+	ht_track(d, true);
 	return next;
 }
 
@@ -202,31 +216,68 @@ static void userspace(void **state)
 	ht_cleanup(&d);
 }
 
-/* hbload's devices through two upgrades in a row, with the kernel answering throughout. */
+/* hbload's devices through two upgrades in a row, heartbeating at the server's interval, with
+ * the kernel answering throughout.
+ */
 static void offload_two_upgrades(void **state)
 {
 	static const char *const args[] = { "--pin-path",    E.pin,  "--port",	   "7651",
-					    "--workers",     "2",    "--interval", "5",
+					    "--workers",     "2",    "--interval", IV_S,
 					    "--max-clients", "8192", NULL };
-	static char hbload[PATH_MAX], ns[96], exe[PATH_MAX];
-	const char *tcp_argv[] = { "nsenter",	    ns,		  hbload,
-				   "--server",	    HN_SRV_ADDR,  "--port",
-				   "7651",	    "--clients",  "2000",
-				   "--proto",	    "tcp",	  "--interval",
-				   "0.5",	    "--duration", "12",
-				   "--keys",	    NULL,	  "--first-device",
-				   "1000",	    "--source",	  "10.77.1.1-10.77.1.4",
-				   "--inflight",    "100",	  "--json",
-				   "--no-progress", NULL };
-	const char *udp_argv[] = { "nsenter",	    ns,		  hbload,
-				   "--server",	    HN_SRV_ADDR,  "--port",
-				   "7651",	    "--clients",  "500",
-				   "--proto",	    "udp",	  "--interval",
-				   "0.5",	    "--duration", "12",
-				   "--keys",	    NULL,	  "--first-device",
-				   "5000",	    "--source",	  "10.77.1.5",
-				   "--inflight",    "100",	  "--json",
-				   "--no-progress", NULL };
+	static char hbload[PATH_MAX], ns[96], exe[PATH_MAX], dur[16];
+	const char *tcp_argv[] = { "nsenter",
+				   ns,
+				   hbload,
+				   "--server",
+				   HN_SRV_ADDR,
+				   "--port",
+				   "7651",
+				   "--clients",
+				   "2000",
+				   "--proto",
+				   "tcp",
+				   "--interval",
+				   IV_S,
+				   "--duration",
+				   dur,
+				   "--keys",
+				   NULL,
+				   "--first-device",
+				   "1000",
+				   "--source",
+				   "10.77.1.1-10.77.1.4",
+				   "--inflight",
+				   "100",
+				   "--json",
+				   "--no-progress",
+				   NULL };
+	const char *udp_argv[] = { "nsenter",
+				   ns,
+				   hbload,
+				   "--server",
+				   HN_SRV_ADDR,
+				   "--port",
+				   "7651",
+				   "--clients",
+				   "500",
+				   "--proto",
+				   "udp",
+				   "--interval",
+				   IV_S,
+				   "--duration",
+				   dur,
+				   "--keys",
+				   NULL,
+				   "--first-device",
+				   "5000",
+				   "--source",
+				   "10.77.1.5",
+				   "--inflight",
+				   "100",
+				   "--json",
+				   "--no-progress",
+				   NULL };
+	long long expired_tcp, expired_udp;
 	char out[2][4096], keys[128];
 	struct ht_daemon d;
 	pid_t hb[2];
@@ -241,6 +292,8 @@ static void offload_two_upgrades(void **state)
 	      "key store %s written", keys);
 	/* few HELLOs in flight: a veth's 256-packet ring drops bursts silently (FIELD-NOTES) */
 	tcp_argv[16] = udp_argv[16] = keys;
+	/* heartbeating until after the last wait below, whatever the upgrades take */
+	snprintf(dur, sizeof(dur), "%d", (BEFORE_MS + 2 * AFTER_MS) / 1000 + 4);
 	k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[k > 0 ? k : 0] = 0;
 	HT_EQ(hbt_find("hbload", exe, hbload, sizeof(hbload)), 0, "$BUILD/hbload found");
@@ -268,7 +321,7 @@ static void offload_two_upgrades(void **state)
 		ht_sleep_ms(100);
 	HT_EQ(hn_stat(&E, "user.tcp_authed"), 2000, "TCP devices authenticated within 15 s");
 	HT_EQ(hn_stat(&E, "user.udp_active"), 500, "UDP sessions active within 15 s");
-	ht_sleep_ms(1000);
+	ht_sleep_ms(BEFORE_MS);
 	for (int round = 0; round < 2; round++) {
 		uint64_t t0 = ht_now_ms();
 
@@ -277,8 +330,14 @@ static void offload_two_upgrades(void **state)
 		      round + 1, d.err);
 		printf("upgrade %d: the old hbd was gone %llu ms after SIGUSR2\n", round + 1,
 		       (unsigned long long)(ht_now_ms() - t0));
-		ht_sleep_ms(2000);
+		/* a device whose last heartbeat the successor does not know is expired by now */
+		ht_sleep_ms(AFTER_MS);
+		printf("upgrade %d: %lld TCP and %lld UDP devices expired so far\n", round + 1,
+		       hn_stat(&E, "user.expired_tcp"), hn_stat(&E, "user.expired_udp"));
 	}
+	/* the counters go on across upgrades; read while every device still heartbeats */
+	expired_tcp = hn_stat(&E, "user.expired_tcp");
+	expired_udp = hn_stat(&E, "user.expired_udp");
 	for (int i = 0; i < 2; i++) {
 		n = hbt_drain(hb_out[i], out[i], sizeof(out[i]), time(NULL) + 60);
 		out[i][n] = 0;
@@ -286,14 +345,19 @@ static void offload_two_upgrades(void **state)
 		      i ? "UDP" : "TCP");
 		printf("%s devices through two upgrades: %s", i ? "UDP" : "TCP", out[i]);
 	}
+	HT_EQ(expired_tcp, 0, "TCP devices hbd expired through two upgrades");
+	HT_EQ(expired_udp, 0, "UDP devices hbd expired through two upgrades");
 	HT_EQ(hbt_num(out[0], "connected_end"), 2000,
 	      "TCP devices connected at the end (summary above)");
-	HT_EQ(hbt_num(out[0], "reconnects"), 0, "TCP reconnects through two upgrades");
 	HT_EQ(hbt_num(out[0], "server_closed"), 0,
 	      "TCP connections the server closed through two upgrades");
 	HT_EQ(hbt_num(out[1], "connected_end"), 500,
 	      "UDP devices connected at the end (summary above)");
 	for (int i = 0; i < 2; i++) {
+		HT_EQ(hbt_num(out[i], "expired"), 0,
+		      "%s devices hbload saw expired through two upgrades", i ? "UDP" : "TCP");
+		HT_EQ(hbt_num(out[i], "reconnects"), 0, "%s reconnects through two upgrades",
+		      i ? "UDP" : "TCP");
 		HT_EQ(hbt_num(out[i], "lost"), 0, "%s heartbeats lost through two upgrades",
 		      i ? "UDP" : "TCP");
 		HT_EQ(hbt_num(out[i], "pongs"), hbt_num(out[i], "pings"), "%s PONGs against PINGs",

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "pins.h"
 
 void hbd_maps_init(struct hbd_maps *m)
@@ -225,25 +226,56 @@ int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, 
 	return bpf_map_update_elem(m->conns, &k, &v, BPF_ANY) ? -errno : 0;
 }
 
-/* The lookup and the update race with the kernel's heartbeat fields: a heartbeat between them
- * may be lost from pings and last_seen_ns (expiry confirms silence in the map before it acts, and
- * the next heartbeat stamps the new slot). */
-int hbd_maps_conn_reseat(struct hbd_maps *m, uint64_t cookie, uint32_t seen_slot)
+/* A reseat races with the kernel's heartbeats: the kernel finds the entry, then stores
+ * last_seen_ns in it and in seen[its seen_slot]. Our update replaces the element, so a heartbeat
+ * handled between our lookup and our update is missing from the new one (its pings count too);
+ * only the old slot still has its stamp. A stamp there from within that window is taken for it.
+ * The alternative, another device heartbeating in the same microseconds on a slot index both
+ * daemons use, would at worst keep this device alive one timeout longer.
+ */
+#define RESEAT_SLACK_NS 1000000ull /* a heartbeat reads the clock a little before it stores */
+
+static uint64_t reseat_gap(const struct hbd_maps *m, uint32_t old_slot, uint64_t last_ns,
+			   uint64_t t0, uint64_t t1)
+{
+	uint64_t ns = hbd_seen_get(m, old_slot);
+
+	return ns > last_ns && ns + RESEAT_SLACK_NS >= t0 && ns <= t1 ? ns : last_ns;
+}
+
+/* seen[seen_slot] starts at the entry's stamp, unless it is the slot the kernel already stamps
+ * for this device (both daemons gave it the same index).
+ */
+static void reseat_slot(struct hbd_maps *m, uint32_t seen_slot, uint32_t old_slot, uint64_t ns)
+{
+	if (seen_slot != old_slot)
+		hbd_seen_set(m, seen_slot, ns);
+}
+
+int hbd_maps_conn_reseat(struct hbd_maps *m, uint64_t cookie, uint32_t seen_slot, uint64_t *last_ns)
 {
 	struct hb_conn_key k = { .cookie = cookie };
+	uint64_t t0 = hb_mono_ns();
 	struct hb_conn v;
+	uint32_t old;
 	int rc = 0;
 
+	*last_ns = 0;
 	if (bpf_map_lookup_elem(m->conns, &k, &v)) {
 		rc = -errno;
-		v.last_seen_ns = 0;
+		goto fail;
 	}
-	hbd_seen_set(m, seen_slot, v.last_seen_ns);
+	old = v.seen_slot;
+	reseat_slot(m, seen_slot, old, v.last_seen_ns);
 	v.seen_slot = seen_slot;
-	if (!rc && bpf_map_update_elem(m->conns, &k, &v, BPF_EXIST))
+	if (bpf_map_update_elem(m->conns, &k, &v, BPF_EXIST)) {
 		rc = -errno;
-	if (rc)
-		hbd_seen_set(m, seen_slot, 0);
+		goto fail;
+	}
+	*last_ns = reseat_gap(m, old, v.last_seen_ns, t0, hb_mono_ns());
+	return 0;
+fail:
+	hbd_seen_set(m, seen_slot, 0); /* no stamps of whoever had the slot before */
 	return rc;
 }
 
@@ -293,25 +325,30 @@ int hbd_maps_sess_last_seen(struct hbd_maps *m, uint64_t token, uint64_t *ns)
 	return rc;
 }
 
-int hbd_maps_sess_reseat(struct hbd_maps *m, uint64_t token, const struct hb_session *known,
-			 uint32_t seen_slot)
+int hbd_maps_sess_reseat(struct hbd_maps *m, uint64_t token, uint32_t seen_slot, uint64_t *last_ns)
 {
 	struct hb_session_key k = { .token = token };
+	uint64_t t0 = hb_mono_ns();
 	struct hb_session v;
+	uint32_t old;
 	int rc = 0;
 
-	if (known) {
-		v = *known;
-	} else if (bpf_map_lookup_elem(m->sessions, &k, &v)) {
+	*last_ns = 0;
+	if (bpf_map_lookup_elem(m->sessions, &k, &v)) {
 		rc = -errno;
-		v.last_seen_ns = 0;
+		goto fail;
 	}
-	hbd_seen_set(m, seen_slot, v.last_seen_ns);
+	old = v.seen_slot;
+	reseat_slot(m, seen_slot, old, v.last_seen_ns);
 	v.seen_slot = seen_slot;
-	if (!rc && bpf_map_update_elem(m->sessions, &k, &v, BPF_EXIST))
+	if (bpf_map_update_elem(m->sessions, &k, &v, BPF_EXIST)) {
 		rc = -errno;
-	if (rc)
-		hbd_seen_set(m, seen_slot, 0);
+		goto fail;
+	}
+	*last_ns = reseat_gap(m, old, v.last_seen_ns, t0, hb_mono_ns());
+	return 0;
+fail:
+	hbd_seen_set(m, seen_slot, 0);
 	return rc;
 }
 

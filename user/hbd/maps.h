@@ -63,9 +63,13 @@ int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, 
 /* sockhash[cookie] = the socket behind fd (a regular fd: the map takes no direct descriptor).
  * From here on hb_parser/hb_verdict see its bytes. 0 or -errno; -EEXIST (already in) is 0. */
 int hbd_maps_sockhash_add(struct hbd_maps *m, uint64_t cookie, int fd);
-/* Points conns[cookie] (an adopted connection's) at our seen_slot; seen[seen_slot] starts at the
- * entry's last_seen_ns, or at 0 if that fails (-ENOENT: the entry is gone). */
-int hbd_maps_conn_reseat(struct hbd_maps *m, uint64_t cookie, uint32_t seen_slot);
+/* Points conns[cookie] (an adopted connection's) at our seen_slot (0: none, so that the kernel
+ * stops stamping the predecessor's slot, which may be another device's here) and says in *last_ns
+ * when the kernel last heard from the device (0: never). seen[seen_slot] starts at that stamp, or
+ * at 0 if the reseat fails (-ENOENT: the entry is gone; *last_ns is then 0).
+ */
+int hbd_maps_conn_reseat(struct hbd_maps *m, uint64_t cookie, uint32_t seen_slot,
+			 uint64_t *last_ns);
 int hbd_maps_conn_last_seen(struct hbd_maps *m, uint64_t cookie, uint64_t *ns);
 /* Deletes conns[cookie]; ENOENT (sock_ops got there first) is success. */
 int hbd_maps_conn_delete(struct hbd_maps *m, uint64_t cookie);
@@ -73,10 +77,8 @@ int hbd_maps_conn_delete(struct hbd_maps *m, uint64_t cookie);
 int hbd_maps_sess_put(struct hbd_maps *m, uint64_t token, const struct hb_session *v);
 int hbd_maps_sess_get(struct hbd_maps *m, uint64_t token, struct hb_session *v);
 int hbd_maps_sess_last_seen(struct hbd_maps *m, uint64_t token, uint64_t *ns);
-/* As hbd_maps_conn_reseat, for an adopted session; known: its entry if the caller just read it
- * (saves the lookup), else NULL. */
-int hbd_maps_sess_reseat(struct hbd_maps *m, uint64_t token, const struct hb_session *known,
-			 uint32_t seen_slot);
+/* As hbd_maps_conn_reseat, for an adopted session. */
+int hbd_maps_sess_reseat(struct hbd_maps *m, uint64_t token, uint32_t seen_slot, uint64_t *last_ns);
 int hbd_maps_sess_delete(struct hbd_maps *m, uint64_t token);
 
 /* config.alive_ns = now_ns, config.grace_ns = grace_ns: a store if config is mmapable, else one

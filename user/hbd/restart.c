@@ -120,9 +120,8 @@ static int adopt_one(struct hbd_daemon *d, uint64_t token, const struct hb_sessi
 	struct hbd_worker *w = d->workers[owner];
 	struct hbd_sessions *t = &d->sessions;
 	struct hbd_sess *s;
-	int64_t seen_ms;
-	uint32_t idx;
-	uint64_t loc;
+	uint32_t idx, last, silent;
+	uint64_t loc, ns;
 	int rc;
 
 	rc = hbd_sess_alloc(t, owner, &idx);
@@ -132,11 +131,12 @@ static int adopt_one(struct hbd_daemon *d, uint64_t token, const struct hb_sessi
 	s->device_id = v->device_id;
 	memcpy(s->addr, v->addr, sizeof(s->addr));
 	s->port = v->port;
-	/* last_seen on this daemon's clock; older than our start is negative, which the wrapping
-	 * 32-bit comparisons handle like any past time
+	/* last_seen on this daemon's clock: older than our start is negative, which the wrapping
+	 * 32-bit comparisons handle like any past time (a session the dead daemon never heard
+	 * from after its HELLO has that HELLO's stamp)
 	 */
-	seen_ms = ((int64_t)v->last_seen_ns - (int64_t)d->mono0_ns) / 1000000;
-	s->last_seen = (uint32_t)seen_ms;
+	last = hbd_adopt_seen(d, v->last_seen_ns, (uint32_t) - (int32_t)d->lim.timeout_ms);
+	s->last_seen = last;
 	rc = hbd_sess_publish(t, idx, token);
 	if (rc) {
 		hbd_sess_release(t, idx);
@@ -151,9 +151,16 @@ static int adopt_one(struct hbd_daemon *d, uint64_t token, const struct hb_sessi
 		hbd_sess_release(t, idx);
 		return rc;
 	}
-	hb_wheel_add(&w->udp_wheel, idx, (uint64_t)(seen_ms > 0 ? seen_ms : 0) + d->lim.timeout_ms);
-	/* the entry names the dead daemon's seen slot: ours from now on */
-	hbd_maps_sess_reseat(&d->kern.maps, token, v, hbd_seen_udp(d, idx));
+	/* the entry names the dead daemon's seen slot: ours from now on; a heartbeat since the
+	 * walk read the entry counts too
+	 */
+	if (!hbd_maps_sess_reseat(&d->kern.maps, token, hbd_seen_udp(d, idx), &ns))
+		last = hbd_adopt_seen(d, ns, last);
+	__atomic_store_n(&s->last_seen, last, __ATOMIC_RELAXED);
+	silent = hbd_silence(w, last);
+	hb_wheel_add(&w->udp_wheel, idx,
+		     w->now_ms - (silent < d->lim.timeout_ms ? silent : d->lim.timeout_ms) +
+			     d->lim.timeout_ms);
 	HBD_STAT_ADD(w->st, udp_active, 1);
 	HBD_STAT_ADD(w->st, adopted, 1);
 	return 0;

@@ -88,6 +88,7 @@ void hbd_tcp_adopt(struct hbd_worker *w, uint32_t slot, const struct hbd_ho_conn
 	struct hbd_conn *c;
 	unsigned clients;
 	uint64_t due;
+	uint32_t silent;
 
 	c = hbd_tcp_slot_take(w, slot, "handed-over connection in", &clients);
 	if (!c)
@@ -104,11 +105,12 @@ void hbd_tcp_adopt(struct hbd_worker *w, uint32_t slot, const struct hbd_ho_conn
 		w->src[slot] = HBD_KEY_NONE;
 		hbd_keytab_conn_open(&d->sources, rec->src, 0, &w->src[slot], NULL);
 	}
-	due = (rec->authed ? d->lim.timeout_ms : d->lim.hello_timeout_ms);
-	hb_wheel_add(&w->tcp_wheel, slot,
-		     w->now_ms - (rec->age_ms < due ? rec->age_ms : due) + due);
 	if (rec->authed)
 		hbd_tcp_kernel_reseat(w, slot);
+	/* the deadline from what we know now, the kernel's last heartbeat included */
+	due = (rec->authed ? d->lim.timeout_ms : d->lim.hello_timeout_ms);
+	silent = hbd_silence(w, c->last_seen);
+	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms - (silent < due ? silent : due) + due);
 	if (rec->partial_len) {
 		enum hb_decode bad;
 

@@ -54,7 +54,8 @@ void hbd_tcp_kernel_forget(struct hbd_worker *w, const struct hbd_conn *c);
  * (a syscall).
  */
 void hbd_tcp_kernel_last_seen(struct hbd_worker *w, uint32_t slot, bool lookup);
-/* An adopted connection: the kernel stamps our seen slot for it from now on. */
+/* An adopted connection: the kernel stamps our seen slot for it from now on, and its last
+ * heartbeat so far counts in c->last_seen. */
 void hbd_tcp_kernel_reseat(struct hbd_worker *w, uint32_t slot);
 
 /* tcp_conn.c: the lifecycle */

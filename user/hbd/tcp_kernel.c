@@ -126,9 +126,14 @@ void hbd_tcp_kernel_last_seen(struct hbd_worker *w, uint32_t slot, bool lookup)
 void hbd_tcp_kernel_reseat(struct hbd_worker *w, uint32_t slot)
 {
 	struct hbd_conn *c = &w->conns[slot];
-	uint32_t k = hbd_seen_tcp(w, slot);
+	uint64_t ns;
 
-	/* the kernel stamps the old daemon's slot until the entry names ours */
-	if (w->d->kern.tcp_offload && c->cookie && k)
-		hbd_maps_conn_reseat(&w->d->kern.maps, c->cookie, k);
+	/* the kernel stamps the old daemon's slot until the entry names ours (or none, if we have
+	 * no slot for it: that index may be another connection's here). The age the old daemon
+	 * handed over can predate the last heartbeat (it reads the kernel's stamps only when a
+	 * deadline comes due); the entry has that heartbeat.
+	 */
+	if (w->d->kern.tcp_offload && c->cookie &&
+	    !hbd_maps_conn_reseat(&w->d->kern.maps, c->cookie, hbd_seen_tcp(w, slot), &ns))
+		c->last_seen = hbd_adopt_seen(w->d, ns, c->last_seen);
 }

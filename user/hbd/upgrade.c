@@ -505,8 +505,9 @@ static void take_session(struct hbd_daemon *d, const struct hbd_ho_sess *r, unsi
 {
 	struct hbd_sessions *t = &d->sessions;
 	struct hbd_worker *w = d->workers[owner];
+	uint32_t idx, last, silent;
 	struct hbd_sess *s;
-	uint32_t idx;
+	uint64_t ns;
 
 	if (hbd_sess_alloc(t, owner, &idx)) {
 		HBD_STAT_ADD(w->st, full, 1);
@@ -516,7 +517,8 @@ static void take_session(struct hbd_daemon *d, const struct hbd_ho_sess *r, unsi
 	s->device_id = r->device_id;
 	memcpy(s->addr, r->addr, sizeof(s->addr));
 	s->port = r->port;
-	s->last_seen = (uint32_t)hbd_clock_ms(d) - r->age_ms;
+	last = (uint32_t)hbd_clock_ms(d) - r->age_ms;
+	s->last_seen = last;
 	if (hbd_sess_publish(t, idx, r->token) ||
 	    hbd_devices_adopt(d->devices, r->device_id, 0, hbd_loc(1, owner, s->gen, idx))) {
 		struct hbd_sess gone;
@@ -525,12 +527,18 @@ static void take_session(struct hbd_daemon *d, const struct hbd_ho_sess *r, unsi
 		hbd_sess_release(t, idx);
 		return;
 	}
+	/* The kernel stamps the old daemon's seen slot until the entry names ours. The age handed
+	 * over is that of the last datagram the old daemon read, often its HELLO: the entry has the
+	 * last heartbeat, which XDP answered (and which may predate our start).
+	 */
+	if (d->kern.offload &&
+	    !hbd_maps_sess_reseat(&d->kern.maps, r->token, hbd_seen_udp(d, idx), &ns))
+		last = hbd_adopt_seen(d, ns, last);
+	__atomic_store_n(&s->last_seen, last, __ATOMIC_RELAXED);
+	silent = hbd_silence(w, last);
 	hb_wheel_add(&w->udp_wheel, idx,
-		     w->now_ms - (r->age_ms < d->lim.timeout_ms ? r->age_ms : d->lim.timeout_ms) +
+		     w->now_ms - (silent < d->lim.timeout_ms ? silent : d->lim.timeout_ms) +
 			     d->lim.timeout_ms);
-	/* the kernel stamps the old daemon's seen slot until the entry names ours */
-	if (d->kern.offload)
-		hbd_maps_sess_reseat(&d->kern.maps, r->token, NULL, hbd_seen_udp(d, idx));
 	HBD_STAT_ADD(w->st, udp_active, 1);
 	HBD_STAT_ADD(w->st, handoff_in, 1);
 }

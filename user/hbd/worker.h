@@ -179,7 +179,8 @@ static inline uint32_t hbd_seen_udp(const struct hbd_daemon *d, uint32_t idx)
 }
 
 /* The later of last (a worker clock ms, wrapping) and a kernel CLOCK_MONOTONIC stamp; stamps
- * from before this daemon started (or none, 0) leave last as it is. */
+ * from before this daemon started (or none, 0) leave last as it is: expiry's reads, where such a
+ * stamp is a slot's leftover or was taken in at adoption already (hbd_adopt_seen). */
 static inline uint32_t hbd_seen_later(const struct hbd_daemon *d, uint64_t ns, uint32_t last)
 {
 	uint32_t t;
@@ -187,6 +188,26 @@ static inline uint32_t hbd_seen_later(const struct hbd_daemon *d, uint64_t ns, u
 	if (ns <= d->mono0_ns)
 		return last;
 	t = (uint32_t)((ns - d->mono0_ns) / 1000000);
+	return (int32_t)(t - last) > 0 ? t : last;
+}
+
+/* As hbd_seen_later, for the kernel's last heartbeat of a device this daemon adopts (upgrade,
+ * restart): that one is often older than our start, and must count all the same, as the past
+ * time it is on the wrapping clock. Older than a timeout before our start is silence enough; one
+ * ahead of now is taken as now.
+ */
+static inline uint32_t hbd_adopt_seen(const struct hbd_daemon *d, uint64_t ns, uint32_t last)
+{
+	uint64_t now = hb_mono_ns();
+	int64_t ms;
+	uint32_t t;
+
+	if (!ns)
+		return last;
+	ms = ((int64_t)(ns < now ? ns : now) - (int64_t)d->mono0_ns) / 1000000;
+	if (ms < -(int64_t)d->lim.timeout_ms)
+		ms = -(int64_t)d->lim.timeout_ms;
+	t = (uint32_t)ms;
 	return (int32_t)(t - last) > 0 ? t : last;
 }
 
