@@ -63,7 +63,7 @@ EOF
 FULL=$(q '.tcp.clients == 500000 and .udp.clients == 500000 and .tcp.user != null and .udp.user != null')
 if [ "$FULL" = true ]; then
 cat <<EOF
-## Targets (issue 3), judged from the figures above
+## Targets of the 500k benchmark, judged from the figures above
 
 | target | this run | met |
 |---|---|---|

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-# The scale benchmark (issue 3): N heartbeating TCP and UDP clients against one hbd, kernel
+# The scale benchmark: N heartbeating TCP and UDP clients against one hbd, kernel
 # fast paths and userspace side by side, in two network namespaces on this machine.
 #
 #   scripts/bench.sh [--clients N] [options]      (make bench runs it with the defaults)

@@ -2,7 +2,7 @@
 /* Sans-IO device side of wire protocol v1: one small state machine per device.
  *
  * No sockets, no clocks, no threads, no allocation: the caller moves bytes and passes in the
- * time. hbload drives 500,000 of these from io_uring; the device library (issue 5) drives one
+ * time. hbload drives 500,000 of these from io_uring; the device library (user/device) drives one
  * with blocking sockets. Every build function writes one complete frame for the device's
  * transport (TCP: header + payload; UDP: header + session token + payload) into the caller's
  * buffer and returns its size, or a negative errno.
