@@ -30,7 +30,7 @@
 static char hbload_path[PATH_MAX], hbd_path[PATH_MAX];
 
 struct fx {
-	char dir[64], keys[96], sink[96], log[96], port[8];
+	char dir[64], keys[96], sink[96], log[96], port[12];
 	pid_t hbd;
 	int hbd_out;
 	char out[16384], hbd_json[8192];
