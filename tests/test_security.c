@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The security review's findings as attacks on the real daemon: each test is what an attacker
+ * would do, and checks that it no longer works (docs/RELIABILITY.md, "Security review
+ * findings", says which finding each one covers and what it printed before the fix).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/ht_assert.h"
+#include "lib/hbd_harness.h"
+
+/* ---- running as another user ---- */
+
+/* Runs fn(arg) in a forked child that has become user nobody (groups, gid, uid dropped for
+ * good); fn's return value is the child's exit code. Returns that code, or -1.
+ */
+static int as_nobody(int (*fn)(void *arg), void *arg)
+{
+	pid_t pid = fork();
+	int st;
+
+	HT_GE(pid, 0, "fork of the child that runs as nobody");
+	if (pid == 0) {
+		struct passwd *pw = getpwnam("nobody");
+
+		if (!pw || setgroups(0, NULL) || setgid(pw->pw_gid) || setuid(pw->pw_uid) ||
+		    !getuid())
+			_exit(100);
+		_exit(fn(arg));
+	}
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+/* ---- finding 1: another user takes over hbd's port ---- */
+
+struct bind_case {
+	int family, type;
+	const char *addr;
+	int v6only; /* IPv6: -1 leaves the default */
+	int reuseaddr, reuseport;
+};
+
+struct bind_try {
+	uint16_t port;
+	const struct bind_case *cases;
+	int ncases;
+	int fd; /* pipe: one errno (0: bound) per case */
+};
+
+static int bind_one(const struct bind_case *c, uint16_t port)
+{
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in;
+		struct sockaddr_in6 in6;
+	} a = { 0 };
+	int fd = socket(c->family, c->type, 0), rc = 0;
+	socklen_t len;
+
+	if (fd < 0)
+		return errno;
+	if (c->reuseaddr)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &c->reuseaddr, sizeof(int));
+	if (c->reuseport)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &c->reuseport, sizeof(int));
+	if (c->family == AF_INET6 && c->v6only >= 0)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &c->v6only, sizeof(int));
+	if (c->family == AF_INET) {
+		a.in.sin_family = AF_INET;
+		a.in.sin_port = htons(port);
+		inet_pton(AF_INET, c->addr, &a.in.sin_addr);
+		len = sizeof(a.in);
+	} else {
+		a.in6.sin6_family = AF_INET6;
+		a.in6.sin6_port = htons(port);
+		inet_pton(AF_INET6, c->addr, &a.in6.sin6_addr);
+		len = sizeof(a.in6);
+	}
+	if (bind(fd, &a.sa, len))
+		rc = errno;
+	else if (c->type == SOCK_STREAM && listen(fd, 1))
+		rc = errno; /* bound but cannot listen: a TCP port is only taken by a listener */
+	close(fd);
+	return rc;
+}
+
+static int try_binds(void *arg)
+{
+	struct bind_try *t = arg;
+
+	for (int i = 0; i < t->ncases; i++) {
+		int e = bind_one(&t->cases[i], t->port);
+
+		if (write(t->fd, &e, sizeof(e)) != sizeof(e))
+			return 1;
+	}
+	return 0;
+}
+
+/* Every way another user could bind hbd's port (both protocols, wildcard and specific
+ * addresses of both families, with and without the reuse options) fails while hbd runs. */
+static void expect_port_held(uint16_t port, const struct bind_case *cases, int n)
+{
+	struct bind_try t = { .port = port, .cases = cases, .ncases = n };
+	int p[2], bound = 0;
+
+	HT_EQ(pipe(p), 0, "pipe for the results of the binds");
+	t.fd = p[1];
+	HT_EQ(as_nobody(try_binds, &t), 0, "the child that tries the binds as nobody");
+	close(p[1]);
+	for (int i = 0; i < n; i++) {
+		const struct bind_case *c = &cases[i];
+		int e = -1;
+
+		HT_EQ(read(p[0], &e, sizeof(e)), sizeof(e), "result of bind %d", i);
+		if (e == EADDRINUSE || e == EACCES)
+			continue;
+		bound++;
+		fprintf(stderr,
+			"as nobody: %s %s%s%s:%u v6only=%d SO_REUSEADDR=%d SO_REUSEPORT=%d: %s\n",
+			c->type == SOCK_DGRAM ? "UDP" : "TCP", c->family == AF_INET6 ? "[" : "",
+			c->addr, c->family == AF_INET6 ? "]" : "", port, c->v6only, c->reuseaddr,
+			c->reuseport, e ? strerror(e) : "BOUND (it would take hbd's traffic)");
+	}
+	close(p[0]);
+	HT_EQ(bound, 0, "binds of hbd's port %u by another user that did not fail with "
+		        "EADDRINUSE or EACCES (listed above)",
+	      port);
+}
+
+static int add_cases(struct bind_case *out, int n, int family, const char *addr, int v6only)
+{
+	static const int types[] = { SOCK_DGRAM, SOCK_STREAM };
+
+	for (int t = 0; t < 2; t++)
+		for (int ra = 0; ra < 2; ra++)
+			for (int rp = 0; rp < 2; rp++)
+				out[n++] = (struct bind_case){ family, types[t], addr, v6only, ra,
+							       rp };
+	return n;
+}
+
+static void port_takeover_by_another_user(void **state)
+{
+	static const char *const dual[] = { "--no-offload", "--workers", "2", NULL };
+	static const char *const v4[] = { "--no-offload", "--workers", "2",
+					  "--bind",	  "127.0.0.1", NULL };
+	struct bind_case cases[64];
+	struct ht_daemon d;
+	int n = 0;
+
+	(void)state;
+	/* hbd on [::], dual-stack: every local address of both families is its */
+	n = add_cases(cases, n, AF_INET, "0.0.0.0", -1);
+	n = add_cases(cases, n, AF_INET, "127.0.0.1", -1);
+	n = add_cases(cases, n, AF_INET, "127.0.0.2", -1);
+	n = add_cases(cases, n, AF_INET6, "::", 0);
+	n = add_cases(cases, n, AF_INET6, "::", 1);
+	n = add_cases(cases, n, AF_INET6, "::1", -1);
+	n = add_cases(cases, n, AF_INET6, "::ffff:127.0.0.1", 0);
+	HT_EQ(ht_start(&d, dual), 0, "hbd on [::] started");
+	expect_port_held(d.port, cases, n);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	ht_cleanup(&d);
+
+	/* hbd on 127.0.0.1: that address, and the wildcards that cover it */
+	n = 0;
+	n = add_cases(cases, n, AF_INET, "0.0.0.0", -1);
+	n = add_cases(cases, n, AF_INET, "127.0.0.1", -1);
+	n = add_cases(cases, n, AF_INET6, "::", 0);
+	n = add_cases(cases, n, AF_INET6, "::ffff:127.0.0.1", 0);
+	HT_EQ(ht_start(&d, v4), 0, "hbd on 127.0.0.1 started");
+	expect_port_held(d.port, cases, n);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	ht_cleanup(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(port_takeover_by_another_user, ht_reap),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests_name("security", tests, NULL, NULL);
+}
