@@ -139,8 +139,9 @@ static void expect_port_held(uint16_t port, const struct bind_case *cases, int n
 			c->reuseport, e ? strerror(e) : "BOUND (it would take hbd's traffic)");
 	}
 	close(p[0]);
-	HT_EQ(bound, 0, "binds of hbd's port %u by another user that did not fail with "
-		        "EADDRINUSE or EACCES (listed above)",
+	HT_EQ(bound, 0,
+	      "binds of hbd's port %u by another user that did not fail with "
+	      "EADDRINUSE or EACCES (listed above)",
 	      port);
 }
 
@@ -151,8 +152,8 @@ static int add_cases(struct bind_case *out, int n, int family, const char *addr,
 	for (int t = 0; t < 2; t++)
 		for (int ra = 0; ra < 2; ra++)
 			for (int rp = 0; rp < 2; rp++)
-				out[n++] = (struct bind_case){ family, types[t], addr, v6only, ra,
-							       rp };
+				out[n++] = (struct bind_case){ family, types[t], addr,
+							       v6only, ra,	 rp };
 	return n;
 }
 

@@ -278,12 +278,28 @@ static int parse_fields(char *line, struct ks_parsed *p, char *err, size_t errle
 	return -EINVAL;
 }
 
+int hb_keystore_read_line(FILE *f, char line[HB_KS_LINE_MAX + 1])
+{
+	size_t n;
+
+	if (!fgets(line, HB_KS_LINE_MAX + 1, f))
+		return 0;
+	n = strlen(line);
+	if (n && line[n - 1] == '\n')
+		n--;
+	return n > HB_KS_LINE_MAX - 1 ? -EMSGSIZE : 1;
+}
+
 int hb_keystore_parse_line(const char *line, struct hb_ks_line *out, char *err, size_t errlen)
 {
-	char buf[512], *hash;
+	char buf[HB_KS_LINE_MAX + 1], *hash;
 	struct ks_parsed p;
 	int rc;
 
+	if (strlen(line) >= sizeof(buf)) {
+		snprintf(err, errlen, "line longer than %d characters", HB_KS_LINE_MAX - 1);
+		return -EINVAL;
+	}
 	snprintf(buf, sizeof(buf), "%s", line);
 	hash = strchr(buf, '#');
 	if (hash)
@@ -337,10 +353,10 @@ out:
 int hb_keystore_load(const char *path, struct hb_keystore **out, char *err, size_t errlen)
 {
 	struct hb_keystore *ks = calloc(1, sizeof(*ks));
-	char line[512], why[256];
+	char line[HB_KS_LINE_MAX + 1], why[256];
 	unsigned lineno = 0;
 	FILE *f;
-	int rc = 0;
+	int rc = 0, got;
 
 	if (!ks)
 		return -ENOMEM;
@@ -351,10 +367,16 @@ int hb_keystore_load(const char *path, struct hb_keystore **out, char *err, size
 		free(ks);
 		return rc;
 	}
-	while (fgets(line, sizeof(line), f)) {
+	while ((got = hb_keystore_read_line(f, line))) {
 		char *hash = strchr(line, '#');
 
 		lineno++;
+		if (got < 0) {
+			snprintf(err, errlen, "%s:%u: line longer than %d characters", path, lineno,
+				 HB_KS_LINE_MAX - 1);
+			rc = -EINVAL;
+			break;
+		}
 		if (hash)
 			*hash = 0;
 		why[0] = 0;

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "hbeat_abi.h"
 
@@ -21,6 +22,10 @@
  * factory) holds only its own derived secret.
  */
 #define HB_DERIVE_LABEL "hbeat-device-key-v1"
+/* A line holds at most HB_KS_LINE_MAX - 1 characters before its newline; a longer one makes the
+ * file unreadable (never a line read in pieces, whose rest would be parsed as an entry).
+ */
+#define HB_KS_LINE_MAX 512
 
 struct hb_keystore;
 
@@ -44,6 +49,11 @@ struct hb_ks_line {
 };
 /* Parses one line (a comment or blank line is HB_KS_BLANK). -EINVAL with the reason in err. */
 int hb_keystore_parse_line(const char *line, struct hb_ks_line *out, char *err, size_t errlen);
+/* Reads the next line of a key store, newline included, into line: 1, 0 at the end of the
+ * file, or -EMSGSIZE if the line is longer than HB_KS_LINE_MAX - 1 characters (what was read
+ * of it is in line: cleanse it).
+ */
+int hb_keystore_read_line(FILE *f, char line[HB_KS_LINE_MAX + 1]);
 
 /* Copies the device's secret into out; returns its length, -ENOENT for an unknown device, or
  * -EKEYREVOKED for a revoked one. */
