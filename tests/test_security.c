@@ -11,12 +11,16 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -192,10 +196,151 @@ static void port_takeover_by_another_user(void **state)
 	ht_cleanup(&d);
 }
 
+/* ---- finding 12: the sink path ---- */
+
+/* hbd as an operator would start it: no --sink, in directory cwd, with STATE_DIRECTORY as
+ * systemd sets it (NULL: unset) and the extra arguments. 0 once it is ready; otherwise its exit
+ * code (d->pid 0).
+ */
+static int start_plain(struct ht_daemon *d, const char *cwd, const char *state_dir,
+		       const char *const *extra)
+{
+	char hbd[PATH_MAX], line[1024], *p;
+	const char *argv[32];
+	uint64_t deadline;
+	int argc = 0, st;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->dir, sizeof(d->dir), "/tmp/hbdtest.XXXXXX");
+	HT_TRUE(mkdtemp(d->dir) != NULL, "scratch directory");
+	snprintf(d->keys, sizeof(d->keys), "%s/keys", d->dir);
+	snprintf(d->err, sizeof(d->err), "%s/hbd.err", d->dir);
+	snprintf(d->out, sizeof(d->out), "%s/hbd.out", d->dir);
+	HT_EQ(ht_write_keys(d->keys), 0, "key store %s", d->keys);
+	ht_hbd_path(hbd, sizeof(hbd));
+	argv[argc++] = hbd;
+	argv[argc++] = "--keys";
+	argv[argc++] = d->keys;
+	argv[argc++] = "--port";
+	argv[argc++] = "0";
+	argv[argc++] = "--no-offload";
+	argv[argc++] = "--pin-path";
+	argv[argc++] = d->dir;
+	for (int i = 0; extra && extra[i] && argc < 30; i++)
+		argv[argc++] = extra[i];
+	argv[argc] = NULL;
+	d->pid = fork();
+	HT_GE(d->pid, 0, "fork for hbd");
+	if (d->pid == 0) {
+		int e = open(d->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int o = open(d->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (state_dir)
+			setenv("STATE_DIRECTORY", state_dir, 1);
+		else
+			unsetenv("STATE_DIRECTORY");
+		if (e < 0 || o < 0 || chdir(cwd))
+			_exit(126);
+		dup2(e, STDERR_FILENO);
+		dup2(o, STDOUT_FILENO);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	ht_track(d, true);
+	for (deadline = ht_now_ms() + 20000; ht_now_ms() < deadline; ht_sleep_ms(10)) {
+		if (ht_file_contains(d->err, "ready:", line, sizeof(line)) &&
+		    (p = strstr(line, "port="))) {
+			d->port = (uint16_t)atoi(p + 5);
+			return 0;
+		}
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			d->pid = 0;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+		}
+	}
+	return -1;
+}
+
+/* Writes text to path (mode 0644). */
+static void put_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	HT_TRUE(f != NULL, "create %s", path);
+	fputs(text, f);
+	HT_EQ(fclose(f), 0, "write %s", path);
+}
+
+static bool file_is(const char *path, const char *text)
+{
+	char buf[256] = "";
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	return !strcmp(buf, text);
+}
+
+/* An attacker who can write the directory hbd starts in (or the sink's directory) plants a
+ * symbolic link where the sink goes, to a file of the victim's whose last line has no newline:
+ * the tail repair at start would cut that line off, and DATA lines would be appended to it.
+ */
+static void sink_symlink_refused(void **state)
+{
+	static const char victim_text[] = "root:x:0:0\nimportant line without a newline";
+	char work[64], victim[96], link[96], cmd[256];
+	const char *args[3] = { "--sink", link, NULL };
+	struct ht_daemon d;
+	int rc;
+
+	(void)state;
+	snprintf(work, sizeof(work), "/tmp/hbsink.XXXXXX");
+	HT_TRUE(mkdtemp(work) != NULL, "scratch directory for the sink");
+	snprintf(victim, sizeof(victim), "%s/victim", work);
+	put_file(victim, victim_text);
+
+	/* an explicit --sink that is a symbolic link */
+	snprintf(link, sizeof(link), "%s/sink.jsonl", work);
+	HT_EQ(symlink(victim, link), 0, "symlink %s -> %s", link, victim);
+	rc = start_plain(&d, work, NULL, args);
+	if (!rc)
+		ht_stop(&d);
+	HT_TRUE(file_is(victim, victim_text),
+		"the victim file unchanged after hbd was started with --sink %s pointing at it",
+		link);
+	HT_EQ(rc, 3, "hbd's exit code with a sink that is a symbolic link (3: could not start)");
+	HT_TRUE(ht_file_contains(d.err, "symbolic link", NULL, 0),
+		"hbd's message says the sink is a symbolic link");
+	ht_cleanup(&d);
+
+	/* no --sink, started in a directory the attacker wrote: the default is not there */
+	unlink(link);
+	snprintf(link, sizeof(link), "%s/hbeat-data.jsonl", work);
+	HT_EQ(symlink(victim, link), 0, "symlink %s -> %s", link, victim);
+	snprintf(cmd, sizeof(cmd), "%s/state", work);
+	HT_EQ(mkdir(cmd, 0700), 0, "mkdir %s", cmd);
+	rc = start_plain(&d, work, cmd, NULL);
+	if (!rc)
+		HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_TRUE(file_is(victim, victim_text),
+		"the victim file unchanged after hbd was started without --sink in %s, where "
+		"hbeat-data.jsonl points at it",
+		work);
+	HT_EQ(rc, 0, "hbd started without --sink, STATE_DIRECTORY=%s", cmd);
+	snprintf(cmd, sizeof(cmd), "%s/state/data.jsonl", work);
+	HT_EQ(access(cmd, F_OK), 0, "the default sink %s (in $STATE_DIRECTORY)", cmd);
+	ht_cleanup(&d);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", work);
+	HT_EQ(system(cmd), 0, "%s", cmd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(port_takeover_by_another_user, ht_reap),
+		cmocka_unit_test_teardown(sink_symlink_refused, ht_reap),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

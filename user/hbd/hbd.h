@@ -62,7 +62,7 @@ struct hbd_config {
 	double expiry_mult;
 	double grace_s;
 	double drain_s; /* longest a SIGTERM drain may take */
-	const char *sink;
+	const char *sink; /* --sink, or sink_default */
 	bool sink_fsync;
 	const char *pin_path;
 	bool no_offload;
@@ -85,6 +85,7 @@ struct hbd_config {
 	const char *metrics; /* ADDR:PORT for /metrics, NULL: none */
 	char *const *argv; /* as started: an upgrade (SIGUSR2) starts exe with them again */
 	char exe[4096];
+	char sink_default[4096]; /* in the state directory (opts.c) */
 };
 
 void hbd_config_defaults(struct hbd_config *c);

@@ -2,6 +2,8 @@
 /* hbd's command line: its option table (defaults, ranges, --help) and the checks across options. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hbd.h"
@@ -16,7 +18,12 @@
 #define DEF_EXPIRY_MULT 1.5
 #define DEF_GRACE_S 5
 #define DEF_DRAIN_S 10
-#define DEF_SINK "hbeat-data.jsonl"
+/* The sink's file name in the state directory: systemd's $STATE_DIRECTORY (StateDirectory=hbeat
+ * in hbd.service), else DEF_STATE_DIR. Never the working directory: a root daemon must not write
+ * (and, at start, repair) whatever file a relative name finds there.
+ */
+#define DEF_SINK_NAME "data.jsonl"
+#define DEF_STATE_DIR "/var/lib/hbeat"
 #define DEF_RX_BUFFERS 128 /* per ring: ~28 rings at 500k clients; see worker.h */
 #define DEF_RX_BUF_SIZE 512
 #define DEF_MAX_PER_SOURCE 1024
@@ -80,8 +87,9 @@ static const struct hb_opt options[] = {
 	{ "grace", 0, "SEC", "the fast paths keep answering this long after hbd stops refreshing "
 	  "its liveness stamp", HB_OPT_DOUBLE, AT(grace_s), .def.d = DEF_GRACE_S, .dmin = 0,
 	  .dmax = 86400 },
-	{ "sink", 0, "FILE", "JSON-lines file for DATA frames", HB_OPT_STRING, AT(sink),
-	  .def.s = DEF_SINK },
+	{ "sink", 0, "FILE", "JSON-lines file for DATA frames (a symbolic link is refused)",
+	  HB_OPT_STRING, AT(sink), .def_text = "$STATE_DIRECTORY/" DEF_SINK_NAME " under systemd, "
+	  "else " DEF_STATE_DIR "/" DEF_SINK_NAME },
 	{ "sink-fsync", 0, NULL, "fdatasync each batch before ACKing it (survives power loss)",
 	  HB_OPT_FLAG, AT(sink_fsync) },
 	{ "pin-path", 0, "DIR", "pinned BPF maps", HB_OPT_STRING, AT(pin_path),
@@ -163,11 +171,31 @@ void hbd_config_defaults(struct hbd_config *c)
 	hb_opt_defaults(options, c);
 }
 
+/* The default sink: in the first directory of $STATE_DIRECTORY (systemd may list several,
+ * separated by colons) when it is an absolute path, else in DEF_STATE_DIR. */
+static int default_sink(struct hbd_config *c)
+{
+	const char *dir = getenv("STATE_DIRECTORY");
+	size_t len = dir ? strcspn(dir, ":") : 0;
+
+	if (!dir || dir[0] != '/' || !len) {
+		dir = DEF_STATE_DIR;
+		len = strlen(dir);
+	}
+	if ((size_t)snprintf(c->sink_default, sizeof(c->sink_default), "%.*s/%s", (int)len, dir,
+			     DEF_SINK_NAME) >= sizeof(c->sink_default))
+		return hb_opt_error(&prog, "$STATE_DIRECTORY is too long: give --sink");
+	c->sink = c->sink_default;
+	return 0;
+}
+
 int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 {
 	int rc = hb_opt_parse(&prog, argc, argv, c, NULL);
 
 	if (rc)
+		return rc;
+	if (!c->sink && (rc = default_sink(c)))
 		return rc;
 	if (c->interval_s * c->expiry_mult * 1000 > UINT32_MAX / 2)
 		return hb_opt_error(&prog, "--interval x --expiry-mult is too long");
