@@ -129,8 +129,8 @@ static int reap_all(void **state)
 static int group_setup(void **state)
 {
 	char path[160];
-	const char *args[] = { "--pin-path", path,	  "--interval", "0.3", "--grace",
-			       "2",	     "--workers", "2",		NULL };
+	const char *args[] = { "--pin-path", path, "--interval",    "0.3",  "--grace", "2",
+			       "--workers",  "2",  "--max-payload", "1000", NULL };
 
 	(void)state;
 	if (make_pins(&P, "main", true, true, sizeof(struct hb_conn)))
@@ -528,6 +528,9 @@ static void stamp_refreshes(void **state)
 	ht_sleep_ms(600);
 	HT_EQ(bpf_map_lookup_elem(P.config, &zero, &b), 0, "config entry 0.6 s later");
 	HT_EQ(a.grace_ns, 2000000000ull, "config.grace_ns (--grace 2)");
+	HT_EQ(a.max_payload, 1000,
+	      "config.max_payload (--max-payload 1000: the kernel reflects no "
+	      "larger ECHO)");
 	HT_GT(b.alive_ns, a.alive_ns, "alive_ns moved on in 0.6 s (interval 0.3 s)");
 	HT_TRUE(b.alive_ns <= hbt_now_ns() && hbt_now_ns() - b.alive_ns < 1000000000ull,
 		"alive_ns %llu within 1 s before now", (unsigned long long)b.alive_ns);

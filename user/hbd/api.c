@@ -190,9 +190,13 @@ static void cmd_send(struct hbd_api *a, struct client *c, uint32_t req, char **a
 		return;
 	}
 	len = b64_decode(arg[1], r->payload);
-	if (len < 0) {
+	if (len < 0 || (unsigned)len > a->d->cfg->max_payload) {
+		char why[64];
+
 		free(r);
-		reply_err(c, req, "payload must be base64 of 1..1024 bytes");
+		snprintf(why, sizeof(why), "payload must be base64 of 1..%u bytes",
+			 a->d->cfg->max_payload);
+		reply_err(c, req, why);
 		return;
 	}
 	r->len = (uint16_t)len;

@@ -165,6 +165,11 @@ static int setup_maps(struct hbd_daemon *d)
 		if (rc)
 			hb_warn("no instance lock (%s): make sure no other hbd uses %s", why,
 				cfg->pin_path);
+		/* the kernel's ECHO path must refuse what this daemon refuses */
+		rc = hbd_maps_set_max_payload(&d->kern.maps, cfg->max_payload);
+		if (rc)
+			hb_warn("config.max_payload: %s: the kernel reflects ECHOs of up to %u bytes",
+				strerror(-rc), HB_MAX_PAYLOAD);
 	}
 	/* counters are published whenever the map is there, whatever the mode */
 	if (!hbd_maps_open_ustats(&d->kern.maps, cfg->pin_path, why, sizeof(why))) {

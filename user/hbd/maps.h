@@ -84,6 +84,9 @@ int hbd_maps_sess_delete(struct hbd_maps *m, uint64_t token);
  */
 int hbd_maps_stamp(struct hbd_maps *m, uint64_t now_ns, uint64_t grace_ns);
 
+/* config.max_payload = max_payload: the kernel reflects no larger ECHO (hbd --max-payload). */
+int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload);
+
 /* A copy of the config entry (the loader's fields: ifindex, ifname, port, xdp_mode). */
 int hbd_maps_config(struct hbd_maps *m, struct hb_config *out);
 
