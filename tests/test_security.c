@@ -24,8 +24,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
+
 #include "lib/ht_assert.h"
 #include "lib/hbd_harness.h"
+#include "udp.h"
+#include "worker.h"
 
 /* ---- running as another user ---- */
 
@@ -336,11 +340,84 @@ static void sink_symlink_refused(void **state)
 	HT_EQ(system(cmd), 0, "%s", cmd);
 }
 
+/* ---- finding 7: a UDP rebind racing the session's end ---- */
+
+/* NAT rebinding looks the session up in the table, then writes its kernel entry with the new
+ * address. A kill (expiry, BYE, supersede, revocation) that runs between the two removes the
+ * table entry and the kernel entry; the write must not create the kernel entry again, or XDP
+ * answers that token's PINGs for as long as hbd lives while hbd never expires it, and the seen
+ * slot it stamps belongs to whichever session takes the index next. Both steps run here as the
+ * worker runs them, the kill injected between them.
+ */
+static void rebind_after_kill_leaves_no_entry(void **state)
+{
+	static const uint8_t a1[16] = { [10] = 0xff, [11] = 0xff, 10, 0, 0, 1 };
+	static const uint8_t a2[16] = { [10] = 0xff, [11] = 0xff, 10, 0, 0, 2 };
+	struct hbd_config cfg;
+	struct hbd_daemon d;
+	struct hbd_worker w;
+	struct hb_ustats st[1];
+	struct hbd_sess_view v;
+	struct hb_session ent;
+	struct hbd_sess snap, gone;
+	struct hb_session_key key = { .token = 0x1122334455667788ull };
+	uint32_t idx;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	memset(&w, 0, sizeof(w));
+	memset(st, 0, sizeof(st));
+	hbd_config_defaults(&cfg);
+	d.cfg = &cfg;
+	hbd_maps_init(&d.kern.maps);
+	d.kern.offload = true;
+	d.kern.maps.sessions =
+		bpf_map_create(BPF_MAP_TYPE_HASH, "hbt_sessions", sizeof(struct hb_session_key),
+			       sizeof(struct hb_session), 16, NULL);
+	HT_GE(d.kern.maps.sessions, 0, "a sessions map like the pinned one");
+	HT_EQ(hbd_sessions_init(&d.sessions, 16), 0, "session table");
+	w.d = &d;
+	w.st = st;
+
+	/* a live session of device 7 at a1, in the table and in the kernel */
+	HT_EQ(hbd_sess_alloc(&d.sessions, 0, &idx), 0, "session index");
+	d.sessions.s[idx].device_id = 7;
+	memcpy(d.sessions.s[idx].addr, a1, 16);
+	d.sessions.s[idx].port = htons(4000);
+	HT_EQ(hbd_sess_publish(&d.sessions, idx, key.token), 0, "session published");
+	ent = (struct hb_session){ .port = htons(4000), .state = HB_STATE_AUTHED, .device_id = 7 };
+	memcpy(ent.addr, a1, 16);
+	HT_EQ(hbd_maps_sess_put(&d.kern.maps, key.token, &ent), 0, "kernel entry written");
+
+	/* a datagram from a2: the session moves; rebind's first step, the table copy */
+	HT_EQ(hbd_sess_touch(&d.sessions, key.token, a2, htons(5000), 1, &v), 0, "touch from a2");
+	HT_TRUE(v.rebound, "the session moved to a2");
+	HT_EQ(hbd_sess_lookup(&d.sessions, key.token, &snap), 0, "rebind's table lookup");
+	/* a rebind without a kill moves the kernel entry along */
+	HT_EQ(hbd_udp_rebind_entry(&w, &snap, v.idx), 0, "rebind with the session alive");
+	HT_EQ(bpf_map_lookup_elem(d.kern.maps.sessions, &key, &ent), 0, "kernel entry after it");
+	HT_EQ(memcmp(ent.addr, a2, 16), 0, "the kernel entry names the new address");
+
+	/* now the kill lands between the lookup and the write (hbd_udp_kill's table and map
+	 * steps, on another worker) */
+	HT_EQ(hbd_sess_get(&d.sessions, v.idx, v.gen, true, &gone), 0, "the kill unhashes it");
+	HT_EQ(hbd_maps_sess_delete(&d.kern.maps, key.token), 0, "the kill deletes the entry");
+	hbd_sess_release(&d.sessions, v.idx);
+	hbd_udp_rebind_entry(&w, &snap, v.idx);
+	HT_NE(bpf_map_lookup_elem(d.kern.maps.sessions, &key, &ent), 0,
+	      "no kernel entry for the killed session after the rebind's write (one would be "
+	      "AUTHED, answered by XDP and never expired: state %u, device %llu)",
+	      ent.state, (unsigned long long)ent.device_id);
+	close(d.kern.maps.sessions);
+	hbd_sessions_free(&d.sessions);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(port_takeover_by_another_user, ht_reap),
 		cmocka_unit_test_teardown(sink_symlink_refused, ht_reap),
+		cmocka_unit_test(rebind_after_kill_leaves_no_entry),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -276,6 +276,13 @@ int hbd_maps_sess_put(struct hbd_maps *m, uint64_t token, const struct hb_sessio
 	return bpf_map_update_elem(m->sessions, &k, v, BPF_ANY) ? -errno : 0;
 }
 
+int hbd_maps_sess_move(struct hbd_maps *m, uint64_t token, const struct hb_session *v)
+{
+	struct hb_session_key k = { .token = token };
+
+	return bpf_map_update_elem(m->sessions, &k, v, BPF_EXIST) ? -errno : 0;
+}
+
 int hbd_maps_sess_get(struct hbd_maps *m, uint64_t token, struct hb_session *v)
 {
 	struct hb_session_key k = { .token = token };

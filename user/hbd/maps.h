@@ -71,6 +71,9 @@ int hbd_maps_conn_last_seen(struct hbd_maps *m, uint64_t cookie, uint64_t *ns);
 int hbd_maps_conn_delete(struct hbd_maps *m, uint64_t cookie);
 
 int hbd_maps_sess_put(struct hbd_maps *m, uint64_t token, const struct hb_session *v);
+/* sessions[token] = v only if the entry is still there (-ENOENT if not): a session's entry
+ * follows it to a new address, but a session that ended meanwhile must not come back. */
+int hbd_maps_sess_move(struct hbd_maps *m, uint64_t token, const struct hb_session *v);
 int hbd_maps_sess_get(struct hbd_maps *m, uint64_t token, struct hb_session *v);
 int hbd_maps_sess_last_seen(struct hbd_maps *m, uint64_t token, uint64_t *ns);
 /* As hbd_maps_conn_reseat, for an adopted session; known: its entry if the caller just read it

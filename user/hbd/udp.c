@@ -137,11 +137,12 @@ void hbd_udp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	}
 }
 
-/* Writes the kernel's copy of a session. Returns nonzero if the client must be refused
- * (the map is full and --on-map-full says refuse); other failures leave it to userspace.
+/* Writes the kernel's copy of a session (move: only over the one there, see
+ * hbd_udp_rebind_entry). Returns nonzero if the client must be refused (the map is full and
+ * --on-map-full says refuse); other failures leave it to userspace.
  */
 static int put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint32_t idx,
-			 uint64_t token)
+			 uint64_t token, bool move)
 {
 	struct hb_session v = {
 		.port = s->port,
@@ -154,6 +155,10 @@ static int put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint32_
 
 	memcpy(v.addr, s->addr, sizeof(v.addr));
 	hbd_peer_str(s->addr, s->port, v.peer);
+	if (move) {
+		rc = hbd_maps_sess_move(&w->d->kern.maps, token, &v);
+		return rc == -ENOENT ? rc : rc ? hbd_map_full(w, rc, "sessions", s->device_id) : 0;
+	}
 	rc = hbd_maps_sess_put(&w->d->kern.maps, token, &v);
 	return rc ? hbd_map_full(w, rc, "sessions", s->device_id) : 0;
 }
@@ -220,7 +225,7 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 		return;
 	}
 	/* the kernel must know the session before the device learns its token */
-	if (d->kern.offload && put_map_entry(w, s, idx, r.token)) {
+	if (d->kern.offload && put_map_entry(w, s, idx, r.token, false)) {
 		struct hbd_sess gone;
 
 		err.code = htobe16(HB_ERR_FULL);
@@ -241,13 +246,24 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	hbd_supersede(w, r.old_loc);
 }
 
+/* The table lookup and this write are not atomic: a kill on another worker may unhash the
+ * session and delete its entry in between. The write therefore only replaces an entry that is
+ * still there; otherwise it would create an AUTHED entry no one owns, which XDP answers for as
+ * long as hbd lives and hbd never expires. A session that had no entry (a full map at its
+ * HELLO) stays in userspace, as it was.
+ */
+int hbd_udp_rebind_entry(struct hbd_worker *w, const struct hbd_sess *s, uint32_t idx)
+{
+	return put_map_entry(w, s, idx, s->token, true);
+}
+
 static void rebind(struct hbd_worker *w, uint64_t token, uint32_t idx)
 {
 	struct hbd_sess s;
 
 	if (!w->d->kern.offload || hbd_sess_lookup(&w->d->sessions, token, &s))
 		return;
-	put_map_entry(w, &s, idx, token);
+	hbd_udp_rebind_entry(w, &s, idx);
 }
 
 static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, socklen_t salen,
