@@ -26,6 +26,8 @@
 
 #include <bpf/bpf.h>
 
+#include "clock.h"
+#include "lib/ctl.h"
 #include "lib/ht_assert.h"
 #include "lib/hbd_harness.h"
 #include "udp.h"
@@ -412,12 +414,132 @@ static void rebind_after_kill_leaves_no_entry(void **state)
 	hbd_sessions_free(&d.sessions);
 }
 
+/* ---- finding 6: a key rotation cuts the sessions of the old key ---- */
+
+/* A TCP HELLO of device id signed with secret (len bytes): the connected fd, or -1 if refused. */
+static int tcp_login_secret(uint16_t port, uint64_t id, const uint8_t *secret, size_t len)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_frame f;
+	struct hb_hello h;
+	int fd = ht_tcp(port, false);
+
+	HT_GE(fd, 0, "connection for device %llu", (unsigned long long)id);
+	HT_EQ(hb_hello_sign(&h, id, hb_realtime_ms(), secret, len), 0, "HELLO signed");
+	HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0, "HELLO of device %llu sent",
+	      (unsigned long long)id);
+	if (ht_recv_frame(fd, buf, &f, HT_IO_MS) == 1 && f.type == HB_WELCOME)
+		return fd;
+	close(fd);
+	return -1;
+}
+
+static void tcp_ping_ok(int fd, uint16_t seq, const char *who)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_ping p = { .ts = htobe64(seq) };
+	struct hb_frame f;
+
+	HT_EQ(ht_send_frame(fd, HB_PING, seq, &p, sizeof(p)), 0, "PING of %s sent", who);
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer to the PING of %s", who);
+	HT_EQ(f.type, HB_PONG, "the answer to the PING of %s", who);
+}
+
+/* The test key store with device 1's and 2's secrets and the range's master replaced (rotated
+ * after a leak); devices 3..9 keep theirs. */
+static void write_rotated_keys(const char *path, const uint8_t new1[16], const uint8_t new2[16])
+{
+	FILE *f = fopen(path, "w");
+
+	HT_TRUE(f != NULL, "rewrite %s", path);
+	for (uint64_t dev = 1; dev <= 9; dev++) {
+		uint8_t sec[HB_SECRET_MAX];
+
+		ht_secret(dev, sec);
+		if (dev == 1)
+			memcpy(sec, new1, 16);
+		if (dev == 2)
+			memcpy(sec, new2, 16);
+		fprintf(f, "%llu ", (unsigned long long)dev);
+		for (int i = 0; i < 16; i++)
+			fprintf(f, "%02x", sec[i]);
+		fprintf(f, "\n");
+	}
+	fprintf(f, "100-199 derive %s\n",
+		"ff0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
+	HT_EQ(fclose(f), 0, "rewrite %s", path);
+}
+
+/* A device's secret leaks; the operator gives it a new one (and rotates a derive range's
+ * master) and reloads. The attacker's live sessions under the old keys must end with the
+ * reload, not whenever the attacker chooses to leave; sessions of unchanged keys stay. */
+static void key_rotation_cuts_old_sessions(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "2", NULL };
+	uint8_t new1[16], new2[16], buf[HB_MAX_FRAME];
+	char ctl[108], line[1024];
+	struct ht_daemon d;
+	struct hb_frame f;
+	int t1, t3, t150, u2, again;
+	uint64_t tok2;
+
+	(void)state;
+	for (int i = 0; i < 16; i++)
+		new1[i] = (uint8_t)(0xa0 + i), new2[i] = (uint8_t)(0xb0 + i);
+	HT_EQ(tc_start(&d, ctl, sizeof(ctl), false, NULL, args), 0, "hbd with a control socket");
+	t1 = ht_tcp_login(d.port, 1, false, NULL);
+	t3 = ht_tcp_login(d.port, 3, false, NULL);
+	t150 = ht_tcp_login(d.port, 150, false, NULL);
+	HT_TRUE(t1 >= 0 && t3 >= 0 && t150 >= 0, "TCP logins of devices 1, 3 and 150 (old keys)");
+	u2 = ht_udp(false);
+	tok2 = ht_udp_login(u2, d.port, false, 2);
+	HT_NE(tok2, 0, "UDP login of device 2 (old key)");
+
+	write_rotated_keys(d.keys, new1, new2);
+	HT_EQ(tc_req(ctl, "reload\n", line, sizeof(line)), 0, "reply to reload");
+	HT_TRUE(strstr(line, "\"ok\":true") != NULL, "reload accepted: %s", line);
+	HT_TRUE(ht_expect(t1, HB_BYE, HB_BYE_REVOKED),
+		"BYE(REVOKED) to device 1's session under its replaced secret");
+	HT_TRUE(ht_expect(t150, HB_BYE, HB_BYE_REVOKED),
+		"BYE(REVOKED) to device 150's session under the old master of its range");
+	HT_EQ(ht_udp_recv(u2, buf, &f, HT_IO_MS), 1, "a datagram to device 2's UDP session");
+	HT_TRUE(f.type == HB_BYE && f.len == 2 && be16toh(*(uint16_t *)f.payload) == HB_BYE_REVOKED,
+		"BYE(REVOKED) to device 2's UDP session (type %u)", f.type);
+	tcp_ping_ok(t3, 1, "device 3, whose key did not change");
+	HT_EQ(tc_num(line, "rekeyed_sessions"), 3, "rekeyed_sessions in the reload reply: %s",
+	      line);
+	/* the new keys work, old ones no more, and a reload that changes nothing cuts nothing */
+	HT_EQ(tcp_login_secret(d.port, 1,
+			       (uint8_t[16]){ 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
+					      29, 30, 31 },
+			       16),
+	      -1, "login of device 1 with its old secret");
+	again = tcp_login_secret(d.port, 1, new1, 16);
+	HT_GE(again, 0, "login of device 1 with its new secret");
+	HT_EQ(tc_req(ctl, "reload\n", line, sizeof(line)), 0, "reply to a second reload");
+	HT_EQ(tc_num(line, "rekeyed_sessions"), 0,
+	      "rekeyed_sessions of a reload that changed "
+	      "nothing: %s",
+	      line);
+	tcp_ping_ok(again, 2, "device 1 under its new secret, after a second reload");
+	tcp_ping_ok(t3, 3, "device 3 after a second reload");
+	close(t1);
+	close(t3);
+	close(t150);
+	close(u2);
+	close(again);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d, "revoked"), 3, "the revoked exit counter");
+	tc_cleanup(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(port_takeover_by_another_user, ht_reap),
 		cmocka_unit_test_teardown(sink_symlink_refused, ht_reap),
 		cmocka_unit_test(rebind_after_kill_leaves_no_entry),
+		cmocka_unit_test_teardown(key_rotation_cuts_old_sessions, tc_reap),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

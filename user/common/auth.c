@@ -32,6 +32,7 @@ struct hb_keystore {
 	size_t ndev;
 	struct ks_range *range; /* few; scanned in order */
 	size_t nrange;
+	uint8_t tag; /* the holder's name for this store (hb_keystore_set_tag) */
 };
 
 int hb_random(void *buf, size_t n)
@@ -98,6 +99,14 @@ static const struct ks_device *find_device(const struct hb_keystore *ks, uint64_
 	return NULL;
 }
 
+static const struct ks_range *find_range(const struct hb_keystore *ks, uint64_t id)
+{
+	for (size_t i = 0; i < ks->nrange; i++)
+		if (id >= ks->range[i].first && id <= ks->range[i].last)
+			return &ks->range[i];
+	return NULL;
+}
+
 int hb_keystore_secret(const struct hb_keystore *ks, uint64_t device_id, uint8_t out[HB_SECRET_MAX])
 {
 	const struct ks_device *d = find_device(ks, device_id);
@@ -108,16 +117,13 @@ int hb_keystore_secret(const struct hb_keystore *ks, uint64_t device_id, uint8_t
 		memcpy(out, d->secret, d->len);
 		return d->len;
 	}
-	for (size_t i = 0; i < ks->nrange; i++) {
-		const struct ks_range *r = &ks->range[i];
+	const struct ks_range *r = find_range(ks, device_id);
 
-		if (device_id < r->first || device_id > r->last)
-			continue;
-		if (hb_derive_secret(r->master, r->len, device_id, out))
-			return -EIO;
-		return HB_MAC_LEN;
-	}
-	return -ENOENT;
+	if (!r)
+		return -ENOENT;
+	if (hb_derive_secret(r->master, r->len, device_id, out))
+		return -EIO;
+	return HB_MAC_LEN;
 }
 
 int hb_hello_verify(const struct hb_keystore *ks, const struct hb_hello *h, uint64_t now_ms,
@@ -437,6 +443,43 @@ size_t hb_keystore_revoked(const struct hb_keystore *ks)
 	for (size_t i = 0; i < ks->ndev; i++)
 		n += !ks->dev[i].len;
 	return n;
+}
+
+void hb_keystore_set_tag(struct hb_keystore *ks, uint8_t tag)
+{
+	ks->tag = tag;
+}
+
+uint8_t hb_keystore_tag(const struct hb_keystore *ks)
+{
+	return ks->tag;
+}
+
+/* Compares where the secrets come from, deriving only when one store has the device's own
+ * entry and the other a range: a whole fleet in one unchanged range costs a bsearch and a range
+ * scan a device, no HMAC. */
+bool hb_keystore_same_secret(const struct hb_keystore *a, const struct hb_keystore *b,
+			     uint64_t device_id)
+{
+	const struct ks_device *da = find_device(a, device_id), *db = find_device(b, device_id);
+	const struct ks_range *ra = da ? NULL : find_range(a, device_id);
+	const struct ks_range *rb = db ? NULL : find_range(b, device_id);
+	uint8_t sa[HB_SECRET_MAX], sb[HB_SECRET_MAX];
+	int la, lb;
+	bool same;
+
+	if ((da && !da->len) || (db && !db->len) || (!da && !ra) || (!db && !rb))
+		return false; /* revoked or unknown on one side: no secret to share */
+	if (da && db)
+		return da->len == db->len && !CRYPTO_memcmp(da->secret, db->secret, da->len);
+	if (ra && rb)
+		return ra->len == rb->len && !CRYPTO_memcmp(ra->master, rb->master, ra->len);
+	la = hb_keystore_secret(a, device_id, sa);
+	lb = hb_keystore_secret(b, device_id, sb);
+	same = la > 0 && la == lb && !CRYPTO_memcmp(sa, sb, (size_t)la);
+	OPENSSL_cleanse(sa, sizeof(sa));
+	OPENSSL_cleanse(sb, sizeof(sb));
+	return same;
 }
 
 bool hb_keystore_knows(const struct hb_keystore *ks, uint64_t device_id)

@@ -40,6 +40,16 @@ size_t hb_keystore_revoked(const struct hb_keystore *ks);
  * derives nothing, so a whole fleet can be checked after a reload.
  */
 bool hb_keystore_knows(const struct hb_keystore *ks, uint64_t device_id);
+/* True if both stores give the device the same secret (false if either has none for it): what
+ * a reload asks of every live session, so one whose key was replaced is cut. Compares the
+ * entries (a range's master, not each derived key) and copies no secret out.
+ */
+bool hb_keystore_same_secret(const struct hb_keystore *a, const struct hb_keystore *b,
+			     uint64_t device_id);
+/* A small name the holder gives a store (0 until set): hbd records with each session which
+ * store verified its HELLO. */
+void hb_keystore_set_tag(struct hb_keystore *ks, uint8_t tag);
+uint8_t hb_keystore_tag(const struct hb_keystore *ks);
 
 /* What one key-store line holds, without its secret: for tools that edit the file. */
 enum hb_ks_kind { HB_KS_BLANK = 0, HB_KS_DEVICE, HB_KS_RANGE, HB_KS_REVOKED };

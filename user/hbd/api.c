@@ -216,10 +216,11 @@ static void cmd_reload(struct hbd_api *a, struct client *c, uint32_t req)
 		reply_err(c, req, why);
 		return;
 	}
-	out_json(c, json_pack("{s:I,s:b,s:I,s:I,s:I,s:I}", "req", (json_int_t)req, "ok", 1,
+	out_json(c, json_pack("{s:I,s:b,s:I,s:I,s:I,s:I,s:I}", "req", (json_int_t)req, "ok", 1,
 			      "devices", (json_int_t)res.devices, "ranges", (json_int_t)res.ranges,
 			      "revoked", (json_int_t)res.revoked, "revoked_sessions",
-			      (json_int_t)res.sessions_cut));
+			      (json_int_t)res.sessions_cut, "rekeyed_sessions",
+			      (json_int_t)res.sessions_rekeyed));
 }
 
 static void cmd_stats(struct hbd_api *a, struct client *c, uint32_t req)

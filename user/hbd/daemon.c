@@ -19,6 +19,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "reload.h"
 #include "restart.h"
 #include "services.h"
 #include "sockets.h"
@@ -330,6 +331,7 @@ int hbd_run(const struct hbd_config *cfg)
 		hb_err("key store: %s", why);
 		goto out;
 	}
+	hbd_keys_tag_first(d->keys.cur);
 	{
 		struct stat st;
 
