@@ -533,6 +533,76 @@ static void key_rotation_cuts_old_sessions(void **state)
 	tc_cleanup(&d);
 }
 
+/* ---- finding 8: bad HELLOs from a shared address lock its devices out ---- */
+
+static int tcp_from(uint16_t port, const char *src)
+{
+	int fd = ht_tcp_from(port, src);
+
+	HT_GE(fd, 0, "TCP connection from %s", src);
+	return fd;
+}
+
+static int udp_from(const char *src)
+{
+	int fd = ht_udp(false);
+
+	HT_GE(fd, 0, "UDP socket for %s", src);
+	HT_EQ(ht_bind_src(fd, src), 0, "bind to %s", src);
+	return fd;
+}
+
+/* Behind carrier-grade NAT (or spoofing the address over UDP), an attacker shares its source
+ * address with real devices and spends that address's failed-HELLO budget with bad MACs. A
+ * device that proves itself from there must still get in; the attacker's HELLOs stay refused,
+ * over TCP with ERROR(RATE), over UDP without an answer. */
+static void bad_hellos_do_not_lock_out_a_source(void **state)
+{
+	static const char *const args[] = {
+		"--no-offload", "--auth-fail-rate", "0.01", "--auth-fail-burst", "3", NULL
+	};
+	uint8_t buf[HB_MAX_FRAME];
+	struct ht_daemon d;
+	struct hb_frame f;
+	struct hb_hello h;
+	int fd, u;
+
+	(void)state;
+	HT_EQ(ht_start(&d, args), 0, "hbd with --auth-fail-burst 3 (refilled every 100 s)");
+	/* the attacker spends 127.0.0.9's budget, over both transports */
+	for (int i = 0; i < 5; i++) {
+		fd = tcp_from(d.port, "127.0.0.9");
+		ht_hello(&h, 1, 0);
+		h.mac[0] ^= 1;
+		HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0, "bad HELLO %d sent", i);
+		HT_TRUE(ht_expect(fd, HB_ERROR, i < 3 ? HB_ERR_AUTH : HB_ERR_RATE),
+			"ERROR(%s) for bad TCP HELLO %d from 127.0.0.9", i < 3 ? "AUTH" : "RATE",
+			i + 1);
+		close(fd);
+	}
+	u = udp_from("127.0.0.9");
+	for (int i = 0; i < 3; i++) {
+		ht_hello(&h, 2, 0);
+		h.mac[0] ^= 1;
+		HT_EQ(ht_udp_send(u, d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0,
+		      "bad UDP HELLO sent");
+	}
+	HT_NE(ht_udp_recv(u, buf, &f, 300), 1, "no answer to bad UDP HELLOs from a spent source");
+	/* a real device behind the same address */
+	fd = tcp_from(d.port, "127.0.0.9");
+	ht_hello(&h, 3, 0);
+	HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0, "good TCP HELLO sent");
+	HT_TRUE(ht_expect(fd, HB_WELCOME, -1),
+		"WELCOME to a good TCP HELLO from 127.0.0.9, whose failed-HELLO budget others spent");
+	close(fd);
+	HT_NE(ht_udp_login(u, d.port, false, 4), 0,
+	      "UDP login of device 4 from 127.0.0.9, whose failed-HELLO budget others spent");
+	close(u);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_GE(ht_exit_stat(&d, "auth_rate_limited"), 3, "the auth_rate_limited exit counter");
+	ht_cleanup(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -540,6 +610,7 @@ int main(void)
 		cmocka_unit_test_teardown(sink_symlink_refused, ht_reap),
 		cmocka_unit_test(rebind_after_kill_leaves_no_entry),
 		cmocka_unit_test_teardown(key_rotation_cuts_old_sessions, tc_reap),
+		cmocka_unit_test_teardown(bad_hellos_do_not_lock_out_a_source, ht_reap),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -19,6 +19,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	struct hb_welcome wel;
 	struct hb_hello h;
 	uint32_t src;
+	bool over;
 	int rc;
 
 	if (c->state != CONN_NEW) {
@@ -29,13 +30,17 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	}
 	memcpy(&h, f->payload, sizeof(h)); /* the payload may sit at any alignment */
 	src = w->src ? w->src[slot] : HBD_KEY_NONE;
-	if (src != HBD_KEY_NONE && hbd_keytab_over_at(&d->sources, src, hb_mono_us())) {
-		/* this address failed too often: not worth an HMAC until its budget refills */
+	/* An address that failed too often is still checked: devices behind one NAT share it
+	 * with whoever spent its budget, and one that proves itself gets in. What the budget
+	 * changes is the answer to a failure (ERROR(RATE)). A check costs what it costs from any
+	 * other address, and --accept-rate bounds how many a second reach this point. */
+	over = src != HBD_KEY_NONE && hbd_keytab_over_at(&d->sources, src, hb_mono_us());
+	rc = hbd_hello_check(w, &h, hbd_loc(0, w->id, c->gen, slot), &r);
+	if (rc && over) {
 		HBD_STAT_ADD(w->st, auth_rate_limited, 1);
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_RATE);
 		return;
 	}
-	rc = hbd_hello_check(w, &h, hbd_loc(0, w->id, c->gen, slot), &r);
 	if (rc) {
 		static uint64_t last_log;
 

@@ -176,24 +176,31 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	uint32_t idx;
 	uint64_t loc, now_us = hb_mono_us();
 	uint8_t key[16];
+	bool over;
 	int rc, tries;
 
-	/* a source that failed too often gets nothing, not even an ERROR: it may be spoofed */
+	/* A source that failed too often is still checked (a device sharing the address, or
+	 * whose address is spoofed, gets in with a good MAC), but a failure from it gets nothing,
+	 * not even an ERROR: the source may be spoofed.
+	 */
 	hbd_key_source(addr, key);
-	if (hbd_keytab_over(&d->sources, key, now_us)) {
-		HBD_STAT_ADD(w->st, auth_rate_limited, 1);
-		return;
-	}
+	over = hbd_keytab_over(&d->sources, key, now_us);
 	if (hbd_sess_alloc(t, w->id, &idx)) {
 		HBD_STAT_ADD(w->st, full, 1);
 		err.code = htobe16(HB_ERR_FULL);
-		udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err));
+		if (!over)
+			udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err));
 		return;
 	}
 	s = &t->s[idx];
 	loc = hbd_loc(1, w->id, s->gen, idx);
 	memcpy(&h, f->payload, sizeof(h));
 	rc = hbd_hello_check(w, &h, loc, &r);
+	if (rc && over) {
+		hbd_sess_release(t, idx);
+		HBD_STAT_ADD(w->st, auth_rate_limited, 1);
+		return;
+	}
 	if (rc) {
 		static uint64_t last_log;
 
