@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <pwd.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include "lib/ctl.h"
 #include "lib/ht_assert.h"
 #include "lib/hbd_harness.h"
+#include "lib/sh.h"
 #include "udp.h"
 #include "worker.h"
 
@@ -603,6 +605,229 @@ static void bad_hellos_do_not_lock_out_a_source(void **state)
 	ht_cleanup(&d);
 }
 
+/* ---- a network namespace of the test's own (for the floods) ---- */
+
+/* Loopback with a real MTU (on the default 64 KiB one the kernel would buffer a megabyte of
+ * replies per socket before the daemon's own queues see any), and TCP send buffers of 4 KiB:
+ * an attacker simply sends more until the kernel's ~80 KiB a socket are full too, the test
+ * saves itself that time. hbd (ht_netns) and the test's sockets both live in it while the test
+ * runs.
+ */
+static struct {
+	char name[32];
+	int home; /* this process's own netns */
+} NS = { .home = -1 };
+
+static void ns_leave(void)
+{
+	if (NS.home >= 0) {
+		setns(NS.home, CLONE_NEWNET);
+		close(NS.home);
+		NS.home = -1;
+	}
+	ht_netns[0] = 0;
+	if (NS.name[0]) {
+		hbt_sh("ip netns del %s 2>/dev/null", NS.name);
+		NS.name[0] = 0;
+	}
+}
+
+static void ns_enter(void)
+{
+	char path[64];
+	int fd;
+
+	snprintf(NS.name, sizeof(NS.name), "hbsec%d", (int)getpid());
+	hbt_sh("ip netns del %s 2>/dev/null", NS.name);
+	HT_EQ(hbt_sh("ip netns add %s && ip -n %s link set lo mtu 1500 up && ip netns exec %s "
+		     "sysctl -qw net.ipv4.tcp_wmem='4096 4096 4096'",
+		     NS.name, NS.name, NS.name),
+	      0, "network namespace %s with a 1500-byte loopback", NS.name);
+	NS.home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/run/netns/%s", NS.name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	HT_TRUE(NS.home >= 0 && fd >= 0 && !setns(fd, CLONE_NEWNET), "into netns %s", NS.name);
+	close(fd);
+	snprintf(ht_netns, sizeof(ht_netns), "%s", NS.name);
+}
+
+static int ns_teardown(void **state)
+{
+	ht_reap(state);
+	ns_leave();
+	return 0;
+}
+
+/* ---- finding 3: unauthenticated peers exhaust the output buffers ---- */
+
+#define SPAMMERS 2000
+
+/* A connection that never reads, from one of 8 source addresses, with a small receive window
+ * (set before connecting, so it is the one advertised); non-blocking. -1 if refused. */
+static int non_reader(uint16_t port, int i)
+{
+	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(port) };
+	char src[32];
+	int small = 2048, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	snprintf(src, sizeof(src), "127.0.1.%d", 1 + i % 8);
+	s4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (ht_bind_src(fd, src) || connect(fd, (struct sockaddr *)&s4, sizeof(s4))) {
+		close(fd);
+		return -1;
+	}
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	return fd;
+}
+
+/* Each non-reader sends frames it may not send before a HELLO (ECHO, 8 bytes each, each worth a
+ * 10-byte ERROR(NOT_AUTHED)), all of them round-robin, until each sent `each` bytes or was
+ * closed; bounded to 30 s. Returns how many bytes all of them sent. */
+static size_t spam(int *fd, int n, size_t each)
+{
+	static uint8_t buf[8192];
+	size_t *sent = calloc((size_t)n, sizeof(*sent)), total = 0;
+	uint64_t until = ht_now_ms() + 30000;
+	bool busy = true;
+
+	HT_TRUE(sent != NULL, "memory for the counts");
+	for (size_t off = 0; off + 8 <= sizeof(buf); off += 8)
+		hb_encode(buf + off, 8, HB_TCP, HB_ECHO, (uint16_t)off, 0, NULL, 0);
+	while (busy && ht_now_ms() < until) {
+		busy = false;
+		for (int i = 0; i < n; i++) {
+			ssize_t k;
+
+			if (fd[i] < 0 || sent[i] >= each)
+				continue;
+			k = send(fd[i], buf,
+				 sizeof(buf) < each - sent[i] ? sizeof(buf) : each - sent[i],
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (k > 0) {
+				sent[i] += (size_t)k;
+				total += (size_t)k;
+				busy = true;
+			} else if (k < 0 && errno != EAGAIN) {
+				sent[i] = each; /* closed by the daemon: done */
+			} else {
+				busy = true; /* window full: the daemon reads on, try again */
+			}
+		}
+		ht_sleep_ms(5);
+	}
+	free(sent);
+	return total;
+}
+
+/* CPU time of a process so far, in clock ticks (-1 if unreadable). */
+static long long cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* fields 14 and 15, after the command name */
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (long long)(ut + st);
+}
+
+/* Waits (at most ms) until hbd has worked through what it was sent: no CPU used for 300 ms. */
+static void wait_idle(pid_t pid, int ms)
+{
+	uint64_t until = ht_now_ms() + (uint64_t)ms;
+	long long last = cpu_ticks(pid), now;
+
+	while (ht_now_ms() < until) {
+		ht_sleep_ms(300);
+		now = cpu_ticks(pid);
+		if (now == last)
+			return;
+		last = now;
+	}
+}
+
+/* A real device beside the flood: login, a PING, a DATA frame and its ACK. */
+static void device_ok(uint16_t port, uint64_t dev)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_frame f;
+	int fd = ht_tcp_login(port, dev, false, NULL);
+
+	HT_GE(fd, 0, "login of device %llu beside the non-reading spammers",
+	      (unsigned long long)dev);
+	tcp_ping_ok(fd, 1, "a device beside the spammers");
+	HT_EQ(ht_send_frame(fd, HB_DATA, 2, "reading", 7), 0, "DATA sent");
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer to the DATA");
+	HT_EQ(f.type, HB_ACK, "the ACK of the device's DATA (type %u)", f.type);
+	close(fd);
+}
+
+/* Before a HELLO every PING, ECHO or DATA got its own ERROR(NOT_AUTHED): a peer that sends
+ * them and never reads grew a --max-output queue (64 KiB, about 84 KiB of chunks) and held it
+ * until its HELLO timeout; a few thousand such peers emptied the workers' chunk pools, after
+ * which no WELCOME, ACK or DOWN could be queued for anyone. */
+static void unauthed_output_is_bounded(void **state)
+{
+	/* a HELLO timeout longer than the daemon takes to read the flood on this machine */
+	static const char *const args[] = { "--no-offload", "--hello-timeout", "30", NULL };
+	static int fd[SPAMMERS];
+	struct ht_daemon d;
+	size_t total;
+	int open_ok = 0;
+
+	(void)state;
+	ns_enter();
+	HT_EQ(ht_start(&d, args), 0, "hbd in netns %s", NS.name);
+	for (int i = 0; i < SPAMMERS; i++)
+		open_ok += (fd[i] = non_reader(d.port, i)) >= 0;
+	HT_EQ(open_ok, SPAMMERS, "connections of the non-reading spammers");
+	/* just under what makes the daemon close one as a slow reader: 6000 replies each */
+	total = spam(fd, SPAMMERS, 6000 * 8);
+	wait_idle(d.pid, 30000);
+	fprintf(stderr, "%d spammers sent %zu KiB of ECHOs before a HELLO; hbd has %d fds\n",
+		SPAMMERS, total / 1024, ht_fd_count(d.pid));
+	for (uint64_t dev = 1; dev <= 9; dev++)
+		device_ok(d.port, dev);
+	for (uint64_t dev = 100; dev < 120; dev++)
+		device_ok(d.port, dev);
+	/* each spammer got a few ERROR(NOT_AUTHED) and was closed */
+	for (int i = 0; i < SPAMMERS; i++) {
+		uint8_t buf[HB_MAX_FRAME];
+		struct hb_frame f;
+		int n = 0, rc;
+
+		fcntl(fd[i], F_SETFL, 0);
+		while ((rc = ht_recv_frame(fd[i], buf, &f, 2000)) == 1 && n < 100) {
+			HT_TRUE(f.type == HB_ERROR && f.len == 2 &&
+					be16toh(*(uint16_t *)f.payload) == HB_ERR_NOT_AUTHED,
+				"spammer %d: ERROR(NOT_AUTHED) (type %u)", i, f.type);
+			n++;
+		}
+		HT_LE(n, 4, "replies to spammer %d before its close", i);
+		/* EOF, or a reset for the bytes it sent that hbd never read */
+		HT_TRUE(rc == 0 || ht_eof(fd[i], 0),
+			"spammer %d closed by hbd (still open after 2 s)", i);
+		close(fd[i]);
+	}
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d, "errors"), 0, "the errors exit counter (output buffers exhausted)");
+	ht_cleanup(&d);
+	ns_leave();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -611,6 +836,7 @@ int main(void)
 		cmocka_unit_test(rebind_after_kill_leaves_no_entry),
 		cmocka_unit_test_teardown(key_rotation_cuts_old_sessions, tc_reap),
 		cmocka_unit_test_teardown(bad_hellos_do_not_lock_out_a_source, ht_reap),
+		cmocka_unit_test_teardown(unauthed_output_is_bounded, ns_teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

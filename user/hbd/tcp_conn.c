@@ -29,6 +29,7 @@ struct hbd_conn *hbd_tcp_slot_take(struct hbd_worker *w, uint32_t slot, const ch
 	c->state = CONN_NEW;
 	c->flags = CF_COUNTED;
 	c->final_type = 0;
+	c->noauth = 0;
 	w->nconns++;
 	HBD_STAT_ADD(w->st, tcp_active, 1);
 	*clients = __atomic_fetch_add(&w->d->tcp_clients, 1, __ATOMIC_RELAXED);

@@ -11,6 +11,9 @@
 #include "tcp_impl.h"
 #include "vg.h"
 
+#define HBD_NOAUTH_REPLIES \
+	4 /* ERROR(NOT_AUTHED) a connection gets before a HELLO, the last closes */
+
 static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame *f)
 {
 	struct hbd_conn *c = &w->conns[slot];
@@ -145,6 +148,15 @@ static void handle_frame(struct hbd_worker *w, uint32_t slot, const struct hb_fr
 		/* WELCOME, PONG, ERROR, DOWN are server frames: a client sending them is broken */
 		HBD_STAT_ADD(w->st, frames_other, 1);
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_MALFORMED);
+		return;
+	}
+	/* Before its HELLO a connection gets a few of these, the last one with the close: a peer
+	 * that sends and never reads could otherwise grow a --max-output queue for each (and a
+	 * few thousand such peers empty the worker's chunk pool, leaving no buffer for anyone's
+	 * WELCOME, ACK or DOWN). A handful fit the socket's own buffer and cost no chunk.
+	 */
+	if (++c->noauth >= HBD_NOAUTH_REPLIES) {
+		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_NOT_AUTHED);
 		return;
 	}
 	hbd_tcp_send_error(w, slot, HB_ERR_NOT_AUTHED);

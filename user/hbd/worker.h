@@ -66,6 +66,7 @@ struct hbd_conn {
 	uint8_t state; /* enum hbd_conn_state */
 	uint8_t final_type; /* frame to send once the sink ACKs are out: HB_BYE, HB_ERROR or 0 */
 	uint8_t final_code; /* its reason or error code */
+	uint8_t noauth; /* ERROR(NOT_AUTHED) replies so far (before a HELLO; tcp_frames.c) */
 };
 
 _Static_assert(sizeof(struct hbd_conn) == 40,
