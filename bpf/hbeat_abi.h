@@ -318,7 +318,8 @@ struct hb_config {
 	X(refused_per_source)	/* TCP connections refused: source at --max-per-source */        \
 	X(accept_paused)	/* accepting paused by --accept-rate (the kernel queues meanwhile) */ \
 	X(hello_timeout)	/* TCP connections closed: no HELLO within --hello-timeout */     \
-	X(auth_rate_limited)	/* HELLOs refused unchecked: source over --auth-fail-rate */     \
+	X(pending_evicted)	/* no HELLO yet, closed for a newer one: --max-pending */        \
+	X(auth_rate_limited)	/* failed HELLOs from a source over --auth-fail-rate */          \
 	X(data_rate_limited)	/* DATA frames refused: device over --data-rate */              \
 	X(too_large)		/* frames above --max-payload: TCP closed, datagram dropped */    \
 	X(slow_reader)		/* TCP connections closed: more than --max-output unsent */      \

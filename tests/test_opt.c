@@ -745,6 +745,7 @@ static void hbd_help_lists_every_option(void **state)
 		{ "  --max-per-source N", "(default 1024)" },
 		{ "  --accept-rate N", "(default 50000)" },
 		{ "  --hello-timeout SEC", "(default 10)" },
+		{ "  --max-pending N", "(default --max-clients / 16, at least 1024)" },
 		{ "  --auth-fail-rate R", "(default 1)" },
 		{ "  --auth-fail-burst N", "(default 10)" },
 		{ "  --data-rate R", "(default 100)" },

@@ -15,6 +15,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sched.h>
 #include <stdio.h>
@@ -803,7 +804,8 @@ static void unauthed_output_is_bounded(void **state)
 		device_ok(d.port, dev);
 	for (uint64_t dev = 100; dev < 120; dev++)
 		device_ok(d.port, dev);
-	/* each spammer got a few ERROR(NOT_AUTHED) and was closed */
+	/* each spammer got a few ERROR(NOT_AUTHED) and was closed (some, as the oldest without a
+	 * HELLO, with an ERROR(FULL) or a BYE(EXPIRED) for it: --max-pending) */
 	for (int i = 0; i < SPAMMERS; i++) {
 		uint8_t buf[HB_MAX_FRAME];
 		struct hb_frame f;
@@ -811,9 +813,13 @@ static void unauthed_output_is_bounded(void **state)
 
 		fcntl(fd[i], F_SETFL, 0);
 		while ((rc = ht_recv_frame(fd[i], buf, &f, 2000)) == 1 && n < 100) {
-			HT_TRUE(f.type == HB_ERROR && f.len == 2 &&
-					be16toh(*(uint16_t *)f.payload) == HB_ERR_NOT_AUTHED,
-				"spammer %d: ERROR(NOT_AUTHED) (type %u)", i, f.type);
+			uint16_t code = f.len == 2 ? be16toh(*(uint16_t *)f.payload) : 0;
+
+			HT_TRUE((f.type == HB_ERROR &&
+				 (code == HB_ERR_NOT_AUTHED || code == HB_ERR_FULL)) ||
+					(f.type == HB_BYE && code == HB_BYE_EXPIRED),
+				"spammer %d: ERROR(NOT_AUTHED or FULL) or BYE(EXPIRED) (type %u code %u)",
+				i, f.type, code);
 			n++;
 		}
 		HT_LE(n, 4, "replies to spammer %d before its close", i);
@@ -828,6 +834,119 @@ static void unauthed_output_is_bounded(void **state)
 	ns_leave();
 }
 
+/* ---- finding 2: unauthenticated connections take every --max-clients slot ---- */
+
+/* n idle connections (they never send a byte) from 10 addresses, 127.0.2.1..10. */
+static void idle_flood(uint16_t port, int *fd, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char src[32];
+
+		snprintf(src, sizeof(src), "127.0.2.%d", 1 + i % 10);
+		fd[i] = ht_tcp_from(port, src);
+		HT_GE(fd[i], 0, "idle connection %d from %s", i, src);
+	}
+}
+
+/* Ten addresses that connect and never authenticate hold connections open (the HELLO timeout
+ * is 10 s; reconnecting refills them). Before, each counted against --max-clients, so once they
+ * held that many every real device got ERROR(FULL). */
+static void idle_flood_leaves_room_for_devices(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--max-clients", "200", NULL };
+	static int fd[600];
+	struct ht_daemon d;
+
+	(void)state;
+	HT_EQ(ht_start(&d, args), 0, "hbd with --max-clients 200");
+	idle_flood(d.port, fd, 600);
+	ht_sleep_ms(200); /* every one accepted */
+	for (uint64_t dev = 100; dev < 130; dev++) {
+		int t = ht_tcp_login(d.port, dev, false, NULL);
+
+		HT_GE(t, 0, "login of device %llu beside 600 idle connections (--max-clients 200)",
+		      (unsigned long long)dev);
+		tcp_ping_ok(t, 1, "a device beside the idle flood");
+		close(t);
+	}
+	for (int i = 0; i < 600; i++)
+		close(fd[i]);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	ht_cleanup(&d);
+}
+
+/* More idle connections than --max-pending: the oldest go (ERROR(FULL)), the devices get in,
+ * and what the flood holds stays within the budget. */
+static void idle_flood_beyond_the_pending_budget(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers",     "2",  "--max-clients",
+					    "50",	    "--max-pending", "40", NULL };
+	static int fd[400];
+	struct ht_daemon d;
+	int open_now = 0;
+
+	(void)state;
+	HT_EQ(ht_start(&d, args), 0, "hbd with --max-clients 50 --max-pending 40");
+	idle_flood(d.port, fd, 400);
+	for (uint64_t dev = 100; dev < 130; dev++) {
+		int t = ht_tcp_login(d.port, dev, false, NULL);
+
+		HT_GE(t, 0, "login of device %llu beside 400 idle connections (--max-pending 40)",
+		      (unsigned long long)dev);
+		tcp_ping_ok(t, 1, "a device beside the idle flood");
+		close(t);
+	}
+	ht_sleep_ms(200);
+	for (int i = 0; i < 400; i++) {
+		struct pollfd p = { .fd = fd[i], .events = POLLIN };
+
+		open_now += poll(&p, 1, 0) == 0; /* nothing to read: no ERROR, no close yet */
+		close(fd[i]);
+	}
+	/* each worker's share is 20, and SO_REUSEPORT's spread is uneven */
+	HT_LE(open_now, 45, "idle connections still open (--max-pending 40)");
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	/* most closed for newer ones; some, accepted under pressure, after their 2 s, and a few
+	 * accepts of the burst found the workers' small slot tables full of closing ones */
+	HT_GE(ht_exit_stat(&d, "pending_evicted"), 250, "the pending_evicted exit counter");
+	ht_cleanup(&d);
+}
+
+/* Once a worker's share of --max-pending is half spent, a new connection has 2 s for its
+ * HELLO, not --hello-timeout; the ones before keep theirs. */
+static void hello_deadline_shrinks_under_pressure(void **state)
+{
+	static const char *const args[] = {
+		"--no-offload", "--workers",	   "1",	 "--max-pending",
+		"20",		"--hello-timeout", "10", NULL
+	};
+	struct ht_daemon d;
+	uint64_t t0;
+	int fd[15];
+
+	(void)state;
+	HT_EQ(ht_start(&d, args), 0, "hbd with --max-pending 20 --hello-timeout 10");
+	t0 = ht_now_ms();
+	idle_flood(d.port, fd, 15);
+	for (int i = 10; i < 15; i++)
+		HT_TRUE(ht_expect(fd[i], HB_BYE, HB_BYE_EXPIRED),
+			"BYE(EXPIRED) to idle connection %d, accepted with 10 of 20 pending",
+			i + 1);
+	HT_LT(ht_now_ms() - t0, 2900, "those five closed within 2 s (and a tick)");
+	HT_GE(ht_now_ms() - t0, 1900, "but not before their 2 s");
+	for (int i = 0; i < 10; i++) {
+		struct pollfd p = { .fd = fd[i], .events = POLLIN };
+
+		HT_EQ(poll(&p, 1, 0), 0, "idle connection %d (before the pressure) still open",
+		      i + 1);
+	}
+	for (int i = 0; i < 15; i++)
+		close(fd[i]);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d, "hello_timeout"), 5, "the hello_timeout exit counter");
+	ht_cleanup(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -837,6 +956,9 @@ int main(void)
 		cmocka_unit_test_teardown(key_rotation_cuts_old_sessions, tc_reap),
 		cmocka_unit_test_teardown(bad_hellos_do_not_lock_out_a_source, ht_reap),
 		cmocka_unit_test_teardown(unauthed_output_is_bounded, ns_teardown),
+		cmocka_unit_test_teardown(idle_flood_leaves_room_for_devices, ht_reap),
+		cmocka_unit_test_teardown(idle_flood_beyond_the_pending_budget, ht_reap),
+		cmocka_unit_test_teardown(hello_deadline_shrinks_under_pressure, ht_reap),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

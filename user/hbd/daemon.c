@@ -361,17 +361,23 @@ int hbd_run(const struct hbd_config *cfg)
 	want = cfg->workers ? cfg->workers : (ncpu > 0 ? (unsigned)ncpu : 1);
 	if (want < ho_n)
 		want = ho_n;
-	rc = hbd_plan_workers(cfg->max_clients, want, ncpu > 0 ? (unsigned)ncpu : 1, rl.rlim_cur,
-			      &d->plan);
+	/* connections without a HELLO have slots of their own: they never take a device's */
+	rc = hbd_plan_workers(cfg->max_clients + cfg->max_pending, want,
+			      ncpu > 0 ? (unsigned)ncpu : 1, rl.rlim_cur, &d->plan);
 	if (rc) {
-		hb_err("cannot plan %u clients with RLIMIT_NOFILE %llu: %s", cfg->max_clients,
-		       (unsigned long long)rl.rlim_cur, strerror(-rc));
+		hb_err("cannot plan %u clients and %u connections without a HELLO with "
+		       "RLIMIT_NOFILE %llu: %s",
+		       cfg->max_clients, cfg->max_pending, (unsigned long long)rl.rlim_cur,
+		       strerror(-rc));
 		goto out;
 	}
+	d->lim.pending_per_worker = (cfg->max_pending + d->plan.workers - 1) / d->plan.workers;
 	/* a connection gets no longer to authenticate than an authenticated one may stay silent */
 	d->lim.hello_timeout_ms = (uint64_t)(cfg->hello_timeout_s * 1000);
 	if (d->lim.hello_timeout_ms > d->lim.timeout_ms)
 		d->lim.hello_timeout_ms = d->lim.timeout_ms;
+	d->lim.hello_busy_ms = d->lim.hello_timeout_ms < HBD_HELLO_BUSY_MS ? d->lim.hello_timeout_ms
+									   : HBD_HELLO_BUSY_MS;
 	d->lim.track_sources = cfg->max_per_source || cfg->auth_fail_rate > 0;
 	if (hbd_devices_init(&d->devices, cfg->max_clients) ||
 	    hbd_sessions_init(&d->sessions, cfg->max_clients) ||

@@ -55,7 +55,9 @@ struct hbd_config {
 	const char *bind; /* NULL: "::" dual-stack */
 	uint16_t port;
 	unsigned workers; /* 0: one per CPU */
-	unsigned max_clients; /* TCP connections, and separately UDP sessions */
+	unsigned max_clients; /* authenticated TCP connections, and separately UDP sessions */
+	unsigned max_pending; /* TCP connections without a HELLO yet (0 in the defaults: the
+			       * parser fills in its share of max_clients) */
 	const char *keys;
 	double clock_window_s;
 	double interval_s;
@@ -103,6 +105,10 @@ struct hbd_plan {
 int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu, uint64_t nofile,
 		     struct hbd_plan *p);
 #define HBD_SLOT_RESERVE 256 /* below RLIMIT_NOFILE: regular fds the process still needs */
+/* The HELLO deadline of a connection accepted while its worker's share of --max-pending is half
+ * spent (or --hello-timeout if shorter): a device sends its HELLO right after connecting, and
+ * 2 s are many round trips even on a slow cellular link. */
+#define HBD_HELLO_BUSY_MS 2000
 #define HBD_MAX_RINGS 1024
 
 struct hbd_worker;
@@ -117,6 +123,9 @@ struct hbd_daemon {
 	/* the configuration in the units the workers use */
 	struct hbd_limits {
 		uint64_t interval_ms, timeout_ms, window_ms, tick_ms, hello_timeout_ms;
+		uint64_t hello_busy_ms; /* the HELLO deadline while a worker's pending share is half
+					 * spent (tcp_open.c) */
+		unsigned pending_per_worker; /* max_pending over the workers */
 		bool track_sources; /* per-source limits on: workers keep each connection's entry */
 	} lim;
 	/* the key store HELLOs are checked against (reload.c) */
@@ -145,7 +154,9 @@ struct hbd_daemon {
 	struct hbd_sessions sessions;
 	struct hbd_keytab sources; /* per source address: TCP connections, failed HELLOs */
 	struct hbd_keytab data_rl; /* per device: DATA rate */
-	unsigned tcp_clients; /* atomic: live TCP connections, against max_clients */
+	unsigned tcp_clients; /* atomic: live TCP connections, authenticated or not */
+	unsigned tcp_pending; /* atomic: those without a HELLO yet; the rest count against
+			       * max_clients */
 	struct hb_ustats *stats; /* HB_MAX_WORKERS slots: the ustats map, or stats_own */
 	struct hb_ustats *stats_own;
 	int sink_fd;

@@ -34,6 +34,8 @@
 #define DEF_DATA_RATE 100
 #define DEF_DATA_BURST 200
 #define DEF_MAX_OUTPUT 65536
+#define DEF_MAX_PENDING_MIN 1024 /* or --max-clients / DEF_MAX_PENDING_DIV, if that is more */
+#define DEF_MAX_PENDING_DIV 16
 
 static bool power_of_2(uint64_t v)
 {
@@ -76,8 +78,8 @@ static const struct hb_opt options[] = {
 	{ "workers", 0, "N", "worker threads, one io_uring ring each", HB_OPT_UINT, AT(workers),
 	  .umin = 1, .umax = HBD_MAX_RINGS,
 	  .def_text = "one per CPU, more if --max-clients needs more direct-descriptor tables" },
-	{ "max-clients", 0, "N", "TCP connections, and UDP sessions, at most", HB_OPT_UINT,
-	  AT(max_clients), .def.u = DEF_MAX_CLIENTS, .umin = 1, .umax = 1 << 24 },
+	{ "max-clients", 0, "N", "authenticated TCP connections, and UDP sessions, at most",
+	  HB_OPT_UINT, AT(max_clients), .def.u = DEF_MAX_CLIENTS, .umin = 1, .umax = 1 << 24 },
 	{ "interval", 0, "SEC", "heartbeat interval told to devices", HB_OPT_DOUBLE, AT(interval_s),
 	  .def.d = DEF_INTERVAL_S, .dmin = 0.01, .dmax = 86400 },
 	{ "expiry-mult", 0, "X", "expire a device after X intervals of silence", HB_OPT_DOUBLE,
@@ -122,6 +124,11 @@ static const struct hb_opt options[] = {
 	  .def.d = DEF_ACCEPT_RATE, .dmin = 0, .dmax = 1e7 },
 	{ "hello-timeout", 0, "SEC", "close connections without a HELLO by then", HB_OPT_DOUBLE,
 	  AT(hello_timeout_s), .def.d = DEF_HELLO_TIMEOUT_S, .dmin = 0.01, .dmax = 3600 },
+	{ "max-pending", 0, "N", "TCP connections without a HELLO yet, beside --max-clients; when "
+	  "they are this many the oldest is closed (ERROR(FULL)) for a new one, and from half as "
+	  "many on new ones get at most 2 s for their HELLO", HB_OPT_UINT, AT(max_pending),
+	  .umin = 1, .umax = 1 << 24,
+	  .def_text = "--max-clients / 16, at least 1024" },
 	{ "auth-fail-rate", 0, "R", "failed HELLOs a second one source may make after "
 	  "--auth-fail-burst at once; beyond it HELLOs from there are refused unchecked "
 	  "(ERROR(RATE); none on UDP)", HB_OPT_DOUBLE, AT(auth_fail_rate),
@@ -197,6 +204,11 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 		return rc;
 	if (!c->sink && (rc = default_sink(c)))
 		return rc;
+	if (!c->max_pending) {
+		c->max_pending = c->max_clients / DEF_MAX_PENDING_DIV;
+		if (c->max_pending < DEF_MAX_PENDING_MIN)
+			c->max_pending = DEF_MAX_PENDING_MIN;
+	}
 	if (c->interval_s * c->expiry_mult * 1000 > UINT32_MAX / 2)
 		return hb_opt_error(&prog, "--interval x --expiry-mult is too long");
 	return 0;

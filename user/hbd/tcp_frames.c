@@ -22,6 +22,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	struct hb_welcome wel;
 	struct hb_hello h;
 	uint32_t src;
+	unsigned n, pending;
 	bool over;
 	int rc;
 
@@ -29,6 +30,16 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 		/* one HELLO per connection: re-authenticating means a new connection */
 		HBD_STAT_ADD(w->st, frames_bad, 1);
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_MALFORMED);
+		return;
+	}
+	/* a connection was let in without counting against --max-clients (tcp_open.c); as a
+	 * device it does, and the devices may have filled them meanwhile (this one is still
+	 * pending, so not among them) */
+	n = __atomic_load_n(&d->tcp_clients, __ATOMIC_RELAXED);
+	pending = __atomic_load_n(&d->tcp_pending, __ATOMIC_RELAXED);
+	if (n > pending && n - pending >= d->cfg->max_clients) {
+		HBD_STAT_ADD(w->st, full, 1);
+		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_FULL);
 		return;
 	}
 	memcpy(&h, f->payload, sizeof(h)); /* the payload may sit at any alignment */
@@ -60,6 +71,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	}
 	c->device_id = r.device_id;
 	c->state = CONN_AUTHED;
+	hbd_tcp_pending_done(w, c);
 	c->last_seen = hbd_tcp_now32(w);
 	/* from --hello-timeout to the heartbeat timeout: not due (nor looked at) before that */
 	hb_wheel_del(&w->tcp_wheel, slot);
