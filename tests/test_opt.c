@@ -740,6 +740,7 @@ static void hbd_help_lists_every_option(void **state)
 		{ "  --rx-buffers N", "(default 128)" },
 		{ "  --rx-buf-size B", "(default 512)" },
 		{ "  --control PATH", "(default none" },
+		{ "  --control-group NAME", "(default none: root and hbd's user only)" },
 		{ "  --metrics ADDR:PORT", "(default off)" },
 		{ "  --log-level error|warn|info|debug", "(default info)" },
 		{ "  --max-per-source N", "(default 1024)" },

@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -947,6 +948,217 @@ static void hello_deadline_shrinks_under_pressure(void **state)
 	ht_cleanup(&d);
 }
 
+/* ---- finding 11: the control socket ---- */
+
+/* The maps hbd's offload mode opens, pinned in a scratch directory of the bpffs, so hbd
+ * refreshes a liveness stamp the test can read (config.alive_ns). */
+static char PINS[96];
+static int CONFIG_FD = -1;
+
+static void pins_down(void)
+{
+	if (PINS[0]) {
+		hbt_sh("rm -rf %s", PINS);
+		PINS[0] = 0;
+	}
+	if (CONFIG_FD >= 0)
+		close(CONFIG_FD);
+	CONFIG_FD = -1;
+}
+
+static void pins_up(void)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, mm, .map_flags = BPF_F_MMAPABLE);
+	char path[160];
+	int conns, sessions;
+
+	snprintf(PINS, sizeof(PINS), "/sys/fs/bpf/hbd-sec-%d", (int)getpid());
+	hbt_sh("rm -rf %s", PINS);
+	HT_EQ(mkdir(PINS, 0700), 0, "pin directory %s", PINS);
+	conns = bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_CONNS, sizeof(struct hb_conn_key),
+			       sizeof(struct hb_conn), 64, NULL);
+	sessions = bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_SESSIONS, sizeof(struct hb_session_key),
+				  sizeof(struct hb_session), 64, NULL);
+	CONFIG_FD = bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_CONFIG, sizeof(__u32),
+				   sizeof(struct hb_config), 1, &mm);
+	HT_TRUE(conns >= 0 && sessions >= 0 && CONFIG_FD >= 0, "the maps of the offload mode");
+	snprintf(path, sizeof(path), "%s/%s", PINS, HB_MAP_CONNS);
+	HT_EQ(bpf_obj_pin(conns, path), 0, "pin %s", path);
+	snprintf(path, sizeof(path), "%s/%s", PINS, HB_MAP_SESSIONS);
+	HT_EQ(bpf_obj_pin(sessions, path), 0, "pin %s", path);
+	snprintf(path, sizeof(path), "%s/%s", PINS, HB_MAP_CONFIG);
+	HT_EQ(bpf_obj_pin(CONFIG_FD, path), 0, "pin %s", path);
+	close(conns);
+	close(sessions);
+}
+
+static int pins_teardown(void **state)
+{
+	tc_reap(state);
+	pins_down();
+	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* How old hbd's liveness stamp is now, in ms. */
+static uint64_t stamp_age_ms(void)
+{
+	struct hb_config c;
+	__u32 zero = 0;
+	uint64_t now;
+
+	HT_EQ(bpf_map_lookup_elem(CONFIG_FD, &zero, &c), 0, "config entry");
+	now = mono_ns();
+	return c.alive_ns && now > c.alive_ns ? (now - c.alive_ns) / 1000000 : 0;
+}
+
+/* A client pipelines thousands of reloads. Before, the control thread worked through every
+ * line it could read before it looked at anything else: no liveness stamp for seconds (past
+ * --grace the kernel stops answering heartbeats; the systemd watchdog, petted from the same
+ * loop, may kill hbd), and no other client answered. */
+static void control_flood_keeps_the_stamp(void **state)
+{
+	char pinarg[96], ctl[108], line[512];
+	const char *args[] = { "--pin-path", pinarg, "--grace", "1", "--workers", "1", NULL };
+	static char flood[5000 * 7 + 1];
+	struct ht_daemon d;
+	uint64_t t0, sent, worst_stamp = 0, worst_ping = 0;
+	int fl, other, replies = 0;
+
+	(void)state;
+	pins_up();
+	snprintf(pinarg, sizeof(pinarg), "%s", PINS);
+	HT_EQ(tc_start(&d, ctl, sizeof(ctl), false, NULL, args), 0, "hbd on the pinned maps");
+	HT_TRUE(ht_file_contains(d.err, "mode=offload", NULL, 0), "hbd in offload mode");
+	/* a fleet's key store: each reload reads 20000 lines */
+	{
+		FILE *f = fopen(d.keys, "a");
+
+		HT_TRUE(f != NULL, "append to %s", d.keys);
+		for (int i = 0; i < 20000; i++)
+			fprintf(f, "%d 000102030405060708090a0b0c0d%04x\n", 100000 + i, i);
+		HT_EQ(fclose(f), 0, "key store of 20000 more devices");
+	}
+	for (int i = 0; i < 5000; i++)
+		memcpy(flood + 7 * i, "reload\n", 7);
+	fl = tc_connect(ctl);
+	other = tc_connect(ctl);
+	HT_TRUE(fl >= 0 && other >= 0, "two control clients");
+	HT_EQ(tc_write(fl, flood), 0, "5000 reloads written in one go");
+	/* every 10 ms: the stamp's age, and the other client's ping, one at a time */
+	for (t0 = ht_now_ms(), sent = 0; ht_now_ms() - t0 < 3000; ht_sleep_ms(10)) {
+		struct pollfd p = { .fd = other, .events = POLLIN };
+		uint64_t a = stamp_age_ms();
+
+		if (a > worst_stamp)
+			worst_stamp = a;
+		if (!sent) {
+			HT_EQ(tc_write(other, "ping\n"), 0, "ping from the other client");
+			sent = ht_now_ms();
+		} else if (poll(&p, 1, 0) == 1) {
+			HT_EQ(tc_line(other, line, sizeof(line), 1000), 0, "reply to the ping");
+			if (ht_now_ms() - sent > worst_ping)
+				worst_ping = ht_now_ms() - sent;
+			sent = 0;
+			replies++;
+		} else if (ht_now_ms() - sent > worst_ping) {
+			worst_ping = ht_now_ms() - sent; /* still waiting */
+		}
+	}
+	fprintf(stderr,
+		"during the flood: stamp at most %llu ms old, pings answered in at most "
+		"%llu ms (%d)\n",
+		(unsigned long long)worst_stamp, (unsigned long long)worst_ping, replies);
+	HT_LT(worst_stamp, 800,
+	      "age of the liveness stamp (ms) while a client pipelines reloads "
+	      "(refreshed every 250 ms; --grace 1 s)");
+	HT_LT(worst_ping, 500, "time (ms) another client waited for a ping's reply meanwhile");
+	close(fl);
+	close(other);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	tc_cleanup(&d);
+	pins_down();
+}
+
+struct ctl_try {
+	const char *path;
+	char reply[256];
+	int fd; /* pipe for the reply */
+};
+
+/* As nobody: connects and asks for the counters; writes the first reply line (or "") to the
+ * pipe. */
+static int nobody_asks(void *arg)
+{
+	struct ctl_try *t = arg;
+	char line[256] = "";
+	int fd = tc_connect(t->path);
+
+	if (fd >= 0 && !tc_write(fd, "stats\n") && tc_line(fd, line, sizeof(line), 2000))
+		line[0] = 0;
+	if (fd >= 0)
+		close(fd);
+	return write(t->fd, line, sizeof(line)) == sizeof(line) ? 0 : 1;
+}
+
+static void ask_as_nobody(const char *path, char reply[256])
+{
+	struct ctl_try t = { .path = path };
+	int p[2];
+
+	HT_EQ(pipe(p), 0, "pipe");
+	t.fd = p[1];
+	HT_EQ(as_nobody(nobody_asks, &t), 0, "the child that asks as nobody");
+	close(p[1]);
+	HT_EQ(read(p[0], reply, 256), 256, "the reply nobody got");
+	close(p[0]);
+	reply[255] = 0;
+}
+
+/* Whoever can open the control socket sends downlinks and reloads: a mode or directory set
+ * wider than meant (or a socket passed on) must not be enough. hbd asks the kernel who is
+ * connecting (SO_PEERCRED): root, hbd's own user and, with --control-group, that group. */
+static void control_needs_a_permitted_peer(void **state)
+{
+	static const char *const plain[] = { "--no-offload", NULL };
+	static const char *const grouped[] = { "--no-offload", "--control-group", "nogroup", NULL };
+	char ctl[108], reply[256], line[512];
+	struct ht_daemon d;
+
+	(void)state;
+	HT_EQ(tc_start(&d, ctl, sizeof(ctl), false, NULL, plain), 0, "hbd with a control socket");
+	HT_EQ(chmod(ctl, 0666), 0, "the control socket opened to everyone (a mistake)");
+	ask_as_nobody(ctl, reply);
+	HT_TRUE(!strstr(reply, "\"ok\":true"), "nobody was answered: %s", reply);
+	HT_TRUE(strstr(reply, "permission denied") != NULL, "why nobody was refused: '%s'", reply);
+	HT_EQ(tc_req(ctl, "stats\n", line, sizeof(line)), 0, "root's stats");
+	HT_TRUE(strstr(line, "\"ok\":true") != NULL, "root answered: %s", line);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	tc_cleanup(&d);
+
+	/* --control-group: its members are let in (the socket is the group's, mode 0660) */
+	HT_EQ(tc_start(&d, ctl, sizeof(ctl), false, NULL, grouped), 0,
+	      "hbd with --control-group nogroup");
+	{
+		struct stat st;
+
+		HT_EQ(stat(ctl, &st), 0, "stat %s", ctl);
+		HT_EQ(st.st_gid, 65534, "group of the control socket (nogroup)");
+		HT_EQ(st.st_mode & 0777, 0660, "mode of the control socket");
+	}
+	ask_as_nobody(ctl, reply);
+	HT_TRUE(strstr(reply, "\"ok\":true") != NULL, "nobody, in nogroup, answered: '%s'", reply);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	tc_cleanup(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -959,6 +1171,8 @@ int main(void)
 		cmocka_unit_test_teardown(idle_flood_leaves_room_for_devices, ht_reap),
 		cmocka_unit_test_teardown(idle_flood_beyond_the_pending_budget, ht_reap),
 		cmocka_unit_test_teardown(hello_deadline_shrinks_under_pressure, ht_reap),
+		cmocka_unit_test_teardown(control_flood_keeps_the_stamp, pins_teardown),
+		cmocka_unit_test_teardown(control_needs_a_permitted_peer, tc_reap),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -84,6 +84,8 @@ struct hbd_config {
 	bool map_full_refuse; /* a client the kernel map has no room for is refused, not served in
 			       * userspace */
 	const char *control; /* control socket path (api.h), NULL: none */
+	const char *control_group; /* its clients besides root and hbd's user, NULL: none */
+	uint32_t control_gid; /* that group's gid */
 	const char *metrics; /* ADDR:PORT for /metrics, NULL: none */
 	char *const *argv; /* as started: an upgrade (SIGUSR2) starts exe with them again */
 	char exe[4096];

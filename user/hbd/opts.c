@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* hbd's command line: its option table (defaults, ranges, --help) and the checks across options. */
 #include <errno.h>
+#include <grp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,19 @@ static int parse_metrics(const char *arg, void *cfg)
 	if (hbd_metrics_parse_addr(arg, &ss, &len))
 		return -EINVAL;
 	((struct hbd_config *)cfg)->metrics = arg;
+	return 0;
+}
+
+/* --control-group: the group must exist now, so a typo is a usage error. */
+static int parse_control_group(const char *arg, void *cfg)
+{
+	struct hbd_config *c = cfg;
+	struct group *g = getgrnam(arg);
+
+	if (!g)
+		return -EINVAL;
+	c->control_group = arg;
+	c->control_gid = (uint32_t)g->gr_gid;
 	return 0;
 }
 
@@ -108,6 +122,10 @@ static const struct hb_opt options[] = {
 	{ "control", 0, "PATH", "control socket for applications: downlink messages, presence "
 	  "events, key reload (docs/CONTROL.md)", HB_OPT_STRING, AT(control),
 	  .def_text = "none; the systemd unit uses /run/hbeat/hbd.sock" },
+	{ "control-group", 0, "NAME", "a group whose members may use the control socket too (it "
+	  "becomes the socket's group); others than root and hbd's user are refused",
+	  HB_OPT_CUSTOM, .parse = parse_control_group, .expect = "the name of an existing group",
+	  .def_text = "none: root and hbd's user only" },
 	{ "metrics", 0, "ADDR:PORT", "serve Prometheus metrics at http://ADDR:PORT/metrics; ADDR "
 	  "defaults to 127.0.0.1 (\"9107\" or \":9107\"), \"[::]:9107\" or \"0.0.0.0:9107\" expose "
 	  "them", HB_OPT_CUSTOM, .parse = parse_metrics,
