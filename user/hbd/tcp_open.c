@@ -26,6 +26,8 @@ static void evict_pending(struct hbd_worker *w)
 	uint32_t victim = HBD_NONE, seen = 0;
 	uint16_t oldest = 0;
 
+	if (!w->nslots)
+		return;
 	for (uint32_t i = 0; i < w->nslots && seen < EVICT_LOOK; i++) {
 		uint32_t slot = w->pend_scan++ % w->nslots;
 		struct hbd_conn *c = &w->conns[slot];
