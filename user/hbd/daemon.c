@@ -168,7 +168,11 @@ static int setup_maps(struct hbd_daemon *d)
 				cfg->pin_path);
 		/* the kernel's ECHO path must refuse what this daemon refuses */
 		rc = hbd_maps_set_max_payload(&d->kern.maps, cfg->max_payload);
-		if (rc)
+		if (rc == -EOPNOTSUPP && cfg->max_payload < HB_MAX_PAYLOAD)
+			hb_warn("%s was loaded by an older hbctl, whose TCP path reflects ECHOs of up "
+				"to %u bytes whatever --max-payload says: hbctl unload and load again",
+				cfg->pin_path, HB_MAX_PAYLOAD);
+		else if (rc && rc != -EOPNOTSUPP)
 			hb_warn("config.max_payload: %s: the kernel reflects ECHOs of up to %u bytes",
 				strerror(-rc), HB_MAX_PAYLOAD);
 	}

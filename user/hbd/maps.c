@@ -63,8 +63,16 @@ int hbd_maps_open_offload(struct hbd_maps *m, const char *dir, char *why, size_t
 	if (rc < 0)
 		goto fail;
 	m->sessions = rc;
-	rc = open_map(dir, HB_MAP_CONFIG, BPF_MAP_TYPE_ARRAY, sizeof(__u32),
-		      sizeof(struct hb_config), &info, why, whylen);
+	/* pins of an hbctl from before config.max_payload: still ours (an upgrade of hbd alone
+	 * must not lose the fast paths), minus that field */
+	m->config_size = sizeof(struct hb_config);
+	rc = open_map(dir, HB_MAP_CONFIG, BPF_MAP_TYPE_ARRAY, sizeof(__u32), m->config_size, &info,
+		      why, whylen);
+	if (rc == -EPROTO) {
+		m->config_size = offsetof(struct hb_config, max_payload);
+		rc = open_map(dir, HB_MAP_CONFIG, BPF_MAP_TYPE_ARRAY, sizeof(__u32), m->config_size,
+			      &info, why, whylen);
+	}
 	if (rc < 0)
 		goto fail;
 	m->config = rc;
@@ -355,6 +363,8 @@ int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload)
 
 	if (m->config < 0)
 		return -EBADF;
+	if (m->config_size < sizeof(struct hb_config))
+		return -EOPNOTSUPP;
 	if (m->config_mem) {
 		__atomic_store_n(&m->config_mem->max_payload, max_payload, __ATOMIC_RELAXED);
 		return 0;
@@ -371,8 +381,9 @@ int hbd_maps_config(struct hbd_maps *m, struct hb_config *out)
 
 	if (m->config < 0)
 		return -EBADF;
+	memset(out, 0, sizeof(*out));
 	if (m->config_mem) {
-		memcpy(out, m->config_mem, sizeof(*out));
+		memcpy(out, m->config_mem, m->config_size);
 		return 0;
 	}
 	return bpf_map_lookup_elem(m->config, &k, out) ? -errno : 0;

@@ -15,6 +15,7 @@ struct hbd_maps {
 	size_t ustats_len;
 	struct hb_config *config_mem; /* mmap of config if it is mmapable, else NULL */
 	size_t config_len;
+	size_t config_size; /* its value: struct hb_config, or the shorter one of older pins */
 	struct hb_config config_cache; /* last config read, for the one-syscall stamp */
 	unsigned stamps;
 	__u64 *seen_mem; /* mmap of seen (struct hb_conn's seen_slot), NULL without it */
@@ -87,7 +88,8 @@ int hbd_maps_sess_delete(struct hbd_maps *m, uint64_t token);
  */
 int hbd_maps_stamp(struct hbd_maps *m, uint64_t now_ns, uint64_t grace_ns);
 
-/* config.max_payload = max_payload: the kernel reflects no larger ECHO (hbd --max-payload). */
+/* config.max_payload = max_payload: the kernel reflects no larger ECHO (hbd --max-payload).
+ * -EOPNOTSUPP on pins of an hbctl from before the field (their programs do not read it). */
 int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload);
 
 /* A copy of the config entry (the loader's fields: ifindex, ifname, port, xdp_mode). */
