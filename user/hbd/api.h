@@ -6,7 +6,8 @@
  *   send DEVICE BASE64 [TIMEOUT_MS]   -> {"req":N,"ok":true,"status":"delivered",...} once the
  *                                        device ACKed it (or "ok":false with the status)
  *   subscribe                         -> {"req":N,"ok":true}, then {"event":"online",...} lines
- *   reload                            -> {"req":N,"ok":true,"devices":..,"revoked_sessions":..}
+ *   reload                            -> {"req":N,"ok":true,"devices":..,"revoked_sessions":..,
+ *                                        "rekeyed_sessions":..}
  *   stats                             -> {"req":N,"ok":true,"stats":{...},"subscribers":K}
  *   ping                              -> {"req":N,"ok":true}
  * N counts the requests on the connection from 1; replies to send may come out of order.
