@@ -29,9 +29,9 @@ struct ks_range {
 
 struct hb_keystore {
 	struct ks_device *dev; /* sorted by id for bsearch */
-	size_t ndev;
+	size_t ndev, capdev;
 	struct ks_range *range; /* few; scanned in order */
-	size_t nrange;
+	size_t nrange, caprange;
 	uint8_t tag; /* the holder's name for this store (hb_keystore_set_tag) */
 };
 
@@ -205,15 +205,27 @@ static int parse_u64(const char *s, uint64_t *v)
 	return (errno || *end) ? -EINVAL : 0;
 }
 
-/* Grows an array by one element; returns the new element or NULL. */
-static void *push(void **arr, size_t *n, size_t elem)
+/* Grows an array by one element; returns the new element or NULL. The capacity doubles, so a
+ * store of a fleet's lines is read in linear time; the old array is cleansed before it is freed
+ * (realloc would leave copies of the secrets in freed memory).
+ */
+static void *push(void **arr, size_t *n, size_t *cap, size_t elem)
 {
-	void *p = realloc(*arr, (*n + 1) * elem);
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 64;
+		void *p = calloc(ncap, elem);
 
-	if (!p)
-		return NULL;
-	*arr = p;
-	return (char *)p + (*n)++ * elem;
+		if (!p)
+			return NULL;
+		if (*n) {
+			memcpy(p, *arr, *n * elem);
+			OPENSSL_cleanse(*arr, *n * elem);
+		}
+		free(*arr);
+		*arr = p;
+		*cap = ncap;
+	}
+	return (char *)*arr + (*n)++ * elem;
 }
 
 /* One key-store line, parsed. The secret bytes live here only until the line is stored. */
@@ -330,7 +342,8 @@ static int parse_line(struct hb_keystore *ks, char *line, char *err, size_t errl
 	if (rc || p.kind == HB_KS_BLANK)
 		goto out;
 	if (p.kind == HB_KS_RANGE) {
-		struct ks_range *slot = push((void **)&ks->range, &ks->nrange, sizeof(*slot));
+		struct ks_range *slot =
+			push((void **)&ks->range, &ks->nrange, &ks->caprange, sizeof(*slot));
 
 		if (!slot) {
 			rc = -ENOMEM;
@@ -341,7 +354,8 @@ static int parse_line(struct hb_keystore *ks, char *line, char *err, size_t errl
 		slot->len = p.len;
 		memcpy(slot->master, p.key, sizeof(slot->master));
 	} else {
-		struct ks_device *slot = push((void **)&ks->dev, &ks->ndev, sizeof(*slot));
+		struct ks_device *slot =
+			push((void **)&ks->dev, &ks->ndev, &ks->capdev, sizeof(*slot));
 
 		if (!slot) {
 			rc = -ENOMEM;
