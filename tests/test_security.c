@@ -1093,15 +1093,16 @@ struct ctl_try {
 	int fd; /* pipe for the reply */
 };
 
-/* As nobody: connects and asks for the counters; writes the first reply line (or "") to the
- * pipe. */
+/* As nobody: connects; a refusal comes at once, before any request. If none comes, asks for
+ * the counters. Writes the line it got (or "") to the pipe. */
 static int nobody_asks(void *arg)
 {
 	struct ctl_try *t = arg;
 	char line[256] = "";
 	int fd = tc_connect(t->path);
 
-	if (fd >= 0 && !tc_write(fd, "stats\n") && tc_line(fd, line, sizeof(line), 2000))
+	if (fd >= 0 && tc_line(fd, line, sizeof(line), 500) &&
+	    (tc_write(fd, "stats\n") || tc_line(fd, line, sizeof(line), 2000)))
 		line[0] = 0;
 	if (fd >= 0)
 		close(fd);

@@ -346,7 +346,9 @@ static void on_writable(struct hbd_api *a, struct client *c)
 		drop_client(a, c);
 }
 
-/* Tells a client one thing and lets it go (best effort: the socket is non-blocking). */
+/* Tells a client one thing and lets it go (best effort: the socket is non-blocking). What it
+ * sent already is read and dropped first: a UNIX socket closed with unread data resets its
+ * peer, who would then never read why. */
 static void refuse(int fd, const char *error)
 {
 	json_t *doc = json_pack("{s:b,s:s}", "ok", 0, "error", error);
@@ -355,6 +357,8 @@ static void refuse(int fd, const char *error)
 
 	if (n > 0 && send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
 	}
+	for (int i = 0; i < 16 && recv(fd, line, sizeof(line), MSG_DONTWAIT) > 0; i++)
+		;
 	close(fd);
 }
 

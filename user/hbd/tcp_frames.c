@@ -11,8 +11,8 @@
 #include "tcp_impl.h"
 #include "vg.h"
 
-#define HBD_NOAUTH_REPLIES \
-	4 /* ERROR(NOT_AUTHED) a connection gets before a HELLO, the last closes */
+/* ERROR(NOT_AUTHED) replies a connection gets before its HELLO, the last one with the close */
+#define HBD_NOAUTH_REPLIES 4
 
 static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame *f)
 {
