@@ -135,4 +135,13 @@ static __always_inline int hb_daemon_alive(__u64 now)
 	return now - alive <= grace;
 }
 
+/* The daemon's --max-payload (0 in the map: the protocol's maximum). */
+static __always_inline __u32 hb_max_payload(void)
+{
+	__u32 zero = 0;
+	struct hb_config *c = bpf_map_lookup_elem(&config, &zero);
+
+	return c && c->max_payload ? c->max_payload : HB_MAX_PAYLOAD;
+}
+
 #endif /* HB_MAPS_BPF_H */

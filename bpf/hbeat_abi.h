@@ -149,6 +149,14 @@ static inline __attribute__((always_inline)) int hb_payload_len_ok(__u8 type, __
 	}
 }
 
+/* The frames whose payload the daemon's own limit (hbd --max-payload, config.max_payload) caps:
+ * the ones an application fills. HELLO, PING and the rest have sizes of their own, which no
+ * limit may refuse. */
+static inline __attribute__((always_inline)) int hb_payload_capped(__u8 type)
+{
+	return type == HB_DATA || type == HB_ECHO || type == HB_DOWN;
+}
+
 /* Size of a PING on the wire, header included (the UDP form adds the token). */
 #define HB_PING_TCP_BYTES (sizeof(struct hb_hdr) + sizeof(struct hb_ping))
 #define HB_PING_UDP_BYTES (sizeof(struct hb_hdr) + HB_TOKEN_LEN + sizeof(struct hb_ping))
@@ -258,6 +266,11 @@ struct hb_config {
 	__u8 xdp_mode; /* enum hb_xdp_mode */
 	__u8 tcp_path; /* enum hb_tcp_path */
 	char ifname[16];
+	/* set by the daemon: the largest DATA/ECHO/DOWN payload it takes (hbd --max-payload);
+	 * the kernel reflects no larger ECHO but hands it to the daemon, which refuses it
+	 * (0: HB_MAX_PAYLOAD) */
+	__u32 max_payload;
+	__u32 pad;
 };
 
 /* Counters. One X-macro list per side, so the struct (with BTF field names bpftool prints) and
@@ -305,7 +318,8 @@ struct hb_config {
 	X(refused_per_source)	/* TCP connections refused: source at --max-per-source */        \
 	X(accept_paused)	/* accepting paused by --accept-rate (the kernel queues meanwhile) */ \
 	X(hello_timeout)	/* TCP connections closed: no HELLO within --hello-timeout */     \
-	X(auth_rate_limited)	/* HELLOs refused unchecked: source over --auth-fail-rate */     \
+	X(pending_evicted)	/* no HELLO yet, closed for a newer one: --max-pending */        \
+	X(auth_rate_limited)	/* failed HELLOs from a source over --auth-fail-rate */          \
 	X(data_rate_limited)	/* DATA frames refused: device over --data-rate */              \
 	X(too_large)		/* frames above --max-payload: TCP closed, datagram dropped */    \
 	X(slow_reader)		/* TCP connections closed: more than --max-output unsent */      \

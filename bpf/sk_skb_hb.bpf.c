@@ -13,7 +13,8 @@
  * Verdict per frame (one strparser message):
  *  - PING on an AUTHED connection, daemon alive: type byte rewritten to PONG, redirected to the
  *    same socket's egress (bpf_sk_redirect_hash, flags 0), conn heartbeat fields updated (sk_pong);
- *  - ECHO on an AUTHED connection, daemon alive: redirected back unchanged (sk_echo);
+ *  - ECHO on an AUTHED connection, daemon alive, payload within the daemon's --max-payload
+ *    (config.max_payload): redirected back unchanged (sk_echo);
  *  - everything else: into the daemon's receive queue, redirected to the socket's own ingress
  *    (to_daemon() says why not SK_PASS; sk_pass, sk_not_authed, sk_daemon_dead, sk_no_conn say
  *    why it went there).
@@ -110,7 +111,10 @@ int hb_verdict(struct __sk_buff *skb)
 		HB_COUNT(sk_no_conn);
 		return to_daemon(skb, &key);
 	}
-	if (h.type != HB_PING && h.type != HB_ECHO) {
+	/* an ECHO larger than the daemon takes is the daemon's to refuse (ERROR(TOO_LARGE)): the
+	 * kernel must not reflect what the daemon would not */
+	if ((h.type != HB_PING && h.type != HB_ECHO) ||
+	    (h.type == HB_ECHO && bpf_ntohs(h.len) > hb_max_payload())) {
 		HB_COUNT(sk_pass);
 		return to_daemon(skb, &key);
 	}

@@ -80,7 +80,8 @@ int hbf_reasm(const uint8_t *data, size_t n)
 		struct hb_frame f;
 
 		ref_rc = hb_decode_stream(data + off, n - off, &f);
-		if (ref_rc >= 0 && n - off >= sizeof(struct hb_hdr) && f.len > max_payload)
+		if (ref_rc >= 0 && n - off >= sizeof(struct hb_hdr) && f.len > max_payload &&
+		    hb_payload_capped(f.type))
 			ref_rc = HB_DECODE_TOO_LARGE;
 		if (ref_rc != HB_DECODE_OK || nref == MAX_FRAMES)
 			break;

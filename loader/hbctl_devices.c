@@ -27,7 +27,6 @@
 #include "log.h"
 
 #define SECRET_BYTES 32
-#define LINE_BYTES 512
 
 struct store {
 	char **line; /* as read, newline included */
@@ -69,10 +68,10 @@ static int store_push(struct store *s, const char *text, const struct hb_ks_line
  * empty store when missing_ok. */
 static int store_read(const char *path, struct store *s, bool missing_ok)
 {
-	char line[LINE_BYTES], why[256];
+	char line[HB_KS_LINE_MAX + 1], why[256];
 	unsigned no = 0;
 	FILE *f = fopen(path, "re");
-	int rc = 0;
+	int rc = 0, got;
 
 	memset(s, 0, sizeof(*s));
 	if (!f) {
@@ -82,12 +81,15 @@ static int store_read(const char *path, struct store *s, bool missing_ok)
 		hb_err("%s: %s", path, strerror(errno));
 		return rc;
 	}
-	while (fgets(line, sizeof(line), f)) {
+	while ((got = hb_keystore_read_line(f, line))) {
 		struct hb_ks_line k;
 
 		no++;
-		if (!strchr(line, '\n') && !feof(f)) {
-			hb_err("%s:%u: line too long", path, no);
+		if (got < 0) {
+			/* the same rule as hbd's: a file it would refuse is not edited */
+			hb_err("%s:%u: line longer than %d characters; fix the file before editing "
+			       "it with hbctl",
+			       path, no, HB_KS_LINE_MAX - 1);
 			rc = -EINVAL;
 			break;
 		}
@@ -290,7 +292,7 @@ static int do_list(const struct hbctl_devices_opts *o, const char *keys, bool js
 static int do_add(const struct hbctl_devices_opts *o, const char *keys, uint64_t id, bool json)
 {
 	uint8_t secret[HB_SECRET_MAX];
-	char hex[2 * HB_SECRET_MAX + 1], line[LINE_BYTES], reply[512];
+	char hex[2 * HB_SECRET_MAX + 1], line[HB_KS_LINE_MAX + 1], reply[512];
 	const char *given = o->secret;
 	struct hb_ks_line k = { .kind = HB_KS_DEVICE, .first = id, .last = id };
 	const struct hb_ks_line *range;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <cmocka.h>
 
 #include "auth.h"
@@ -171,6 +172,97 @@ static void test_keystore_errors(void **state)
 	assert_non_null(strstr(err, "/nonexistent/keys"));
 }
 
+/* A key store line is read whole or the file is refused: before, a line was read in pieces of
+ * 511 bytes, so the end of a long comment was parsed as an entry and a device an operator had
+ * commented out was admitted (security review). Lines may hold 511 characters before their
+ * newline; one more refuses the file, with the line's number.
+ */
+static void test_keystore_long_lines(void **state)
+{
+	static const char secret[] = "7 000102030405060708090a0b0c0d0e0f";
+	char text[2048], err[256] = "";
+	struct hb_keystore *ks = NULL;
+	char *path;
+	int rc;
+
+	/* line 2: a comment of 511 characters, then a device entry that is part of it */
+	snprintf(text, sizeof(text), "1 000102030405060708090a0b0c0d0e0f\n#%0510d%s\n", 0, secret);
+	path = write_keys(text);
+	rc = hb_keystore_load(path, &ks, err, sizeof(err));
+	if (!rc) {
+		bool seven = hb_keystore_knows(ks, 7);
+
+		hb_keystore_free(ks);
+		unlink(path);
+		fail_msg("a key store with a 546-character line loaded (device 7, commented out at "
+			 "the end of it, %s)",
+			 seven ? "ADMITTED" : "not admitted");
+	}
+	unlink(path);
+	assert_int_equal(rc, -EINVAL);
+	if (!strstr(err, ":2:") || !strstr(err, "longer than 511"))
+		fail_msg("error '%s' names neither line 2 nor the length", err);
+
+	/* 511 characters are one line: a comment, nothing admitted from it */
+	snprintf(text, sizeof(text), "#%0510d\n%s\n", 0, secret);
+	assert_int_equal(strchr(text, '\n') - text, HB_KS_LINE_MAX - 1);
+	path = write_keys(text);
+	assert_int_equal(hb_keystore_load(path, &ks, err, sizeof(err)), 0);
+	unlink(path);
+	assert_int_equal(hb_keystore_devices(ks), 1);
+	hb_keystore_free(ks);
+	/* 512 are too many, also on a last line without a newline */
+	snprintf(text, sizeof(text), "%s\n#%0511d", secret, 0);
+	path = write_keys(text);
+	assert_int_equal(hb_keystore_load(path, &ks, err, sizeof(err)), -EINVAL);
+	unlink(path);
+	if (!strstr(err, ":2:"))
+		fail_msg("error '%s' does not name line 2", err);
+}
+
+/* What a reload compares for each live session: the secret the old store gave the device and
+ * the one the new store gives it, whichever kind of entry each comes from. */
+static void test_keystore_same_secret(void **state)
+{
+	static const char *const m1 = "00112233445566778899aabbccddeeff";
+	static const char *const m2 = "ff112233445566778899aabbccddeeff";
+	char text[1024], err[256] = "", hexd[65];
+	struct hb_keystore *a = NULL, *b = NULL;
+	uint8_t master[16], d150[32];
+	char *path;
+
+	/* 150's derived secret under m1, as its own entry in the second store */
+	hex(m1, master, 16);
+	assert_int_equal(hb_derive_secret(master, 16, 150, d150), 0);
+	for (int i = 0; i < 32; i++)
+		snprintf(hexd + 2 * i, 3, "%02x", d150[i]);
+	snprintf(text, sizeof(text),
+		 "1 000102030405060708090a0b0c0d0e0f\n2 000102030405060708090a0b0c0d0e0f\n"
+		 "3 000102030405060708090a0b0c0d0e0f\n100-199 derive %s\n200-299 derive %s\n",
+		 m1, m1);
+	path = write_keys(text);
+	assert_int_equal(hb_keystore_load(path, &a, err, sizeof(err)), 0);
+	snprintf(text, sizeof(text),
+		 "1 000102030405060708090a0b0c0d0e0f\n2 ff0102030405060708090a0b0c0d0e0f\n"
+		 "3 revoked\n150 %s\n151 %s\n100-199 derive %s\n200-249 derive %s\n"
+		 "250-299 derive %s\n",
+		 hexd, hexd, m1, m1, m2);
+	path = write_keys(text);
+	assert_int_equal(hb_keystore_load(path, &b, err, sizeof(err)), 0);
+	unlink(path);
+	assert_true(hb_keystore_same_secret(a, b, 1)); /* unchanged entry */
+	assert_false(hb_keystore_same_secret(a, b, 2)); /* another secret */
+	assert_false(hb_keystore_same_secret(a, b, 3)); /* revoked */
+	assert_true(hb_keystore_same_secret(a, b, 150)); /* from the range to its own entry, same */
+	assert_false(hb_keystore_same_secret(a, b, 151)); /* own entry with another device's key */
+	assert_true(hb_keystore_same_secret(a, b, 120)); /* the same master */
+	assert_true(hb_keystore_same_secret(a, b, 210)); /* a narrower range, the same master */
+	assert_false(hb_keystore_same_secret(a, b, 260)); /* the master rotated */
+	assert_false(hb_keystore_same_secret(a, b, 500)); /* in neither */
+	hb_keystore_free(a);
+	hb_keystore_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -179,6 +271,8 @@ int main(void)
 		cmocka_unit_test(test_keystore_verify),
 		cmocka_unit_test(test_sign_uses_fresh_nonce),
 		cmocka_unit_test(test_keystore_errors),
+		cmocka_unit_test(test_keystore_long_lines),
+		cmocka_unit_test(test_keystore_same_secret),
 	};
 
 	return cmocka_run_group_tests_name("auth", tests, NULL, NULL);

@@ -315,12 +315,50 @@ static void send_and_events(void **state)
 		"the offline event in hbctl events' output %s", ev_out);
 }
 
+/* hbctl reads a key store by hbd's rule: a line of 511 characters is one line, a longer one
+ * makes the file unreadable, named by its line number (so the end of a long comment is never
+ * taken for an entry, and hbctl never edits a file hbd would refuse, or refuses one hbd reads).
+ */
+static void devices_long_lines(void **state)
+{
+	char out[4096], path[128], cmd[1400];
+	FILE *f;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/long-keys", D.dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "#%0510d\n1 000102030405060708090a0b0c0d0e0f\n", 0);
+	fclose(f);
+	HT_EQ(hbctl(out, sizeof(out), true, "devices list --keys %s", path), 0,
+	      "exit code of hbctl devices list of a store with a 511-character comment; its "
+	      "output: %s",
+	      out);
+	assert_non_null(strstr(out, "device   1"));
+	/* 546 characters: the device at the end of the comment must not appear */
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f,
+		"1 000102030405060708090a0b0c0d0e0f\n#%0510d7 000102030405060708090a0b0c0d0e0f\n",
+		0);
+	fclose(f);
+	HT_EQ(hbctl(out, sizeof(out), true, "devices list --keys %s", path), 3,
+	      "exit code of hbctl devices list of a store with a 546-character line; its "
+	      "output: %s",
+	      out);
+	if (!strstr(out, ":2: line longer than 511 characters"))
+		fail_msg("hbctl's message does not name line 2 and its length: %s", out);
+	snprintf(cmd, sizeof(cmd), "rm -f '%s' '%s.lock'", path, path);
+	HT_EQ(system(cmd), 0, "%s", cmd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(devices_add_list_remove),
 		cmocka_unit_test(devices_edits_are_atomic_and_serialised),
 		cmocka_unit_test(send_and_events),
+		cmocka_unit_test(devices_long_lines),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

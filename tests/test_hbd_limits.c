@@ -13,9 +13,11 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/wait.h>
 
 #include "lib/ht_assert.h"
+#include "lib/ctl.h"
 #include "lib/hbd_harness.h"
 
 static void ping_ok(int fd, uint16_t seq)
@@ -176,14 +178,16 @@ static void auth_failures_rate_limited(void **state)
 			"ERROR(AUTH) for bad HELLO %d of the burst", i + 1);
 		close(fd);
 	}
-	/* now even a good HELLO from there is refused unchecked */
+	/* now a failure from there gets ERROR(RATE); a device that proves itself still gets in
+	 * (devices behind one NAT share the address with whoever spent its budget) */
 	fd = ht_tcp_from(d.port, "127.0.0.5");
-	ht_hello(&h, 1, 0);
-	HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0,
-	      "good HELLO from the limited source sent");
+	send_bad_hello(fd, 1);
 	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_RATE),
-		"ERROR(RATE) for a good HELLO from a source over its budget");
+		"ERROR(RATE) for a bad HELLO from a source over its budget");
 	close(fd);
+	HT_GE((ok = login_from(d.port, "127.0.0.5", 4)), 0,
+	      "login of device 4 from the source over its budget, with a good MAC");
+	close(ok);
 	HT_GE((ok = login_from(d.port, "127.0.0.6", 2)), 0, "login from another source, 127.0.0.6");
 	close(ok);
 	/* the budget refills at 2/s: one more try after 0.6 s */
@@ -204,9 +208,13 @@ static void auth_failures_rate_limited(void **state)
 		HT_EQ(f.type, HB_ERROR, "frame type of the answer to a bad UDP HELLO");
 	}
 	ht_hello(&h, 3, 0);
+	h.mac[0] ^= 1;
 	HT_EQ(ht_udp_send(u, d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0,
-	      "UDP HELLO from the limited source sent");
-	HT_TRUE(udp_silent(u, 300), "no answer at all to a UDP source over its budget");
+	      "bad UDP HELLO from the limited source sent");
+	HT_TRUE(udp_silent(u, 300), "no answer at all to a bad HELLO from a UDP source over its "
+				    "budget");
+	HT_NE(ht_udp_login(u, d.port, false, 5), 0,
+	      "UDP login of device 5 from the source over its budget, with a good MAC");
 	close(u);
 	u = udp_from("127.0.0.8");
 	HT_NE(ht_udp_login(u, d.port, false, 3), 0, "UDP login from another source, 127.0.0.8");
@@ -293,6 +301,48 @@ static void max_payload(void **state)
 	HT_TRUE(udp_silent(u, 300), "no answer to a UDP ECHO over --max-payload");
 	close(u);
 	stop_expect(&d, "too_large", 2);
+}
+
+/* --max-payload limits DATA, ECHO and DOWN payloads only: below the 56 bytes of a HELLO (or
+ * the 8 of a PING) every TCP device could still log in before; it was refused TOO_LARGE. */
+static void max_payload_below_hello(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--max-payload", "4", NULL };
+	uint8_t big[5] = { 0 };
+	char ctl[108], line[512];
+	struct ht_daemon d;
+	int fd, u;
+	uint64_t tok;
+
+	(void)state;
+	HT_EQ(tc_start(&d, ctl, sizeof(ctl), false, NULL, args), 0,
+	      "hbd with --max-payload 4 started");
+	fd = ht_tcp_login(d.port, 1, false, NULL);
+	HT_GE(fd, 0, "TCP login of device 1 (a 56-byte HELLO) with --max-payload 4");
+	ping_ok(fd, 1); /* a PING's 8 bytes are no DATA */
+	HT_EQ(ht_send_frame(fd, HB_ECHO, 2, big, 4), 0, "ECHO of 4 bytes sent");
+	HT_TRUE(ht_expect(fd, HB_ECHO, -1), "ECHO of 4 bytes (the limit) reflected");
+	HT_EQ(ht_send_frame(fd, HB_ECHO, 3, big, 5), 0, "ECHO of 5 bytes sent");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_TOO_LARGE), "ERROR(TOO_LARGE) for a 5-byte ECHO");
+	close(fd);
+	fd = ht_tcp_login(d.port, 2, true, NULL);
+	HT_GE(fd, 0, "TCP login of device 2 over IPv6");
+	HT_EQ(ht_send_frame(fd, HB_DATA, 1, big, 5), 0, "DATA of 5 bytes sent");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_TOO_LARGE), "ERROR(TOO_LARGE) for 5 bytes of DATA");
+	close(fd);
+	u = ht_udp(false);
+	tok = ht_udp_login(u, d.port, false, 3);
+	HT_NE(tok, 0, "UDP login of device 3 with --max-payload 4");
+	close(u);
+	/* DOWN: the control socket takes no larger downlink ("AAAAAAA=" is 5 bytes) */
+	HT_EQ(tc_req(ctl, "send 9 AAAAAAA=\n", line, sizeof(line)), 0, "reply to a 5-byte send");
+	if (!strstr(line, "\"error\":\"payload must be base64 of 1..4 bytes\""))
+		fail_msg("reply to a 5-byte downlink with --max-payload 4: %s", line);
+	HT_EQ(tc_req(ctl, "send 9 AAAAAA==\n", line, sizeof(line)), 0, "reply to a 4-byte send");
+	if (!strstr(line, "\"status\":\"offline\""))
+		fail_msg("reply to a 4-byte downlink to an absent device: %s", line);
+	stop_expect(&d, "too_large", 2);
+	tc_cleanup(&d);
 }
 
 /* A client that sends ECHOs and never reads is closed once --max-output bytes wait for it. */
@@ -419,6 +469,7 @@ int main(void)
 		cmocka_unit_test_teardown(auth_failures_rate_limited, ht_reap),
 		cmocka_unit_test_teardown(data_rate, ht_reap),
 		cmocka_unit_test_teardown(max_payload, ht_reap),
+		cmocka_unit_test_teardown(max_payload_below_hello, tc_reap),
 		cmocka_unit_test_teardown(slow_reader, ht_reap),
 		cmocka_unit_test_teardown(accept_rate, ht_reap),
 		cmocka_unit_test_teardown(udp_max_clients, ht_reap),

@@ -40,6 +40,7 @@ static struct pins live_pins[4]; /* by value: found again after a failed asserti
 static __u32 pins_max_entries = 1024; /* conns and sessions capacity of the next make_pins */
 static __u32 pins_seen_entries; /* the seen array of the next make_pins: 0 for none */
 static __u32 pins_sockhash_entries = 1024; /* sockhash capacity of the next make_pins */
+static __u32 pins_config_size = sizeof(struct hb_config); /* config value of the next make_pins */
 
 static void unpin_all(struct pins *p)
 {
@@ -83,7 +84,7 @@ static int make_pins(struct pins *p, const char *tag, bool mmapable_config, bool
 		bpf_map_create(BPF_MAP_TYPE_HASH, HB_MAP_SESSIONS, sizeof(struct hb_session_key),
 			       sizeof(struct hb_session), pins_max_entries, NULL);
 	p->config = bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_CONFIG, sizeof(__u32),
-				   sizeof(struct hb_config), 1, mmapable_config ? &mm : NULL);
+				   pins_config_size, 1, mmapable_config ? &mm : NULL);
 	if (with_ustats)
 		p->ustats = bpf_map_create(BPF_MAP_TYPE_ARRAY, HB_MAP_USTATS, sizeof(__u32),
 					   sizeof(struct hb_ustats), HB_MAX_WORKERS, &mm);
@@ -129,8 +130,8 @@ static int reap_all(void **state)
 static int group_setup(void **state)
 {
 	char path[160];
-	const char *args[] = { "--pin-path", path,	  "--interval", "0.3", "--grace",
-			       "2",	     "--workers", "2",		NULL };
+	const char *args[] = { "--pin-path", path, "--interval",    "0.3",  "--grace", "2",
+			       "--workers",  "2",  "--max-payload", "1000", NULL };
 
 	(void)state;
 	if (make_pins(&P, "main", true, true, sizeof(struct hb_conn)))
@@ -528,6 +529,9 @@ static void stamp_refreshes(void **state)
 	ht_sleep_ms(600);
 	HT_EQ(bpf_map_lookup_elem(P.config, &zero, &b), 0, "config entry 0.6 s later");
 	HT_EQ(a.grace_ns, 2000000000ull, "config.grace_ns (--grace 2)");
+	HT_EQ(a.max_payload, 1000,
+	      "config.max_payload (--max-payload 1000: the kernel reflects no "
+	      "larger ECHO)");
 	HT_GT(b.alive_ns, a.alive_ns, "alive_ns moved on in 0.6 s (interval 0.3 s)");
 	HT_TRUE(b.alive_ns <= hbt_now_ns() && hbt_now_ns() - b.alive_ns < 1000000000ull,
 		"alive_ns %llu within 1 s before now", (unsigned long long)b.alive_ns);
@@ -755,6 +759,41 @@ static void stamp_without_mmap(void **state)
 	unpin_all(&p);
 }
 
+/* Pins of an hbctl from before config.max_payload (a 48-byte config value, mmapable and not):
+ * hbd upgraded alone keeps the fast paths and stamps, and says the kernel's ECHO limit is the
+ * protocol's. */
+static void config_of_an_older_hbctl(void **state)
+{
+	for (int mm = 0; mm < 2; mm++) {
+		struct pins p;
+		struct ht_daemon d;
+		struct hb_config b;
+		__u32 zero = 0;
+		char path[160];
+		const char *args[] = { "--pin-path", path, "--max-payload", "100", NULL };
+
+		(void)state;
+		pins_config_size = offsetof(struct hb_config, max_payload);
+		HT_EQ(make_pins(&p, mm ? "oldcfg-mm" : "oldcfg", mm, false, sizeof(struct hb_conn)),
+		      0, "pins with the config value of an older hbctl");
+		pins_config_size = sizeof(struct hb_config);
+		snprintf(path, sizeof(path), "%s", p.dir);
+		HT_EQ(ht_start(&d, args), 0, "hbd on the older pins");
+		HT_TRUE(ht_file_contains(d.err, "mode=offload", NULL, 0),
+			"'mode=offload' in hbd's log %s", d.err);
+		HT_TRUE(ht_file_contains(d.err, "loaded by an older hbctl", NULL, 0),
+			"hbd says the kernel ignores --max-payload there (%s)", d.err);
+		ht_sleep_ms(400);
+		HT_EQ(bpf_map_lookup_elem(p.config, &zero, &b), 0, "config entry");
+		HT_TRUE(b.alive_ns > 0 && hbt_now_ns() - b.alive_ns < 1000000000ull,
+			"alive_ns %llu stamped within the last second (%s)",
+			(unsigned long long)b.alive_ns, mm ? "mmapped" : "by syscall");
+		HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+		ht_cleanup(&d);
+		unpin_all(&p);
+	}
+}
+
 /* No maps, or maps of another layout: one clear line, and the userspace path serves. */
 static void fallback_to_userspace(void **state)
 {
@@ -972,6 +1011,7 @@ int main(void)
 	};
 	const struct CMUnitTest own[] = {
 		cmocka_unit_test_teardown(stamp_without_mmap, reap_all),
+		cmocka_unit_test_teardown(config_of_an_older_hbctl, reap_all),
 		cmocka_unit_test_teardown(fallback_to_userspace, reap_all),
 		cmocka_unit_test_teardown(no_offload_leaves_maps_alone, reap_all),
 		cmocka_unit_test_teardown(full_map, reap_all),

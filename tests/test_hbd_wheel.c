@@ -185,14 +185,14 @@ static void devices_replay_and_supersede(void **state)
 
 	(void)state;
 	assert_int_equal(hbd_devices_init(&t, 0), 0);
-	assert_int_equal(hbd_devices_hello(t, 42, 1000, hbd_loc(0, 1, 7, 9), &old), 0);
+	assert_int_equal(hbd_devices_hello(t, 42, 1000, hbd_loc(0, 1, 7, 9), 1, &old), 0);
 	assert_int_equal(old, 0);
 	/* the same or an older timestamp is a replay */
-	assert_int_equal(hbd_devices_hello(t, 42, 1000, hbd_loc(0, 1, 8, 9), &old), -EALREADY);
-	assert_int_equal(hbd_devices_hello(t, 42, 999, hbd_loc(0, 1, 8, 9), &old), -EALREADY);
+	assert_int_equal(hbd_devices_hello(t, 42, 1000, hbd_loc(0, 1, 8, 9), 1, &old), -EALREADY);
+	assert_int_equal(hbd_devices_hello(t, 42, 999, hbd_loc(0, 1, 8, 9), 1, &old), -EALREADY);
 	assert_int_equal(hbd_devices_loc(t, 42), hbd_loc(0, 1, 7, 9));
 	/* a newer HELLO supersedes and reports the old session */
-	assert_int_equal(hbd_devices_hello(t, 42, 1001, hbd_loc(1, 3, 2, 77), &old), 0);
+	assert_int_equal(hbd_devices_hello(t, 42, 1001, hbd_loc(1, 3, 2, 77), 1, &old), 0);
 	assert_int_equal(old, hbd_loc(0, 1, 7, 9));
 	assert_int_equal(hbd_loc_worker(old), 1);
 	assert_int_equal(hbd_loc_gen(old), 7);
@@ -206,7 +206,7 @@ static void devices_replay_and_supersede(void **state)
 	hbd_devices_release(t, 42, hbd_loc(1, 3, 2, 77));
 	assert_int_equal(hbd_devices_loc(t, 42), 0);
 	/* the replay memory outlives the session */
-	assert_int_equal(hbd_devices_hello(t, 42, 1001, 1, &old), -EALREADY);
+	assert_int_equal(hbd_devices_hello(t, 42, 1001, 1, 1, &old), -EALREADY);
 	hbd_devices_free(t);
 }
 
@@ -222,7 +222,7 @@ static void devices_grow_and_sweep_sized(size_t expect)
 	assert_int_equal(hbd_devices_init(&t, expect), 0);
 	for (uint64_t id = 1; id <= n; id++)
 		assert_int_equal(hbd_devices_hello(t, id, 1000 + id,
-						   id % 2 ? hbd_loc(0, 0, 0, 1) : 0, &old),
+						   id % 2 ? hbd_loc(0, 0, 0, 1) : 0, 1, &old),
 				 0);
 	assert_int_equal(hbd_devices_count(t), n);
 	/* sweep: odd ids have a session and stay; even ids are past the window and go */
@@ -239,6 +239,58 @@ static void devices_grow_and_sweep_sized(size_t expect)
 		assert_int_equal(hbd_devices_loc(t, id), 0);
 	/* within the window nothing goes */
 	assert_int_equal(hbd_devices_sweep(t, 1000 + n, 100000, 1 << 20), 0);
+	hbd_devices_free(t);
+}
+
+/* A key reload's walk: sessions the new store verified (its tag) are not asked about; the others
+ * are, and those kept take the new tag, so the next reload does not ask again for them unless
+ * it must. */
+struct rekey_ask {
+	uint64_t asked[8];
+	int n;
+	uint64_t cut; /* the device whose session is not kept */
+};
+
+static bool rekey_keep(void *arg, uint64_t id, uint64_t loc)
+{
+	struct rekey_ask *a = arg;
+
+	(void)loc;
+	if (a->n < 8)
+		a->asked[a->n++] = id;
+	return id != a->cut;
+}
+
+static void devices_rekey_by_tag(void **state)
+{
+	struct hbd_devices *t;
+	struct rekey_ask a = { .cut = 3 };
+	uint64_t old;
+
+	(void)state;
+	assert_int_equal(hbd_devices_init(&t, 0), 0);
+	/* 1 and 3 came in under store 5, 2 under store 6 (after the swap), 4 has no session */
+	assert_int_equal(hbd_devices_hello(t, 1, 1000, hbd_loc(0, 0, 0, 1), 5, &old), 0);
+	assert_int_equal(hbd_devices_hello(t, 2, 1000, hbd_loc(0, 0, 0, 2), 6, &old), 0);
+	assert_int_equal(hbd_devices_hello(t, 3, 1000, hbd_loc(0, 0, 0, 3), 5, &old), 0);
+	assert_int_equal(hbd_devices_hello(t, 4, 1000, 0, 5, &old), 0);
+	assert_int_equal(hbd_devices_adopt(t, 5, 900, hbd_loc(1, 0, 0, 5)), 0);
+	hbd_devices_rekey(t, 6, rekey_keep, &a);
+	HT_EQ(a.n, 3, "sessions asked about in the reload to store 6 (1, 3 and adopted 5)");
+	for (int i = 0; i < a.n; i++)
+		HT_TRUE(a.asked[i] == 1 || a.asked[i] == 3 || a.asked[i] == 5,
+			"device %llu asked about (2 came in under store 6, 4 has no session)",
+			(unsigned long long)a.asked[i]);
+	/* the next reload, to store 7: kept ones are store 6's now, and 3 (cut, still there
+	 * until its worker ends it) is asked again */
+	a.n = 0;
+	a.cut = 0;
+	hbd_devices_rekey(t, 6, rekey_keep, &a);
+	HT_EQ(a.n, 1, "sessions asked about in a second walk for store 6 (only 3, not kept)");
+	HT_EQ(a.asked[0], 3, "the session not kept before");
+	a.n = 0;
+	hbd_devices_rekey(t, 7, rekey_keep, &a);
+	HT_EQ(a.n, 4, "sessions asked about in the reload to store 7 (all four live ones)");
 	hbd_devices_free(t);
 }
 
@@ -484,6 +536,7 @@ int main(void)
 		cmocka_unit_test(wheel_tick_cost_is_proportional),
 		cmocka_unit_test(devices_replay_and_supersede),
 		cmocka_unit_test(devices_grow_and_sweep),
+		cmocka_unit_test(devices_rekey_by_tag),
 		cmocka_unit_test(sessions_lifecycle),
 		cmocka_unit_test(sink_line_format),
 		cmocka_unit_test(sink_batches),

@@ -238,7 +238,7 @@ static void tcp_attacks(struct ctx *c)
 		add(fd, X_MALFORMED, "garbage after HELLO");
 	}
 	for (int i = 0; i < 5;
-	     i++) { /* wrong MACs: 3 checked (the burst), then refused unchecked */
+	     i++) { /* wrong MACs: 3 refused (the burst), then refused as over the budget */
 		fd = ht_tcp_from(port, SRC_EVERY_10());
 		ht_hello(&h, 190, 0);
 		h.mac[3] ^= 0x10;
@@ -246,7 +246,7 @@ static void tcp_attacks(struct ctx *c)
 		/* one after the other: the order the daemon judges them in is the order sent */
 		HT_TRUE(ht_expect(fd, HB_ERROR, i < 3 ? HB_ERR_AUTH : HB_ERR_RATE),
 			"the answer to wrong MAC %d (%s)", i + 1,
-			i < 3 ? "ERROR(AUTH), checked" : "ERROR(RATE), unchecked");
+			i < 3 ? "ERROR(AUTH), within the budget" : "ERROR(RATE), over it");
 		add(fd, X_CLOSE, "wrong MAC");
 	}
 	src = attacker(c);

@@ -287,6 +287,34 @@ static void test_data_reaches_server(void **state)
 	close_pair(&p);
 }
 
+/* An ECHO over the daemon's --max-payload (config.max_payload) is not reflected by the kernel:
+ * it reaches the daemon, which refuses it (ERROR(TOO_LARGE)) as it does on its own path. */
+static void test_echo_over_max_payload(void **state)
+{
+	struct hb_config cfg = { .max_payload = 100 };
+	struct hb_kstats k0, k1;
+	struct ht_pair p;
+	__u8 pl[101] = { 0 }, fr[200], got[200];
+	__u32 zero = 0;
+	size_t n;
+
+	HT_EQ(bpf_map_update_elem(hbk_map_fd(H, HB_MAP_CONFIG), &zero, &cfg, BPF_ANY), 0,
+	      "config.max_payload set to 100");
+	authed_pair(&p, &k0);
+	n = hbt_frame(fr, HB_ECHO, 1, pl, 100);
+	ht_send_segment(p.cli, fr, n);
+	ht_recv_exact(p.cli, got, n, 2000, "reflection of an ECHO of 100 bytes (the limit)");
+	n = hbt_frame(fr, HB_ECHO, 2, pl, 101);
+	ht_send_segment(p.cli, fr, n);
+	ht_expect_silence(p.cli, 100, "client, after an ECHO of 101 bytes (over the limit)");
+	ht_recv_exact(p.srv, got, n, 2000, "the 101-byte ECHO at the server (the daemon)");
+	assert_memory_equal(got, fr, n);
+	hbt_kstats(H, &k1);
+	HT_KSTATS(&k0, &k1, "sk_echo", 1, "sk_pass", 1);
+	set_daemon_dead(false); /* the config as the other tests expect it */
+	close_pair(&p);
+}
+
 /* Sends the frames in one send() (one segment), then checks that the client got exactly the
  * kernel's answers in order and the server exactly the frames meant for the daemon. */
 struct fr {
@@ -873,6 +901,7 @@ int main(void)
 		cmocka_unit_test(test_ping_v6),
 		cmocka_unit_test(test_echo),
 		cmocka_unit_test(test_data_reaches_server),
+		cmocka_unit_test(test_echo_over_max_payload),
 		cmocka_unit_test(test_coalesced_ping_data),
 		cmocka_unit_test(test_coalesced_data_ping),
 		cmocka_unit_test(test_coalesced_ping_ping),

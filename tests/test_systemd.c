@@ -202,6 +202,8 @@ static pid_t run_unit_hbd(const char *drop_cap, uint16_t port, int *status)
 	HT_GE(pid, 0, "fork for the unit's command");
 	if (pid == 0) {
 		setenv("NOTIFY_SOCKET", notify, 1);
+		/* what systemd sets for StateDirectory=hbeat: the default sink goes there */
+		setenv("STATE_DIRECTORY", dir, 1);
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
@@ -284,6 +286,9 @@ static void unit_command_runs_with_its_capabilities(void **state)
 	HT_EQ(tc_req(path, "ping\n", line, sizeof(line)), 0,
 	      "reply to 'ping' on the unit's control socket %s", path);
 	assert_string_equal(line, "{\"req\":1,\"ok\":true}");
+	/* the unit names no sink: hbd's default is data.jsonl in $STATE_DIRECTORY */
+	snprintf(path, sizeof(path), "%s/data.jsonl", dir);
+	HT_EQ(access(path, F_OK), 0, "the unit's sink %s (in $STATE_DIRECTORY)", path);
 	stop_unit_hbd(pid);
 	forget_unit_hbd();
 }

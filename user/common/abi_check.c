@@ -15,7 +15,7 @@ _Static_assert(sizeof(struct hb_conn_key) == 8 && sizeof(struct hb_session_key) 
 _Static_assert(sizeof(struct hb_conn) == 96, "conns value");
 _Static_assert(sizeof(struct hb_session) == 104, "sessions value");
 _Static_assert(offsetof(struct hb_session, state) == 20, "sessions value layout");
-_Static_assert(sizeof(struct hb_config) == 48, "config value");
+_Static_assert(sizeof(struct hb_config) == 56, "config value");
 _Static_assert(sizeof(struct hb_kstats) == HB_KSTATS_N * 8, "kstats is all u64");
 _Static_assert(sizeof(struct hb_ustats) % 64 == 0, "ustats slots are whole cache lines");
 _Static_assert(HB_USTATS_N * 8 <= sizeof(struct hb_ustats), "ustats is u64 fields");

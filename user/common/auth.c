@@ -29,9 +29,10 @@ struct ks_range {
 
 struct hb_keystore {
 	struct ks_device *dev; /* sorted by id for bsearch */
-	size_t ndev;
+	size_t ndev, capdev;
 	struct ks_range *range; /* few; scanned in order */
-	size_t nrange;
+	size_t nrange, caprange;
+	uint8_t tag; /* the holder's name for this store (hb_keystore_set_tag) */
 };
 
 int hb_random(void *buf, size_t n)
@@ -98,6 +99,14 @@ static const struct ks_device *find_device(const struct hb_keystore *ks, uint64_
 	return NULL;
 }
 
+static const struct ks_range *find_range(const struct hb_keystore *ks, uint64_t id)
+{
+	for (size_t i = 0; i < ks->nrange; i++)
+		if (id >= ks->range[i].first && id <= ks->range[i].last)
+			return &ks->range[i];
+	return NULL;
+}
+
 int hb_keystore_secret(const struct hb_keystore *ks, uint64_t device_id, uint8_t out[HB_SECRET_MAX])
 {
 	const struct ks_device *d = find_device(ks, device_id);
@@ -108,16 +117,13 @@ int hb_keystore_secret(const struct hb_keystore *ks, uint64_t device_id, uint8_t
 		memcpy(out, d->secret, d->len);
 		return d->len;
 	}
-	for (size_t i = 0; i < ks->nrange; i++) {
-		const struct ks_range *r = &ks->range[i];
+	const struct ks_range *r = find_range(ks, device_id);
 
-		if (device_id < r->first || device_id > r->last)
-			continue;
-		if (hb_derive_secret(r->master, r->len, device_id, out))
-			return -EIO;
-		return HB_MAC_LEN;
-	}
-	return -ENOENT;
+	if (!r)
+		return -ENOENT;
+	if (hb_derive_secret(r->master, r->len, device_id, out))
+		return -EIO;
+	return HB_MAC_LEN;
 }
 
 int hb_hello_verify(const struct hb_keystore *ks, const struct hb_hello *h, uint64_t now_ms,
@@ -199,15 +205,27 @@ static int parse_u64(const char *s, uint64_t *v)
 	return (errno || *end) ? -EINVAL : 0;
 }
 
-/* Grows an array by one element; returns the new element or NULL. */
-static void *push(void **arr, size_t *n, size_t elem)
+/* Grows an array by one element; returns the new element or NULL. The capacity doubles, so a
+ * store of a fleet's lines is read in linear time; the old array is cleansed before it is freed
+ * (realloc would leave copies of the secrets in freed memory).
+ */
+static void *push(void **arr, size_t *n, size_t *cap, size_t elem)
 {
-	void *p = realloc(*arr, (*n + 1) * elem);
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 64;
+		void *p = calloc(ncap, elem);
 
-	if (!p)
-		return NULL;
-	*arr = p;
-	return (char *)p + (*n)++ * elem;
+		if (!p)
+			return NULL;
+		if (*n) {
+			memcpy(p, *arr, *n * elem);
+			OPENSSL_cleanse(*arr, *n * elem);
+		}
+		free(*arr);
+		*arr = p;
+		*cap = ncap;
+	}
+	return (char *)*arr + (*n)++ * elem;
 }
 
 /* One key-store line, parsed. The secret bytes live here only until the line is stored. */
@@ -278,12 +296,28 @@ static int parse_fields(char *line, struct ks_parsed *p, char *err, size_t errle
 	return -EINVAL;
 }
 
+int hb_keystore_read_line(FILE *f, char line[HB_KS_LINE_MAX + 1])
+{
+	size_t n;
+
+	if (!fgets(line, HB_KS_LINE_MAX + 1, f))
+		return 0;
+	n = strlen(line);
+	if (n && line[n - 1] == '\n')
+		n--;
+	return n > HB_KS_LINE_MAX - 1 ? -EMSGSIZE : 1;
+}
+
 int hb_keystore_parse_line(const char *line, struct hb_ks_line *out, char *err, size_t errlen)
 {
-	char buf[512], *hash;
+	char buf[HB_KS_LINE_MAX + 1], *hash;
 	struct ks_parsed p;
 	int rc;
 
+	if (strlen(line) >= sizeof(buf)) {
+		snprintf(err, errlen, "line longer than %d characters", HB_KS_LINE_MAX - 1);
+		return -EINVAL;
+	}
 	snprintf(buf, sizeof(buf), "%s", line);
 	hash = strchr(buf, '#');
 	if (hash)
@@ -308,7 +342,8 @@ static int parse_line(struct hb_keystore *ks, char *line, char *err, size_t errl
 	if (rc || p.kind == HB_KS_BLANK)
 		goto out;
 	if (p.kind == HB_KS_RANGE) {
-		struct ks_range *slot = push((void **)&ks->range, &ks->nrange, sizeof(*slot));
+		struct ks_range *slot =
+			push((void **)&ks->range, &ks->nrange, &ks->caprange, sizeof(*slot));
 
 		if (!slot) {
 			rc = -ENOMEM;
@@ -319,7 +354,8 @@ static int parse_line(struct hb_keystore *ks, char *line, char *err, size_t errl
 		slot->len = p.len;
 		memcpy(slot->master, p.key, sizeof(slot->master));
 	} else {
-		struct ks_device *slot = push((void **)&ks->dev, &ks->ndev, sizeof(*slot));
+		struct ks_device *slot =
+			push((void **)&ks->dev, &ks->ndev, &ks->capdev, sizeof(*slot));
 
 		if (!slot) {
 			rc = -ENOMEM;
@@ -337,10 +373,10 @@ out:
 int hb_keystore_load(const char *path, struct hb_keystore **out, char *err, size_t errlen)
 {
 	struct hb_keystore *ks = calloc(1, sizeof(*ks));
-	char line[512], why[256];
+	char line[HB_KS_LINE_MAX + 1], why[256];
 	unsigned lineno = 0;
 	FILE *f;
-	int rc = 0;
+	int rc = 0, got;
 
 	if (!ks)
 		return -ENOMEM;
@@ -351,10 +387,16 @@ int hb_keystore_load(const char *path, struct hb_keystore **out, char *err, size
 		free(ks);
 		return rc;
 	}
-	while (fgets(line, sizeof(line), f)) {
+	while ((got = hb_keystore_read_line(f, line))) {
 		char *hash = strchr(line, '#');
 
 		lineno++;
+		if (got < 0) {
+			snprintf(err, errlen, "%s:%u: line longer than %d characters", path, lineno,
+				 HB_KS_LINE_MAX - 1);
+			rc = -EINVAL;
+			break;
+		}
 		if (hash)
 			*hash = 0;
 		why[0] = 0;
@@ -415,6 +457,43 @@ size_t hb_keystore_revoked(const struct hb_keystore *ks)
 	for (size_t i = 0; i < ks->ndev; i++)
 		n += !ks->dev[i].len;
 	return n;
+}
+
+void hb_keystore_set_tag(struct hb_keystore *ks, uint8_t tag)
+{
+	ks->tag = tag;
+}
+
+uint8_t hb_keystore_tag(const struct hb_keystore *ks)
+{
+	return ks->tag;
+}
+
+/* Compares where the secrets come from, deriving only when one store has the device's own
+ * entry and the other a range: a whole fleet in one unchanged range costs a bsearch and a range
+ * scan a device, no HMAC. */
+bool hb_keystore_same_secret(const struct hb_keystore *a, const struct hb_keystore *b,
+			     uint64_t device_id)
+{
+	const struct ks_device *da = find_device(a, device_id), *db = find_device(b, device_id);
+	const struct ks_range *ra = da ? NULL : find_range(a, device_id);
+	const struct ks_range *rb = db ? NULL : find_range(b, device_id);
+	uint8_t sa[HB_SECRET_MAX], sb[HB_SECRET_MAX];
+	int la, lb;
+	bool same;
+
+	if ((da && !da->len) || (db && !db->len) || (!da && !ra) || (!db && !rb))
+		return false; /* revoked or unknown on one side: no secret to share */
+	if (da && db)
+		return da->len == db->len && !CRYPTO_memcmp(da->secret, db->secret, da->len);
+	if (ra && rb)
+		return ra->len == rb->len && !CRYPTO_memcmp(ra->master, rb->master, ra->len);
+	la = hb_keystore_secret(a, device_id, sa);
+	lb = hb_keystore_secret(b, device_id, sb);
+	same = la > 0 && la == lb && !CRYPTO_memcmp(sa, sb, (size_t)la);
+	OPENSSL_cleanse(sa, sizeof(sa));
+	OPENSSL_cleanse(sb, sizeof(sb));
+	return same;
 }
 
 bool hb_keystore_knows(const struct hb_keystore *ks, uint64_t device_id)

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "hbeat_abi.h"
 
@@ -21,6 +22,10 @@
  * factory) holds only its own derived secret.
  */
 #define HB_DERIVE_LABEL "hbeat-device-key-v1"
+/* A line holds at most HB_KS_LINE_MAX - 1 characters before its newline; a longer one makes the
+ * file unreadable (never a line read in pieces, whose rest would be parsed as an entry).
+ */
+#define HB_KS_LINE_MAX 512
 
 struct hb_keystore;
 
@@ -35,6 +40,16 @@ size_t hb_keystore_revoked(const struct hb_keystore *ks);
  * derives nothing, so a whole fleet can be checked after a reload.
  */
 bool hb_keystore_knows(const struct hb_keystore *ks, uint64_t device_id);
+/* True if both stores give the device the same secret (false if either has none for it): what
+ * a reload asks of every live session, so one whose key was replaced is cut. Compares the
+ * entries (a range's master, not each derived key) and copies no secret out.
+ */
+bool hb_keystore_same_secret(const struct hb_keystore *a, const struct hb_keystore *b,
+			     uint64_t device_id);
+/* A small name the holder gives a store (0 until set): hbd records with each session which
+ * store verified its HELLO. */
+void hb_keystore_set_tag(struct hb_keystore *ks, uint8_t tag);
+uint8_t hb_keystore_tag(const struct hb_keystore *ks);
 
 /* What one key-store line holds, without its secret: for tools that edit the file. */
 enum hb_ks_kind { HB_KS_BLANK = 0, HB_KS_DEVICE, HB_KS_RANGE, HB_KS_REVOKED };
@@ -44,6 +59,11 @@ struct hb_ks_line {
 };
 /* Parses one line (a comment or blank line is HB_KS_BLANK). -EINVAL with the reason in err. */
 int hb_keystore_parse_line(const char *line, struct hb_ks_line *out, char *err, size_t errlen);
+/* Reads the next line of a key store, newline included, into line: 1, 0 at the end of the
+ * file, or -EMSGSIZE if the line is longer than HB_KS_LINE_MAX - 1 characters (what was read
+ * of it is in line: cleanse it).
+ */
+int hb_keystore_read_line(FILE *f, char line[HB_KS_LINE_MAX + 1]);
 
 /* Copies the device's secret into out; returns its length, -ENOENT for an unknown device, or
  * -EKEYREVOKED for a revoked one. */

@@ -66,6 +66,12 @@ int hbd_accept_fill(struct hbd_worker *w)
 			}
 			return 0;
 		}
+		/* Each accept in flight may take a slot. With no slot free the kernel would close
+		 * the connection (ENFILE); a burst that fills the table for a moment with closing
+		 * ones (connections without a HELLO closed for newer ones, tcp_open.c) waits in
+		 * the listen queue instead, and accepting goes on as their closes complete. */
+		if (w->nconns + a->armed >= w->nslots)
+			return 0;
 		sqe = hbd_sqe(w);
 		if (!sqe)
 			return -EBUSY;

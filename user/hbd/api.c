@@ -1,11 +1,18 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Control socket server: line requests in, JSON lines out, non-blocking, in the control thread.
  *
- * Client life: accepted (at most HBD_API_MAX_CLIENTS) -> requests parsed line by line as they
- * arrive -> replies and events appended to its output buffer, written when poll says it can ->
- * closed on EOF, on a line too long, or when a subscriber falls so far behind that its buffer
- * passes OUT_MAX (it is told so first). A slot's generation moves on at every close, so a
- * downlink outcome for a client that left finds no one and is dropped.
+ * Client life: accepted (at most HBD_API_MAX_CLIENTS) if the kernel says it is root, hbd's
+ * user or in --control-group (peercred.c; anyone else is told so and closed) -> requests parsed
+ * line by line as they arrive -> replies and events appended to its output buffer, written when
+ * poll says it can -> closed on EOF, on a line too long, or when a subscriber falls so far
+ * behind that its buffer passes OUT_MAX (it is told so first). A slot's generation moves on at
+ * every close, so a downlink outcome for a client that left finds no one and is dropped.
+ *
+ * Work is bounded per pass of the control loop (hbd_api_handle): REQ_BUDGET requests over all
+ * clients, a reload taking the rest (it reads the key store and waits for the workers), the
+ * clients served in turn from where the last pass stopped. What a pipelining client sent beyond
+ * that stays in its buffer for the next pass, so the loop's liveness stamp, the watchdog and
+ * the other clients never wait for more than one reload.
  */
 #include "api.h"
 
@@ -24,6 +31,7 @@
 #include "downlink.h"
 #include "json_out.h"
 #include "log.h"
+#include "peercred.h"
 #include "pins.h"
 #include "reload.h"
 #include "worker.h"
@@ -32,6 +40,7 @@
 #define OUT_MAX (4u << 20)
 #define DOWN_TIMEOUT_MS 5000
 #define DOWN_TIMEOUT_MAX_MS 600000
+#define REQ_BUDGET 64 /* requests a pass of the control loop takes, a reload all that are left */
 
 struct client {
 	int fd; /* -1: free slot */
@@ -48,6 +57,9 @@ struct client {
 struct hbd_api {
 	struct hbd_daemon *d;
 	int lfd;
+	unsigned budget; /* requests left in this pass (REQ_BUDGET) */
+	unsigned next; /* the client served first in the next pass */
+	uint64_t refused_log_ms; /* rate limit of the "refused" warning */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	struct client cl[HBD_API_MAX_CLIENTS];
 };
@@ -190,9 +202,13 @@ static void cmd_send(struct hbd_api *a, struct client *c, uint32_t req, char **a
 		return;
 	}
 	len = b64_decode(arg[1], r->payload);
-	if (len < 0) {
+	if (len < 0 || (unsigned)len > a->d->cfg->max_payload) {
+		char why[64];
+
 		free(r);
-		reply_err(c, req, "payload must be base64 of 1..1024 bytes");
+		snprintf(why, sizeof(why), "payload must be base64 of 1..%u bytes",
+			 a->d->cfg->max_payload);
+		reply_err(c, req, why);
 		return;
 	}
 	r->len = (uint16_t)len;
@@ -212,10 +228,11 @@ static void cmd_reload(struct hbd_api *a, struct client *c, uint32_t req)
 		reply_err(c, req, why);
 		return;
 	}
-	out_json(c, json_pack("{s:I,s:b,s:I,s:I,s:I,s:I}", "req", (json_int_t)req, "ok", 1,
+	out_json(c, json_pack("{s:I,s:b,s:I,s:I,s:I,s:I,s:I}", "req", (json_int_t)req, "ok", 1,
 			      "devices", (json_int_t)res.devices, "ranges", (json_int_t)res.ranges,
 			      "revoked", (json_int_t)res.revoked, "revoked_sessions",
-			      (json_int_t)res.sessions_cut));
+			      (json_int_t)res.sessions_cut, "rekeyed_sessions",
+			      (json_int_t)res.sessions_rekeyed));
 }
 
 static void cmd_stats(struct hbd_api *a, struct client *c, uint32_t req)
@@ -250,6 +267,7 @@ static void request(struct hbd_api *a, struct client *c, char *line)
 		}
 		reply_ok(c, req);
 	} else if (!strcmp(arg[0], "reload") && n == 1) {
+		a->budget = 0; /* the rest of this pass: a reload is the expensive request */
 		cmd_reload(a, c, req);
 	} else if (!strcmp(arg[0], "stats") && n == 1) {
 		cmd_stats(a, c, req);
@@ -260,12 +278,46 @@ static void request(struct hbd_api *a, struct client *c, char *line)
 	}
 }
 
+/* A whole line waits in the client's buffer. */
+static bool has_line(const struct client *c)
+{
+	return c->fd >= 0 && !c->closing && memchr(c->in, '\n', c->inlen);
+}
+
+/* The complete lines in the buffer, as far as the pass's budget goes. */
+static void take_lines(struct hbd_api *a, struct client *c)
+{
+	char *nl;
+
+	while (a->budget && has_line(c)) {
+		size_t used;
+
+		nl = memchr(c->in, '\n', c->inlen);
+		used = (size_t)(nl - c->in) + 1;
+		*nl = 0;
+		a->budget--;
+		request(a, c, c->in);
+		memmove(c->in, c->in + used, c->inlen - used);
+		c->inlen -= used;
+	}
+}
+
+/* Reads only while the buffered lines are done: what a client pipelines waits in its socket. */
 static void on_readable(struct hbd_api *a, struct client *c)
 {
 	for (;;) {
-		ssize_t k = read(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen);
-		char *nl;
+		ssize_t k;
 
+		take_lines(a, c);
+		if (c->fd < 0 || c->closing || has_line(c))
+			return;
+		if (c->inlen == sizeof(c->in)) {
+			reply_err(c, c->nreq + 1, "line too long");
+			c->closing = true;
+			c->inlen = 0;
+			return;
+		}
+		k = read(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen);
 		if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
 			drop_client(a, c);
 			return;
@@ -273,20 +325,6 @@ static void on_readable(struct hbd_api *a, struct client *c)
 		if (k < 0)
 			return;
 		c->inlen += (size_t)k;
-		while (c->fd >= 0 && (nl = memchr(c->in, '\n', c->inlen))) {
-			size_t used = (size_t)(nl - c->in) + 1;
-
-			*nl = 0;
-			request(a, c, c->in);
-			memmove(c->in, c->in + used, c->inlen - used);
-			c->inlen -= used;
-		}
-		if (c->inlen == sizeof(c->in)) {
-			reply_err(c, c->nreq + 1, "line too long");
-			c->closing = true;
-			c->inlen = 0;
-			return;
-		}
 	}
 }
 
@@ -308,27 +346,48 @@ static void on_writable(struct hbd_api *a, struct client *c)
 		drop_client(a, c);
 }
 
+/* Tells a client one thing and lets it go (best effort: the socket is non-blocking). What it
+ * sent already is read and dropped first: a UNIX socket closed with unread data resets its
+ * peer, who would then never read why. */
+static void refuse(int fd, const char *error)
+{
+	json_t *doc = json_pack("{s:b,s:s}", "ok", 0, "error", error);
+	char line[256];
+	int n = hb_json_line(line, sizeof(line), doc);
+
+	if (n > 0 && send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+	}
+	for (int i = 0; i < 16 && recv(fd, line, sizeof(line), MSG_DONTWAIT) > 0; i++)
+		;
+	close(fd);
+}
+
 static void on_accept(struct hbd_api *a)
 {
+	const struct hbd_config *cfg = a->d->cfg;
+
 	for (;;) {
 		int fd = accept4(a->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct client *c = NULL;
+		char why[160];
 
 		if (fd < 0)
 			return;
+		if (!hbd_peer_permitted(fd, cfg->control_group != NULL, (gid_t)cfg->control_gid,
+					why, sizeof(why))) {
+			if (hbd_log_due(&a->refused_log_ms, hb_mono_ms(), 10000))
+				hb_warn("control socket: refused a client: %s (logged once per 10 s)",
+					why);
+			refuse(fd, "permission denied: not root, hbd's user or in --control-group");
+			continue;
+		}
 		for (int i = 0; i < HBD_API_MAX_CLIENTS; i++)
 			if (a->cl[i].fd < 0) {
 				c = &a->cl[i];
 				break;
 			}
 		if (!c) {
-			json_t *doc = json_pack("{s:b,s:s}", "ok", 0, "error", "too many clients");
-			char busy[64];
-			int n = hb_json_line(busy, sizeof(busy), doc);
-
-			if (n > 0 && send(fd, busy, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
-			}
-			close(fd);
+			refuse(fd, "too many clients");
 			continue;
 		}
 		c->fd = fd;
@@ -383,7 +442,15 @@ int hbd_api_open(struct hbd_api **out, struct hbd_daemon *d, const char *path, c
 	mode_t old = umask(0117);
 	rc = bind(a->lfd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (rc || listen(a->lfd, 16))
+	if (rc)
+		goto fail;
+	/* the group's members get in through the file's mode as well (peercred.c checks both) */
+	if (d->cfg->control_group && chown(path, (uid_t)-1, (gid_t)d->cfg->control_gid)) {
+		snprintf(why, whylen, "%s: giving it to group %s: %s", path, d->cfg->control_group,
+			 strerror(errno));
+		goto fail_why;
+	}
+	if (listen(a->lfd, 16))
 		goto fail;
 	*out = a;
 	return 0;
@@ -435,31 +502,38 @@ int hbd_api_pollfds(struct hbd_api *a, struct pollfd *pfd, int max)
 	return n;
 }
 
-static struct client *by_fd(struct hbd_api *a, int fd)
+bool hbd_api_busy(const struct hbd_api *a)
 {
 	for (int i = 0; i < HBD_API_MAX_CLIENTS; i++)
-		if (a->cl[i].fd == fd)
-			return &a->cl[i];
-	return NULL;
+		if (has_line(&a->cl[i]))
+			return true;
+	return false;
 }
 
 void hbd_api_handle(struct hbd_api *a, const struct pollfd *pfd, int n)
 {
+	a->budget = REQ_BUDGET;
 	for (int i = 0; i < n; i++) {
-		struct client *c;
-
-		if (!pfd[i].revents)
-			continue;
-		if (pfd[i].fd == a->lfd) {
+		if (pfd[i].fd == a->lfd && pfd[i].revents)
 			on_accept(a);
+	}
+	/* in turn from where the last pass stopped: a busy client cannot always go first */
+	for (int k = 0; k < HBD_API_MAX_CLIENTS; k++) {
+		struct client *c = &a->cl[(a->next + k) % HBD_API_MAX_CLIENTS];
+		short ev = 0;
+
+		if (c->fd < 0)
 			continue;
+		for (int i = 0; i < n; i++)
+			if (pfd[i].fd == c->fd)
+				ev = pfd[i].revents;
+		if (!a->budget) {
+			a->next = (unsigned)(c - a->cl);
+			break;
 		}
-		c = by_fd(a, pfd[i].fd);
-		if (!c)
-			continue;
-		if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+		if ((ev & (POLLIN | POLLHUP | POLLERR)) || has_line(c))
 			on_readable(a, c);
-		if (c->fd >= 0 && (pfd[i].revents & POLLOUT))
+		if (c->fd >= 0 && (ev & POLLOUT))
 			on_writable(a, c);
 	}
 	/* replies produced above go out now if the socket takes them */

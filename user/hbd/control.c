@@ -116,14 +116,17 @@ int hbd_control_loop(struct hbd_daemon *d, int sigfd)
 		if (d->ctl.api)
 			n += hbd_api_pollfds(d->ctl.api, pfd + n,
 					     (int)(sizeof(pfd) / sizeof(pfd[0])) - n);
-		/* an upgrade under way is driven every 10 ms */
+		/* an upgrade under way is driven every 10 ms; requests waiting from the last pass
+		 * are handled at once, after the tick above */
 		rc = poll(pfd, (nfds_t)n,
-			  hbd_upgrade_busy(d) ? 10 : (int)(next_tick > now ? next_tick - now : 0));
+			  d->ctl.api && hbd_api_busy(d->ctl.api) ? 0
+			  : hbd_upgrade_busy(d)			 ? 10
+						: (int)(next_tick > now ? next_tick - now : 0));
 		if (rc < 0 && errno != EINTR) {
 			hb_err("control poll: %s", strerror(errno));
 			return HBD_EXIT_FAIL;
 		}
-		if (rc <= 0)
+		if (rc < 0 || (rc == 0 && !(d->ctl.api && hbd_api_busy(d->ctl.api))))
 			continue;
 		if ((pfd[0].revents & POLLIN) && on_signal(d, sigfd))
 			return HBD_EXIT_OK;

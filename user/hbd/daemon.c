@@ -19,6 +19,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "reload.h"
 #include "restart.h"
 #include "services.h"
 #include "sockets.h"
@@ -165,6 +166,15 @@ static int setup_maps(struct hbd_daemon *d)
 		if (rc)
 			hb_warn("no instance lock (%s): make sure no other hbd uses %s", why,
 				cfg->pin_path);
+		/* the kernel's ECHO path must refuse what this daemon refuses */
+		rc = hbd_maps_set_max_payload(&d->kern.maps, cfg->max_payload);
+		if (rc == -EOPNOTSUPP && cfg->max_payload < HB_MAX_PAYLOAD)
+			hb_warn("%s was loaded by an older hbctl, whose TCP path reflects ECHOs of up "
+				"to %u bytes whatever --max-payload says: hbctl unload and load again",
+				cfg->pin_path, HB_MAX_PAYLOAD);
+		else if (rc && rc != -EOPNOTSUPP)
+			hb_warn("config.max_payload: %s: the kernel reflects ECHOs of up to %u bytes",
+				strerror(-rc), HB_MAX_PAYLOAD);
 	}
 	/* counters are published whenever the map is there, whatever the mode */
 	if (!hbd_maps_open_ustats(&d->kern.maps, cfg->pin_path, why, sizeof(why))) {
@@ -325,6 +335,7 @@ int hbd_run(const struct hbd_config *cfg)
 		hb_err("key store: %s", why);
 		goto out;
 	}
+	hbd_keys_tag_first(d->keys.cur);
 	{
 		struct stat st;
 
@@ -354,17 +365,23 @@ int hbd_run(const struct hbd_config *cfg)
 	want = cfg->workers ? cfg->workers : (ncpu > 0 ? (unsigned)ncpu : 1);
 	if (want < ho_n)
 		want = ho_n;
-	rc = hbd_plan_workers(cfg->max_clients, want, ncpu > 0 ? (unsigned)ncpu : 1, rl.rlim_cur,
-			      &d->plan);
+	/* connections without a HELLO have slots of their own: they never take a device's */
+	rc = hbd_plan_workers(cfg->max_clients + cfg->max_pending, want,
+			      ncpu > 0 ? (unsigned)ncpu : 1, rl.rlim_cur, &d->plan);
 	if (rc) {
-		hb_err("cannot plan %u clients with RLIMIT_NOFILE %llu: %s", cfg->max_clients,
-		       (unsigned long long)rl.rlim_cur, strerror(-rc));
+		hb_err("cannot plan %u clients and %u connections without a HELLO with "
+		       "RLIMIT_NOFILE %llu: %s",
+		       cfg->max_clients, cfg->max_pending, (unsigned long long)rl.rlim_cur,
+		       strerror(-rc));
 		goto out;
 	}
+	d->lim.pending_per_worker = (cfg->max_pending + d->plan.workers - 1) / d->plan.workers;
 	/* a connection gets no longer to authenticate than an authenticated one may stay silent */
 	d->lim.hello_timeout_ms = (uint64_t)(cfg->hello_timeout_s * 1000);
 	if (d->lim.hello_timeout_ms > d->lim.timeout_ms)
 		d->lim.hello_timeout_ms = d->lim.timeout_ms;
+	d->lim.hello_busy_ms = d->lim.hello_timeout_ms < HBD_HELLO_BUSY_MS ? d->lim.hello_timeout_ms
+									   : HBD_HELLO_BUSY_MS;
 	d->lim.track_sources = cfg->max_per_source || cfg->auth_fail_rate > 0;
 	if (hbd_devices_init(&d->devices, cfg->max_clients) ||
 	    hbd_sessions_init(&d->sessions, cfg->max_clients) ||

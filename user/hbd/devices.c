@@ -20,11 +20,24 @@
 #define NSHARDS (1u << SHARD_BITS)
 #define SHARD_MIN 64
 
+#define TS_MAX ((1ull << 56) - 1) /* ms since 1970: two million years */
+
 struct dev {
 	uint64_t id; /* 0 = empty slot (device ids are nonzero) */
-	uint64_t last_ts_ms;
+	uint64_t last_ts_ms : 56;
+	/* the tag of the key store that verified the current session's HELLO, or that a reload
+	 * found giving it the same secret (0: not known, e.g. adopted): a reload tells by it
+	 * which sessions came in under its new store and need no check (hbd_devices_rekey) */
+	uint64_t key_tag : 8;
 	uint64_t loc;
 };
+
+_Static_assert(sizeof(struct dev) == 24, "a device table entry stays 24 bytes");
+
+static inline uint64_t ts_clamp(uint64_t ts_ms)
+{
+	return ts_ms < TS_MAX ? ts_ms : TS_MAX;
+}
 
 struct shard {
 	pthread_mutex_t lock;
@@ -177,13 +190,14 @@ static struct dev *lookup_or_add(struct shard *s, uint64_t id, uint64_t h, bool 
 	}
 	d->id = id;
 	d->last_ts_ms = 0;
+	d->key_tag = 0;
 	d->loc = 0;
 	s->used++;
 	return d;
 }
 
 int hbd_devices_hello(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64_t new_loc,
-		      uint64_t *old_loc)
+		      uint8_t key_tag, uint64_t *old_loc)
 {
 	uint64_t h = mix(id);
 	struct shard *s = shard_of(t, h);
@@ -195,6 +209,7 @@ int hbd_devices_hello(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64
 	d = lookup_or_add(s, id, h, &added, &rc);
 	if (!d)
 		goto out;
+	ts_ms = ts_clamp(ts_ms);
 	if (!added && ts_ms <= d->last_ts_ms) {
 		rc = -EALREADY;
 		goto out;
@@ -202,6 +217,7 @@ int hbd_devices_hello(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64
 	d->last_ts_ms = ts_ms;
 	*old_loc = d->loc;
 	d->loc = new_loc;
+	d->key_tag = key_tag;
 out:
 	pthread_mutex_unlock(&s->lock);
 	return rc;
@@ -224,9 +240,11 @@ int hbd_devices_adopt(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64
 		rc = -EEXIST;
 		goto out;
 	}
+	ts_ms = ts_clamp(ts_ms);
 	if (ts_ms > d->last_ts_ms)
 		d->last_ts_ms = ts_ms;
 	d->loc = loc;
+	d->key_tag = 0; /* verified by another daemon, with keys we do not know */
 out:
 	pthread_mutex_unlock(&s->lock);
 	return rc;
@@ -300,16 +318,19 @@ size_t hbd_devices_count(struct hbd_devices *t)
 	return n;
 }
 
-void hbd_devices_each_live(struct hbd_devices *t, void (*fn)(void *arg, uint64_t id, uint64_t loc),
-			   void *arg)
+void hbd_devices_rekey(struct hbd_devices *t, uint8_t key_tag,
+		       bool (*keep)(void *arg, uint64_t id, uint64_t loc), void *arg)
 {
 	for (unsigned i = 0; i < NSHARDS; i++) {
 		struct shard *s = &t->shard[i];
 
 		pthread_mutex_lock(&s->lock);
-		for (uint32_t k = 0; k < s->cap; k++)
-			if (s->slot[k].id && s->slot[k].loc)
-				fn(arg, s->slot[k].id, s->slot[k].loc);
+		for (uint32_t k = 0; k < s->cap; k++) {
+			struct dev *d = &s->slot[k];
+
+			if (d->id && d->loc && d->key_tag != key_tag && keep(arg, d->id, d->loc))
+				d->key_tag = key_tag;
+		}
 		pthread_mutex_unlock(&s->lock);
 	}
 }
@@ -341,6 +362,7 @@ int hbd_devices_note(struct hbd_devices *t, uint64_t id, uint64_t ts_ms)
 	d = lookup_or_add(s, id, h, NULL, &rc);
 	if (!d)
 		goto out;
+	ts_ms = ts_clamp(ts_ms);
 	if (ts_ms > d->last_ts_ms)
 		d->last_ts_ms = ts_ms;
 out:

@@ -3,6 +3,7 @@
 #ifndef HBD_DEVICES_H
 #define HBD_DEVICES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,11 +38,12 @@ void hbd_devices_free(struct hbd_devices *t);
 
 /* Called for a HELLO whose MAC and clock window already checked out. Refuses a replay: ts_ms
  * must be newer than the device's last accepted HELLO (-EALREADY). Otherwise records ts_ms and
- * new_loc as the device's current session and returns the one it supersedes in *old_loc (0 if
- * none). -ENOMEM if the table cannot grow.
+ * new_loc as the device's current session, verified by the key store tagged key_tag
+ * (hb_keystore_tag), and returns the one it supersedes in *old_loc (0 if none). -ENOMEM if the
+ * table cannot grow.
  */
 int hbd_devices_hello(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64_t new_loc,
-		      uint64_t *old_loc);
+		      uint8_t key_tag, uint64_t *old_loc);
 /* A session taken over from an earlier daemon (pinned map, or handed over in an upgrade):
  * records loc as the device's current session and ts_ms as its newest HELLO (if newer).
  * -EEXIST if the device has a current session already (the caller drops the new one).
@@ -58,11 +60,13 @@ uint64_t hbd_devices_loc(struct hbd_devices *t, uint64_t id);
 unsigned hbd_devices_sweep(struct hbd_devices *t, uint64_t now_ms, uint64_t window_ms,
 			   unsigned budget);
 size_t hbd_devices_count(struct hbd_devices *t);
-/* Calls fn for every device with a current session. fn runs under the device's shard lock:
- * it must not call back into the table.
+/* A key reload: for every device with a current session that the store tagged key_tag did not
+ * verify, asks keep(); a session kept is from then on counted as the new store's (its tag
+ * becomes key_tag), one not kept is left as it is (the caller cuts it). keep runs under the
+ * device's shard lock and must not call back into the table.
  */
-void hbd_devices_each_live(struct hbd_devices *t, void (*fn)(void *arg, uint64_t id, uint64_t loc),
-			   void *arg);
+void hbd_devices_rekey(struct hbd_devices *t, uint8_t key_tag,
+		       bool (*keep)(void *arg, uint64_t id, uint64_t loc), void *arg);
 /* Calls fn for every device (each shard locked while it is walked); for the upgrade. */
 void hbd_devices_foreach(struct hbd_devices *t,
 			 void (*fn)(void *ctx, uint64_t id, uint64_t last_ts_ms), void *ctx);

@@ -55,14 +55,16 @@ struct hbd_config {
 	const char *bind; /* NULL: "::" dual-stack */
 	uint16_t port;
 	unsigned workers; /* 0: one per CPU */
-	unsigned max_clients; /* TCP connections, and separately UDP sessions */
+	unsigned max_clients; /* authenticated TCP connections, and separately UDP sessions */
+	unsigned max_pending; /* TCP connections without a HELLO yet (0 in the defaults: the
+			       * parser fills in its share of max_clients) */
 	const char *keys;
 	double clock_window_s;
 	double interval_s;
 	double expiry_mult;
 	double grace_s;
 	double drain_s; /* longest a SIGTERM drain may take */
-	const char *sink;
+	const char *sink; /* --sink, or sink_default */
 	bool sink_fsync;
 	const char *pin_path;
 	bool no_offload;
@@ -82,9 +84,12 @@ struct hbd_config {
 	bool map_full_refuse; /* a client the kernel map has no room for is refused, not served in
 			       * userspace */
 	const char *control; /* control socket path (api.h), NULL: none */
+	const char *control_group; /* its clients besides root and hbd's user, NULL: none */
+	uint32_t control_gid; /* that group's gid */
 	const char *metrics; /* ADDR:PORT for /metrics, NULL: none */
 	char *const *argv; /* as started: an upgrade (SIGUSR2) starts exe with them again */
 	char exe[4096];
+	char sink_default[4096]; /* in the state directory (opts.c) */
 };
 
 void hbd_config_defaults(struct hbd_config *c);
@@ -102,6 +107,10 @@ struct hbd_plan {
 int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu, uint64_t nofile,
 		     struct hbd_plan *p);
 #define HBD_SLOT_RESERVE 256 /* below RLIMIT_NOFILE: regular fds the process still needs */
+/* The HELLO deadline of a connection accepted while its worker's share of --max-pending is half
+ * spent (or --hello-timeout if shorter): a device sends its HELLO right after connecting, and
+ * 2 s are many round trips even on a slow cellular link. */
+#define HBD_HELLO_BUSY_MS 2000
 #define HBD_MAX_RINGS 1024
 
 struct hbd_worker;
@@ -116,6 +125,9 @@ struct hbd_daemon {
 	/* the configuration in the units the workers use */
 	struct hbd_limits {
 		uint64_t interval_ms, timeout_ms, window_ms, tick_ms, hello_timeout_ms;
+		uint64_t hello_busy_ms; /* the HELLO deadline while a worker's pending share is half
+					 * spent (tcp_open.c) */
+		unsigned pending_per_worker; /* max_pending over the workers */
 		bool track_sources; /* per-source limits on: workers keep each connection's entry */
 	} lim;
 	/* the key store HELLOs are checked against (reload.c) */
@@ -144,7 +156,9 @@ struct hbd_daemon {
 	struct hbd_sessions sessions;
 	struct hbd_keytab sources; /* per source address: TCP connections, failed HELLOs */
 	struct hbd_keytab data_rl; /* per device: DATA rate */
-	unsigned tcp_clients; /* atomic: live TCP connections, against max_clients */
+	unsigned tcp_clients; /* atomic: live TCP connections, authenticated or not */
+	unsigned tcp_pending; /* atomic: those without a HELLO yet; the rest count against
+			       * max_clients */
 	struct hb_ustats *stats; /* HB_MAX_WORKERS slots: the ustats map, or stats_own */
 	struct hb_ustats *stats_own;
 	int sink_fd;

@@ -11,12 +11,13 @@
 int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t loc,
 		       uint64_t now_ms, struct hbd_hello_result *r)
 {
+	const struct hb_keystore *ks = hbd_keys(d); /* once: the session records which store */
 	int rc;
 
 	r->device_id = hb_get_be64(&h->device_id);
 	r->old_loc = 0;
 	r->token = 0;
-	rc = hb_hello_verify(hbd_keys(d), h, now_ms, d->lim.window_ms);
+	rc = hb_hello_verify(ks, h, now_ms, d->lim.window_ms);
 	if (rc != HB_AUTH_OK)
 		return rc;
 	/* shortly after a restart: the previous daemon's replay state is gone (restart.c) */
@@ -25,7 +26,8 @@ int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t 
 	/* Replay: the device table keeps the newest accepted timestamp per device, so a HELLO
 	 * captured and resent within the clock window is refused (it is not newer).
 	 */
-	rc = hbd_devices_hello(d->devices, r->device_id, hb_get_be64(&h->ts_ms), loc, &r->old_loc);
+	rc = hbd_devices_hello(d->devices, r->device_id, hb_get_be64(&h->ts_ms), loc,
+			       hb_keystore_tag(ks), &r->old_loc);
 	if (rc == -EALREADY)
 		return HBD_REFUSE_REPLAY;
 	if (rc)

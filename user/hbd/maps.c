@@ -64,8 +64,16 @@ int hbd_maps_open_offload(struct hbd_maps *m, const char *dir, char *why, size_t
 	if (rc < 0)
 		goto fail;
 	m->sessions = rc;
-	rc = open_map(dir, HB_MAP_CONFIG, BPF_MAP_TYPE_ARRAY, sizeof(__u32),
-		      sizeof(struct hb_config), &info, why, whylen);
+	/* pins of an hbctl from before config.max_payload: still ours (an upgrade of hbd alone
+	 * must not lose the fast paths), minus that field */
+	m->config_size = sizeof(struct hb_config);
+	rc = open_map(dir, HB_MAP_CONFIG, BPF_MAP_TYPE_ARRAY, sizeof(__u32), m->config_size, &info,
+		      why, whylen);
+	if (rc == -EPROTO) {
+		m->config_size = offsetof(struct hb_config, max_payload);
+		rc = open_map(dir, HB_MAP_CONFIG, BPF_MAP_TYPE_ARRAY, sizeof(__u32), m->config_size,
+			      &info, why, whylen);
+	}
 	if (rc < 0)
 		goto fail;
 	m->config = rc;
@@ -308,6 +316,13 @@ int hbd_maps_sess_put(struct hbd_maps *m, uint64_t token, const struct hb_sessio
 	return bpf_map_update_elem(m->sessions, &k, v, BPF_ANY) ? -errno : 0;
 }
 
+int hbd_maps_sess_move(struct hbd_maps *m, uint64_t token, const struct hb_session *v)
+{
+	struct hb_session_key k = { .token = token };
+
+	return bpf_map_update_elem(m->sessions, &k, v, BPF_EXIST) ? -errno : 0;
+}
+
 int hbd_maps_sess_get(struct hbd_maps *m, uint64_t token, struct hb_session *v)
 {
 	struct hb_session_key k = { .token = token };
@@ -379,14 +394,33 @@ int hbd_maps_stamp(struct hbd_maps *m, uint64_t now_ns, uint64_t grace_ns)
 	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
 }
 
+int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload)
+{
+	__u32 k = 0;
+
+	if (m->config < 0)
+		return -EBADF;
+	if (m->config_size < sizeof(struct hb_config))
+		return -EOPNOTSUPP;
+	if (m->config_mem) {
+		__atomic_store_n(&m->config_mem->max_payload, max_payload, __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (bpf_map_lookup_elem(m->config, &k, &m->config_cache))
+		return -errno;
+	m->config_cache.max_payload = max_payload;
+	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
+}
+
 int hbd_maps_config(struct hbd_maps *m, struct hb_config *out)
 {
 	__u32 k = 0;
 
 	if (m->config < 0)
 		return -EBADF;
+	memset(out, 0, sizeof(*out));
 	if (m->config_mem) {
-		memcpy(out, m->config_mem, sizeof(*out));
+		memcpy(out, m->config_mem, m->config_size);
 		return 0;
 	}
 	return bpf_map_lookup_elem(m->config, &k, out) ? -errno : 0;

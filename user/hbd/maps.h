@@ -15,6 +15,7 @@ struct hbd_maps {
 	size_t ustats_len;
 	struct hb_config *config_mem; /* mmap of config if it is mmapable, else NULL */
 	size_t config_len;
+	size_t config_size; /* its value: struct hb_config, or the shorter one of older pins */
 	struct hb_config config_cache; /* last config read, for the one-syscall stamp */
 	unsigned stamps;
 	__u64 *seen_mem; /* mmap of seen (struct hb_conn's seen_slot), NULL without it */
@@ -75,6 +76,9 @@ int hbd_maps_conn_last_seen(struct hbd_maps *m, uint64_t cookie, uint64_t *ns);
 int hbd_maps_conn_delete(struct hbd_maps *m, uint64_t cookie);
 
 int hbd_maps_sess_put(struct hbd_maps *m, uint64_t token, const struct hb_session *v);
+/* sessions[token] = v only if the entry is still there (-ENOENT if not): a session's entry
+ * follows it to a new address, but a session that ended meanwhile must not come back. */
+int hbd_maps_sess_move(struct hbd_maps *m, uint64_t token, const struct hb_session *v);
 int hbd_maps_sess_get(struct hbd_maps *m, uint64_t token, struct hb_session *v);
 int hbd_maps_sess_last_seen(struct hbd_maps *m, uint64_t token, uint64_t *ns);
 /* As hbd_maps_conn_reseat, for an adopted session. */
@@ -85,6 +89,10 @@ int hbd_maps_sess_delete(struct hbd_maps *m, uint64_t token);
  * update (the other fields re-read every 40th stamp so the loader's changes are kept).
  */
 int hbd_maps_stamp(struct hbd_maps *m, uint64_t now_ns, uint64_t grace_ns);
+
+/* config.max_payload = max_payload: the kernel reflects no larger ECHO (hbd --max-payload).
+ * -EOPNOTSUPP on pins of an hbctl from before the field (their programs do not read it). */
+int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload);
 
 /* A copy of the config entry (the loader's fields: ifindex, ifname, port, xdp_mode). */
 int hbd_maps_config(struct hbd_maps *m, struct hb_config *out);

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* hbd's command line: its option table (defaults, ranges, --help) and the checks across options. */
 #include <errno.h>
+#include <grp.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hbd.h"
@@ -16,7 +19,12 @@
 #define DEF_EXPIRY_MULT 1.5
 #define DEF_GRACE_S 5
 #define DEF_DRAIN_S 10
-#define DEF_SINK "hbeat-data.jsonl"
+/* The sink's file name in the state directory: systemd's $STATE_DIRECTORY (StateDirectory=hbeat
+ * in hbd.service), else DEF_STATE_DIR. Never the working directory: a root daemon must not write
+ * (and, at start, repair) whatever file a relative name finds there.
+ */
+#define DEF_SINK_NAME "data.jsonl"
+#define DEF_STATE_DIR "/var/lib/hbeat"
 #define DEF_RX_BUFFERS 128 /* per ring: ~28 rings at 500k clients; see worker.h */
 #define DEF_RX_BUF_SIZE 512
 #define DEF_MAX_PER_SOURCE 1024
@@ -27,6 +35,8 @@
 #define DEF_DATA_RATE 100
 #define DEF_DATA_BURST 200
 #define DEF_MAX_OUTPUT 65536
+#define DEF_MAX_PENDING_MIN 1024 /* or --max-clients / DEF_MAX_PENDING_DIV, if that is more */
+#define DEF_MAX_PENDING_DIV 16
 
 static bool power_of_2(uint64_t v)
 {
@@ -42,6 +52,19 @@ static int parse_metrics(const char *arg, void *cfg)
 	if (hbd_metrics_parse_addr(arg, &ss, &len))
 		return -EINVAL;
 	((struct hbd_config *)cfg)->metrics = arg;
+	return 0;
+}
+
+/* --control-group: the group must exist now, so a typo is a usage error. */
+static int parse_control_group(const char *arg, void *cfg)
+{
+	struct hbd_config *c = cfg;
+	struct group *g = getgrnam(arg);
+
+	if (!g)
+		return -EINVAL;
+	c->control_group = arg;
+	c->control_gid = (uint32_t)g->gr_gid;
 	return 0;
 }
 
@@ -69,8 +92,8 @@ static const struct hb_opt options[] = {
 	{ "workers", 0, "N", "worker threads, one io_uring ring each", HB_OPT_UINT, AT(workers),
 	  .umin = 1, .umax = HBD_MAX_RINGS,
 	  .def_text = "one per CPU, more if --max-clients needs more direct-descriptor tables" },
-	{ "max-clients", 0, "N", "TCP connections, and UDP sessions, at most", HB_OPT_UINT,
-	  AT(max_clients), .def.u = DEF_MAX_CLIENTS, .umin = 1, .umax = 1 << 24 },
+	{ "max-clients", 0, "N", "authenticated TCP connections, and UDP sessions, at most",
+	  HB_OPT_UINT, AT(max_clients), .def.u = DEF_MAX_CLIENTS, .umin = 1, .umax = 1 << 24 },
 	{ "interval", 0, "SEC", "heartbeat interval told to devices", HB_OPT_DOUBLE, AT(interval_s),
 	  .def.d = DEF_INTERVAL_S, .dmin = 0.01, .dmax = 86400 },
 	{ "expiry-mult", 0, "X", "expire a device after X intervals of silence", HB_OPT_DOUBLE,
@@ -80,8 +103,9 @@ static const struct hb_opt options[] = {
 	{ "grace", 0, "SEC", "the fast paths keep answering this long after hbd stops refreshing "
 	  "its liveness stamp", HB_OPT_DOUBLE, AT(grace_s), .def.d = DEF_GRACE_S, .dmin = 0,
 	  .dmax = 86400 },
-	{ "sink", 0, "FILE", "JSON-lines file for DATA frames", HB_OPT_STRING, AT(sink),
-	  .def.s = DEF_SINK },
+	{ "sink", 0, "FILE", "JSON-lines file for DATA frames (a symbolic link is refused)",
+	  HB_OPT_STRING, AT(sink), .def_text = "$STATE_DIRECTORY/" DEF_SINK_NAME " under systemd, "
+	  "else " DEF_STATE_DIR "/" DEF_SINK_NAME },
 	{ "sink-fsync", 0, NULL, "fdatasync each batch before ACKing it (survives power loss)",
 	  HB_OPT_FLAG, AT(sink_fsync) },
 	{ "pin-path", 0, "DIR", "pinned BPF maps", HB_OPT_STRING, AT(pin_path),
@@ -98,6 +122,10 @@ static const struct hb_opt options[] = {
 	{ "control", 0, "PATH", "control socket for applications: downlink messages, presence "
 	  "events, key reload (docs/CONTROL.md)", HB_OPT_STRING, AT(control),
 	  .def_text = "none; the systemd unit uses /run/hbeat/hbd.sock" },
+	{ "control-group", 0, "NAME", "a group whose members may use the control socket too (it "
+	  "becomes the socket's group); others than root and hbd's user are refused",
+	  HB_OPT_CUSTOM, .parse = parse_control_group, .expect = "the name of an existing group",
+	  .def_text = "none: root and hbd's user only" },
 	{ "metrics", 0, "ADDR:PORT", "serve Prometheus metrics at http://ADDR:PORT/metrics; ADDR "
 	  "defaults to 127.0.0.1 (\"9107\" or \":9107\"), \"[::]:9107\" or \"0.0.0.0:9107\" expose "
 	  "them", HB_OPT_CUSTOM, .parse = parse_metrics,
@@ -114,6 +142,11 @@ static const struct hb_opt options[] = {
 	  .def.d = DEF_ACCEPT_RATE, .dmin = 0, .dmax = 1e7 },
 	{ "hello-timeout", 0, "SEC", "close connections without a HELLO by then", HB_OPT_DOUBLE,
 	  AT(hello_timeout_s), .def.d = DEF_HELLO_TIMEOUT_S, .dmin = 0.01, .dmax = 3600 },
+	{ "max-pending", 0, "N", "TCP connections without a HELLO yet, beside --max-clients; when "
+	  "they are this many the oldest is closed (ERROR(FULL)) for a new one, and from half as "
+	  "many on new ones get at most 2 s for their HELLO", HB_OPT_UINT, AT(max_pending),
+	  .umin = 1, .umax = 1 << 24,
+	  .def_text = "--max-clients / 16, at least 1024" },
 	{ "auth-fail-rate", 0, "R", "failed HELLOs a second one source may make after "
 	  "--auth-fail-burst at once; beyond it HELLOs from there are refused unchecked "
 	  "(ERROR(RATE); none on UDP)", HB_OPT_DOUBLE, AT(auth_fail_rate),
@@ -163,12 +196,37 @@ void hbd_config_defaults(struct hbd_config *c)
 	hb_opt_defaults(options, c);
 }
 
+/* The default sink: in the first directory of $STATE_DIRECTORY (systemd may list several,
+ * separated by colons) when it is an absolute path, else in DEF_STATE_DIR. */
+static int default_sink(struct hbd_config *c)
+{
+	const char *dir = getenv("STATE_DIRECTORY");
+	size_t len = dir ? strcspn(dir, ":") : 0;
+
+	if (!dir || dir[0] != '/' || !len) {
+		dir = DEF_STATE_DIR;
+		len = strlen(dir);
+	}
+	if ((size_t)snprintf(c->sink_default, sizeof(c->sink_default), "%.*s/%s", (int)len, dir,
+			     DEF_SINK_NAME) >= sizeof(c->sink_default))
+		return hb_opt_error(&prog, "$STATE_DIRECTORY is too long: give --sink");
+	c->sink = c->sink_default;
+	return 0;
+}
+
 int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 {
 	int rc = hb_opt_parse(&prog, argc, argv, c, NULL);
 
 	if (rc)
 		return rc;
+	if (!c->sink && (rc = default_sink(c)))
+		return rc;
+	if (!c->max_pending) {
+		c->max_pending = c->max_clients / DEF_MAX_PENDING_DIV;
+		if (c->max_pending < DEF_MAX_PENDING_MIN)
+			c->max_pending = DEF_MAX_PENDING_MIN;
+	}
 	if (c->interval_s * c->expiry_mult * 1000 > UINT32_MAX / 2)
 		return hb_opt_error(&prog, "--interval x --expiry-mult is too long");
 	return 0;

@@ -12,7 +12,8 @@ static int judge(const uint8_t *b, size_t n, uint16_t max_payload, struct hb_fra
 {
 	int rc = hb_decode_stream(b, n, f);
 
-	if (rc >= 0 && n >= sizeof(struct hb_hdr) && f->len > max_payload)
+	if (rc >= 0 && n >= sizeof(struct hb_hdr) && f->len > max_payload &&
+	    hb_payload_capped(f->type))
 		return HB_DECODE_TOO_LARGE;
 	return rc;
 }

@@ -1,12 +1,21 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Key store reload: swap, wait until no worker can still hold the old store, cut revoked
- * sessions.
+/* Key store reload: swap, wait until no worker can still hold the old store, cut the sessions
+ * the new store does not admit under the key they came in with.
  *
  * Workers read d->keys.cur once per HELLO and publish, at the top of every loop iteration, the
  * reload epoch they have seen. The store is swapped before the epoch moves on, so once every
- * worker shows the new epoch none is inside a HELLO check that began with the old store: it
- * can be freed, and every session admitted with it is in the device table, where the
- * revocation sweep below finds it.
+ * worker shows the new epoch none is inside a HELLO check that began with the old store, and
+ * every session admitted with it is in the device table, where the sweep below finds it.
+ *
+ * Each store carries a tag (1..255, from the epoch) and the device table records, with each
+ * session, the tag of the store that verified its HELLO. The sweep skips the sessions the new
+ * store verified (a device that reconnected with its new key between the swap and the sweep
+ * must not be cut) and compares, for every other one, the old store's secret with the new
+ * one's: revoked or removed, or given another secret (a leaked key replaced, a range's master
+ * rotated), the session is cut; otherwise it counts as the new store's from then on, so a
+ * session's tag is always the current or the previous store's, never a stale one a wrapped tag
+ * could be mistaken for. The old store is freed after the sweep; no secret is copied out of a
+ * store for the comparison.
  */
 #include "reload.h"
 
@@ -39,21 +48,37 @@ static bool workers_passed(struct hbd_daemon *d, uint64_t epoch)
 
 struct sweep {
 	struct hbd_daemon *d;
-	const struct hb_keystore *ks;
-	unsigned cut;
+	const struct hb_keystore *old, *ks;
+	unsigned cut, rekeyed;
 };
 
-static void cut_if_revoked(void *arg, uint64_t device, uint64_t loc)
+/* The tag of the store a reload to epoch installs (0 is "not known"). */
+static uint8_t store_tag(uint64_t epoch)
+{
+	return (uint8_t)(1 + epoch % 255);
+}
+
+static bool keep_session(void *arg, uint64_t device, uint64_t loc)
 {
 	struct sweep *s = arg;
 
-	if (hb_keystore_knows(s->ks, device))
-		return;
+	if (hb_keystore_knows(s->ks, device)) {
+		if (hb_keystore_same_secret(s->old, s->ks, device))
+			return true;
+		s->rekeyed++;
+	} else {
+		s->cut++;
+	}
 	hbd_ctl_msg(s->d, hbd_loc_worker(loc),
 		    hbd_ud((loc & HBD_LOC_UDP) ? HBD_OP_MSG_KILL_UDP : HBD_OP_MSG_KILL_TCP,
 			   hbd_loc_index(loc), hbd_loc_gen(loc), HB_BYE_REVOKED),
 		    0);
-	s->cut++;
+	return false;
+}
+
+void hbd_keys_tag_first(struct hb_keystore *ks)
+{
+	hb_keystore_set_tag(ks, store_tag(0));
 }
 
 int hbd_keys_reload(struct hbd_daemon *d, struct hbd_reload_result *res, char *why, size_t whylen)
@@ -71,6 +96,8 @@ int hbd_keys_reload(struct hbd_daemon *d, struct hbd_reload_result *res, char *w
 		return rc;
 	}
 	hbd_notify_reloading();
+	/* only this thread moves the epoch on */
+	hb_keystore_set_tag(nk, store_tag(__atomic_load_n(&d->keys.epoch, __ATOMIC_RELAXED) + 1));
 	old = __atomic_exchange_n(&d->keys.cur, nk, __ATOMIC_ACQ_REL);
 	epoch = __atomic_add_fetch(&d->keys.epoch, 1, __ATOMIC_ACQ_REL);
 	/* wake every loop so the epoch is passed in microseconds, not at the next tick */
@@ -81,6 +108,10 @@ int hbd_keys_reload(struct hbd_daemon *d, struct hbd_reload_result *res, char *w
 		nanosleep(&ms, NULL);
 		waited++;
 	}
+	s.old = old;
+	s.ks = nk;
+	hbd_devices_rekey(d->devices, hb_keystore_tag(nk), keep_session, &s);
+	hbd_ctl_flush(d);
 	if (waited < EPOCH_WAIT_MS) {
 		hb_keystore_free(old);
 	} else {
@@ -98,17 +129,15 @@ int hbd_keys_reload(struct hbd_daemon *d, struct hbd_reload_result *res, char *w
 			r[d->keys.nretired++] = old;
 		}
 	}
-	s.ks = nk;
-	hbd_devices_each_live(d->devices, cut_if_revoked, &s);
-	hbd_ctl_flush(d);
 	HBD_STAT_ADD(&d->stats[0], key_reloads, 1);
 	res->devices = hb_keystore_devices(nk) - hb_keystore_revoked(nk);
 	res->ranges = hb_keystore_ranges(nk);
 	res->revoked = hb_keystore_revoked(nk);
 	res->sessions_cut = s.cut;
+	res->sessions_rekeyed = s.rekeyed;
 	hb_info("key store reloaded from %s: %zu devices, %zu ranges, %zu revoked; %u live "
-		"sessions of devices no longer admitted are being cut",
-		d->cfg->keys, res->devices, res->ranges, res->revoked, s.cut);
+		"sessions of devices no longer admitted and %u under a replaced key are being cut",
+		d->cfg->keys, res->devices, res->ranges, res->revoked, s.cut, s.rekeyed);
 	hbd_notify_reloaded(d);
 	return 0;
 }

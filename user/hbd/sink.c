@@ -71,13 +71,21 @@ static int repair_tail(int fd, size_t *dropped, char *why, size_t whylen)
 int hbd_sink_open(const char *path, bool repair, bool fsync, size_t *dropped, char *why,
 		  size_t whylen)
 {
-	int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0640), rc;
+	/* O_NOFOLLOW: whoever can write the sink's directory must not be able to point the
+	 * writes, and the tail repair's truncation, at another file */
+	int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640), rc;
 	struct stat st;
 
 	*dropped = 0;
 	if (fd < 0) {
 		rc = -errno;
-		snprintf(why, whylen, "%s", strerror(-rc));
+		if (rc == -ELOOP)
+			snprintf(why, whylen,
+				 "is a symbolic link: refused (give --sink the path of "
+				 "the file itself)");
+		else
+			snprintf(why, whylen, "%s%s", strerror(-rc),
+				 rc == -ENOENT ? " (create its directory, or give --sink)" : "");
 		return rc;
 	}
 	if (fstat(fd, &st) ||

@@ -42,7 +42,8 @@ struct hbd_sink {
 /* Opens (creates) the sink for appending: a regular file, a FIFO (a consumer reading it; not
  * with fsync) or a character device (/dev/null for benchmarks). With repair, a last line of a
  * regular file cut short by a crash mid-write is removed first (see sink.c); *dropped says how
- * many bytes that was. Returns the fd or -errno (why says what failed).
+ * many bytes that was. A symbolic link is refused (-ELOOP). Returns the fd or -errno (why says
+ * what failed).
  */
 int hbd_sink_open(const char *path, bool repair, bool fsync, size_t *dropped, char *why,
 		  size_t whylen);

@@ -60,7 +60,14 @@ static int open_one(int type, const struct sockaddr_storage *ss, socklen_t len, 
 		return -errno;
 	}
 	*what = "setsockopt";
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	/* SO_REUSEPORT makes the workers' sockets one group, and the kernel admits to a group
+	 * only sockets of the same effective uid. SO_REUSEADDR checks no owner: on UDP it would
+	 * let a socket of any user bind the same port (on a more specific address, which then
+	 * wins the datagrams), so only the listener has it, where the kernel never lets a second
+	 * socket share a listening port and it serves its one purpose, a restart while old
+	 * connections sit in TIME_WAIT.
+	 */
+	if ((type == SOCK_STREAM && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one))) ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)))
 		goto fail;
 	/* dual-stack: IPv4 clients arrive as v4-mapped addresses on the same socket */

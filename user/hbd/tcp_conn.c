@@ -29,10 +29,20 @@ struct hbd_conn *hbd_tcp_slot_take(struct hbd_worker *w, uint32_t slot, const ch
 	c->state = CONN_NEW;
 	c->flags = CF_COUNTED;
 	c->final_type = 0;
+	c->noauth = 0;
 	w->nconns++;
 	HBD_STAT_ADD(w->st, tcp_active, 1);
 	*clients = __atomic_fetch_add(&w->d->tcp_clients, 1, __ATOMIC_RELAXED);
 	return c;
+}
+
+void hbd_tcp_pending_done(struct hbd_worker *w, struct hbd_conn *c)
+{
+	if (!(c->flags & CF_PENDING))
+		return;
+	c->flags &= ~CF_PENDING;
+	w->pending--;
+	__atomic_fetch_sub(&w->d->tcp_pending, 1, __ATOMIC_RELAXED);
 }
 
 int hbd_tcp_arm_recv(struct hbd_worker *w, uint32_t slot)
@@ -182,6 +192,7 @@ void hbd_tcp_close(struct hbd_worker *w, uint32_t slot, uint8_t final_type, uint
 
 	if (!hbd_conn_live(c))
 		return;
+	hbd_tcp_pending_done(w, c);
 	if (c->state == CONN_AUTHED) {
 		uint64_t loc = hbd_loc(0, w->id, c->gen, slot);
 		uint8_t reason = final_type == HB_BYE ? (uint8_t)code : 0;
@@ -309,6 +320,7 @@ void hbd_tcp_on_close(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	}
 	hb_wheel_del(&w->tcp_wheel, slot);
 	hbd_outq_drop(&w->chunks, &c->out);
+	hbd_tcp_pending_done(w, c); /* one that left without a close (handed over, dropped) */
 	if (c->flags & CF_COUNTED)
 		__atomic_fetch_sub(&w->d->tcp_clients, 1, __ATOMIC_RELAXED);
 	if (w->src && w->src[slot] != HBD_KEY_NONE) {

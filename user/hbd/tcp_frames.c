@@ -11,6 +11,9 @@
 #include "tcp_impl.h"
 #include "vg.h"
 
+/* ERROR(NOT_AUTHED) replies a connection gets before its HELLO, the last one with the close */
+#define HBD_NOAUTH_REPLIES 4
+
 static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame *f)
 {
 	struct hbd_conn *c = &w->conns[slot];
@@ -19,6 +22,8 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	struct hb_welcome wel;
 	struct hb_hello h;
 	uint32_t src;
+	unsigned n, pending;
+	bool over;
 	int rc;
 
 	if (c->state != CONN_NEW) {
@@ -27,15 +32,29 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_MALFORMED);
 		return;
 	}
+	/* a connection was let in without counting against --max-clients (tcp_open.c); as a
+	 * device it does, and the devices may have filled them meanwhile (this one is still
+	 * pending, so not among them) */
+	n = __atomic_load_n(&d->tcp_clients, __ATOMIC_RELAXED);
+	pending = __atomic_load_n(&d->tcp_pending, __ATOMIC_RELAXED);
+	if (n > pending && n - pending >= d->cfg->max_clients) {
+		HBD_STAT_ADD(w->st, full, 1);
+		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_FULL);
+		return;
+	}
 	memcpy(&h, f->payload, sizeof(h)); /* the payload may sit at any alignment */
 	src = w->src ? w->src[slot] : HBD_KEY_NONE;
-	if (src != HBD_KEY_NONE && hbd_keytab_over_at(&d->sources, src, hb_mono_us())) {
-		/* this address failed too often: not worth an HMAC until its budget refills */
+	/* An address that failed too often is still checked: devices behind one NAT share it
+	 * with whoever spent its budget, and one that proves itself gets in. What the budget
+	 * changes is the answer to a failure (ERROR(RATE)). A check costs what it costs from any
+	 * other address, and --accept-rate bounds how many a second reach this point. */
+	over = src != HBD_KEY_NONE && hbd_keytab_over_at(&d->sources, src, hb_mono_us());
+	rc = hbd_hello_check(w, &h, hbd_loc(0, w->id, c->gen, slot), &r);
+	if (rc && over) {
 		HBD_STAT_ADD(w->st, auth_rate_limited, 1);
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_RATE);
 		return;
 	}
-	rc = hbd_hello_check(w, &h, hbd_loc(0, w->id, c->gen, slot), &r);
 	if (rc) {
 		static uint64_t last_log;
 
@@ -52,6 +71,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	}
 	c->device_id = r.device_id;
 	c->state = CONN_AUTHED;
+	hbd_tcp_pending_done(w, c);
 	c->last_seen = hbd_tcp_now32(w);
 	/* from --hello-timeout to the heartbeat timeout: not due (nor looked at) before that */
 	hb_wheel_del(&w->tcp_wheel, slot);
@@ -140,6 +160,15 @@ static void handle_frame(struct hbd_worker *w, uint32_t slot, const struct hb_fr
 		/* WELCOME, PONG, ERROR, DOWN are server frames: a client sending them is broken */
 		HBD_STAT_ADD(w->st, frames_other, 1);
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_MALFORMED);
+		return;
+	}
+	/* Before its HELLO a connection gets a few of these, the last one with the close: a peer
+	 * that sends and never reads could otherwise grow a --max-output queue for each (and a
+	 * few thousand such peers empty the worker's chunk pool, leaving no buffer for anyone's
+	 * WELCOME, ACK or DOWN). A handful fit the socket's own buffer and cost no chunk.
+	 */
+	if (++c->noauth >= HBD_NOAUTH_REPLIES) {
+		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_NOT_AUTHED);
 		return;
 	}
 	hbd_tcp_send_error(w, slot, HB_ERR_NOT_AUTHED);

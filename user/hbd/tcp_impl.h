@@ -65,6 +65,9 @@ void hbd_tcp_kernel_reseat(struct hbd_worker *w, uint32_t slot);
  */
 struct hbd_conn *hbd_tcp_slot_take(struct hbd_worker *w, uint32_t slot, const char *what,
 				   unsigned *clients);
+/* A connection leaves the unauthenticated ones (its HELLO checked out, or it is closing): it
+ * no longer counts against --max-pending. Nothing if it did not. */
+void hbd_tcp_pending_done(struct hbd_worker *w, struct hbd_conn *c);
 /* Arms the multishot recv: 0 or -EBUSY (no SQE). */
 int hbd_tcp_arm_recv(struct hbd_worker *w, uint32_t slot);
 /* Cancels the multishot recv if one is armed and not being cancelled already. */

@@ -137,11 +137,12 @@ void hbd_udp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	}
 }
 
-/* Writes the kernel's copy of a session. Returns nonzero if the client must be refused
- * (the map is full and --on-map-full says refuse); other failures leave it to userspace.
+/* Writes the kernel's copy of a session (move: only over the one there, see
+ * hbd_udp_rebind_entry). Returns nonzero if the client must be refused (the map is full and
+ * --on-map-full says refuse); other failures leave it to userspace.
  */
 static int put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint32_t idx,
-			 uint64_t token)
+			 uint64_t token, bool move)
 {
 	struct hb_session v = {
 		.port = s->port,
@@ -154,6 +155,10 @@ static int put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint32_
 
 	memcpy(v.addr, s->addr, sizeof(v.addr));
 	hbd_peer_str(s->addr, s->port, v.peer);
+	if (move) {
+		rc = hbd_maps_sess_move(&w->d->kern.maps, token, &v);
+		return rc == -ENOENT ? rc : rc ? hbd_map_full(w, rc, "sessions", s->device_id) : 0;
+	}
 	rc = hbd_maps_sess_put(&w->d->kern.maps, token, &v);
 	return rc ? hbd_map_full(w, rc, "sessions", s->device_id) : 0;
 }
@@ -171,24 +176,31 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	uint32_t idx;
 	uint64_t loc, now_us = hb_mono_us();
 	uint8_t key[16];
+	bool over;
 	int rc, tries;
 
-	/* a source that failed too often gets nothing, not even an ERROR: it may be spoofed */
+	/* A source that failed too often is still checked (a device sharing the address, or
+	 * whose address is spoofed, gets in with a good MAC), but a failure from it gets nothing,
+	 * not even an ERROR: the source may be spoofed.
+	 */
 	hbd_key_source(addr, key);
-	if (hbd_keytab_over(&d->sources, key, now_us)) {
-		HBD_STAT_ADD(w->st, auth_rate_limited, 1);
-		return;
-	}
+	over = hbd_keytab_over(&d->sources, key, now_us);
 	if (hbd_sess_alloc(t, w->id, &idx)) {
 		HBD_STAT_ADD(w->st, full, 1);
 		err.code = htobe16(HB_ERR_FULL);
-		udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err));
+		if (!over)
+			udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err));
 		return;
 	}
 	s = &t->s[idx];
 	loc = hbd_loc(1, w->id, s->gen, idx);
 	memcpy(&h, f->payload, sizeof(h));
 	rc = hbd_hello_check(w, &h, loc, &r);
+	if (rc && over) {
+		hbd_sess_release(t, idx);
+		HBD_STAT_ADD(w->st, auth_rate_limited, 1);
+		return;
+	}
 	if (rc) {
 		static uint64_t last_log;
 
@@ -220,7 +232,7 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 		return;
 	}
 	/* the kernel must know the session before the device learns its token */
-	if (d->kern.offload && put_map_entry(w, s, idx, r.token)) {
+	if (d->kern.offload && put_map_entry(w, s, idx, r.token, false)) {
 		struct hbd_sess gone;
 
 		err.code = htobe16(HB_ERR_FULL);
@@ -241,13 +253,24 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	hbd_supersede(w, r.old_loc);
 }
 
+/* The table lookup and this write are not atomic: a kill on another worker may unhash the
+ * session and delete its entry in between. The write therefore only replaces an entry that is
+ * still there; otherwise it would create an AUTHED entry no one owns, which XDP answers for as
+ * long as hbd lives and hbd never expires. A session that had no entry (a full map at its
+ * HELLO) stays in userspace, as it was.
+ */
+int hbd_udp_rebind_entry(struct hbd_worker *w, const struct hbd_sess *s, uint32_t idx)
+{
+	return put_map_entry(w, s, idx, s->token, true);
+}
+
 static void rebind(struct hbd_worker *w, uint64_t token, uint32_t idx)
 {
 	struct hbd_sess s;
 
 	if (!w->d->kern.offload || hbd_sess_lookup(&w->d->sessions, token, &s))
 		return;
-	put_map_entry(w, &s, idx, token);
+	hbd_udp_rebind_entry(w, &s, idx);
 }
 
 static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, socklen_t salen,

@@ -43,6 +43,7 @@ enum {
 	CF_COUNTED = 1 << 6, /* counted in hbd_daemon.tcp_clients */
 	CF_BROKEN = 1 << 7, /* output failed: drop whatever is queued */
 	CF_INSERT = 1 << 8, /* joining the sockhash: output (the WELCOME) held until it has */
+	CF_PENDING = 1 << 9, /* counted in w->pending and hbd_daemon.tcp_pending (no HELLO yet) */
 };
 
 /* Per-slot connection state: 40 bytes, plus 8 bytes of wheel links in a parallel array, for
@@ -66,6 +67,8 @@ struct hbd_conn {
 	uint8_t state; /* enum hbd_conn_state */
 	uint8_t final_type; /* frame to send once the sink ACKs are out: HB_BYE, HB_ERROR or 0 */
 	uint8_t final_code; /* its reason or error code */
+	uint8_t noauth; /* ERROR(NOT_AUTHED) replies so far (before a HELLO; tcp_frames.c) */
+	uint16_t pend_seq; /* while CF_PENDING: its place in the worker's accept order (wraps) */
 };
 
 _Static_assert(sizeof(struct hbd_conn) == 40,
@@ -110,6 +113,10 @@ struct hbd_worker {
 	struct hbd_acceptq acc;
 	uint32_t nslots;
 	uint32_t nconns; /* slots not FREE */
+	uint32_t
+		pending; /* connections without a HELLO (CF_PENDING), at most lim.pending_per_worker */
+	uint32_t pend_scan; /* where the search for the oldest of them goes on (tcp_open.c) */
+	uint16_t pend_next; /* the next pend_seq */
 	struct hb_wheel tcp_wheel;
 	uint32_t *dirty, ndirty; /* connections with output to submit */
 	uint32_t *rearm, nrearm; /* connections whose recv must be re-armed */
