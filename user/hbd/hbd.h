@@ -60,6 +60,7 @@ struct hbd_config {
 	double clock_window_s;
 	double interval_s;
 	double expiry_mult;
+	unsigned keepalive_probes; /* hbctl load --tcp keepalive: unanswered probes before a kill */
 	double grace_s;
 	double drain_s; /* longest a SIGTERM drain may take */
 	const char *sink;
@@ -117,6 +118,9 @@ struct hbd_daemon {
 	struct hbd_limits {
 		uint64_t interval_ms, timeout_ms, window_ms, tick_ms, hello_timeout_ms;
 		bool track_sources; /* per-source limits on: workers keep each connection's entry */
+		/* keepalive mode: TCP_KEEPIDLE = TCP_KEEPINTVL, and TCP_USER_TIMEOUT, which the
+		 * WELCOME tells the device as its interval and timeout */
+		uint32_t ka_idle_s, ka_timeout_ms;
 	} lim;
 	/* the key store HELLOs are checked against (reload.c) */
 	struct hbd_keyring {
@@ -136,6 +140,11 @@ struct hbd_daemon {
 		struct hbd_maps maps;
 		bool offload; /* kernel fast paths loaded and in use */
 		bool tcp_offload; /* and the TCP one among them (hbctl load --tcp kernel) */
+		/* hbctl load --tcp keepalive: no sockhash; the kernel tracks the liveness of each
+		 * connection sock_ops turned keepalive on for, and the receive side is a multishot
+		 * poll plus a one-shot recv when it fires (tcp.h) */
+		bool tcp_keepalive;
+		bool tcp_conns; /* conns entries are kept up to date: kernel or keepalive mode */
 		int lock_fd; /* instance lock (offload mode), -1 if none */
 		struct hbd_nicwatch nic; /* the XDP NIC (offload mode) */
 	} kern;

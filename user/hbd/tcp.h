@@ -59,6 +59,7 @@ void hbd_tcp_expire(struct hbd_worker *w);
 
 /* tcp_frames.c */
 void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe);
+void hbd_tcp_on_poll(struct hbd_worker *w, struct io_uring_cqe *cqe);
 void hbd_tcp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok);
 /* Queues a DOWN frame on a live authenticated connection: 0, -ENOENT (not that session any
  * more) or -ENOMEM (no output buffer).
