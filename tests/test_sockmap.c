@@ -153,7 +153,8 @@ static void conn_lifecycle(int family, const char *laddr, int cfamily, const cha
 
 	close_pair(&p);
 	hbt_kstats(H, &k2);
-	HT_KSTATS(&k1, &k2, "sockops_close", 1);
+	/* both ends closed cleanly: no error on the socket when it reached TCP_CLOSE */
+	HT_KSTATS(&k1, &k2, "sockops_close", 1, "sockops_close_normal", 1);
 }
 
 static void test_conn_v4(void **state)
