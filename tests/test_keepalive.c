@@ -13,6 +13,7 @@
  *   - the device library in keepalive mode sends no PINGs, has the socket options set and
  *     reports the kernel's RTT;
  *   - hbctl conns shows the kernel's RTT and last-ACK age (dump and exact lookup);
+ *   - an upgrade (SIGUSR2) keeps the connection on the kernel's timer in the successor;
  *   - hbctl load refuses while the hbd that serves the pins runs.
  */
 #include <setjmp.h>
@@ -29,7 +30,9 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hbdev.h"
@@ -308,6 +311,18 @@ static void silent_device_is_kept_and_served(void **state)
 	HT_EQ(stat_of("user.pings_user"), 1, "pings_user: hbd answered it");
 	HT_EQ(ht_send_frame(fd, HB_ECHO, 3, "abc", 3), 0, "ECHO sent");
 	HT_TRUE(ht_expect(fd, HB_ECHO, -1), "the ECHO back");
+	{
+		/* larger than one receive buffer (512 B): the poll's recv reads on until the
+		 * socket is empty */
+		uint8_t big[1000];
+
+		for (size_t i = 0; i < sizeof(big); i++)
+			big[i] = (uint8_t)i;
+		HT_EQ(ht_send_frame(fd, HB_ECHO, 6, big, sizeof(big)), 0, "ECHO of 1000 bytes sent");
+		HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "the 1000-byte ECHO back");
+		HT_EQ(f.len, sizeof(big), "length of the ECHO back");
+		assert_memory_equal(f.payload, big, sizeof(big));
+	}
 	HT_EQ(ht_send_frame(fd, HB_DATA, 4, "reading=1", 9), 0, "DATA sent");
 	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer to the DATA");
 	HT_EQ(f.type, HB_ACK, "frame type of the answer to DATA");
@@ -531,6 +546,55 @@ static void load_refused_while_hbd_runs(void **state)
 	unlink(out);
 }
 
+/* An upgrade (SIGUSR2) hands the connection over; the successor leaves it to the kernel too:
+ * served, not expired while silent, expired once the device vanishes. The test process is a
+ * child subreaper, so the successor becomes its child when the old daemon exits. */
+static void upgrade_keeps_the_kernel_as_timer(void **state)
+{
+	char line[1024], cmd[256], *p;
+	struct hb_ping ping = { .ts = 5 };
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_frame f;
+	pid_t old;
+	int fd, st = -1;
+	uint64_t end;
+	FILE *pf;
+
+	(void)state;
+	start_hbd();
+	HT_EQ(hn_enter_cli(&E), 0, "into %s", E.cli_ns);
+	fd = ht_tcp_login(PORT, 106, false, NULL);
+	hn_leave(&E);
+	HT_GE(fd, 0, "login of device 106");
+	old = D.pid;
+	HT_EQ(kill(old, SIGUSR2), 0, "SIGUSR2 to hbd %d", (int)old);
+	for (end = ht_now_ms() + 30000; ht_now_ms() < end && waitpid(old, &st, WNOHANG) != old;)
+		ht_sleep_ms(5);
+	HT_TRUE(st != -1 && WIFEXITED(st) && !WEXITSTATUS(st), "the old hbd exited 0 (status %#x)",
+		st);
+	snprintf(cmd, sizeof(cmd), "grep 'upgrade: taking over' %s | tail -1", D.err);
+	pf = popen(cmd, "r");
+	D.pid = pf && fgets(line, sizeof(line), pf) && (p = strstr(line, "pid=")) ? atoi(p + 4) : 0;
+	if (pf)
+		pclose(pf);
+	HT_GT(D.pid, 0, "the successor's pid in %s", D.err);
+	HT_EQ(ht_send_frame(fd, HB_PING, 2, &ping, sizeof(ping)), 0, "PING sent after the upgrade");
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer from the successor");
+	HT_EQ(f.type, HB_PONG, "frame type of the successor's answer");
+	ht_sleep_ms(2 * BOUND_MS);
+	HT_EQ(stat_of("user.expired_tcp"), 0, "expired_tcp after %d ms of silence past the upgrade",
+	      2 * BOUND_MS);
+	drop_device(true);
+	for (end = ht_now_ms() + BOUND_MS + 3000;
+	     ht_now_ms() < end && stat_of("user.keepalive_expired") < 1;)
+		ht_sleep_ms(100);
+	HT_EQ(stat_of("user.keepalive_expired"), 1,
+	      "keepalive_expired: the successor expired the vanished device");
+	drop_device(false);
+	close(fd);
+	stop_hbd();
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -566,9 +630,11 @@ int main(void)
 		cmocka_unit_test_teardown(vanished_device_is_expired, each_teardown),
 		cmocka_unit_test_teardown(device_library_in_keepalive_mode, each_teardown),
 		cmocka_unit_test_teardown(conns_show_the_kernel_view, each_teardown),
+		cmocka_unit_test_teardown(upgrade_keeps_the_kernel_as_timer, each_teardown),
 		cmocka_unit_test_teardown(load_refused_while_hbd_runs, each_teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
+	prctl(PR_SET_CHILD_SUBREAPER, 1); /* an upgraded hbd's successor is ours to wait for */
 	return cmocka_run_group_tests_name("keepalive", tests, setup, teardown);
 }
