@@ -24,7 +24,7 @@
 
 /* Every state a connection in conns can be in; not LISTEN (the listeners share the port), not
  * TIME_WAIT (a timewait socket carries no tcp_info). Bit n is TCP state n (TCP_ESTABLISHED 1). */
-#define CONN_STATES                                                                    \
+#define CONN_STATES                                                                          \
 	((1u << 1) | (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5) | (1u << 7) | (1u << 8) | \
 	 (1u << 9) | (1u << 11))
 
@@ -258,7 +258,8 @@ int hbk_diag_lookup(const char *peer, uint16_t lport, uint64_t cookie, struct hb
 		q.r.id.idiag_cookie[1] = (uint32_t)(cookie >> 32);
 		if (family == AF_INET) {
 			memcpy(q.r.id.idiag_src,
-			       &((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr, 4);
+			       &((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr,
+			       4);
 			memcpy(q.r.id.idiag_dst, paddr, 4);
 		} else {
 			memcpy(q.r.id.idiag_src,

@@ -280,7 +280,8 @@ static void add_kernel_view(struct row *rows, size_t n, __u16 port, bool one_dev
 	if (err)
 		goto fail;
 	for (size_t i = 0; i < n; i++) {
-		const struct hbk_tcp_diag *k = rows[i].udp ? NULL : hbk_diag_find(all, nall, rows[i].cookie);
+		const struct hbk_tcp_diag *k =
+			rows[i].udp ? NULL : hbk_diag_find(all, nall, rows[i].cookie);
 
 		if (k) {
 			rows[i].diag = true;
@@ -418,4 +419,3 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 	free(rows);
 	return HBCTL_OK;
 }
-

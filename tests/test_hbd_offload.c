@@ -883,8 +883,8 @@ static void keepalive_config_without_sock_ops(void **state)
 	struct ht_daemon d;
 	struct pins p;
 	char path[160];
-	const char *args[] = { "--pin-path", path, "--interval", "1", "--keepalive-probes", "3",
-			       NULL };
+	const char *args[] = { "--pin-path",	     path, "--interval", "1",
+			       "--keepalive-probes", "3",  NULL };
 	const char *too_long[] = { "--pin-path", path, "--interval", "40000", NULL };
 	uint16_t wlen;
 	uint32_t flags;

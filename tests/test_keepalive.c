@@ -66,9 +66,8 @@ static int pin_fd(const char *name)
 /* hbd on the loaded port with a 1 s interval and 2 probes: a 3 s detection bound. */
 static void start_hbd(void)
 {
-	const char *args[] = { "--pin-path",	     E.pin,  "--port", PORT_S,	"--interval",
-			       "1",		     "--keepalive-probes",	"2",	"--workers",
-			       "1",		     NULL };
+	const char *args[] = { "--pin-path",	     E.pin, "--port",	 PORT_S, "--interval", "1",
+			       "--keepalive-probes", "2",   "--workers", "1",	 NULL };
 
 	HT_EQ(tc_start(&D, CTL, sizeof(CTL), false, NULL, args), 0,
 	      "hbd in keepalive mode started in %s", E.srv_ns);
@@ -228,8 +227,8 @@ static void sockops_sets_the_options(void **state)
 				  { TCP_USER_TIMEOUT, 15000, "TCP_USER_TIMEOUT" } };
 
 			for (size_t i = 0; i < sizeof(o) / sizeof(o[0]); i++) {
-				HT_EQ(getsockopt(srv, IPPROTO_TCP, o[i].opt, &v, &len), 0, "%s read",
-				      o[i].name);
+				HT_EQ(getsockopt(srv, IPPROTO_TCP, o[i].opt, &v, &len), 0,
+				      "%s read", o[i].name);
 				HT_EQ(v, o[i].want, "%s of the accepted socket", o[i].name);
 			}
 		}
@@ -318,7 +317,8 @@ static void silent_device_is_kept_and_served(void **state)
 
 		for (size_t i = 0; i < sizeof(big); i++)
 			big[i] = (uint8_t)i;
-		HT_EQ(ht_send_frame(fd, HB_ECHO, 6, big, sizeof(big)), 0, "ECHO of 1000 bytes sent");
+		HT_EQ(ht_send_frame(fd, HB_ECHO, 6, big, sizeof(big)), 0,
+		      "ECHO of 1000 bytes sent");
 		HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "the 1000-byte ECHO back");
 		HT_EQ(f.len, sizeof(big), "length of the ECHO back");
 		assert_memory_equal(f.payload, big, sizeof(big));
@@ -375,8 +375,9 @@ static void vanished_device_is_expired(void **state)
 	HT_TRUE(strstr(line, "\"event\":\"expired\"") != NULL,
 		"expired event for device 102 within %d ms of the drop: '%s'", BOUND_MS + 3000,
 		line);
-	fprintf(stderr, "keepalive detection: expired %" PRIu64 " ms after the drop (bound %d ms "
-			"after the last packet received)\n",
+	fprintf(stderr,
+		"keepalive detection: expired %" PRIu64 " ms after the drop (bound %d ms "
+		"after the last packet received)\n",
 		dt, BOUND_MS);
 	/* the last packet came at most an interval before the drop (a probe's ACK) */
 	HT_GE(dt, BOUND_MS - INTERVAL_S * 1000 - 100, "ms from the drop to the expiry (not early)");
@@ -427,8 +428,11 @@ static int device_socket(uint64_t dev)
 static void device_library_in_keepalive_mode(void **state)
 {
 	uint8_t secret[HB_SECRET_MAX];
-	struct hbdev_config cfg = { .host = HN_SRV_ADDR, .port = PORT, .transport = HB_TCP,
-				    .device_id = 103, .secret = secret };
+	struct hbdev_config cfg = { .host = HN_SRV_ADDR,
+				    .port = PORT,
+				    .transport = HB_TCP,
+				    .device_id = 103,
+				    .secret = secret };
 	struct hbdev_ev ev;
 	struct hbdev *d;
 	uint32_t rtt = 0;
@@ -488,10 +492,11 @@ static void conns_show_the_kernel_view(void **state)
 	for (int by_device = 0; by_device < 2; by_device++) {
 		const char *sel = by_device ? "--device 104" : "--transport tcp";
 
-		snprintf(cmd, sizeof(cmd),
-			 "nsenter --net=/run/netns/%s %s/hbctl conns --json --pin-path %s %s | jq -r "
-			 "'.conns[0].rtt_us'",
-			 E.srv_ns, E.build, E.pin, sel);
+		snprintf(
+			cmd, sizeof(cmd),
+			"nsenter --net=/run/netns/%s %s/hbctl conns --json --pin-path %s %s | jq -r "
+			"'.conns[0].rtt_us'",
+			E.srv_ns, E.build, E.pin, sel);
 		rtt = -1;
 		{
 			FILE *p = popen(cmd, "r");
@@ -503,10 +508,11 @@ static void conns_show_the_kernel_view(void **state)
 				pclose(p);
 		}
 		HT_GT(rtt, 0, "rtt_us of device 104 in hbctl conns --json %s", sel);
-		snprintf(cmd, sizeof(cmd),
-			 "nsenter --net=/run/netns/%s %s/hbctl conns --json --pin-path %s %s | jq -e "
-			 "'.conns[0].last_ack_ms < 1500 and .conns[0].keepalive == true' >/dev/null",
-			 E.srv_ns, E.build, E.pin, sel);
+		snprintf(
+			cmd, sizeof(cmd),
+			"nsenter --net=/run/netns/%s %s/hbctl conns --json --pin-path %s %s | jq -e "
+			"'.conns[0].last_ack_ms < 1500 and .conns[0].keepalive == true' >/dev/null",
+			E.srv_ns, E.build, E.pin, sel);
 		HT_EQ(hbt_sh("%s", cmd), 0,
 		      "last_ack_ms under 1.5 s (probes answered) and keepalive true in hbctl conns "
 		      "--json %s",

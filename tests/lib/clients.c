@@ -169,8 +169,8 @@ void ht_hello(struct hb_hello *h, uint64_t dev, uint64_t ts_ms)
 	hb_hello_sign(h, dev, ts_ms, s, (size_t)n);
 }
 
-int ht_tcp_login_flags(uint16_t port, uint64_t dev, bool v6, struct hb_welcome *wel,
-		       uint16_t *len, uint32_t *flags)
+int ht_tcp_login_flags(uint16_t port, uint64_t dev, bool v6, struct hb_welcome *wel, uint16_t *len,
+		       uint32_t *flags)
 {
 	uint8_t buf[HB_MAX_FRAME];
 	struct hb_hello h;

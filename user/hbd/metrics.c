@@ -163,8 +163,9 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 		family(f, "hbeat_tcp_closed_total", "counter",
 		       "TCP connections on the service port closed, by what the kernel saw: a "
 		       "keepalive or user timeout, a reset, a clean close, another error.");
-#define CLOSED(reason, field) \
-	fprintf(f, "hbeat_tcp_closed_total{reason=\"" reason "\"} %" PRIu64 "\n", (uint64_t)k.field);
+#define CLOSED(reason, field)                                                     \
+	fprintf(f, "hbeat_tcp_closed_total{reason=\"" reason "\"} %" PRIu64 "\n", \
+		(uint64_t)k.field);
 		CLOSED("timeout", sockops_close_timeout)
 		CLOSED("reset", sockops_close_reset)
 		CLOSED("normal", sockops_close_normal)

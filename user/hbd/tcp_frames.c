@@ -258,7 +258,8 @@ static void on_read(struct hbd_worker *w, uint32_t slot, struct io_uring_cqe *cq
 		/* a full buffer may have left more behind, and after a hangup the error waits
 		 * behind the data: read on (once the buffers are back in the ring); otherwise the
 		 * socket is empty and the poll reports what comes next */
-		if (res == -ENOBUFS || (uint32_t)res == w->rx_size || (c->flags & (CF_HUP | CF_MORE))) {
+		if (res == -ENOBUFS || (uint32_t)res == w->rx_size ||
+		    (c->flags & (CF_HUP | CF_MORE))) {
 			c->flags |= CF_MORE;
 			hbd_tcp_want_rearm(w, slot);
 		}

@@ -45,7 +45,7 @@ enum {
 	CF_INSERT = 1 << 8, /* joining the sockhash: output (the WELCOME) held until it has */
 	/* keepalive mode (tcp.h): the receive side is a multishot poll and, when it fires, one
 	 * non-blocking recv at a time; CF_RECV is set while either is in flight */
-	CF_KEEPALIVE = 1 << 9, /* authenticated, and the kernel tracks its liveness: off the wheel */
+	CF_KEEPALIVE = 1 << 9, /* authenticated, the kernel tracks its liveness: off the wheel */
 	CF_POLL = 1 << 10, /* multishot poll armed */
 	CF_READ = 1 << 11, /* one-shot recv in flight */
 	CF_MORE = 1 << 12, /* read again: the poll fired meanwhile, or a buffer came back full */
