@@ -54,6 +54,7 @@ static struct hn_env E;
 static struct ht_daemon D;
 static char CTL[108];
 static bool nft_on; /* the client namespace's drop rule is in */
+static int lfd_left = -1; /* a test's own listener on the service port, closed by teardown */
 
 static int pin_fd(const char *name)
 {
@@ -207,7 +208,7 @@ static void sockops_sets_the_options(void **state)
 		/* a listener in the server namespace on the service port, a client from the
 		 * client namespace: sock_ops filters by port and by the loader's netns */
 		HT_EQ(hn_enter(&E, E.srv_ns), 0, "into %s", E.srv_ns);
-		lfd = ht_listener(AF_INET, HN_SRV_ADDR, PORT);
+		lfd = lfd_left = ht_listener(AF_INET, HN_SRV_ADDR, PORT);
 		HT_EQ(hn_enter_cli(&E), 0, "into %s", E.cli_ns);
 		cli = ht_tcp(PORT, false);
 		HT_GE(cli, 0, "connect to %s:%d", HN_SRV_ADDR, PORT);
@@ -238,6 +239,7 @@ static void sockops_sets_the_options(void **state)
 		close(cli);
 		close(srv);
 		close(lfd);
+		lfd_left = -1;
 	}
 	/* hbd writes its own timing when it starts */
 	memset(&cfg.ka_idle_s, 0, 4 * sizeof(__u32));
@@ -625,6 +627,9 @@ static int each_teardown(void **state)
 {
 	hn_leave(&E);
 	drop_device(false);
+	if (lfd_left >= 0)
+		close(lfd_left); /* a failed test's: hbd needs the port */
+	lfd_left = -1;
 	return tc_reap(state);
 }
 
