@@ -585,6 +585,8 @@ static void upgrade_keeps_the_kernel_as_timer(void **state)
 	D.pid = pf && fgets(line, sizeof(line), pf) && (p = strstr(line, "pid=")) ? atoi(p + 4) : 0;
 	if (pf)
 		pclose(pf);
+	ht_track(&D, false); /* the successor's pid, for a teardown after a failure */
+	ht_track(&D, true);
 	HT_GT(D.pid, 0, "the successor's pid in %s", D.err);
 	HT_EQ(ht_send_frame(fd, HB_PING, 2, &ping, sizeof(ping)), 0, "PING sent after the upgrade");
 	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer from the successor");
