@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hb_diag.h"
 #include "hbdev.h"
 #include "lib/bpf_util.h"
 #include "lib/ctl.h"
@@ -519,6 +520,28 @@ static void conns_show_the_kernel_view(void **state)
 		      "last_ack_ms under 1.5 s (probes answered) and keepalive true in hbctl conns "
 		      "--json %s",
 		      sel);
+	}
+	/* the loader's two ways: an exact lookup by 4-tuple and cookie, and the dump */
+	{
+		struct hbk_tcp_diag one, *all = NULL;
+		struct hb_conn c;
+		__u64 cookie;
+		size_t n = 0;
+
+		HT_TRUE(conn_of_device(104, &cookie, &c), "conns entry of device 104");
+		HT_EQ(hn_enter(&E, E.srv_ns), 0, "into %s", E.srv_ns);
+		HT_EQ(hbk_diag_lookup(c.peer, PORT, cookie, &one), 0,
+		      "exact sock_diag lookup of %s (cookie %llu)", c.peer,
+		      (unsigned long long)cookie);
+		HT_EQ(one.cookie, cookie, "cookie of the socket found");
+		HT_GT(one.rtt_us, 0, "its tcpi_rtt");
+		HT_EQ(hbk_diag_lookup(c.peer, PORT, cookie + 1, &one), -ENOENT,
+		      "exact lookup with another cookie");
+		HT_EQ(hbk_diag_dump(PORT, &all, &n), 0, "sock_diag dump of port %d", PORT);
+		hn_leave(&E);
+		HT_TRUE(hbk_diag_find(all, n, cookie) != NULL, "device 104's socket in the dump of %zu",
+			n);
+		free(all);
 	}
 	ack = hbt_sh("nsenter --net=/run/netns/%s %s/hbctl conns --json --pin-path %s --transport "
 		     "udp | jq -e '.sessions[0] | has(\"rtt_us\") | not' >/dev/null",
