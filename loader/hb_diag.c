@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #define RECV_BUF 65536
+#define TCP_LISTEN_STATE 10 /* include/net/tcp_states.h, not exported to userspace */
 #define RECV_TIMEOUT_S 5 /* a dump of half a million sockets takes well under this */
 
 /* Every state a connection in conns can be in; not LISTEN (the listeners share the port), not
@@ -59,14 +60,15 @@ static void fill_req(struct diag_req *q, int family, uint16_t flags)
 }
 
 /* One inet_diag message into *out: its cookie and, from INET_DIAG_INFO, RTT and last ACK.
- * False if the message carries no tcp_info. */
+ * False if the message carries no tcp_info, or is a listener: an exact lookup whose 4-tuple
+ * names no connection falls back to the listener of the port, as a SYN would. */
 static bool parse_msg(const struct nlmsghdr *h, struct hbk_tcp_diag *out)
 {
 	const struct inet_diag_msg *m = NLMSG_DATA(h);
 	int len = (int)h->nlmsg_len - NLMSG_LENGTH(sizeof(*m));
 	const struct rtattr *a = (const struct rtattr *)(m + 1);
 
-	if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
+	if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)) || m->idiag_state == TCP_LISTEN_STATE)
 		return false;
 	out->cookie = (uint64_t)m->id.idiag_cookie[0] | (uint64_t)m->id.idiag_cookie[1] << 32;
 	for (; RTA_OK(a, len); a = RTA_NEXT(a, len)) {
@@ -267,8 +269,10 @@ int hbk_diag_lookup(const char *peer, uint16_t lport, uint64_t cookie, struct hb
 			       16);
 			memcpy(q.r.id.idiag_dst, paddr, 16);
 		}
+		/* another address: nothing there (-ENOENT), or a socket with another cookie
+		 * (-ESTALE), which is not the one asked for either */
 		e = run(fd, &q, &v);
-		if (e && e != -ENOENT) {
+		if (e && e != -ENOENT && e != -ESTALE) {
 			rc = e;
 			break;
 		}
