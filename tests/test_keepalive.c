@@ -402,6 +402,41 @@ static void vanished_device_is_expired(void **state)
 	stop_hbd();
 }
 
+/* A device that sends a frame and resets the connection at once: the poll may report data and
+ * the reset in one go, and hbd reads on past the data to the error, so the connection (off the
+ * wheel, and with no keepalive timer once reset) is not left open. */
+static void reset_behind_data_is_seen(void **state)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	char line[512];
+	int fd, ev;
+
+	(void)state;
+	start_hbd();
+	ev = subscribe();
+	/* five devices: one device's HELLOs within a millisecond would be refused as replays */
+	for (int i = 0; i < 5; i++) {
+		HT_EQ(hn_enter_cli(&E), 0, "into %s", E.cli_ns);
+		fd = ht_tcp_login(PORT, (uint64_t)(110 + i), false, NULL);
+		hn_leave(&E);
+		HT_GE(fd, 0, "login of device %d", 110 + i);
+		next_event(ev, (uint64_t)(110 + i), line, sizeof(line), HT_IO_MS);
+		HT_TRUE(strstr(line, "\"event\":\"online\"") != NULL, "online event %d: '%s'", i,
+			line);
+		HT_EQ(ht_send_frame(fd, HB_DATA, 2, "last words", 10), 0, "DATA sent");
+		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(fd); /* RST */
+		next_event(ev, (uint64_t)(110 + i), line, sizeof(line), HT_IO_MS);
+		HT_TRUE(strstr(line, "\"event\":\"offline\"") != NULL,
+			"offline event %d after DATA and a reset: '%s'", i, line);
+	}
+	for (int i = 0; i < 100 && stat_of("user.tcp_active") != 0; i++)
+		ht_sleep_ms(20);
+	HT_EQ(stat_of("user.tcp_active"), 0, "open TCP connections after the resets");
+	close(ev);
+	stop_hbd();
+}
+
 /* The socket of this process that is device dev's connection (the device library keeps its
  * fd to itself): the one whose local port is the peer port of dev's conns entry. */
 static int device_socket(uint64_t dev)
@@ -539,8 +574,8 @@ static void conns_show_the_kernel_view(void **state)
 		      "exact lookup with another cookie");
 		HT_EQ(hbk_diag_dump(PORT, &all, &n), 0, "sock_diag dump of port %d", PORT);
 		hn_leave(&E);
-		HT_TRUE(hbk_diag_find(all, n, cookie) != NULL, "device 104's socket in the dump of %zu",
-			n);
+		HT_TRUE(hbk_diag_find(all, n, cookie) != NULL,
+			"device 104's socket in the dump of %zu", n);
 		free(all);
 	}
 	ack = hbt_sh("nsenter --net=/run/netns/%s %s/hbctl conns --json --pin-path %s --transport "
@@ -664,6 +699,7 @@ int main(void)
 		cmocka_unit_test_teardown(sockops_sets_the_options, each_teardown),
 		cmocka_unit_test_teardown(silent_device_is_kept_and_served, each_teardown),
 		cmocka_unit_test_teardown(vanished_device_is_expired, each_teardown),
+		cmocka_unit_test_teardown(reset_behind_data_is_seen, each_teardown),
 		cmocka_unit_test_teardown(device_library_in_keepalive_mode, each_teardown),
 		cmocka_unit_test_teardown(conns_show_the_kernel_view, each_teardown),
 		cmocka_unit_test_teardown(upgrade_keeps_the_kernel_as_timer, each_teardown),
