@@ -423,9 +423,14 @@ static void reset_behind_data_is_seen(void **state)
 		next_event(ev, (uint64_t)(110 + i), line, sizeof(line), HT_IO_MS);
 		HT_TRUE(strstr(line, "\"event\":\"online\"") != NULL, "online event %d: '%s'", i,
 			line);
+		/* hbd stopped meanwhile: both arrive before it looks, and one poll completion
+		 * reports them together */
+		HT_EQ(kill(D.pid, SIGSTOP), 0, "SIGSTOP to hbd");
 		HT_EQ(ht_send_frame(fd, HB_DATA, 2, "last words", 10), 0, "DATA sent");
 		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 		close(fd); /* RST */
+		ht_sleep_ms(50);
+		HT_EQ(kill(D.pid, SIGCONT), 0, "SIGCONT to hbd");
 		next_event(ev, (uint64_t)(110 + i), line, sizeof(line), HT_IO_MS);
 		HT_TRUE(strstr(line, "\"event\":\"offline\"") != NULL,
 			"offline event %d after DATA and a reset: '%s'", i, line);
