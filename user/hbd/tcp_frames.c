@@ -2,7 +2,6 @@
 /* TCP input: received bytes to frames (reasm.c), each frame to its handler, and the replies. */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <string.h>
 #include <time.h>
 
@@ -255,14 +254,12 @@ static void on_read(struct hbd_worker *w, uint32_t slot, struct io_uring_cqe *cq
 		return;
 	}
 	if (res > 0 || res == -ENOBUFS) {
-		/* a full buffer may have left more behind, and after a hangup the error waits
-		 * behind the data: read on (once the buffers are back in the ring); otherwise the
-		 * socket is empty and the poll reports what comes next */
-		if (res == -ENOBUFS || (uint32_t)res == w->rx_size ||
-		    (c->flags & (CF_HUP | CF_MORE))) {
-			c->flags |= CF_MORE;
-			hbd_tcp_want_rearm(w, slot);
-		}
+		/* read on until the socket says it is empty (-EAGAIN), at its end or its error
+		 * (once the buffers are back in the ring): wakeups that come while a poll
+		 * completion is made are folded into it, so its mask may not tell that a reset
+		 * waits behind the data, and no further wakeup would come for it */
+		c->flags |= CF_MORE;
+		hbd_tcp_want_rearm(w, slot);
 		return;
 	}
 	if (res == -EAGAIN) {
@@ -327,9 +324,7 @@ void hbd_tcp_on_poll(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		hbd_tcp_advance(w, slot);
 		return;
 	}
-	if (res > 0) {
-		if (res & (POLLERR | POLLHUP | POLLRDHUP))
-			c->flags |= CF_HUP;
+	if (res > 0) { /* data, an error or a hangup: the recv says which */
 		if (hbd_tcp_read(w, slot)) {
 			hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
 			return;

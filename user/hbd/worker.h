@@ -48,8 +48,7 @@ enum {
 	CF_KEEPALIVE = 1 << 9, /* authenticated, the kernel tracks its liveness: off the wheel */
 	CF_POLL = 1 << 10, /* multishot poll armed */
 	CF_READ = 1 << 11, /* one-shot recv in flight */
-	CF_MORE = 1 << 12, /* read again: the poll fired meanwhile, or a buffer came back full */
-	CF_HUP = 1 << 13, /* the poll saw an error or hangup: read until the recv says which */
+	CF_MORE = 1 << 12, /* read again: the poll fired meanwhile, or the last read had data */
 };
 
 /* Per-slot connection state: 40 bytes, plus 8 bytes of wheel links in a parallel array, for
