@@ -341,9 +341,12 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 		if (err)
 			hb_err("reading the maps: %s", strerror(-err));
 	}
-	for (int *fd = &cfd; fd <= &kfd; fd++)
-		if (*fd >= 0)
-			close(*fd);
+	if (cfd >= 0)
+		close(cfd);
+	if (sfd >= 0)
+		close(sfd);
+	if (kfd >= 0)
+		close(kfd);
 	if (err) {
 		free(rows);
 		return HBCTL_FAIL;
