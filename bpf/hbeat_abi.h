@@ -206,7 +206,14 @@ struct hb_conn {
 	enum hb_state state;
 	__u32 last_seq; /* seq of the last heartbeat */
 	__u32 seen_slot; /* seen[seen_slot] gets last_seen_ns too (0: no slot) */
-	__u32 pad;
+	__u32 flags; /* enum hb_conn_flag, set by sock_ops when the connection is established */
+};
+
+enum hb_conn_flag {
+	/* sock_ops turned TCP keepalive on (hbctl load --tcp keepalive, with the daemon's timing
+	 * in config): the kernel tracks this connection's liveness, and the daemon may leave it
+	 * to the kernel instead of expecting PINGs */
+	HB_CONN_KEEPALIVE = 1 << 0,
 };
 
 /* seen: the heartbeat stamps the daemon's expiry reads. The daemon gives each authenticated
@@ -248,11 +255,14 @@ enum hb_xdp_mode {
 	HB_XDP_SKB = 2,
 };
 
-/* Who answers TCP heartbeats (hbctl load --tcp): the sk_skb verdict, or hbd. 0 is the kernel,
- * as before the field existed. */
+/* Who answers TCP heartbeats (hbctl load --tcp): the sk_skb verdict, or hbd, or nobody: with
+ * keepalive the device sends no heartbeats and the kernels keep the connection alive with TCP
+ * keepalive probes (sock_ops sets the options; docs/OPERATIONS.md). 0 is the kernel, as before
+ * the field existed. */
 enum hb_tcp_path {
 	HB_TCP_KERNEL = 0,
 	HB_TCP_USER = 1,
+	HB_TCP_KEEPALIVE = 2,
 };
 
 /* The config map is created BPF_F_MMAPABLE (so is ustats): hbd may mmap it and refresh
@@ -270,6 +280,14 @@ struct hb_config {
 	 * the kernel reflects no larger ECHO but hands it to the daemon, which refuses it
 	 * (0: HB_MAX_PAYLOAD) */
 	__u32 max_payload;
+	/* TCP keepalive timing for HB_TCP_KEEPALIVE, written by the daemon before it listens (all
+	 * 0 until then: sock_ops sets no options). idle_s and intvl_s are TCP_KEEPIDLE and
+	 * TCP_KEEPINTVL, cnt TCP_KEEPCNT, user_timeout_ms TCP_USER_TIMEOUT (which, once set,
+	 * decides the kill instead of cnt: docs/OPERATIONS.md) */
+	__u32 ka_idle_s;
+	__u32 ka_intvl_s;
+	__u32 ka_cnt;
+	__u32 ka_user_timeout_ms;
 	__u32 pad;
 };
 
@@ -296,7 +314,14 @@ struct hb_config {
 	X(sk_no_conn)		/* frame on a socket with no conns entry */                       \
 	X(sockops_insert)	/* connection added to conns (hbd adds it to sockhash) */         \
 	X(sockops_insert_err)	/* conns full/failed: the daemon path serves it */                \
-	X(sockops_close)	/* conns entry removed on close */
+	X(sockops_close)	/* conns entry removed on close */                                \
+	X(sockops_keepalive)	/* TCP keepalive options set on a new connection (--tcp keepalive) */ \
+	X(sockops_keepalive_err) /* setting them failed: the daemon expects PINGs instead */   \
+	X(sockops_close_timeout) /* closed by a timer: keepalive or user timeout (sk_err ETIMEDOUT, \
+				  * or the ICMP error that came before it) */                   \
+	X(sockops_close_reset)	/* closed by a reset from the peer (sk_err ECONNRESET, EPIPE) */ \
+	X(sockops_close_normal)	/* closed without an error (FIN, or closed by the daemon) */     \
+	X(sockops_close_error)	/* closed with another socket error */
 /* clang-format on */
 
 /* clang-format off */
@@ -334,7 +359,9 @@ struct hb_config {
 	X(revoked)		/* sessions cut because their device was revoked */              \
 	X(key_reloads)		/* key store reloads (SIGHUP or the control socket) */          \
 	X(expiry_lookups)	/* map lookups by expiry: devices due without a seen slot, and  \
-				 * silent ones confirmed before they are expired */
+				 * silent ones confirmed before they are expired */              \
+	X(keepalive_expired)	/* TCP devices in keepalive mode whose kernel stopped answering \
+				 * probes (in expired_tcp too) */
 /* clang-format on */
 
 #define HB_STAT_FIELD(name) __u64 name;

@@ -93,8 +93,8 @@ int main(int argc, char **argv)
 		if (hbdev_poll(dev, 200, &ev) <= 0)
 			continue;
 		switch (ev.type) {
-		case HBDEV_EV_CONNECTED:
-			printf("connected\n");
+		case HBDEV_EV_CONNECTED: /* keepalive: the kernels keep it alive, no PINGs */
+			printf("connected%s\n", hbdev_keepalive(dev) ? " (keepalive)" : "");
 			break;
 		case HBDEV_EV_DISCONNECTED:
 			printf("disconnected %u\n", ev.code);

@@ -17,7 +17,8 @@
  *
  * hbk_unload() is the inverse of a pinned load, working only from the pins (another process).
  * Files by job: hb_bpf_load.c (open, load, close), hb_bpf_attach.c, hb_bpf_pin.c (pin, unload,
- * lock), hb_bpf_query.c (what is attached, seen from the pins and the NIC).
+ * lock), hb_bpf_query.c (what is attached, seen from the pins and the NIC), hb_daemon_lock.c
+ * (whether an hbd serves the pins).
  * No function here touches HB_PIN_DEFAULT unless the caller passes it.
  */
 #ifndef HB_BPF_H
@@ -45,7 +46,8 @@ struct xdp_program;
 /* hbctl load --tcp. The default follows the figure hbeat exists to cut, server CPU per
  * heartbeat at a fleet's steady load: at 500k clients the sockmap verdict measured below hbd
  * (docs/BENCHMARKS.md), and it keeps conns a live kernel view for hbctl conns and bpftool.
- * hbd answering TCP itself measured lower latency and a faster setup at 500k: --tcp user. */
+ * hbd answering TCP itself measured lower latency and a faster setup at 500k: --tcp user.
+ * Devices that need presence and NAT keepalive, not an application echo: --tcp keepalive. */
 #define HBK_DEFAULT_TCP_PATH HB_TCP_KERNEL
 
 struct hbk_opts {
@@ -58,7 +60,8 @@ struct hbk_opts {
 	 * it with bpf_prog_test_run_opts). */
 	bool xdp_defer_load;
 	/* HB_TCP_USER: hbctl attaches neither the sk_skb programs nor sock_ops, and says so in
-	 * the config map; hbd then answers TCP heartbeats itself */
+	 * the config map; hbd then answers TCP heartbeats itself. HB_TCP_KEEPALIVE: sock_ops
+	 * without the sk_skb programs; it turns TCP keepalive on with the timing hbd writes */
 	enum hb_tcp_path tcp_path;
 };
 
@@ -124,6 +127,7 @@ struct hbk_unload_report {
 	bool sockops_detached;
 	bool sockmap_detached;
 	bool tcp_user; /* loaded with --tcp user: there were no TCP programs to detach */
+	enum hb_tcp_path tcp_path; /* what the load recorded in config */
 	int pins_removed;
 	char xdp_note[160]; /* why XDP was not detached, if it was not */
 };
@@ -165,6 +169,15 @@ static inline int hbk_read_kstats(int kstats_fd, struct hb_kstats *sum)
 {
 	return hb_kstats_read(kstats_fd, sum);
 }
+
+/* The word hbctl load --tcp takes for a TCP path: "kernel", "user", "keepalive" ("?" if none). */
+const char *hbk_tcp_path_str(enum hb_tcp_path p);
+
+/* Whether an hbd serves the pin directory now: 1 if one holds its instance lock (user/hbd
+ * restart.c; *pid gets the holder's pid as the kernel recorded it, 0 if unknown), 0 if none
+ * does, or a negative errno. It never takes the lock, so it cannot stand in a starting hbd's
+ * way (hb_daemon_lock.c). */
+int hbk_daemon_running(const char *pin_dir, int *pid);
 
 /* The current network namespace's cookie (SO_NETNS_COOKIE, 5.14), for hbk_opts.netns_cookie. */
 int hbk_netns_cookie(__u64 *cookie);

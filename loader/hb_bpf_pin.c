@@ -200,6 +200,7 @@ int hbk_unload(const char *dir, const char *ifname, struct hbk_unload_report *re
 		close(fd);
 		ifindex = cfg.ifindex;
 		rep->tcp_user = cfg.tcp_path == HB_TCP_USER;
+		rep->tcp_path = cfg.tcp_path;
 	}
 	if (ifname) {
 		int given = if_nametoindex(ifname);

@@ -113,3 +113,17 @@ int hbk_netns_cookie(__u64 *cookie)
 	close(fd);
 	return err;
 }
+
+const char *hbk_tcp_path_str(enum hb_tcp_path p)
+{
+	switch (p) {
+	case HB_TCP_KERNEL:
+		return "kernel";
+	case HB_TCP_USER:
+		return "user";
+	case HB_TCP_KEEPALIVE:
+		return "keepalive";
+	default:
+		return "?";
+	}
+}

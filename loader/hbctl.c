@@ -44,7 +44,8 @@ static const struct hb_opt_choice xdp_modes[] = {
 };
 
 static const struct hb_opt_choice tcp_paths[] = {
-	{ "kernel", HB_TCP_KERNEL }, { "user", HB_TCP_USER }, { NULL, 0 },
+	{ "kernel", HB_TCP_KERNEL }, { "user", HB_TCP_USER }, { "keepalive", HB_TCP_KEEPALIVE },
+	{ NULL, 0 },
 };
 /* clang-format on */
 
@@ -64,7 +65,9 @@ static const struct hb_opt load_opts[] = {
 	{ "then", 't', "FILE[:PROG]", "run this XDP program after hb_xdp on what hbeat passes "
 	  "(shares the NIC where libxdp's dispatcher is unavailable)", HB_OPT_STRING, LOAD(then) },
 	{ "tcp", 0, NULL, "who answers TCP heartbeats: the sockmap verdict (kernel) or hbd (user: "
-	  "no sk_skb or sock_ops program is attached; docs/BENCHMARKS.md compares the two)",
+	  "no sk_skb or sock_ops program is attached; docs/BENCHMARKS.md compares the two); or "
+	  "none are sent (keepalive: sock_ops turns TCP keepalive on, the kernels track liveness; "
+	  "docs/OPERATIONS.md)",
 	  HB_OPT_CHOICE, LOAD(tcp), .choices = tcp_paths, .def.i = HBK_DEFAULT_TCP_PATH },
 	{ "max-conns", 0, "N", "TCP connections the kernel path holds (conns, sockhash); more are "
 	  "served by hbd in userspace", HB_OPT_UINT, LOAD(max_conns), .def.u = HB_MAX_CONNS,
@@ -271,7 +274,8 @@ static const char global_epilog[] =
 	"  1  usage error (unknown command or option, missing or bad value)\n"
 	"  2  environment or kernel feature missing (not root, no bpffs, no kernel BTF,\n"
 	"     no cgroup v2, no such NIC, kernel lacks a program/map type, helper or kfunc)\n"
-	"  3  the operation failed (load/attach/pin error, already loaded, not loaded)\n";
+	"  3  the operation failed (load/attach/pin error, already loaded, not loaded, load\n"
+	"     while an hbd serves the pin directory)\n";
 
 static const char global_intro[] =
 	"Loads, inspects and removes the BPF side of hbeat: XDP on a NIC for UDP heartbeats,\n"
@@ -453,7 +457,7 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 	__u32 then_id = 0;
 	enum hb_xdp_mode mode = lo->mode;
 	struct hbk *h = NULL;
-	int ifindex, lock, err, rc = HBCTL_FAIL;
+	int ifindex, lock, err, holder, rc = HBCTL_FAIL;
 
 	if (hbe_check_cgroup2(cg))
 		return HBCTL_ENV;
@@ -472,6 +476,23 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 	lock = take_lock(pin);
 	if (lock < 0)
 		return HBCTL_FAIL;
+	/* hbd opens the maps and reads the TCP mode (and, in keepalive mode, writes its timing)
+	 * once, at start: a load under a running hbd would serve maps it never sees, and a new
+	 * mode would leave its connections tracked by neither */
+	err = hbk_daemon_running(pin, &holder);
+	if (err > 0) {
+		char pid[24] = "";
+
+		if (holder > 0)
+			snprintf(pid, sizeof(pid), " (pid %d)", holder);
+		hb_err("hbd%s serves %s and reads the loaded programs and their TCP mode only when it "
+		       "starts: stop hbd first (systemctl stop hbd), then load, then start hbd",
+		       pid, pin);
+		goto out;
+	}
+	if (err < 0)
+		hb_warn("cannot tell whether an hbd serves %s (/proc/locks: %s); make sure none does",
+			pin, strerror(-err));
 	if (!access(pin, F_OK)) {
 		char p[PATH_MAX];
 
@@ -486,8 +507,9 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 	if ((err = hbk_open(&h, &o)))
 		goto out;
 	/* parser+verdict before sock_ops: a socket takes the map's programs when inserted */
-	if (o.tcp_path == HB_TCP_KERNEL &&
-	    ((err = hbk_attach_sockmap(h)) || (err = hbk_attach_sockops(h, cg))))
+	if (o.tcp_path == HB_TCP_KERNEL && (err = hbk_attach_sockmap(h)))
+		goto out;
+	if (o.tcp_path != HB_TCP_USER && (err = hbk_attach_sockops(h, cg)))
 		goto out;
 	err = hbk_attach_xdp(h, ifindex, mode);
 	if (err) {
@@ -531,7 +553,8 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 		bool kernel = o.tcp_path == HB_TCP_KERNEL;
 		json_int_t parser = kernel ? prog_id(hbk_prog_fd(h, "hb_parser")) : 0;
 		json_int_t verdict = kernel ? prog_id(hbk_prog_fd(h, "hb_verdict")) : 0;
-		json_int_t sockops = kernel ? prog_id(hbk_prog_fd(h, "hb_sockops")) : 0;
+		json_int_t sockops =
+			o.tcp_path != HB_TCP_USER ? prog_id(hbk_prog_fd(h, "hb_sockops")) : 0;
 
 		hb_json_print(stdout,
 			      json_pack("{s:b,s:o,s:I,s:I,s:o,s:{s:I,s:s,s:s,s:I},s:s,s:I,s:I,s:I}",
@@ -551,8 +574,13 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 	if (o.tcp_path == HB_TCP_USER) {
 		printf("  tcp      heartbeats answered by hbd in userspace (--tcp user): no sockmap, no sock_ops\n");
 	} else {
-		printf("  sockhash hb_parser id %u, hb_verdict id %u\n",
-		       prog_id(hbk_prog_fd(h, "hb_parser")), prog_id(hbk_prog_fd(h, "hb_verdict")));
+		if (o.tcp_path == HB_TCP_KERNEL)
+			printf("  sockhash hb_parser id %u, hb_verdict id %u\n",
+			       prog_id(hbk_prog_fd(h, "hb_parser")),
+			       prog_id(hbk_prog_fd(h, "hb_verdict")));
+		else
+			printf("  tcp      liveness by TCP keepalive (--tcp keepalive): no sockmap; "
+			       "sock_ops sets the options with hbd's timing\n");
 		printf("  sockops  hb_sockops id %u on %s (link id %u, pinned)\n",
 		       prog_id(hbk_prog_fd(h, "hb_sockops")), cg, link_id(h->sockops_link));
 	}
@@ -608,7 +636,7 @@ int hbctl_do_unload(const void *opts, int argc, char **argv)
 						rep.xdp_detached ? NULL : hb_json_str(rep.xdp_note),
 						"sockops_detached", rep.sockops_detached,
 						"sockmap_detached", rep.sockmap_detached, "tcp",
-						rep.tcp_user ? "user" : "kernel", "pins_removed",
+						hbk_tcp_path_str(rep.tcp_path), "pins_removed",
 						rep.pins_removed, "pin_dir_removed",
 						access(pin, F_OK) != 0));
 	} else if (rep.xdp_detached)
@@ -622,8 +650,9 @@ int hbctl_do_unload(const void *opts, int argc, char **argv)
 		} else {
 			printf("%s hb_sockops\n",
 			       rep.sockops_detached ? "detached" : "could not detach");
-			printf("%s hb_parser/hb_verdict\n",
-			       rep.sockmap_detached ? "detached" : "could not detach");
+			if (rep.tcp_path == HB_TCP_KERNEL)
+				printf("%s hb_parser/hb_verdict\n",
+				       rep.sockmap_detached ? "detached" : "could not detach");
 		}
 		printf("removed %d pins%s\n", rep.pins_removed,
 		       access(pin, F_OK) ? " and the pin directory" : "");

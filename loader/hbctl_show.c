@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* hbctl status, conns and stats: read-only views of the pinned state, as tables or one line of
- * JSON. They work from the pins alone, so they see what any hbctl load made. */
+/* hbctl status and stats: read-only views of the pinned state, as tables or one line of JSON.
+ * They work from the pins alone, so they see what any hbctl load made (conns: hbctl_conns.c). */
 #include "hbctl.h"
 
 #include <arpa/inet.h>
@@ -69,20 +69,6 @@ static void close_all(struct pinned *p)
 			close(p->fd[i]);
 }
 
-static const char *state_str(enum hb_state s)
-{
-	switch (s) {
-	case HB_STATE_NEW:
-		return "new";
-	case HB_STATE_AUTHED:
-		return "authed";
-	case HB_STATE_CLOSING:
-		return "closing";
-	default:
-		return "?";
-	}
-}
-
 static const char *how_str(enum hbk_xdp_how h)
 {
 	switch (h) {
@@ -105,6 +91,19 @@ static __u32 first_prog(int map_fd, enum bpf_attach_type t)
 	__u32 ids[2], cnt = 2;
 
 	return !bpf_prog_query(map_fd, t, 0, NULL, ids, &cnt) && cnt ? ids[0] : 0;
+}
+
+/* --tcp keepalive: the timing sock_ops sets, once an hbd has written it (null before); NULL
+ * (no key) in the other modes. */
+static json_t *keepalive_json(const struct hb_config *cfg)
+{
+	if (cfg->tcp_path != HB_TCP_KEEPALIVE)
+		return NULL;
+	if (!cfg->ka_idle_s)
+		return json_null();
+	return json_pack("{s:I,s:I,s:I,s:I}", "idle_s", (json_int_t)cfg->ka_idle_s, "intvl_s",
+			 (json_int_t)cfg->ka_intvl_s, "probes", (json_int_t)cfg->ka_cnt,
+			 "user_timeout_ms", (json_int_t)cfg->ka_user_timeout_ms);
 }
 
 /* One line of JSON for hbctl status --json (docs/OPERATIONS.md names its keys). */
@@ -136,17 +135,17 @@ static void print_status_json(const char *pin, const struct hb_config *cfg,
 	hb_json_print(stdout,
 		      json_pack("{s:b,s:o,s:I,s:I,"
 				"s:{s:o,s:I,s:s,s:s,s:I,s:s*,s:{s:I,s:o}},"
-				"s:s,s:{s:I,s:I},s:{s:I,s:I,s:o},s:o,s:{s:b,s:o,s:I}}",
+				"s:s,s:o*,s:{s:I,s:I},s:{s:I,s:I,s:o},s:o,s:{s:b,s:o,s:I}}",
 				"loaded", 1, "pin_path", hb_json_str(pin), "port",
 				(json_int_t)cfg->port, "loaded_s_ago", loaded_s, "xdp", "ifname",
 				ifname, "ifindex", (json_int_t)cfg->ifindex, "mode", mode, "attach",
 				how_str(xi->how), "prog_id", (json_int_t)xi->prog_id,
 				"dispatcher_unavailable", dispatcher_why, "then", "prog_id",
 				(json_int_t)then_id, "name", hb_json_str(then_name), "tcp",
-				cfg->tcp_path == HB_TCP_USER ? "user" : "kernel", "sockmap",
-				"parser_id", (json_int_t)parser, "verdict_id", (json_int_t)verdict,
-				"sockops", "link_id", (json_int_t)sl->id, "prog_id",
-				(json_int_t)sl->prog_id, "cgroup_id",
+				hbk_tcp_path_str(cfg->tcp_path), "keepalive", keepalive_json(cfg),
+				"sockmap", "parser_id", (json_int_t)parser, "verdict_id",
+				(json_int_t)verdict, "sockops", "link_id", (json_int_t)sl->id,
+				"prog_id", (json_int_t)sl->prog_id, "cgroup_id",
 				hb_json_u64(sl->cgroup.cgroup_id), "maps", maps, "daemon", "alive",
 				alive, "stamp_age_ms",
 				stamped ? hb_json_u64(age / 1000000) : json_null(), "grace_ms",
@@ -227,8 +226,16 @@ int hbctl_do_status(const void *opts, int argc, char **argv)
 		if (cfg.tcp_path == HB_TCP_USER) {
 			printf("  tcp       heartbeats answered by hbd in userspace (loaded with --tcp user)\n");
 		} else {
-			printf("  sockhash  hb_parser id %u, hb_verdict id %u%s\n", parser, verdict,
-			       parser && verdict ? "" : "  (NOT attached)");
+			if (cfg.tcp_path == HB_TCP_KERNEL)
+				printf("  sockhash  hb_parser id %u, hb_verdict id %u%s\n", parser,
+				       verdict, parser && verdict ? "" : "  (NOT attached)");
+			else if (!cfg.ka_idle_s)
+				printf("  tcp       TCP keepalive (--tcp keepalive), no timing yet: "
+				       "sock_ops sets the options once hbd has started\n");
+			else
+				printf("  tcp       TCP keepalive (--tcp keepalive): probe after %u s "
+				       "idle, every %u s; closed %u ms after the last answer\n",
+				       cfg.ka_idle_s, cfg.ka_intvl_s, cfg.ka_user_timeout_ms);
 			if (sl.id)
 				printf("  sockops   hb_sockops id %u, link id %u, cgroup id %llu\n",
 				       sl.prog_id, sl.id, (unsigned long long)sl.cgroup.cgroup_id);
@@ -250,303 +257,6 @@ int hbctl_do_status(const void *opts, int argc, char **argv)
 			       cfg.grace_ns / 1e9);
 	}
 	close_all(&p);
-	return HBCTL_OK;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* conns                                                                                      */
-
-/* "[0000:...:0001]:port" (bpf_snprintf's full %pI6) → "[::1]:port" for people. */
-static void pretty_peer(const char *in, char *out, size_t len)
-{
-	char addr[64];
-	const char *close = strchr(in, ']');
-	struct in6_addr a;
-
-	if (in[0] == '[' && close && (size_t)(close - in - 1) < sizeof(addr)) {
-		memcpy(addr, in + 1, close - in - 1);
-		addr[close - in - 1] = 0;
-		if (inet_pton(AF_INET6, addr, &a) == 1 &&
-		    inet_ntop(AF_INET6, &a, addr, sizeof(addr))) {
-			snprintf(out, len, "[%s]%s", addr, close + 1);
-			return;
-		}
-	}
-	snprintf(out, len, "%s", in);
-}
-
-/* A session's peer from its address when the daemon left the text empty. */
-static void session_peer(const struct hb_session *s, char *out, size_t len)
-{
-	static const __u8 mapped[12] = { [10] = 0xff, [11] = 0xff };
-	char a[INET6_ADDRSTRLEN];
-
-	if (s->peer[0]) {
-		snprintf(out, len, "%.*s", (int)sizeof(s->peer), s->peer);
-		return;
-	}
-	if (!memcmp(s->addr, mapped, 12)) {
-		inet_ntop(AF_INET, s->addr + 12, a, sizeof(a));
-		snprintf(out, len, "%s:%u", a, ntohs(s->port));
-	} else {
-		inet_ntop(AF_INET6, s->addr, a, sizeof(a));
-		snprintf(out, len, "[%s]:%u", a, ntohs(s->port));
-	}
-}
-
-static void ago(__u64 now, __u64 t, char *out, size_t len)
-{
-	if (!t)
-		snprintf(out, len, "never");
-	else if (t >= now)
-		snprintf(out, len, "0s ago");
-	else
-		snprintf(out, len, "%llus ago", (unsigned long long)((now - t) / 1000000000ull));
-}
-
-/* One row of hbctl conns, from either map. */
-struct row {
-	bool udp;
-	__u64 cookie; /* tcp */
-	__u64 device_id;
-	enum hb_state state;
-	__u64 last_seen_ns; /* 0: never */
-	__u64 pings, echoes;
-	__u32 last_seq;
-	char peer[HB_PEER_STR + 48];
-};
-
-struct filter {
-	int transport; /* -1 any, 0 tcp, 1 udp */
-	int state; /* -1 any */
-	bool by_device;
-	__u64 device;
-	__u64 silent_ns; /* 0: any */
-	__u64 now;
-};
-
-static bool keep(const struct filter *f, const struct row *r)
-{
-	if (f->transport >= 0 && r->udp != (f->transport == 1))
-		return false;
-	if (f->state >= 0 && (int)r->state != f->state)
-		return false;
-	if (f->by_device && r->device_id != f->device)
-		return false;
-	/* "silent for more than N s": never heard from counts as silent forever */
-	if (f->silent_ns && r->last_seen_ns && f->now > r->last_seen_ns &&
-	    f->now - r->last_seen_ns <= f->silent_ns)
-		return false;
-	if (f->silent_ns && r->last_seen_ns && f->now <= r->last_seen_ns)
-		return false;
-	return true;
-}
-
-static int sort_key; /* for qsort's comparator: enum hbctl_sort */
-
-static int cmp_rows(const void *x, const void *y)
-{
-	const struct row *a = x, *b = y;
-
-	switch (sort_key) {
-	case HBCTL_SORT_DEVICE:
-		return a->device_id < b->device_id ? -1 : a->device_id > b->device_id;
-	case HBCTL_SORT_PEER:
-		return strcmp(a->peer, b->peer);
-	case HBCTL_SORT_SILENT: /* longest silence first: the oldest last_seen, never-seen first */
-		return a->last_seen_ns < b->last_seen_ns ? -1 : a->last_seen_ns > b->last_seen_ns;
-	case HBCTL_SORT_PINGS:
-		return a->pings > b->pings ? -1 : a->pings < b->pings;
-	default:
-		return 0;
-	}
-}
-
-static int push_row(struct row **rows, size_t *n, size_t *cap, const struct row *r)
-{
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 1024;
-		struct row *p = realloc(*rows, nc * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		*rows = p;
-		*cap = nc;
-	}
-	(*rows)[(*n)++] = *r;
-	return 0;
-}
-
-static void set_filter(const struct hbctl_conns_opts *o, struct filter *f)
-{
-	memset(f, 0, sizeof(*f));
-	f->transport = o->transport;
-	f->state = o->state;
-	f->now = now_ns();
-	f->device = o->device;
-	f->by_device = o->by_device;
-	if (o->silent_s >= 0) {
-		f->silent_ns = (__u64)(o->silent_s * 1e9);
-		if (!f->silent_ns)
-			f->silent_ns = 1; /* "more than 0 s": anything not stamped this instant */
-	}
-	sort_key = o->sort;
-}
-
-/* Reads both maps into rows that pass the filter. Entries can vanish between next_key and
- * lookup (connections closing): those are skipped. */
-static int collect(int cfd, int sfd, const struct filter *f, struct row **rows, size_t *n)
-{
-	struct hb_conn_key ck, cnext, *cprev = NULL;
-	struct hb_session_key sk, snext, *sprev = NULL;
-	struct hb_conn c;
-	struct hb_session s;
-	size_t cap = 0;
-	struct row r;
-
-	while (!bpf_map_get_next_key(cfd, cprev, &cnext)) {
-		ck = cnext;
-		cprev = &ck;
-		if (bpf_map_lookup_elem(cfd, &ck, &c))
-			continue;
-		memset(&r, 0, sizeof(r));
-		r.cookie = ck.cookie;
-		r.device_id = c.device_id;
-		r.state = c.state;
-		r.last_seen_ns = c.last_seen_ns;
-		r.pings = c.pings;
-		r.echoes = c.echoes;
-		r.last_seq = c.last_seq;
-		c.peer[HB_PEER_STR - 1] = 0;
-		pretty_peer(c.peer, r.peer, sizeof(r.peer));
-		if (keep(f, &r) && push_row(rows, n, &cap, &r))
-			return -ENOMEM;
-	}
-	while (!bpf_map_get_next_key(sfd, sprev, &snext)) {
-		sk = snext;
-		sprev = &sk;
-		if (bpf_map_lookup_elem(sfd, &sk, &s))
-			continue;
-		memset(&r, 0, sizeof(r));
-		r.udp = true;
-		r.device_id = s.device_id;
-		r.state = s.state;
-		r.last_seen_ns = s.last_seen_ns;
-		r.pings = s.pings;
-		r.last_seq = s.last_seq;
-		session_peer(&s, r.peer, sizeof(r.peer));
-		if (keep(f, &r) && push_row(rows, n, &cap, &r))
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-static json_t *json_row(const struct row *r, __u64 now)
-{
-	__u64 ago = now > r->last_seen_ns ? (now - r->last_seen_ns) / 1000000 : 0;
-
-	/* the UDP token authenticates heartbeats: never printed; TCP rows carry the cookie */
-	return json_pack("{s:s,s:o*,s:o,s:o,s:s,s:o,s:o,s:o*,s:I}", "transport",
-			 r->udp ? "udp" : "tcp", "cookie", r->udp ? NULL : hb_json_u64(r->cookie),
-			 "peer", hb_json_str(r->peer), "device_id", hb_json_u64(r->device_id),
-			 "state", state_str(r->state), "last_seen_ms_ago",
-			 r->last_seen_ns ? hb_json_u64(ago) : json_null(), "pings",
-			 hb_json_u64(r->pings), "echoes", r->udp ? NULL : hb_json_u64(r->echoes),
-			 "last_seq", (json_int_t)r->last_seq);
-}
-
-int hbctl_do_conns(const void *opts, int argc, char **argv)
-{
-	const struct hbctl_conns_opts *o = opts;
-	const char *pin = o->pin_path;
-	bool json = o->json;
-	long limit = o->limit;
-	__u64 ntcp = 0, nudp = 0, shown_tcp = 0, shown_udp = 0;
-	struct row *rows = NULL;
-	struct filter f;
-	struct pinned p;
-	size_t n = 0;
-	char last[32];
-	int err;
-
-	set_filter(o, &f);
-	if (!open_all(pin, &p, false)) {
-		close_all(&p);
-		return HBCTL_FAIL;
-	}
-	err = collect(pinned_fd(&p, HB_MAP_CONNS), pinned_fd(&p, HB_MAP_SESSIONS), &f, &rows, &n);
-	close_all(&p);
-	if (err) {
-		hb_err("reading the maps: %s", strerror(-err));
-		free(rows);
-		return HBCTL_FAIL;
-	}
-	if (sort_key && n)
-		qsort(rows, n, sizeof(*rows), cmp_rows);
-	for (size_t i = 0; i < n; i++)
-		rows[i].udp ? nudp++ : ntcp++;
-	/* JSON: the envelope is written here and each row by jansson as it comes, so a listing of
-	 * half a million connections is never one document in memory */
-	if (json) {
-		fputc('{', stdout);
-	} else {
-		printf("%-9s %-47s %-20s %-8s %-14s %10s %8s\n", "TRANSPORT", "PEER", "DEVICE",
-		       "STATE", "LAST HEARTBEAT", "PINGS", "LAST SEQ");
-	}
-	/* JSON keeps the two arrays; a sorted table is one list in the chosen order, an unsorted
-	 * one lists TCP first */
-	bool one_list = !json && sort_key;
-
-	for (int pass = 0; pass < 2; pass++) {
-		bool first = true;
-
-		if (json)
-			printf("%s\"%s\":[", pass ? "," : "", pass ? "sessions" : "conns");
-		for (size_t i = 0; i < n; i++) {
-			const struct row *r = &rows[i];
-			__u64 *shown = r->udp ? &shown_udp : &shown_tcp;
-
-			if (!one_list && r->udp != (pass == 1))
-				continue;
-			if (limit > 0 && *shown >= (__u64)limit)
-				continue;
-			(*shown)++;
-			if (json) {
-				if (!first)
-					fputc(',', stdout);
-				first = false;
-				hb_json_dump(stdout, json_row(r, f.now));
-			} else {
-				char dev[24], seq[16];
-
-				snprintf(dev, sizeof(dev), r->device_id ? "%llu" : "-",
-					 (unsigned long long)r->device_id);
-				snprintf(seq, sizeof(seq), r->pings ? "%u" : "-", r->last_seq);
-				ago(f.now, r->last_seen_ns, last, sizeof(last));
-				printf("%-9s %-47s %-20s %-8s %-14s %10llu %8s\n",
-				       r->udp ? "udp" : "tcp", r->peer, dev, state_str(r->state),
-				       last, (unsigned long long)r->pings, seq);
-			}
-		}
-		if (json)
-			fputc(']', stdout);
-		if (one_list)
-			break;
-	}
-	if (json) {
-		fputs(",\"count\":", stdout);
-		hb_json_dump(stdout, json_pack("{s:o,s:o}", "tcp", hb_json_u64(ntcp), "udp",
-					       hb_json_u64(nudp)));
-		fputs("}\n", stdout);
-		fflush(stdout);
-	} else {
-		printf("%llu TCP connection(s), %llu UDP session(s)%s\n", (unsigned long long)ntcp,
-		       (unsigned long long)nudp,
-		       limit > 0 && (ntcp > (__u64)limit || nudp > (__u64)limit)
-			       ? " (listing cut at --limit)"
-			       : "");
-	}
-	free(rows);
 	return HBCTL_OK;
 }
 

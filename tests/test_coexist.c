@@ -344,7 +344,7 @@ static void tcp_user_attaches_no_tcp_programs(void **state)
 	(void)state;
 	snprintf(args, sizeof(args), "load --dev %s --tcp sideways", C.sif);
 	HT_EQ(hbctl(args), 1, "exit code of hbctl %s: a usage error (output in %s)", args, C.out);
-	HT_TRUE(out_has("--tcp must be kernel or user"),
+	HT_TRUE(out_has("--tcp must be kernel, user or keepalive"),
 		"the usage error for --tcp sideways (hbctl output in %s)", C.out);
 	snprintf(args, sizeof(args), "load --dev %s --mode native --tcp user --json", C.sif);
 	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
@@ -364,6 +364,41 @@ static void tcp_user_attaches_no_tcp_programs(void **state)
 	HT_NE(access(C.pin, F_OK), 0, "pin directory %s removed by unload", C.pin);
 }
 
+/* hbctl load --tcp keepalive: sock_ops (which turns TCP keepalive on) but no stream parser or
+ * verdict; status shows the mode, without timing until an hbd writes it; unload detaches
+ * sock_ops. */
+static void tcp_keepalive_attaches_sock_ops_only(void **state)
+{
+	char args[160];
+
+	(void)state;
+	snprintf(args, sizeof(args), "load --dev %s --mode native --tcp keepalive --json", C.sif);
+	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
+	HT_TRUE(out_has("\"tcp\":\"keepalive\",\"parser_id\":0,\"verdict_id\":0,"),
+		"hbctl load --tcp keepalive attaches no sk_skb programs (output in %s)", C.out);
+	/* (libxdp's warnings share the output: no jq here) */
+	HT_TRUE(out_has("\"sockops_id\":") && !out_has("\"sockops_id\":0"),
+		"hb_sockops attached by --tcp keepalive (output in %s)", C.out);
+	HT_EQ(hbctl("status --json"), 0, "exit code of hbctl status --json (output in %s)", C.out);
+	HT_TRUE(out_has("\"tcp\":\"keepalive\",\"keepalive\":null,"
+			"\"sockmap\":{\"parser_id\":0,\"verdict_id\":0}"),
+		"hbctl status shows --tcp keepalive, no timing before hbd, no sockmap programs "
+		"(output in %s)",
+		C.out);
+	HT_GE(jq(".sockops.link_id"), 1, "hbctl status shows the sock_ops link (output in %s)",
+	      C.out);
+	HT_EQ(hbctl("status"), 0, "exit code of hbctl status (output in %s)", C.out);
+	HT_TRUE(out_has("TCP keepalive (--tcp keepalive), no timing yet"),
+		"hbctl status says keepalive mode waits for hbd's timing (output in %s)", C.out);
+	snprintf(args, sizeof(args), "unload --dev %s --json", C.sif);
+	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
+	HT_TRUE(out_has("\"xdp_detached\":true,\"sockops_detached\":true,"),
+		"hbctl unload detached XDP and sock_ops (output in %s)", C.out);
+	HT_TRUE(out_has("\"tcp\":\"keepalive\",\"pins_removed\":9,\"pin_dir_removed\":true"),
+		"hbctl unload removed every pin and the directory (output in %s)", C.out);
+	HT_NE(access(C.pin, F_OK), 0, "pin directory %s removed by unload", C.pin);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -371,6 +406,7 @@ int main(void)
 		cmocka_unit_test(dispatcher_or_a_clear_refusal),
 		cmocka_unit_test(then_chains_an_unrelated_program),
 		cmocka_unit_test(tcp_user_attaches_no_tcp_programs),
+		cmocka_unit_test(tcp_keepalive_attaches_sock_ops_only),
 	};
 
 	return cmocka_run_group_tests_name("coexist", tests, setup, teardown);

@@ -357,6 +357,25 @@ static void test_stats_and_sink(void **state)
 	HT_EQ(metric("hbeat_kernel_counter_total{counter=\"sk_pong\"}"),
 	      jnum("stats.json", ".kernel.sk_pong"), "sk_pong in %s/metrics.txt against stats.json",
 	      E.dir);
+	/* the kernel path turns no TCP keepalive on, and says how connections closed */
+	HT_EQ(metric("hbeat_keepalive_set_total{result=\"ok\"}"), 0,
+	      "hbeat_keepalive_set_total ok on the kernel path (%s/metrics.txt)", E.dir);
+	HT_EQ(metric("hbeat_keepalive_expired_total"), 0,
+	      "hbeat_keepalive_expired_total on the kernel path (%s/metrics.txt)", E.dir);
+	HT_EQ(metric("hbeat_tcp_closed_total{reason=\"reset\"}"),
+	      jnum("stats.json", ".kernel.sockops_close_reset"),
+	      "hbeat_tcp_closed_total reset against stats.json (%s)", E.dir);
+	HT_EQ(metric("hbeat_tcp_closed_total{reason=\"normal\"}"),
+	      jnum("stats.json", ".kernel.sockops_close_normal"),
+	      "hbeat_tcp_closed_total normal against stats.json (%s)", E.dir);
+	/* every TCP device's connection ended (hbload resets them, SO_LINGER 0; a BYE or hbd's
+	 * expiry closes others cleanly), none by a timer */
+	HT_GE(jnum("stats.json", ".kernel.sockops_close_reset + .kernel.sockops_close_normal + "
+				 ".kernel.sockops_close_error"),
+	      CLIENTS, "closes sock_ops counted after hbload's %d TCP devices left (%s/stats.json)",
+	      CLIENTS, E.dir);
+	HT_EQ(jnum("stats.json", ".kernel.sockops_close_timeout"), 0,
+	      "closes by a keepalive or user timeout on the kernel path (%s/stats.json)", E.dir);
 	HT_EQ(hbt_sh("grep -q '^hbeat_build_info{.*mode=\"offload\"} 1$' %s/metrics.txt", E.dir), 0,
 	      "hbeat_build_info says mode offload in %s/metrics.txt", E.dir);
 

@@ -153,6 +153,8 @@ static void test_welcome(void **state)
 	assert_int_equal(c.timeout_ms, 30000);
 	assert_int_equal(c.attempt, 0); /* a session resets the backoff */
 	HT_EQ(c.welcome_flags, 0, "flags of a 16-byte WELCOME");
+	HT_FALSE(hbc_keepalive(&c), "hbc_keepalive after a 16-byte WELCOME");
+	HT_TRUE(hbc_wants_pings(&c), "hbc_wants_pings after a 16-byte WELCOME");
 	/* a second WELCOME is not expected */
 	assert_int_equal(welcome(fx, &c, 20000), HBC_EV_PROTO);
 }
@@ -184,6 +186,21 @@ static void test_welcome_flags(void **state)
 	HT_EQ(c.interval_ms, 30000, "interval of a WELCOME with flags");
 	HT_EQ(c.timeout_ms, 90000, "timeout of a WELCOME with flags");
 	HT_EQ(c.token, TOKEN, "token of a WELCOME with flags");
+	/* keepalive mode over TCP: no heartbeat wanted; PINGs still build (the server answers) */
+	HT_TRUE(hbc_keepalive(&c), "hbc_keepalive after a TCP WELCOME with KEEPALIVE");
+	HT_FALSE(hbc_wants_pings(&c), "hbc_wants_pings in keepalive mode");
+	HT_GT(hbc_ping(&c, fx->buf, sizeof(fx->buf), 1, NULL), 0, "a PING may still be built");
+	hbc_reset(&c);
+	HT_FALSE(hbc_keepalive(&c), "hbc_keepalive without a session");
+	HT_FALSE(hbc_wants_pings(&c), "hbc_wants_pings without a session");
+	/* the flag is TCP's: over UDP the device heartbeats whatever it says */
+	hbc_init(&c, DEV, HB_UDP);
+	HT_GT(hbc_hello(&c, fx->buf, sizeof(fx->buf), fx->secret, (size_t)fx->slen, NOW_MS), 0,
+	      "UDP HELLO encoded");
+	HT_EQ(server_says(fx, &c, HB_WELCOME, 0, TOKEN, w, sizeof(w), 0, &ev), HBC_EV_WELCOME,
+	      "a UDP WELCOME with flags opens the session");
+	HT_FALSE(hbc_keepalive(&c), "hbc_keepalive over UDP");
+	HT_TRUE(hbc_wants_pings(&c), "hbc_wants_pings over UDP despite the flag");
 
 	/* the encoder refuses that length itself, so the frame is written out by hand */
 	HT_EQ(hb_encode(fx->rx, sizeof(fx->rx), HB_TCP, HB_WELCOME, 0, 0, odd, sizeof(odd)), 0,

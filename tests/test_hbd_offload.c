@@ -321,10 +321,12 @@ static void tcp_hello_marks_conn_authed(void **state)
 	struct hb_conn v;
 	__u64 cookie;
 	uint64_t t0 = hbt_now_ns();
-	int fd = ht_tcp_login(D.port, 1, false, NULL);
+	uint16_t wlen = 0;
+	int fd = ht_tcp_login_flags(D.port, 1, false, NULL, &wlen, NULL);
 
 	(void)state;
 	HT_GE(fd, 0, "login of device 1");
+	HT_EQ(wlen, sizeof(struct hb_welcome), "WELCOME length on the kernel path (no flags)");
 	/* written before the WELCOME left, so it is there as soon as the client has it */
 	HT_TRUE(find_conn(1, &cookie, &v),
 		"conns entry of device 1 as soon as its WELCOME arrived");
@@ -873,6 +875,7 @@ static void tcp_user_path(void **state)
 	char path[160];
 	const char *args[] = { "--pin-path", path, NULL };
 	__u32 zero = 0;
+	uint16_t wlen;
 	int fd, ufd = ht_udp(false);
 
 	(void)state;
@@ -887,8 +890,9 @@ static void tcp_user_path(void **state)
 		d.err);
 	HT_TRUE(ht_file_contains(d.err, "--tcp user", NULL, 0), "'--tcp user' in hbd's log %s",
 		d.err);
-	fd = ht_tcp_login(d.port, 1, false, NULL);
+	fd = ht_tcp_login_flags(d.port, 1, false, NULL, &wlen, NULL);
 	HT_GE(fd, 0, "login of device 1");
+	HT_EQ(wlen, sizeof(struct hb_welcome), "WELCOME length with --tcp user (no flags)");
 	HT_EQ(ht_send_frame(fd, HB_PING, 2, &ping, sizeof(ping)), 0, "PING sent");
 	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer to the PING within %d ms",
 	      HT_IO_MS);
@@ -899,6 +903,64 @@ static void tcp_user_path(void **state)
 	close(fd);
 	close(ufd);
 	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	ht_cleanup(&d);
+	unpin_all(&p);
+}
+
+/* Loaded with hbctl load --tcp keepalive but no sock_ops here to turn keepalive on: hbd writes
+ * its timing into config, keeps conns entries, adds nothing to the sockhash, and, since the
+ * entry says the kernel does not track the connection, tells the device to PING (a 16-byte
+ * WELCOME) and expires it itself. A timing TCP keepalive cannot express is refused at start.
+ */
+static void keepalive_config_without_sock_ops(void **state)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_ping ping = { .ts = 3 };
+	struct hb_config c = { .tcp_path = HB_TCP_KEEPALIVE, .port = 7600 };
+	struct hb_welcome wel;
+	struct hb_frame f;
+	struct ht_daemon d;
+	struct pins p;
+	char path[160];
+	const char *args[] = { "--pin-path",	     path, "--interval", "1",
+			       "--keepalive-probes", "3",  NULL };
+	const char *too_long[] = { "--pin-path", path, "--interval", "40000", NULL };
+	uint16_t wlen;
+	uint32_t flags;
+	__u32 zero = 0;
+	int fd;
+
+	(void)state;
+	HT_EQ(make_pins(&p, "kanosops", true, true, sizeof(struct hb_conn)), 0,
+	      "pins for --tcp keepalive");
+	HT_EQ(bpf_map_update_elem(p.config, &zero, &c, BPF_ANY), 0,
+	      "config with tcp_path HB_TCP_KEEPALIVE written");
+	snprintf(path, sizeof(path), "%s", p.dir);
+	HT_NE(ht_start(&d, too_long), 0, "hbd with --interval 40000 in keepalive mode refused");
+	HT_EQ(ht_start(&d, args), 0, "hbd with config.tcp_path keepalive started");
+	HT_TRUE(ht_file_contains(d.err, "--tcp keepalive", NULL, 0),
+		"'--tcp keepalive' in hbd's log %s", d.err);
+	HT_EQ(bpf_map_lookup_elem(p.config, &zero, &c), 0, "config read back");
+	HT_EQ(c.ka_idle_s, 1, "TCP_KEEPIDLE hbd wrote (--interval 1)");
+	HT_EQ(c.ka_intvl_s, 1, "TCP_KEEPINTVL hbd wrote");
+	HT_EQ(c.ka_cnt, 3, "TCP_KEEPCNT hbd wrote (--keepalive-probes 3)");
+	HT_EQ(c.ka_user_timeout_ms, 4000, "TCP_USER_TIMEOUT hbd wrote: 1 s x (3 + 1)");
+	fd = ht_tcp_login_flags(d.port, 1, false, &wel, &wlen, &flags);
+	HT_GE(fd, 0, "login of device 1");
+	HT_EQ(wlen, sizeof(struct hb_welcome), "WELCOME length for a connection sock_ops missed");
+	HT_EQ(flags, 0, "WELCOME flags for a connection sock_ops missed");
+	HT_EQ(count_entries(p.conns, 8), 1, "conns entries in keepalive mode");
+	HT_EQ(count_entries(p.sockhash, 8), 0, "sockhash entries in keepalive mode");
+	HT_EQ(ht_send_frame(fd, HB_PING, 2, &ping, sizeof(ping)), 0, "PING sent");
+	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer to the PING within %d ms",
+	      HT_IO_MS);
+	HT_EQ(f.type, HB_PONG, "frame type of the answer (from hbd)");
+	/* silent: hbd's own expiry after 1.5 intervals */
+	HT_TRUE(ht_expect(fd, HB_BYE, HB_BYE_EXPIRED), "BYE(EXPIRED) for the silent device");
+	close(fd);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d, "expired_tcp"), 1, "the expired_tcp exit counter");
+	HT_EQ(ht_exit_stat(&d, "keepalive_expired"), 0, "the keepalive_expired exit counter");
 	ht_cleanup(&d);
 	unpin_all(&p);
 }
@@ -1017,6 +1079,7 @@ int main(void)
 		cmocka_unit_test_teardown(full_map, reap_all),
 		cmocka_unit_test_teardown(sockhash_full, reap_all),
 		cmocka_unit_test_teardown(tcp_user_path, reap_all),
+		cmocka_unit_test_teardown(keepalive_config_without_sock_ops, reap_all),
 		cmocka_unit_test_teardown(expiry_reads_seen_stamps, reap_all),
 		cmocka_unit_test_teardown(authed_connection_waits_for_its_timeout, reap_all),
 		cmocka_unit_test_teardown(seen_smaller_than_the_daemon, reap_all),

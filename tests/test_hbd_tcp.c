@@ -61,11 +61,13 @@ static void ping(int fd, uint16_t seq, uint64_t ts)
 static void hello_welcome_v4_v6(void **state)
 {
 	struct hb_welcome w4, w6;
+	uint16_t wlen = 0;
 	int a, b;
 
 	(void)state;
-	a = ht_tcp_login(D.port, 1, false, &w4);
+	a = ht_tcp_login_flags(D.port, 1, false, &w4, &wlen, NULL);
 	HT_GE(a, 0, "IPv4 login of device 1");
+	HT_EQ(wlen, sizeof(struct hb_welcome), "WELCOME length in userspace mode (no flags)");
 	b = ht_tcp_login(D.port, 2, true, &w6); /* dual-stack listener */
 	HT_GE(b, 0, "IPv6 login of device 2 (dual-stack listener)");
 	HT_NE(hb_get_be64(&w4.token), 0, "WELCOME token of device 1 (0 is no session)");

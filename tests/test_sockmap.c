@@ -142,6 +142,16 @@ static void conn_lifecycle(int family, const char *laddr, int cfamily, const cha
 	snprintf(want, sizeof(want), peer_fmt, p.cport);
 	assert_string_equal(c.peer, want);
 	HT_EQ(c.state, HB_STATE_NEW, "state of a connection not authenticated yet");
+	/* --tcp kernel: the verdict answers heartbeats, TCP keepalive stays off */
+	HT_EQ(c.flags, 0, "conns flags on the kernel path (no HB_CONN_KEEPALIVE)");
+	{
+		int ka = -1;
+		socklen_t len = sizeof(ka);
+
+		HT_EQ(getsockopt(p.srv, SOL_SOCKET, SO_KEEPALIVE, &ka, &len), 0,
+		      "SO_KEEPALIVE read");
+		HT_EQ(ka, 0, "SO_KEEPALIVE of the server socket on the kernel path");
+	}
 	HT_EQ(c.device_id, 0, "device id before any HELLO");
 	HT_EQ(c.pings, 0, "kernel-answered PINGs of a new connection");
 	HT_TRUE(c.last_seen_ns >= t0 && c.last_seen_ns <= t1,
@@ -153,7 +163,8 @@ static void conn_lifecycle(int family, const char *laddr, int cfamily, const cha
 
 	close_pair(&p);
 	hbt_kstats(H, &k2);
-	HT_KSTATS(&k1, &k2, "sockops_close", 1);
+	/* both ends closed cleanly: no error on the socket when it reached TCP_CLOSE */
+	HT_KSTATS(&k1, &k2, "sockops_close", 1, "sockops_close_normal", 1);
 }
 
 static void test_conn_v4(void **state)

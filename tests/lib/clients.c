@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The test clients: blocking sockets, bounded waits, frames through the real codec. */
 #include <arpa/inet.h>
+#include <endian.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -168,11 +169,13 @@ void ht_hello(struct hb_hello *h, uint64_t dev, uint64_t ts_ms)
 	hb_hello_sign(h, dev, ts_ms, s, (size_t)n);
 }
 
-int ht_tcp_login(uint16_t port, uint64_t dev, bool v6, struct hb_welcome *wel)
+int ht_tcp_login_flags(uint16_t port, uint64_t dev, bool v6, struct hb_welcome *wel, uint16_t *len,
+		       uint32_t *flags)
 {
 	uint8_t buf[HB_MAX_FRAME];
 	struct hb_hello h;
 	struct hb_frame f;
+	uint32_t fl = 0;
 	int fd = ht_tcp(port, v6);
 
 	if (fd < 0)
@@ -185,7 +188,18 @@ int ht_tcp_login(uint16_t port, uint64_t dev, bool v6, struct hb_welcome *wel)
 	}
 	if (wel)
 		memcpy(wel, f.payload, sizeof(*wel));
+	if (f.len == HB_WELCOME_FLAGS_LEN)
+		memcpy(&fl, f.payload + sizeof(struct hb_welcome), sizeof(fl));
+	if (len)
+		*len = f.len;
+	if (flags)
+		*flags = be32toh(fl);
 	return fd;
+}
+
+int ht_tcp_login(uint16_t port, uint64_t dev, bool v6, struct hb_welcome *wel)
+{
+	return ht_tcp_login_flags(port, dev, v6, wel, NULL, NULL);
 }
 
 bool ht_expect(int fd, uint8_t type, int code)

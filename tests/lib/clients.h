@@ -50,6 +50,10 @@ int ht_recv_frame(int fd, uint8_t *buf, struct hb_frame *f, int ms);
 bool ht_eof(int fd, int ms);
 /* Connects and authenticates dev; returns the fd (WELCOME in *wel if given) or -1. */
 int ht_tcp_login(uint16_t port, uint64_t dev, bool v6, struct hb_welcome *wel);
+/* The same, with the WELCOME's payload length (16, or 20 with server flags) and its flags (0
+ * for a 16-byte one). */
+int ht_tcp_login_flags(uint16_t port, uint64_t dev, bool v6, struct hb_welcome *wel, uint16_t *len,
+		       uint32_t *flags);
 /* Expects one frame of type (and, for ERROR/BYE, the code/reason; -1 = any); says on stderr
  * what came instead. */
 bool ht_expect(int fd, uint8_t type, int code);

@@ -13,9 +13,10 @@ _Static_assert(sizeof(struct hb_bye) == 2 && sizeof(struct hb_error) == 2, "BYE/
 _Static_assert(HB_PING_TCP_BYTES == 16 && HB_PING_UDP_BYTES == 24, "heartbeat size on the wire");
 _Static_assert(sizeof(struct hb_conn_key) == 8 && sizeof(struct hb_session_key) == 8, "map keys");
 _Static_assert(sizeof(struct hb_conn) == 96, "conns value");
+_Static_assert(offsetof(struct hb_conn, flags) == 92, "conns value layout");
 _Static_assert(sizeof(struct hb_session) == 104, "sessions value");
 _Static_assert(offsetof(struct hb_session, state) == 20, "sessions value layout");
-_Static_assert(sizeof(struct hb_config) == 56, "config value");
+_Static_assert(sizeof(struct hb_config) == 72, "config value");
 _Static_assert(sizeof(struct hb_kstats) == HB_KSTATS_N * 8, "kstats is all u64");
 _Static_assert(sizeof(struct hb_ustats) % 64 == 0, "ustats slots are whole cache lines");
 _Static_assert(HB_USTATS_N * 8 <= sizeof(struct hb_ustats), "ustats is u64 fields");

@@ -264,6 +264,17 @@ uint32_t hbc_backoff_ms(struct hbc *c, const struct hbc_backoff *p, uint32_t rnd
 	return (uint32_t)(cap - span + (((span + 1) * rnd) >> 32));
 }
 
+int hbc_keepalive(const struct hbc *c)
+{
+	return c->state == HBC_AUTHED && c->transport == HB_TCP &&
+	       (c->welcome_flags & HB_WELCOME_KEEPALIVE);
+}
+
+int hbc_wants_pings(const struct hbc *c)
+{
+	return c->state == HBC_AUTHED && !hbc_keepalive(c);
+}
+
 unsigned hbc_pings_outstanding(const struct hbc *c)
 {
 	return (unsigned)__builtin_popcountll(c->ping_out);

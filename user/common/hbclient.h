@@ -128,6 +128,16 @@ enum hbc_event hbc_input(struct hbc *c, const struct hb_frame *f, uint64_t now, 
  */
 uint32_t hbc_backoff_ms(struct hbc *c, const struct hbc_backoff *p, uint32_t rnd);
 
+/* 1 while the session is in keepalive mode: TCP, and the server's WELCOME carried
+ * HB_WELCOME_KEEPALIVE. Its kernel tracks the connection with TCP keepalive; the device keeps
+ * TCP keepalive on its own socket (interval_ms, TCP_USER_TIMEOUT = timeout_ms) and need not
+ * send PINGs (any it sends are answered). The flag means nothing over UDP. */
+int hbc_keepalive(const struct hbc *c);
+
+/* 1 if the device should heartbeat now that a session is open: every session but one in
+ * keepalive mode (0 there, and without a session). When to send is the caller's clock. */
+int hbc_wants_pings(const struct hbc *c);
+
 /* Outstanding requests in the windows. */
 unsigned hbc_pings_outstanding(const struct hbc *c);
 unsigned hbc_data_outstanding(const struct hbc *c);

@@ -20,6 +20,24 @@ int hb_pin_path(char *out, size_t len, const char *dir, const char *name)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+int hb_daemon_lock_path(const char *pin_path, unsigned i, char *out, size_t len)
+{
+	/* /run/hbeat first: the unit's RuntimeDirectory, writable under ProtectSystem=strict */
+	static const char *const dirs[] = { "/run/hbeat", "/run/lock", "/run", "/tmp" };
+	char name[256];
+	size_t n = 0;
+	int k;
+
+	if (i >= sizeof(dirs) / sizeof(dirs[0]))
+		return -ENOENT;
+	/* one lock file per pin directory, named after it */
+	for (const char *p = pin_path; *p && n < sizeof(name) - 1; p++)
+		name[n++] = *p == '/' ? '_' : *p;
+	name[n] = 0;
+	k = snprintf(out, len, "%s/hbd%s.lock", dirs[i], name);
+	return k < 0 || (size_t)k >= len ? -ENAMETOOLONG : 0;
+}
+
 int hb_pin_open(const char *dir, const char *name, char *why, size_t whylen)
 {
 	char path[4096];

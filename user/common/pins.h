@@ -21,6 +21,12 @@ int hb_pin_path(char *out, size_t len, const char *dir, const char *name);
  * naming the path and the reason, with a hint when the pin is missing. */
 int hb_pin_open(const char *dir, const char *name, char *why, size_t whylen);
 
+/* The lock file an hbd holds while it serves the pin directory pin_path (one daemon per set of
+ * maps): the i-th place it tries (i = 0, 1, ...: /run/hbeat, /run/lock, /run, /tmp), e.g.
+ * /run/hbeat/hbd_sys_fs_bpf_hbeat.lock; -ENOENT past the last, -ENAMETOOLONG if it does not
+ * fit. hbd takes the first it can create; hbctl load looks at every one (hb_daemon_lock.c). */
+int hb_daemon_lock_path(const char *pin_path, unsigned i, char *out, size_t len);
+
 /* Counter names in struct order, from the ABI's X-macros; NULL-terminated. */
 extern const char *const hb_kstat_names[];
 extern const char *const hb_ustat_names[];

@@ -6,6 +6,11 @@
  * jitter; any frame from the server is proof it is there) -> BYE, ERROR, EOF, a broken socket
  * or server silence longer than its timeout -> DOWN again, with the next attempt after a
  * jittered exponential backoff (hbc_backoff_ms) that a successful WELCOME resets.
+ *
+ * Keepalive mode (a TCP WELCOME with HB_WELCOME_KEEPALIVE): no PINGs. The socket gets TCP
+ * keepalive at the server's interval and TCP_USER_TIMEOUT = its timeout, so this kernel
+ * answers the server's probes and probes the server in turn; a server that vanished shows as
+ * the socket's error (ETIMEDOUT) instead of as silence, which is normal in this mode.
  */
 #include "hbdev.h"
 
@@ -42,6 +47,7 @@ struct hbdev {
 	struct hbc c;
 	uint64_t next_ping_ms, last_rx_ms, retry_at_ms; /* CLOCK_MONOTONIC */
 	unsigned session; /* bumped at every WELCOME */
+	bool keepalive; /* this session is in keepalive mode and the socket has the options */
 	size_t rxlen; /* TCP: bytes of the stream buffered in rx */
 	uint8_t rx[2 * HB_MAX_FRAME];
 	uint8_t tx[HB_MAX_FRAME];
@@ -289,6 +295,50 @@ static void schedule_ping(struct hbdev *d, uint64_t now)
 	d->next_ping_ms = now + iv - (iv / 5) * (rnd32() % 1000) / 1000;
 }
 
+/* Keepalive mode: TCP keepalive on the socket at the server's timing (whole seconds, at least
+ * one), and the user timeout, which then decides when an unanswered connection dies. Returns
+ * 0 or -errno (the session then heartbeats with PINGs, which the server answers as well). */
+static int set_keepalive(struct hbdev *d)
+{
+	int one = 1, idle = (int)((d->c.interval_ms + 999) / 1000), cnt, uto = (int)d->c.timeout_ms;
+
+	if (idle < 1)
+		idle = 1;
+	/* the user timeout overrides the count once set: the count only matters to a kernel
+	 * that ignores TCP_USER_TIMEOUT during probes */
+	cnt = (int)((d->c.timeout_ms + 999) / 1000) / idle - 1;
+	if (cnt < 1)
+		cnt = 1;
+	if (setsockopt(d->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) ||
+	    setsockopt(d->fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) ||
+	    setsockopt(d->fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof(idle)) ||
+	    setsockopt(d->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) ||
+	    setsockopt(d->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto)))
+		return -errno;
+	return 0;
+}
+
+int hbdev_rtt_us(const struct hbdev *d, uint32_t *rtt_us)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (d->cfg.transport != HB_TCP)
+		return -EOPNOTSUPP;
+	if (!hbdev_connected(d))
+		return -ENOTCONN;
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(d->fd, IPPROTO_TCP, TCP_INFO, &ti, &len))
+		return -errno;
+	*rtt_us = ti.tcpi_rtt;
+	return 0;
+}
+
+int hbdev_keepalive(const struct hbdev *d)
+{
+	return hbdev_connected(d) && d->keepalive;
+}
+
 int hbdev_connect(struct hbdev *d)
 {
 	uint64_t deadline = mono_ms() + d->cfg.io_timeout_ms;
@@ -298,6 +348,7 @@ int hbdev_connect(struct hbdev *d)
 	if (d->fd >= 0)
 		close(d->fd);
 	d->rxlen = 0;
+	d->keepalive = false;
 	hbc_reset(&d->c);
 	d->fd = socket(d->addr.ss_family,
 		       (d->cfg.transport == HB_TCP ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
@@ -332,6 +383,7 @@ int hbdev_connect(struct hbdev *d)
 			if (e == HBC_EV_WELCOME) {
 				d->session++;
 				d->last_rx_ms = now;
+				d->keepalive = hbc_keepalive(&d->c) && !set_keepalive(d);
 				schedule_ping(d, now);
 				return 0;
 			}
@@ -400,16 +452,17 @@ static int step(struct hbdev *d, uint64_t until_ms, bool queue_downlinks, struct
 		drop_front(d, used);
 		return handle(d, &f, queue_downlinks, ev);
 	}
-	if (now >= d->next_ping_ms) {
+	if (!d->keepalive && now >= d->next_ping_ms) {
 		n = hbc_ping(&d->c, d->tx, sizeof(d->tx), mono_ns(), NULL);
 		if (n < 0 || send_all(d, d->tx, (size_t)n))
 			goto lost;
 		schedule_ping(d, now);
 	}
-	/* the server answers every heartbeat: silence past its own timeout means it is gone */
-	if (now > d->last_rx_ms + d->c.timeout_ms + d->cfg.io_timeout_ms)
+	/* the server answers every heartbeat: silence past its own timeout means it is gone (in
+	 * keepalive mode silence is normal, and the kernel reports a dead server as an error) */
+	if (!d->keepalive && now > d->last_rx_ms + d->c.timeout_ms + d->cfg.io_timeout_ms)
 		goto lost;
-	wake = d->next_ping_ms < until_ms ? d->next_ping_ms : until_ms;
+	wake = !d->keepalive && d->next_ping_ms < until_ms ? d->next_ping_ms : until_ms;
 	p = (struct pollfd){ .fd = d->fd, .events = POLLIN };
 	rc = poll(&p, 1, wake > now ? (int)(wake - now) : 0);
 	if (rc < 0 && errno != EINTR)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /* hbeat device library: the device side of the protocol on blocking sockets, for firmware and
  * tools. It drives the sans-IO core (hbclient.h, which hbload drives from io_uring) with one
- * TCP or UDP socket: connect and authenticate, heartbeat at the interval the server asks for,
+ * TCP or UDP socket: connect and authenticate, heartbeat at the interval the server asks for
+ * (or, when the server asks for TCP keepalive instead, let the kernels do it),
  * send DATA until it is acknowledged, receive downlink messages (and acknowledge them), and
  * reconnect with jittered exponential backoff when the session is lost.
  *
@@ -41,7 +42,7 @@ enum hbdev_event {
 	HBDEV_EV_AUTH_FAILED, /* the server refused our HELLO (unknown, revoked, clock): retried
 			       * with backoff like any failed attempt */
 	HBDEV_EV_DOWNLINK, /* a message from the application: payload, len (already ACKed) */
-	HBDEV_EV_PONG, /* a heartbeat came back: rtt_ns */
+	HBDEV_EV_PONG, /* a heartbeat came back: rtt_ns (none in keepalive mode) */
 };
 
 #define HBDEV_CODE_ERROR 0x100
@@ -83,6 +84,14 @@ int hbdev_send(struct hbdev *d, const void *data, uint16_t len, int timeout_ms);
 
 /* True while a session is open. */
 int hbdev_connected(const struct hbdev *d);
+/* True while the session is in keepalive mode (the server asked for it in its WELCOME, TCP
+ * only): no PINGs go out and no PONGs come back; this socket has TCP keepalive at the server's
+ * interval and TCP_USER_TIMEOUT = its timeout, so both kernels track the connection. */
+int hbdev_keepalive(const struct hbdev *d);
+/* The kernel's smoothed round-trip time of the TCP connection (TCP_INFO tcpi_rtt), in any
+ * mode; in keepalive mode it is the only RTT there is. 0, -ENOTCONN without a session, or
+ * -EOPNOTSUPP over UDP (there HBDEV_EV_PONG carries each heartbeat's RTT). */
+int hbdev_rtt_us(const struct hbdev *d, uint32_t *rtt_us);
 /* The protocol state (token, interval, counters of outstanding requests). */
 const struct hbc *hbdev_state(const struct hbdev *d);
 

@@ -103,6 +103,30 @@ static bool uring_has_op(int op)
 	return ok;
 }
 
+/* Keepalive mode's timing in the units of the socket options: probes every --interval (whole
+ * seconds, TCP_KEEPIDLE and TCP_KEEPINTVL), and the kill once --keepalive-probes went
+ * unanswered, TCP_USER_TIMEOUT = interval x (probes + 1) after the last packet received. The
+ * user timeout bounds a connection with unacknowledged data the same way (the keepalive timer
+ * leaves those to the retransmission timer). */
+static int keepalive_timing(struct hbd_daemon *d)
+{
+	const struct hbd_config *cfg = d->cfg;
+	uint64_t idle = (uint64_t)(cfg->interval_s + 0.999), uto;
+
+	if (idle < 1)
+		idle = 1;
+	uto = idle * (cfg->keepalive_probes + 1) * 1000;
+	if (idle > 32767 || uto > INT32_MAX) {
+		hb_err("--interval %g with --keepalive-probes %u is beyond TCP keepalive (idle at most "
+		       "32767 s, interval x (probes + 1) at most %d ms); use a shorter --interval",
+		       cfg->interval_s, cfg->keepalive_probes, INT32_MAX);
+		return -EINVAL;
+	}
+	d->lim.ka_idle_s = (uint32_t)idle;
+	d->lim.ka_timeout_ms = (uint32_t)uto;
+	return 0;
+}
+
 static int setup_maps(struct hbd_daemon *d)
 {
 	const struct hbd_config *cfg = d->cfg;
@@ -123,11 +147,21 @@ static int setup_maps(struct hbd_daemon *d)
 				cfg->pin_path, why);
 	} else {
 		struct hb_config hc;
+		enum hb_tcp_path path =
+			hbd_maps_config(&d->kern.maps, &hc) ? HB_TCP_KERNEL : hc.tcp_path;
 
 		d->kern.offload = true;
-		d->kern.tcp_offload =
-			hbd_maps_config(&d->kern.maps, &hc) || hc.tcp_path != HB_TCP_USER;
-		if (!d->kern.tcp_offload) {
+		d->kern.tcp_offload = path == HB_TCP_KERNEL;
+		d->kern.tcp_keepalive = path == HB_TCP_KEEPALIVE;
+		if (d->kern.tcp_keepalive) {
+			rc = keepalive_timing(d);
+			if (rc)
+				return rc;
+			hb_info("BPF loaded with --tcp keepalive: the kernel probes silent TCP "
+				"connections after %u s and closes them %u ms after the last packet "
+				"(--keepalive-probes %u); UDP heartbeats answered by XDP",
+				d->lim.ka_idle_s, d->lim.ka_timeout_ms, cfg->keepalive_probes);
+		} else if (!d->kern.tcp_offload) {
 			hb_info("BPF loaded with --tcp user: TCP heartbeats answered here, UDP ones by XDP");
 		} else if (!uring_has_op(HB_IORING_OP_FIXED_FD_INSTALL)) {
 			hb_warn("io_uring lacks IORING_OP_FIXED_FD_INSTALL (kernel >= 6.8), which adds "
@@ -175,6 +209,16 @@ static int setup_maps(struct hbd_daemon *d)
 		else if (rc && rc != -EOPNOTSUPP)
 			hb_warn("config.max_payload: %s: the kernel reflects ECHOs of up to %u bytes",
 				strerror(-rc), HB_MAX_PAYLOAD);
+		/* the only daemon now: sock_ops sets this timing on every connection from here on,
+		 * before the first one (the listeners open after this) */
+		d->kern.tcp_conns = d->kern.tcp_offload || d->kern.tcp_keepalive;
+		if (d->kern.tcp_keepalive &&
+		    (rc = hbd_maps_set_keepalive(&d->kern.maps, d->lim.ka_idle_s,
+						 cfg->keepalive_probes, d->lim.ka_timeout_ms))) {
+			hb_err("writing the keepalive timing into %s/%s: %s", cfg->pin_path,
+			       HB_MAP_CONFIG, strerror(-rc));
+			return rc;
+		}
 	}
 	/* counters are published whenever the map is there, whatever the mode */
 	if (!hbd_maps_open_ustats(&d->kern.maps, cfg->pin_path, why, sizeof(why))) {

@@ -62,6 +62,7 @@ struct hbd_config {
 	double clock_window_s;
 	double interval_s;
 	double expiry_mult;
+	unsigned keepalive_probes; /* hbctl load --tcp keepalive: unanswered probes before a kill */
 	double grace_s;
 	double drain_s; /* longest a SIGTERM drain may take */
 	const char *sink; /* --sink, or sink_default */
@@ -129,6 +130,9 @@ struct hbd_daemon {
 					 * spent (tcp_open.c) */
 		unsigned pending_per_worker; /* max_pending over the workers */
 		bool track_sources; /* per-source limits on: workers keep each connection's entry */
+		/* keepalive mode: TCP_KEEPIDLE = TCP_KEEPINTVL, and TCP_USER_TIMEOUT, which the
+		 * WELCOME tells the device as its interval and timeout */
+		uint32_t ka_idle_s, ka_timeout_ms;
 	} lim;
 	/* the key store HELLOs are checked against (reload.c) */
 	struct hbd_keyring {
@@ -148,6 +152,11 @@ struct hbd_daemon {
 		struct hbd_maps maps;
 		bool offload; /* kernel fast paths loaded and in use */
 		bool tcp_offload; /* and the TCP one among them (hbctl load --tcp kernel) */
+		/* hbctl load --tcp keepalive: no sockhash; the kernel tracks the liveness of each
+		 * connection sock_ops turned keepalive on for, and the receive side is a multishot
+		 * poll plus a one-shot recv when it fires (tcp.h) */
+		bool tcp_keepalive;
+		bool tcp_conns; /* conns entries are kept up to date: kernel or keepalive mode */
 		int lock_fd; /* instance lock (offload mode), -1 if none */
 		struct hbd_nicwatch nic; /* the XDP NIC (offload mode) */
 	} kern;

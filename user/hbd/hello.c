@@ -89,9 +89,19 @@ void hbd_supersede(struct hbd_worker *w, uint64_t old_loc)
 		       hbd_loc_index(old_loc), hbd_loc_gen(old_loc), HB_BYE_SUPERSEDED);
 }
 
-void hbd_welcome(struct hbd_worker *w, uint64_t token, struct hb_welcome *out)
+size_t hbd_welcome(struct hbd_worker *w, uint64_t token, uint32_t flags, void *out)
 {
-	hb_put_be64(&out->token, token);
-	out->interval_ms = htobe32((uint32_t)w->d->lim.interval_ms);
-	out->timeout_ms = htobe32((uint32_t)w->d->lim.timeout_ms);
+	const struct hbd_limits *l = &w->d->lim;
+	bool ka = flags & HB_WELCOME_KEEPALIVE;
+	struct hb_welcome wel;
+	__be32 f = htobe32(flags);
+
+	hb_put_be64(&wel.token, token);
+	wel.interval_ms = htobe32(ka ? l->ka_idle_s * 1000 : (uint32_t)l->interval_ms);
+	wel.timeout_ms = htobe32(ka ? l->ka_timeout_ms : (uint32_t)l->timeout_ms);
+	memcpy(out, &wel, sizeof(wel));
+	if (!flags)
+		return sizeof(wel);
+	memcpy((uint8_t *)out + sizeof(wel), &f, sizeof(f));
+	return HB_WELCOME_FLAGS_LEN;
 }

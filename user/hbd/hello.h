@@ -6,6 +6,7 @@
 #define HBD_HELLO_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "auth.h"
@@ -49,7 +50,11 @@ const char *hbd_auth_str(int rc);
 bool hbd_map_full(struct hbd_worker *w, int rc, const char *map, uint64_t device_id);
 /* Ends the session a HELLO superseded, wherever it lives. */
 void hbd_supersede(struct hbd_worker *w, uint64_t old_loc);
-/* WELCOME payload for a token. */
-void hbd_welcome(struct hbd_worker *w, uint64_t token, struct hb_welcome *out);
+/* WELCOME payload for a token with server flags (enum hb_welcome_flag, 0 for none) into out,
+ * which holds HB_WELCOME_FLAGS_LEN bytes. Returns the payload's length: 16 without flags, as
+ * every WELCOME was before flags, 20 with. HB_WELCOME_KEEPALIVE tells the keepalive timing as
+ * interval and timeout.
+ */
+size_t hbd_welcome(struct hbd_worker *w, uint64_t token, uint32_t flags, void *out);
 
 #endif

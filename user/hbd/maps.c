@@ -426,6 +426,38 @@ int hbd_maps_config(struct hbd_maps *m, struct hb_config *out)
 	return bpf_map_lookup_elem(m->config, &k, out) ? -errno : 0;
 }
 
+int hbd_maps_set_keepalive(struct hbd_maps *m, uint32_t idle_s, uint32_t cnt,
+			   uint32_t user_timeout_ms)
+{
+	__u32 k = 0;
+
+	if (m->config < 0)
+		return -EBADF;
+	if (m->config_mem) {
+		/* the user timeout first: sock_ops starts setting options once idle is nonzero */
+		__atomic_store_n(&m->config_mem->ka_user_timeout_ms, user_timeout_ms,
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&m->config_mem->ka_cnt, cnt, __ATOMIC_RELAXED);
+		__atomic_store_n(&m->config_mem->ka_intvl_s, idle_s, __ATOMIC_RELAXED);
+		__atomic_store_n(&m->config_mem->ka_idle_s, idle_s, __ATOMIC_RELEASE);
+		return 0;
+	}
+	if (bpf_map_lookup_elem(m->config, &k, &m->config_cache))
+		return -errno;
+	m->config_cache.ka_idle_s = idle_s;
+	m->config_cache.ka_intvl_s = idle_s;
+	m->config_cache.ka_cnt = cnt;
+	m->config_cache.ka_user_timeout_ms = user_timeout_ms;
+	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
+}
+
+int hbd_maps_conn_get(struct hbd_maps *m, uint64_t cookie, struct hb_conn *v)
+{
+	struct hb_conn_key k = { .cookie = cookie };
+
+	return bpf_map_lookup_elem(m->conns, &k, v) ? -errno : 0;
+}
+
 void hbd_addr_str(const uint8_t addr[16], char out[HB_PEER_STR])
 {
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };

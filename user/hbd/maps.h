@@ -96,6 +96,12 @@ int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload);
 
 /* A copy of the config entry (the loader's fields: ifindex, ifname, port, xdp_mode). */
 int hbd_maps_config(struct hbd_maps *m, struct hb_config *out);
+/* config's keepalive timing (hbctl load --tcp keepalive), which sock_ops sets on every new
+ * connection: TCP_KEEPIDLE = TCP_KEEPINTVL = idle_s, TCP_KEEPCNT = cnt, TCP_USER_TIMEOUT. */
+int hbd_maps_set_keepalive(struct hbd_maps *m, uint32_t idle_s, uint32_t cnt,
+			   uint32_t user_timeout_ms);
+/* conns[cookie] as it is (-ENOENT if none). */
+int hbd_maps_conn_get(struct hbd_maps *m, uint64_t cookie, struct hb_conn *v);
 
 /* "10.0.0.2" / "2001:db8::1" from a v4-mapped-or-v6 address. */
 void hbd_addr_str(const uint8_t addr[16], char out[HB_PEER_STR]);

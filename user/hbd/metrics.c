@@ -148,6 +148,30 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 	family(f, "hbeat_expired_total", "counter", "Sessions expired after a silent timeout.");
 	fprintf(f, "hbeat_expired_total{transport=\"tcp\"} %" PRIu64 "\n", (uint64_t)u.expired_tcp);
 	fprintf(f, "hbeat_expired_total{transport=\"udp\"} %" PRIu64 "\n", (uint64_t)u.expired_udp);
+	family(f, "hbeat_keepalive_expired_total", "counter",
+	       "TCP devices in keepalive mode whose kernel stopped answering probes (in "
+	       "hbeat_expired_total too).");
+	fprintf(f, "hbeat_keepalive_expired_total %" PRIu64 "\n", (uint64_t)u.keepalive_expired);
+	if (have_k) {
+		family(f, "hbeat_keepalive_set_total", "counter",
+		       "New TCP connections sock_ops turned keepalive on for (hbctl load --tcp "
+		       "keepalive), by outcome.");
+		fprintf(f, "hbeat_keepalive_set_total{result=\"ok\"} %" PRIu64 "\n",
+			(uint64_t)k.sockops_keepalive);
+		fprintf(f, "hbeat_keepalive_set_total{result=\"failed\"} %" PRIu64 "\n",
+			(uint64_t)k.sockops_keepalive_err);
+		family(f, "hbeat_tcp_closed_total", "counter",
+		       "TCP connections on the service port closed, by what the kernel saw: a "
+		       "keepalive or user timeout, a reset, a clean close, another error.");
+#define CLOSED(reason, field)                                                     \
+	fprintf(f, "hbeat_tcp_closed_total{reason=\"" reason "\"} %" PRIu64 "\n", \
+		(uint64_t)k.field);
+		CLOSED("timeout", sockops_close_timeout)
+		CLOSED("reset", sockops_close_reset)
+		CLOSED("normal", sockops_close_normal)
+		CLOSED("error", sockops_close_error)
+#undef CLOSED
+	}
 	family(f, "hbeat_auth_total", "counter", "HELLOs by outcome.");
 	fprintf(f, "hbeat_auth_total{result=\"ok\"} %" PRIu64 "\n", (uint64_t)u.auth_ok);
 	fprintf(f, "hbeat_auth_total{result=\"failed\"} %" PRIu64 "\n", (uint64_t)u.auth_fail);

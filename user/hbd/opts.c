@@ -17,6 +17,7 @@
 #define DEF_CLOCK_WINDOW_S 30
 #define DEF_INTERVAL_S 30
 #define DEF_EXPIRY_MULT 1.5
+#define DEF_KEEPALIVE_PROBES 2
 #define DEF_GRACE_S 5
 #define DEF_DRAIN_S 10
 /* The sink's file name in the state directory: systemd's $STATE_DIRECTORY (StateDirectory=hbeat
@@ -98,6 +99,10 @@ static const struct hb_opt options[] = {
 	  .def.d = DEF_INTERVAL_S, .dmin = 0.01, .dmax = 86400 },
 	{ "expiry-mult", 0, "X", "expire a device after X intervals of silence", HB_OPT_DOUBLE,
 	  AT(expiry_mult), .def.d = DEF_EXPIRY_MULT, .dmin = 1, .dmax = 100 },
+	{ "keepalive-probes", 0, "N", "with hbctl load --tcp keepalive: the kernel probes a silent "
+	  "connection every --interval and closes it once N probes went unanswered, (N + 1) "
+	  "intervals after the device's last packet", HB_OPT_UINT, AT(keepalive_probes),
+	  .def.u = DEF_KEEPALIVE_PROBES, .umin = 1, .umax = 100 },
 	{ "clock-window", 0, "SEC", "accepted HELLO clock skew", HB_OPT_DOUBLE, AT(clock_window_s),
 	  .def.d = DEF_CLOCK_WINDOW_S, .dmin = 0.001, .dmax = 86400 },
 	{ "grace", 0, "SEC", "the fast paths keep answering this long after hbd stops refreshing "

@@ -22,25 +22,18 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "pins.h"
 #include "restart.h"
 #include "worker.h"
 
 int hbd_instance_lock(const char *pin_path, int *fd_out, char *why, size_t whylen)
 {
-	/* /run/hbeat first: the unit's RuntimeDirectory, writable under ProtectSystem=strict */
-	static const char *const dirs[] = { "/run/hbeat", "/run/lock", "/run", "/tmp" };
-	char path[512], name[256];
-	size_t n = 0;
+	char path[512] = "";
 	int fd = -1;
 
-	/* one lock file per pin directory, named after it */
-	for (const char *p = pin_path; *p && n < sizeof(name) - 1; p++)
-		name[n++] = *p == '/' ? '_' : *p;
-	name[n] = 0;
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && fd < 0; i++) {
-		snprintf(path, sizeof(path), "%s/hbd%s.lock", dirs[i], name);
+	/* the places are pins.h's, so that hbctl load finds the lock too */
+	for (unsigned i = 0; fd < 0 && !hb_daemon_lock_path(pin_path, i, path, sizeof(path)); i++)
 		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	}
 	if (fd < 0) {
 		snprintf(why, whylen, "lock file %s: %s", path, strerror(errno));
 		return -errno;

@@ -28,6 +28,14 @@
  *        in user_data and in device-table/sink references catches anything addressed to it.
  * A connection stuck in CLOSING..CLOSED for a whole timeout (a peer that never reads) has its
  * operations cancelled by the wheel and is closed anyway.
+ *
+ * Keepalive mode (hbctl load --tcp keepalive): the receive side is a multishot poll armed for
+ * the connection's life and, each time it fires, one non-blocking recv after another until the
+ * socket says empty, ended or failed (tcp_conn.c, tcp_frames.c); no sockhash. An AUTHED
+ * connection whose conns entry says sock_ops turned keepalive on (CF_KEEPALIVE) gets the
+ * WELCOME with the KEEPALIVE flag and leaves the wheel: the kernel probes it, and its close of
+ * a connection that stopped answering ends the recv with ETIMEDOUT, which expires the device.
+ * Any other connection is expected to PING and stays on the wheel.
  */
 #ifndef HBD_TCP_H
 #define HBD_TCP_H
@@ -59,6 +67,7 @@ void hbd_tcp_expire(struct hbd_worker *w);
 
 /* tcp_frames.c */
 void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe);
+void hbd_tcp_on_poll(struct hbd_worker *w, struct io_uring_cqe *cqe);
 void hbd_tcp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok);
 /* Queues a DOWN frame on a live authenticated connection: 0, -ENOENT (not that session any
  * more) or -ENOMEM (no output buffer).

@@ -2,6 +2,7 @@
 /* TCP connection lifecycle on direct descriptors (tcp.h tells it): output, closing, freeing. */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -45,11 +46,58 @@ void hbd_tcp_pending_done(struct hbd_worker *w, struct hbd_conn *c)
 	__atomic_fetch_sub(&w->d->tcp_pending, 1, __ATOMIC_RELAXED);
 }
 
-int hbd_tcp_arm_recv(struct hbd_worker *w, uint32_t slot)
+/* Keepalive mode's receive side: a multishot poll armed for the connection's life and, each
+ * time it fires, non-blocking recvs until the socket has nothing more (tcp_frames.c). An armed
+ * poll holds only its request, where an armed multishot recv also holds its message header
+ * and an async poll (docs/OPERATIONS.md has the measured memory); what the device sends in
+ * keepalive mode is rare. The kernel's close of a dead connection (keepalive or user timeout,
+ * reset) wakes the poll as data does, and the recv then returns the socket's error. */
+static int arm_poll(struct hbd_worker *w, uint32_t slot)
 {
 	struct hbd_conn *c = &w->conns[slot];
 	struct io_uring_sqe *sqe = hbd_sqe(w);
 
+	if (!sqe)
+		return -EBUSY;
+	/* errors and hangups are reported whatever the mask asks for */
+	io_uring_prep_poll_multishot(sqe, (int)slot, POLLIN | POLLRDHUP);
+	sqe->flags |= IOSQE_FIXED_FILE;
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_POLL, slot, c->gen, 0));
+	c->flags |= CF_POLL | CF_RECV;
+	return 0;
+}
+
+int hbd_tcp_read(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct io_uring_sqe *sqe;
+
+	if (c->flags & CF_READ) {
+		c->flags |= CF_MORE;
+		return 0;
+	}
+	sqe = hbd_sqe(w);
+	if (!sqe)
+		return -EBUSY;
+	/* MSG_DONTWAIT: an empty socket completes it with -EAGAIN instead of making io_uring arm
+	 * a poll of its own, which would hold memory while it waits; a provided buffer is taken
+	 * only for data */
+	io_uring_prep_recv(sqe, (int)slot, NULL, 0, MSG_DONTWAIT);
+	sqe->flags |= IOSQE_FIXED_FILE | IOSQE_BUFFER_SELECT;
+	sqe->buf_group = HBD_BGID_TCP;
+	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_RECV, slot, c->gen, 0));
+	c->flags = (uint16_t)((c->flags | CF_READ | CF_RECV) & ~CF_MORE);
+	return 0;
+}
+
+int hbd_tcp_arm_recv(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct io_uring_sqe *sqe;
+
+	if (w->d->kern.tcp_keepalive)
+		return arm_poll(w, slot);
+	sqe = hbd_sqe(w);
 	if (!sqe)
 		return -EBUSY;
 	io_uring_prep_recv_multishot(sqe, (int)slot, NULL, 0, 0);
@@ -67,10 +115,38 @@ void hbd_tcp_cancel_recv(struct hbd_worker *w, uint32_t slot)
 
 	if (!(c->flags & CF_RECV) || (c->flags & CF_CANCEL) || !(sqe = hbd_sqe(w)))
 		return;
-	io_uring_prep_cancel64(sqe, hbd_ud(HBD_OP_RECV, slot, c->gen, 0), 0);
+	/* keepalive mode: the poll; a recv in flight does not wait (MSG_DONTWAIT) */
+	io_uring_prep_cancel64(
+		sqe, hbd_ud(c->flags & CF_POLL ? HBD_OP_POLL : HBD_OP_RECV, slot, c->gen, 0), 0);
 	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_CANCEL, slot, c->gen, 0));
 	c->flags |= CF_CANCEL;
+}
+
+void hbd_tcp_want_rearm(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+
+	if (!(c->flags & CF_REARM)) {
+		c->flags |= CF_REARM;
+		w->rearm[w->nrearm++] = slot;
+	}
+}
+
+/* A connection on the re-arm list, at the end of the loop iteration: its receive side armed
+ * again (keepalive mode: the poll if it ended, and a read if one is due). 0 or -EBUSY. */
+static int rearm(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	int rc = 0;
+
+	if (!w->d->kern.tcp_keepalive)
+		return c->flags & CF_RECV ? 0 : hbd_tcp_arm_recv(w, slot);
+	if (!(c->flags & CF_POLL))
+		rc = hbd_tcp_arm_recv(w, slot);
+	if (!rc && (c->flags & CF_MORE) && !(c->flags & CF_READ))
+		rc = hbd_tcp_read(w, slot);
+	return rc;
 }
 
 void hbd_tcp_mark_dirty(struct hbd_worker *w, uint32_t slot)
@@ -356,8 +432,7 @@ void hbd_tcp_flush(struct hbd_worker *w)
 		struct hbd_conn *c = &w->conns[slot];
 
 		c->flags &= ~CF_REARM;
-		if (hbd_conn_live(c) && !(c->flags & CF_RECV) && !w->ho.exporting &&
-		    hbd_tcp_arm_recv(w, slot))
+		if (hbd_conn_live(c) && !w->ho.exporting && rearm(w, slot))
 			hbd_tcp_close(w, slot, 0, 0);
 	}
 	w->nrearm = 0;

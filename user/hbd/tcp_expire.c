@@ -47,6 +47,9 @@ void hbd_tcp_expire(struct hbd_worker *w)
 					close_timed_out(w, slot);
 				continue;
 			}
+			/* keepalive mode (one adopted in an upgrade): the kernel is its timer */
+			if (c->state == CONN_AUTHED && (c->flags & CF_KEEPALIVE))
+				continue;
 			if (c->state == CONN_NEW) {
 				/* slowloris: a connection that never completes its HELLO */
 				silent = hbd_tcp_now32(w) - c->last_seen;

@@ -19,11 +19,12 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	struct hbd_conn *c = &w->conns[slot];
 	struct hbd_daemon *d = w->d;
 	struct hbd_hello_result r;
-	struct hb_welcome wel;
+	uint8_t wel[HB_WELCOME_FLAGS_LEN];
 	struct hb_hello h;
 	uint32_t src;
 	unsigned n, pending;
 	bool over;
+	size_t len;
 	int rc;
 
 	if (c->state != CONN_NEW) {
@@ -73,15 +74,17 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	c->state = CONN_AUTHED;
 	hbd_tcp_pending_done(w, c);
 	c->last_seen = hbd_tcp_now32(w);
-	/* from --hello-timeout to the heartbeat timeout: not due (nor looked at) before that */
 	hb_wheel_del(&w->tcp_wheel, slot);
-	hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->lim.timeout_ms);
 	if (hbd_tcp_kernel_admit(w, slot, r.device_id)) {
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_FULL);
 		return;
 	}
-	hbd_welcome(w, r.token, &wel);
-	hbd_tcp_send(w, slot, HB_WELCOME, f->seq, &wel, sizeof(wel));
+	/* from --hello-timeout to the heartbeat timeout: not due (nor looked at) before that;
+	 * one the kernel keeps alive leaves the wheel, since the kernel is its timer */
+	if (!(c->flags & CF_KEEPALIVE))
+		hb_wheel_add(&w->tcp_wheel, slot, w->now_ms + d->lim.timeout_ms);
+	len = hbd_welcome(w, r.token, c->flags & CF_KEEPALIVE ? HB_WELCOME_KEEPALIVE : 0, wel);
+	hbd_tcp_send(w, slot, HB_WELCOME, f->seq, wel, (uint16_t)len);
 	HBD_STAT_ADD(w->st, auth_ok, 1);
 	HBD_STAT_ADD(w->st, tcp_authed, 1);
 	hb_dbg("tcp: device %" PRIu64 " authenticated (worker %u slot %u)", r.device_id, w->id,
@@ -227,22 +230,13 @@ static void give_back_rx(struct hbd_worker *w, uint16_t bid)
 			      io_uring_buf_ring_mask(w->rx_count), (int)w->rx_ret++);
 }
 
-void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe)
+/* The bytes a recv CQE carries, to the frame decoder, and its buffer back to the ring. */
+static void take_rx(struct hbd_worker *w, uint32_t slot, struct io_uring_cqe *cqe)
 {
-	uint32_t slot = hbd_ud_index(cqe->user_data);
-	struct hbd_conn *c = hbd_conn_of(w, slot, hbd_ud_gen(cqe->user_data));
-	bool more = cqe->flags & IORING_CQE_F_MORE;
 	bool buf = cqe->flags & IORING_CQE_F_BUFFER;
 	uint16_t bid = (uint16_t)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
 
-	if (!c) {
-		if (buf)
-			give_back_rx(w, bid);
-		return;
-	}
-	if (!more)
-		c->flags &= ~CF_RECV;
-	if (cqe->res > 0 && buf && hbd_conn_live(c)) {
+	if (cqe->res > 0 && buf && hbd_conn_live(&w->conns[slot])) {
 		uint8_t *p = w->rx_mem + (size_t)bid * w->rx_size;
 
 		HBD_KERNEL_WROTE(p, cqe->res);
@@ -250,6 +244,79 @@ void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	}
 	if (buf)
 		give_back_rx(w, bid);
+}
+
+/* The socket said EOF or an error: the peer is gone. One the kernel kept alive and then closed
+ * for want of answers (keepalive or user timeout, which leave ETIMEDOUT, or the ICMP error
+ * that came first) is expired; it cannot be told so. */
+static void peer_gone(struct hbd_worker *w, uint32_t slot, int res)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	bool timed_out = res == -ETIMEDOUT || res == -EHOSTUNREACH || res == -ENETUNREACH;
+
+	if (res < 0 && res != -ECONNRESET)
+		hb_dbg("tcp: worker %u slot %u: recv: %s", w->id, slot, strerror(-res));
+	if (timed_out && c->state == CONN_AUTHED && (c->flags & CF_KEEPALIVE)) {
+		HBD_STAT_ADD(w->st, expired_tcp, 1);
+		HBD_STAT_ADD(w->st, keepalive_expired, 1);
+		hb_dbg("tcp: device %" PRIu64 " stopped answering keepalive probes (%s): expired",
+		       c->device_id, strerror(-res));
+		c->flags |= CF_BROKEN; /* nothing can reach it: no BYE */
+		hbd_tcp_close(w, slot, HB_BYE, HB_BYE_EXPIRED);
+		return;
+	}
+	hbd_tcp_close(w, slot, 0, 0);
+}
+
+/* Keepalive mode: a one-shot recv the poll asked for (tcp_conn.c, hbd_tcp_read). */
+static void on_read(struct hbd_worker *w, uint32_t slot, struct io_uring_cqe *cqe)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	int res = cqe->res;
+
+	c->flags &= ~CF_READ;
+	if (!(c->flags & CF_POLL))
+		c->flags &= ~CF_RECV;
+	take_rx(w, slot, cqe);
+	if (!hbd_conn_live(c)) {
+		hbd_tcp_advance(w, slot);
+		return;
+	}
+	if (res > 0 || res == -ENOBUFS) {
+		/* read on until the socket says it is empty (-EAGAIN), at its end or its error
+		 * (once the buffers are back in the ring): wakeups that come while a poll
+		 * completion is made are folded into it, so its mask may not tell that a reset
+		 * waits behind the data, and no further wakeup would come for it */
+		c->flags |= CF_MORE;
+		hbd_tcp_want_rearm(w, slot);
+		return;
+	}
+	if (res == -EAGAIN) {
+		if (c->flags & CF_MORE)
+			hbd_tcp_want_rearm(w, slot);
+		return;
+	}
+	peer_gone(w, slot, res);
+}
+
+void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	uint32_t slot = hbd_ud_index(cqe->user_data);
+	struct hbd_conn *c = hbd_conn_of(w, slot, hbd_ud_gen(cqe->user_data));
+	bool more = cqe->flags & IORING_CQE_F_MORE;
+
+	if (!c) {
+		if (cqe->flags & IORING_CQE_F_BUFFER)
+			give_back_rx(w, (uint16_t)(cqe->flags >> IORING_CQE_BUFFER_SHIFT));
+		return;
+	}
+	if (w->d->kern.tcp_keepalive) {
+		on_read(w, slot, cqe);
+		return;
+	}
+	if (!more)
+		c->flags &= ~CF_RECV;
+	take_rx(w, slot, cqe);
 	if (more)
 		return;
 	if (hbd_conn_live(c)) {
@@ -259,19 +326,50 @@ void hbd_tcp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe)
 			/* out of provided buffers (or the multishot simply ended): re-arm once
 			 * the buffers of this batch are back in the ring
 			 */
-			if (!(c->flags & CF_REARM)) {
-				c->flags |= CF_REARM;
-				w->rearm[w->nrearm++] = slot;
-			}
+			hbd_tcp_want_rearm(w, slot);
 			return;
 		}
-		if (cqe->res < 0 && cqe->res != -ECONNRESET)
-			hb_dbg("tcp: worker %u slot %u: recv: %s", w->id, slot,
-			       strerror(-cqe->res));
-		hbd_tcp_close(w, slot, 0, 0); /* EOF or error: the peer is gone */
+		peer_gone(w, slot, cqe->res); /* EOF or error */
 		return;
 	}
 	hbd_tcp_advance(w, slot);
+}
+
+void hbd_tcp_on_poll(struct hbd_worker *w, struct io_uring_cqe *cqe)
+{
+	uint32_t slot = hbd_ud_index(cqe->user_data);
+	struct hbd_conn *c = hbd_conn_of(w, slot, hbd_ud_gen(cqe->user_data));
+	bool more = cqe->flags & IORING_CQE_F_MORE;
+	int res = cqe->res;
+
+	if (!c)
+		return;
+	if (!more) {
+		c->flags &= ~CF_POLL;
+		if (!(c->flags & CF_READ))
+			c->flags &= ~CF_RECV;
+	}
+	if (!hbd_conn_live(c)) {
+		hbd_tcp_advance(w, slot);
+		return;
+	}
+	if (res > 0) { /* data, an error or a hangup: the recv says which */
+		if (hbd_tcp_read(w, slot)) {
+			hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
+			return;
+		}
+	}
+	if (more)
+		return;
+	if (w->ho.exporting && res == -ECANCELED)
+		return; /* quiesced for the handoff: the socket goes on in the new daemon */
+	if (res < 0 && res != -ECANCELED) {
+		hb_dbg("tcp: worker %u slot %u: poll: %s", w->id, slot, strerror(-res));
+		HBD_STAT_ADD(w->st, errors, 1);
+		hbd_tcp_close(w, slot, 0, 0);
+		return;
+	}
+	hbd_tcp_want_rearm(w, slot); /* the multishot ended: armed again at the loop's end */
 }
 
 void hbd_tcp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok)

@@ -32,13 +32,14 @@ static inline struct hbd_conn *hbd_conn_of(struct hbd_worker *w, uint32_t slot, 
  * the lifecycle: what a failure means for the connection is the caller's to decide.
  */
 /* Asks for the socket's SO_COOKIE, hard-linked to the next SQE (the first recv), so the cookie
- * is known before the first frame is handled. Nothing without --tcp kernel.
+ * is known before the first frame is handled. Nothing without --tcp kernel or keepalive.
  */
 void hbd_tcp_ask_cookie(struct hbd_worker *w, uint32_t slot);
 /* The SO_COOKIE CQE of c: c->cookie holds it, or 0 if it failed (no fast path for c). */
 void hbd_tcp_cookie_done(struct hbd_worker *w, struct hbd_conn *c, int res);
 /* An authenticated connection: conns[cookie] names its device, and its socket is on its way
- * into the sockhash (output held until it is in). True if the client must be refused (the
+ * into the sockhash (output held until it is in); in keepalive mode no sockhash, and
+ * CF_KEEPALIVE if sock_ops turned keepalive on for it. True if the client must be refused (the
  * map is full and --on-map-full says refuse).
  */
 bool hbd_tcp_kernel_admit(struct hbd_worker *w, uint32_t slot, uint64_t device_id);
@@ -55,7 +56,8 @@ void hbd_tcp_kernel_forget(struct hbd_worker *w, const struct hbd_conn *c);
  */
 void hbd_tcp_kernel_last_seen(struct hbd_worker *w, uint32_t slot, bool lookup);
 /* An adopted connection: the kernel stamps our seen slot for it from now on, and its last
- * heartbeat so far counts in c->last_seen. */
+ * heartbeat so far counts in c->last_seen (keepalive mode: CF_KEEPALIVE again if the kernel
+ * tracks it). */
 void hbd_tcp_kernel_reseat(struct hbd_worker *w, uint32_t slot);
 
 /* tcp_conn.c: the lifecycle */
@@ -68,10 +70,14 @@ struct hbd_conn *hbd_tcp_slot_take(struct hbd_worker *w, uint32_t slot, const ch
 /* A connection leaves the unauthenticated ones (its HELLO checked out, or it is closing): it
  * no longer counts against --max-pending. Nothing if it did not. */
 void hbd_tcp_pending_done(struct hbd_worker *w, struct hbd_conn *c);
-/* Arms the multishot recv: 0 or -EBUSY (no SQE). */
+/* Arms the multishot recv (keepalive mode: the multishot poll): 0 or -EBUSY (no SQE). */
 int hbd_tcp_arm_recv(struct hbd_worker *w, uint32_t slot);
-/* Cancels the multishot recv if one is armed and not being cancelled already. */
+/* Keepalive mode: one non-blocking recv, or CF_MORE if one is in flight already. 0 or -EBUSY. */
+int hbd_tcp_read(struct hbd_worker *w, uint32_t slot);
+/* Cancels the multishot recv (or poll) if one is armed and not being cancelled already. */
 void hbd_tcp_cancel_recv(struct hbd_worker *w, uint32_t slot);
+/* The receive side waits for a re-arm at the end of the loop iteration (hbd_tcp_flush). */
+void hbd_tcp_want_rearm(struct hbd_worker *w, uint32_t slot);
 /* Output to submit at the end of the loop iteration. */
 void hbd_tcp_mark_dirty(struct hbd_worker *w, uint32_t slot);
 /* Submits the close of the direct descriptor: 0 or -EBUSY (no SQE). */

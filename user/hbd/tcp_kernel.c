@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* TCP in offload mode (--tcp kernel): the socket cookie, the conns entry the kernel answers
- * by, the sockhash, and the kernel's heartbeat stamps.
+ * by, the sockhash, and the kernel's heartbeat stamps. In keepalive mode (--tcp keepalive) the
+ * cookie and the conns entry only: hbctl conns and bpftool show the device, and the entry says
+ * whether sock_ops turned keepalive on for the socket.
  *
  * The kernel answers a connection's heartbeats once the socket is in the sockhash, and it goes
  * in when it authenticates, not when it connects: HELLO, and whatever a peer that never
@@ -26,7 +28,7 @@ void hbd_tcp_ask_cookie(struct hbd_worker *w, uint32_t slot)
 	struct hbd_conn *c = &w->conns[slot];
 	struct io_uring_sqe *sqe;
 
-	if (!w->d->kern.tcp_offload || !(sqe = hbd_sqe(w)))
+	if (!w->d->kern.tcp_conns || !(sqe = hbd_sqe(w)))
 		return;
 	hb_prep_getsockopt(sqe, (int)slot, SOL_SOCKET, SO_COOKIE, &c->cookie, sizeof(c->cookie));
 	/* hard link: the cookie is known before the first frame is handled */
@@ -61,19 +63,35 @@ static void join_sockhash(struct hbd_worker *w, uint32_t slot)
 	c->flags |= CF_INSERT;
 }
 
+/* Keepalive mode: CF_KEEPALIVE if sock_ops turned keepalive on for this socket. One lookup a
+ * HELLO (or an adoption); without it (sock_ops not attached where hbd's sockets are, options
+ * refused, no conns entry) the connection stays on the daemon's own expiry and its device is
+ * told to PING, so no connection is left without a timer. */
+static void keepalive_of(struct hbd_worker *w, struct hbd_conn *c)
+{
+	struct hb_conn v;
+
+	if (!hbd_maps_conn_get(&w->d->kern.maps, c->cookie, &v) && (v.flags & HB_CONN_KEEPALIVE))
+		c->flags |= CF_KEEPALIVE;
+}
+
 bool hbd_tcp_kernel_admit(struct hbd_worker *w, uint32_t slot, uint64_t device_id)
 {
 	struct hbd_daemon *d = w->d;
 	struct hbd_conn *c = &w->conns[slot];
 	int rc;
 
-	if (!d->kern.tcp_offload || !c->cookie)
+	if (!d->kern.tcp_conns || !c->cookie)
 		return false;
+	if (d->kern.tcp_keepalive)
+		keepalive_of(w, c);
+	/* no stamps in keepalive mode: nothing in the kernel answers heartbeats */
 	rc = hbd_maps_conn_auth(&d->kern.maps, c->cookie, device_id, hb_mono_ns(),
-				hbd_seen_tcp(w, slot));
+				d->kern.tcp_offload ? hbd_seen_tcp(w, slot) : 0);
 	if (rc)
 		return hbd_map_full(w, rc, "conns", device_id);
-	join_sockhash(w, slot);
+	if (d->kern.tcp_offload)
+		join_sockhash(w, slot);
 	return false;
 }
 
@@ -99,7 +117,7 @@ void hbd_tcp_kernel_forget(struct hbd_worker *w, const struct hbd_conn *c)
 {
 	int rc;
 
-	if (!w->d->kern.tcp_offload || !c->cookie)
+	if (!w->d->kern.tcp_conns || !c->cookie)
 		return;
 	rc = hbd_maps_conn_delete(&w->d->kern.maps, c->cookie);
 	if (rc)
@@ -128,6 +146,10 @@ void hbd_tcp_kernel_reseat(struct hbd_worker *w, uint32_t slot)
 	struct hbd_conn *c = &w->conns[slot];
 	uint64_t ns;
 
+	if (w->d->kern.tcp_keepalive && c->cookie) {
+		keepalive_of(w, c);
+		return;
+	}
 	/* the kernel stamps the old daemon's slot until the entry names ours (or none, if we have
 	 * no slot for it: that index may be another connection's here). The age the old daemon
 	 * handed over can predate the last heartbeat (it reads the kernel's stamps only when a

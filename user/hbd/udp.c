@@ -246,7 +246,7 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	HBD_STAT_ADD(w->st, udp_sessions, 1);
 	HBD_STAT_ADD(w->st, udp_active, 1);
 	HBD_STAT_ADD(w->st, auth_ok, 1);
-	hbd_welcome(w, r.token, &wel);
+	hbd_welcome(w, r.token, 0, &wel);
 	udp_send(w, addr, port, HB_WELCOME, f->seq, r.token, &wel, sizeof(wel));
 	hb_dbg("udp: device %" PRIu64 " authenticated (session %u)", r.device_id, idx);
 	hbd_presence(w, HBD_EV_ONLINE, r.device_id, loc, addr, port);

@@ -276,6 +276,9 @@ static void handle_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	case HBD_OP_RECV:
 		hbd_tcp_on_recv(w, cqe);
 		break;
+	case HBD_OP_POLL:
+		hbd_tcp_on_poll(w, cqe);
+		break;
 	case HBD_OP_SEND:
 		hbd_tcp_on_send(w, cqe);
 		break;

@@ -44,6 +44,12 @@ enum {
 	CF_BROKEN = 1 << 7, /* output failed: drop whatever is queued */
 	CF_INSERT = 1 << 8, /* joining the sockhash: output (the WELCOME) held until it has */
 	CF_PENDING = 1 << 9, /* counted in w->pending and hbd_daemon.tcp_pending (no HELLO yet) */
+	/* keepalive mode (tcp.h): the receive side is a multishot poll and, when it fires, one
+	 * non-blocking recv at a time; CF_RECV is set while either is in flight */
+	CF_KEEPALIVE = 1 << 10, /* authenticated, the kernel tracks its liveness: off the wheel */
+	CF_POLL = 1 << 11, /* multishot poll armed */
+	CF_READ = 1 << 12, /* one-shot recv in flight */
+	CF_MORE = 1 << 13, /* read again: the poll fired meanwhile, or the last read had data */
 };
 
 /* Per-slot connection state: 40 bytes, plus 8 bytes of wheel links in a parallel array, for
