@@ -16,6 +16,10 @@ pkgs=(
 	libclang-rt-14-dev                      # ASan/UBSan/libFuzzer runtimes for clang
 	iproute2 ethtool jq valgrind            # netns tests and demo
 	gnuplot-nox rt-tests                    # benchmark plot, the machine's wakeup-latency floor
+	mosquitto mosquitto-clients             # MQTT: the peer broker, and real clients in the tests
+	python3-paho-mqtt                       # MQTT: a second real client library in the tests
+	nats-server libnats-dev                 # fleet mode: JetStream presence, downlink, DATA
+	nftables                                # keepalive bench (dropping a device's packets), fleet balancer
 )
 
 # Packages only one target needs: scripts/deps.sh coverage (make coverage)
