@@ -121,6 +121,7 @@ its kernel closes the connection for want of answers (Method). \`keepalive.*\` i
 | kernel memory per server-side connection (\`kernel_b_per_client\`) | $(v .keepalive.kernel_b_per_client) B | ≤ 4.5 KB | $(met '.keepalive.kernel_b_per_client <= 4608') |
 | keepalive probes the server sent in the steady window | $(v '.phases["tcp-keepalive"].windows.steady.ka_probes') in $(v '.phases["tcp-keepalive"].windows.steady.secs | . * 10 | round / 10') s | | |
 | machine CPU per liveness check (both kernels, client included) | $(v '.phases["tcp-keepalive"].windows.steady as $w | if $w.ka_probes > 0 then ($w.machine_ns / 1000 / $w.ka_probes * 100 | round / 100) else null end') µs | | |
+| noise: CPU 0 / CPU 1 busy in the steady window, other tasks' CPU | $(v '.phases["tcp-keepalive"].windows.steady.cpu | "\(.cpu0.busy_pct | round) % / \(.cpu1.busy_pct | round) %"'), $(v '.phases["tcp-keepalive"].windows.steady as $w | if $w.ns.other then (100 * $w.ns.other / ($w.secs * 1e9) | round | tostring) + " %" else null end') | ~0 | |
 EOF
 fi
 if [ "$FULL" = true ]; then
@@ -253,7 +254,11 @@ cat <<'EOF'
   CPU 1 from the first SYN on, so that sock_ops arms every connection's keepalive timer there,
   and `kernel.timer_migration` is 0 for the phase (else an idle CPU's timers fire on whichever
   CPU is awake); the probe's way through the veth and the device's ACK are attributed as every
-  packet above. `user_cpu_us_per_hb` is the server CPU per heartbeat of the `tcp-user` phase
+  packet above. The client veth runs without its XDP program for the phase (TCP needs none
+  there), its packets going into a backlog of `net.core.netdev_max_backlog` = 262144: the
+  kernel fires keepalive timers a timer-wheel bucket at a time, and those bursts of probes
+  overflow the 256-packet ring an XDP program puts the veth in (each probe that fails locally
+  is retried and counted again, and answers come late enough to expire live devices). `user_cpu_us_per_hb` is the server CPU per heartbeat of the `tcp-user` phase
   of the same run (hbd answering every PING in userspace, no BPF), the alternative keepalive
   mode replaces; null when that phase did not run. After the window, nftables in the client
   namespace drops every packet to and from one of the 16 client source addresses (every 16th
