@@ -10,7 +10,8 @@
  *   dispatch.c     what each completion means, for the wire and for the session
  *   sweep.c        passes over every client: storm, rate change, BYE
  *   replies.c      what a client does with each frame from the server
- *   session.c      session lifecycle: admission, HELLO, end, retry, BYE, wakeups
+ *   session.c downs.c   session lifecycle: admission, HELLO, end, retry, BYE, wakeups;
+ *                  the ACKs of downlinks (DOWN frames)
  *   beat.c         heartbeats on their fixed schedule
  *   tcp.c udp.c    transports: a session's wire I/O (SQEs, stream reassembly, the UDP pool)
  *   uring.c        ring plumbing: SQEs, the provided receive-buffer ring, errno counts
@@ -131,6 +132,10 @@ struct hbl_shared {
 	X(send_stalls)		/* a send waited: no free buffer or the previous one in flight */  \
 	X(beats_skipped)	/* scheduled heartbeats dropped after a stall of > 4 intervals */   \
 	X(bye_sent)                                                                              \
+	X(keepalive_devices)	/* devices with a session in keepalive mode (no PINGs), once each */ \
+	X(downs_received)	/* DOWN frames (downlinks) from the server */                       \
+	X(downs_acked)		/* ACKs of them sent (a DOWN is ACKed once it was taken) */         \
+	X(downs_dropped)	/* DOWNs not ACKed: the session ended before the ACK could go */    \
 	X(err_addrnotavail) X(err_connrefused) X(err_timeout) X(err_other)                      \
 	X(storm_dropped) X(storm_back) X(storm_failures)                                        \
 	X(usock_ready) X(usock_failed)	/* UDP pool sockets set up / failed */                   \
@@ -177,6 +182,7 @@ enum hbl_after_close {
 #define HBL_F_STORM 0x10 /* dropped by the storm, not back yet */
 #define HBL_F_INFLIGHT 0x20 /* counted in the ring's connects+HELLOs in flight */
 #define HBL_F_QUEUED 0x40 /* in the admission queue */
+#define HBL_F_KA_SEEN 0x80 /* had a session in keepalive mode (counted in keepalive_devices) */
 
 /* One simulated device. A ring holds one per client (with its wheel entry), so every field
  * counts at a million clients: keep it small.
@@ -245,6 +251,12 @@ static inline uint32_t hbl_ud_idx(uint64_t ud)
 	return (uint32_t)(ud & 0xffffff);
 }
 
+/* An ACK owed for a downlink: the client, its connection generation, the DOWN's seq. */
+struct hbl_ack {
+	uint32_t l;
+	uint16_t gen, seq;
+};
+
 /* One ring and the thread that drives it. */
 struct hbl_ring {
 	unsigned id;
@@ -294,6 +306,11 @@ struct hbl_ring {
 	int warned_key; /* logged once: a device missing from the key store */
 	int warned_sock; /* logged once: a UDP pool socket could not be set up */
 
+	/* ACKs of downlinks waiting for the connection (a TCP send in flight) or a buffer: a
+	 * FIFO that grows as needed (downs.c) */
+	struct hbl_ack *acks;
+	uint32_t ack_head, ack_len, ack_cap;
+
 	struct hbl_stats st;
 	struct hb_hist rtt;
 	struct hb_hist lag; /* how late each PING left after its scheduled time (us) */
@@ -340,7 +357,14 @@ void hbl_end_session(struct hbl_ring *r, uint32_t l, uint64_t now, enum hbl_afte
 void hbl_tcp_close(struct hbl_ring *r, uint32_t l, enum hbl_after_close after);
 void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now);
 
+/* downs.c: ACKs of downlinks, at once or as soon as the connection can take them */
+void hbl_downs_free(struct hbl_ring *r);
+void hbl_down(struct hbl_ring *r, uint32_t l, uint16_t seq);
+void hbl_downs_run(struct hbl_ring *r);
+
 /* beat.c: what a client sends on its own schedule */
+int hbl_keepalive(const struct hbl_ring *r, const struct hbl_client *c);
+int hbl_beats(const struct hbl_ring *r, const struct hbl_client *c);
 uint64_t hbl_interval_ns(const struct hbl_ring *r);
 void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now);
 int hbl_send(struct hbl_ring *r, uint32_t l, int id, unsigned len);

@@ -108,6 +108,9 @@ static const struct hb_opt options[] = {
 	  AT(payload), .def.u = DEF_PAYLOAD, .umin = 8, .umax = HBL_MAX_PAYLOAD },
 	{ "silent", 0, "N", "the first N clients authenticate and never heartbeat", HB_OPT_UINT,
 	  AT(silent), .umin = 0, .umax = 10000000 },
+	{ "force-pings", 0, NULL, "TCP: send PINGs even in sessions whose WELCOME asks for "
+	  "keepalive mode (the server's kernel probes instead; by default such a device sends "
+	  "no PINGs)", HB_OPT_FLAG, AT(force_pings) },
 	{ "drain", 0, "S", "wait this long for outstanding replies at the end", HB_OPT_DOUBLE,
 	  AT(drain_s), .def.d = DEF_DRAIN_S, SECONDS(0, 3600) },
 	{ "warmup", 0, "S", "leave heartbeats scheduled before setup end + S out of rtt_us (they "

@@ -35,6 +35,7 @@ struct hbl_opts {
 	uint32_t echo_every; /* --echo-every: an ECHO frame every N heartbeats (0 = never) */
 	uint32_t payload; /* --payload: DATA/ECHO payload bytes */
 	uint32_t silent; /* --silent: the first N clients never heartbeat */
+	bool force_pings; /* --force-pings: PINGs even when the WELCOME asks for keepalive mode */
 	double drain_s; /* --drain: wait for outstanding replies at the end */
 	double warmup_s; /* --warmup: RTTs of heartbeats scheduled before setup end + S are not
 			  * recorded (<0: record all) */

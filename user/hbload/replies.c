@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* What a client does with each frame the server sends: WELCOME opens the session and starts
- * the heartbeat schedule, PONG/ACK/ECHO are counted and measured, BYE and ERROR end it.
+ * the heartbeat schedule (none in keepalive mode without DATA or ECHO), PONG/ACK/ECHO are
+ * counted and measured, a DOWN is ACKed, BYE and ERROR end it.
  */
 #include <string.h>
 
@@ -30,11 +31,15 @@ static void on_welcome(struct hbl_ring *r, uint32_t l, uint64_t now)
 		if (r->st.storm_back == r->st.storm_dropped && r->sweep != HBL_SWEEP_STORM)
 			HBL_ST_SET(&r->st, storm_done_ns, now);
 	}
+	if (hbl_keepalive(r, c) && !(c->flags & HBL_F_KA_SEEN)) {
+		c->flags |= HBL_F_KA_SEEN;
+		HBL_INC(r, keepalive_devices);
+	}
 	if (r->phase >= HBL_PH_BYE) {
 		hbl_send_bye(r, l, now);
 		return;
 	}
-	if (c->flags & HBL_F_SILENT || r->phase != HBL_PH_RUN) {
+	if (!hbl_beats(r, c) || r->phase != HBL_PH_RUN) {
 		hbl_wheel_del(&r->wheel, l);
 		return;
 	}
@@ -78,6 +83,9 @@ void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_
 			HBL_INC(r, echo_ok);
 		else
 			HBL_INC(r, echo_bad);
+		break;
+	case HBC_EV_DOWN:
+		hbl_down(r, l, ev.seq);
 		break;
 	case HBC_EV_BYE:
 		if (ev.code == HB_BYE_EXPIRED)

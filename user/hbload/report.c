@@ -14,7 +14,9 @@
  *   (sessions the server ended with BYE(EXPIRED)),
  *   reconnects, server_closed, server_errors, stray, errors, send_stalls, beats_skipped,
  *   errno {addrnotavail, connrefused, timeout, other}, and with --storm-at:
- *   storm {dropped, back, seconds (-1: not all back), failures}.
+ *   storm {dropped, back, seconds (-1: not all back), failures}; keepalive_devices (devices
+ *   that had a session in keepalive mode, sending no PINGs), downs_received, downs_acked,
+ *   downs_dropped (downlinks from the server, ACKed, not ACKed as the session ended first).
  * Measurement windows (window.h; PINGs by scheduled time, their PONGs with them):
  *   steady {from_s (after setup), seconds, rate (wanted), hb_per_s (sent), pings, pongs, lost,
  *   rtt_us {p50, p99, p999, max}}; with --steps: steps [{rate, hb_per_s, pings, pongs, lost,
@@ -193,6 +195,14 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		json_decref(doc);
 		doc = NULL;
 	}
+	/* keepalive mode and downlinks */
+	if (doc && (json_object_set_new(doc, "keepalive_devices", U(t->keepalive_devices)) ||
+		    json_object_set_new(doc, "downs_received", U(t->downs_received)) ||
+		    json_object_set_new(doc, "downs_acked", U(t->downs_acked)) ||
+		    json_object_set_new(doc, "downs_dropped", U(t->downs_dropped)))) {
+		json_decref(doc);
+		doc = NULL;
+	}
 #undef U
 	if (doc && windows_json(doc, cfg, res)) {
 		json_decref(doc);
@@ -241,6 +251,12 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		"%llu reconnects\n",
 		(ull)t->expired, (ull)t->server_bye, (ull)t->server_closed, (ull)t->server_error,
 		(ull)t->reconnects);
+	if (t->keepalive_devices || t->downs_received)
+		fprintf(f,
+			"  keepalive  %llu devices without PINGs; downlinks %llu received, %llu "
+			"acked, %llu dropped\n",
+			(ull)t->keepalive_devices, (ull)t->downs_received, (ull)t->downs_acked,
+			(ull)t->downs_dropped);
 	fprintf(f,
 		"  local      %llu errors, %llu stray replies, %llu send stalls, "
 		"%llu beats skipped\n",
