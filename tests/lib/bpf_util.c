@@ -208,3 +208,18 @@ void hbt_reap_stale(void)
 		closedir(d);
 	}
 }
+
+void hbt_local_addr(const struct hbk *h, int family, const void *addr, __u32 flags)
+{
+	struct hb_local_addr_key k = { 0 };
+	struct hb_local_addr v = { .flags = flags, .ifindex = 1 };
+
+	if (family == 4) {
+		k.addr[10] = k.addr[11] = 0xff;
+		memcpy(k.addr + 12, addr, 4);
+	} else {
+		memcpy(k.addr, addr, 16);
+	}
+	HT_EQ(bpf_map_update_elem(hbk_map_fd(h, HB_MAP_LOCAL_ADDRS), &k, &v, BPF_ANY), 0,
+	      "local_addrs update");
+}
