@@ -51,8 +51,8 @@ static int unicast(const uint8_t a[16])
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
 	if (!memcmp(a, mapped, 12))
-		return (a[12] & 0xf0) != 0xe0 && !(a[12] == 255 && a[13] == 255 && a[14] == 255 &&
-						    a[15] == 255);
+		return (a[12] & 0xf0) != 0xe0 &&
+		       !(a[12] == 255 && a[13] == 255 && a[14] == 255 && a[15] == 255);
 	return a[0] != 0xff;
 }
 

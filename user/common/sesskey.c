@@ -74,8 +74,8 @@ int hb_session_prk(const uint8_t *secret, size_t slen, const struct hb_hello_bou
 	return hmac(salt, sizeof(salt), secret, slen, NULL, 0, 0, 0, prk);
 }
 
-int hb_session_key(const uint8_t prk[HB_MAC_LEN], const uint8_t nonce[HB_NONCE_LEN],
-		   uint64_t token, uint8_t key[HB_SESSION_KEY_LEN])
+int hb_session_key(const uint8_t prk[HB_MAC_LEN], const uint8_t nonce[HB_NONCE_LEN], uint64_t token,
+		   uint8_t key[HB_SESSION_KEY_LEN])
 {
 	uint8_t info[HB_NONCE_LEN + 8], t[HB_MAC_LEN];
 	int rc;

@@ -28,8 +28,8 @@ int hb_hkdf_sha256(const uint8_t *salt, size_t salt_len, const uint8_t *ikm, siz
 int hb_session_prk(const uint8_t *secret, size_t slen, const struct hb_hello_bound *h,
 		   uint8_t prk[HB_MAC_LEN]);
 /* The session key from PRK, the WELCOME's nonce and the token. */
-int hb_session_key(const uint8_t prk[HB_MAC_LEN], const uint8_t nonce[HB_NONCE_LEN],
-		   uint64_t token, uint8_t key[HB_SESSION_KEY_LEN]);
+int hb_session_key(const uint8_t prk[HB_MAC_LEN], const uint8_t nonce[HB_NONCE_LEN], uint64_t token,
+		   uint8_t key[HB_SESSION_KEY_LEN]);
 
 /* The tag of a version 2 frame whose first len bytes (header, token, payload) are at frame. */
 uint64_t hb_frame_tag(const uint8_t key[HB_SESSION_KEY_LEN], const void *frame, size_t len);

@@ -39,7 +39,8 @@ static socklen_t to_sockaddr(const struct hbd_worker *w, const uint8_t addr[16],
 }
 
 int hbd_udp_send(struct hbd_worker *w, const uint8_t addr[16], uint16_t port, uint8_t type,
-		 uint16_t seq, uint64_t token, const void *payload, uint16_t len, const uint8_t *key)
+		 uint16_t seq, uint64_t token, const void *payload, uint16_t len,
+		 const uint8_t *key)
 {
 	size_t need = sizeof(struct udp_tx) + hb_frame_size(HB_UDP, len) + HB_TAG_LEN;
 	uint32_t idx = hbd_chunk_alloc(&w->chunks, need);
@@ -88,4 +89,3 @@ void hbd_udp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		hb_dbg("udp: worker %u: sendmsg: %s", w->id, strerror(-cqe->res));
 	}
 }
-
