@@ -95,12 +95,12 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } seen SEC(".maps");
 
-/* The unicast addresses XDP answers for (struct hb_local_addr_key); written by hbctl and hbd. */
+/* The unicast addresses XDP answers for (struct hb_local_addrs); written by hbctl and hbd. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, HB_MAX_LOCAL_ADDRS);
-	__type(key, struct hb_local_addr_key);
-	__type(value, struct hb_local_addr);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hb_local_addrs);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } local_addrs SEC(".maps");
 

@@ -234,7 +234,7 @@ static inline __attribute__((always_inline)) int hb_payload_capped(__u8 type)
 #define HB_MAX_SESSIONS (1 << 20) /* sessions capacity */
 #define HB_MAX_WORKERS 64 /* ustats slots; workers beyond fold onto them */
 #define HB_PEER_STR 48 /* "[ffff:...:ffff]:65535" and a NUL */
-#define HB_MAX_LOCAL_ADDRS 256 /* local_addrs capacity */
+#define HB_MAX_LOCAL_ADDRS 16 /* addresses in local_addrs */
 
 /* Connection and session state, as the kernel and the daemon both see it. */
 enum hb_state {
@@ -307,27 +307,31 @@ struct hb_session {
 	__u32 pad2;
 };
 
-/* local_addrs: the unicast addresses of this host that XDP answers for, keyed like a session's
- * address (IPv4 v4-mapped). hbctl load fills it from the NIC's addresses, hbd keeps it in step
- * with address changes. A PING to any other destination (broadcast, multicast, another host's
+/* local_addrs: the unicast addresses of this host that XDP answers for, as a session's address
+ * is kept (IPv4 v4-mapped), in an ARRAY of one entry: XDP compares a PING's destination with the
+ * few addresses there, which costs less than hashing it for a lookup. hbctl load fills it from
+ * the NIC's addresses, hbd keeps it in step with address changes. A PING to any other destination (broadcast, multicast, another host's
  * address: bridged or forwarded traffic) is passed to the stack, never answered in place. An
  * untagged frame is answered only for an address of the NIC itself: a NIC that strips VLAN tags
  * hands XDP a frame whose tag only the stack knows, and a reply sent in place would leave the
  * VLAN. A tagged frame (the tag is in the packet and stays in the reply) may also be for an
  * address of a VLAN device on top of the NIC.
  */
-struct hb_local_addr_key {
-	__u8 addr[16];
-};
-
 enum hb_local_flag {
 	HB_LOCAL_NIC = 1 << 0, /* an address of the NIC carrying the XDP program */
 	HB_LOCAL_VLAN = 1 << 1, /* an address of a VLAN device whose lower device is that NIC */
 };
 
 struct hb_local_addr {
+	__u8 addr[16];
 	__u32 flags; /* enum hb_local_flag */
 	__u32 ifindex; /* the device the address is on */
+};
+
+struct hb_local_addrs {
+	__u32 n; /* entries of a[] in use */
+	__u32 pad;
+	struct hb_local_addr a[HB_MAX_LOCAL_ADDRS];
 };
 
 /* config: a single entry the daemon keeps fresh. The fast paths answer only while the daemon

@@ -67,7 +67,7 @@ static __always_inline int v6_matches(const struct hb_session *s, const struct i
 }
 
 /* Whether the frame is addressed to this host: a unicast destination MAC and a destination
- * address in local_addrs (of the NIC itself for an untagged frame, see struct hb_local_addr_key).
+ * address in local_addrs (of the NIC itself for an untagged frame, see struct hb_local_addrs).
  * Broadcast and multicast IPs are refused by value as well, so that no entry can make XDP answer
  * with one of them as its source. */
 static __always_inline int dest_local(const struct ethhdr *eth, const void *l3, const int v6,
@@ -75,33 +75,43 @@ static __always_inline int dest_local(const struct ethhdr *eth, const void *l3, 
 {
 	const struct iphdr *iph = l3;
 	const struct ipv6hdr *ip6h = l3;
-	struct hb_local_addr_key k;
-	struct hb_local_addr *a;
-	__u32 *w = (__u32 *)k.addr;
+	__u32 want = vlans ? HB_LOCAL_NIC | HB_LOCAL_VLAN : HB_LOCAL_NIC, zero = 0, n, i;
+	struct hb_local_addrs *la;
+	__u32 w0, w1, w2, w3;
 
 	if (eth->h_dest[0] & 1) /* the group bit: broadcast or multicast */
 		return 0;
 	if (v6) {
 		if (ip6h->daddr.in6_u.u6_addr8[0] == 0xff)
 			return 0;
-		w[0] = ip6h->daddr.in6_u.u6_addr32[0];
-		w[1] = ip6h->daddr.in6_u.u6_addr32[1];
-		w[2] = ip6h->daddr.in6_u.u6_addr32[2];
-		w[3] = ip6h->daddr.in6_u.u6_addr32[3];
+		w0 = ip6h->daddr.in6_u.u6_addr32[0];
+		w1 = ip6h->daddr.in6_u.u6_addr32[1];
+		w2 = ip6h->daddr.in6_u.u6_addr32[2];
+		w3 = ip6h->daddr.in6_u.u6_addr32[3];
 	} else {
 		__u32 d = bpf_ntohl(iph->daddr);
 
 		if ((d >> 28) == 0xe || d == 0xffffffff)
 			return 0;
-		w[0] = 0;
-		w[1] = 0;
-		w[2] = bpf_htonl(0xffff);
-		w[3] = iph->daddr;
+		w0 = 0;
+		w1 = 0;
+		w2 = bpf_htonl(0xffff);
+		w3 = iph->daddr;
 	}
-	a = bpf_map_lookup_elem(&local_addrs, &k);
-	if (!a)
+	la = bpf_map_lookup_elem(&local_addrs, &zero);
+	if (!la)
 		return 0;
-	return a->flags & (vlans ? HB_LOCAL_NIC | HB_LOCAL_VLAN : HB_LOCAL_NIC);
+	n = la->n;
+	for (i = 0; i < HB_MAX_LOCAL_ADDRS; i++) {
+		const __u32 *a;
+
+		if (i >= n)
+			break;
+		a = (const __u32 *)la->a[i].addr;
+		if (a[3] == w3 && a[2] == w2 && a[1] == w1 && a[0] == w0)
+			return la->a[i].flags & want;
+	}
+	return 0;
 }
 
 static __always_inline void swap_macs(struct ethhdr *eth)

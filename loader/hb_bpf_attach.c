@@ -303,7 +303,7 @@ int hbk_write_config(struct hbk *h, int ifindex, const char *ifname, enum hb_xdp
 
 int hbk_write_local_addrs(struct hbk *h, int ifindex)
 {
-	struct hb_local_set set;
+	struct hb_local_addrs set;
 	int err = hb_local_collect(ifindex, &set);
 
 	if (!err) {

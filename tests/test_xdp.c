@@ -994,15 +994,17 @@ static void bench_session(struct xdp_hb_bench *b, int version)
 {
 	struct hb_session_key k = { .token = TOKEN };
 	struct hb_session v = { .port = htons(CPORT), .state = HB_STATE_AUTHED, .last_ts = 1 };
-	struct hb_local_addr_key lk = { .addr = { [10] = 0xff, [11] = 0xff, 10, 9, 0, 1 } };
-	struct hb_local_addr lv = { .flags = HB_LOCAL_NIC };
+	struct hb_local_addrs la = { .n = 1,
+				     .a[0] = { .addr = { [10] = 0xff, [11] = 0xff, 10, 9, 0, 1 },
+					       .flags = HB_LOCAL_NIC } };
+	__u32 zero = 0;
 
 	v.addr[10] = v.addr[11] = 0xff;
 	memcpy(v.addr + 12, C4, 4);
 	memcpy(v.key, V2KEY, sizeof(v.key));
 	v.version = (__u32)version;
 	assert_int_equal(bpf_map_update_elem(bpf_map__fd(b->maps.sessions), &k, &v, BPF_ANY), 0);
-	assert_int_equal(bpf_map_update_elem(bpf_map__fd(b->maps.local_addrs), &lk, &lv, BPF_ANY),
+	assert_int_equal(bpf_map_update_elem(bpf_map__fd(b->maps.local_addrs), &zero, &la, BPF_ANY),
 			 0);
 }
 
@@ -1025,6 +1027,13 @@ static void test_cost_per_ping(void **state)
 	__u8 fr[64];
 
 	HT_TRUE(b != NULL, "opening the benchmark object");
+	{
+		struct bpf_map *m;
+
+		/* its maps are its own: never pinned (libbpf would pin them under /sys/fs/bpf) */
+		bpf_object__for_each_map(m, b->obj)
+			bpf_map__set_pin_path(m, NULL);
+	}
 	b->rodata->hb_port = PORT;
 	b->rodata->bench_token = TOKEN;
 	HT_EQ(xdp_hb_bench__load(b), 0, "loading the benchmark object (the verifier passes it)");
@@ -1212,6 +1221,25 @@ static void live_veth(bool use_libxdp)
 		fail_msg("hb_xdp was not attached with a bpf_link (how=%d)", L.h->xdp_how);
 	}
 	assert_int_equal(hbk_write_config(L.h, ifs, L.if_s, HB_XDP_NATIVE), 0);
+	{
+		/* the loader put the veth's addresses into local_addrs: XDP answers for them */
+		const __u8 s4m[16] = { [10] = 0xff, [11] = 0xff, 10, 201, 0, 1 };
+		struct hb_local_addrs la;
+		__u32 zero = 0;
+		bool v4 = false, v6 = false;
+
+		assert_int_equal(bpf_map_lookup_elem(hbk_map_fd(L.h, HB_MAP_LOCAL_ADDRS), &zero,
+						     &la),
+				 0);
+		for (__u32 i = 0; i < la.n && i < HB_MAX_LOCAL_ADDRS; i++) {
+			v4 |= !memcmp(la.a[i].addr, s4m, 16) && la.a[i].flags == HB_LOCAL_NIC;
+			v6 |= !memcmp(la.a[i].addr, &s6.sin6_addr, 16);
+		}
+		HT_TRUE(v4 && v6,
+			"local_addrs holds the veth's 10.201.0.1 and fd00:201::1 (%u "
+			"entries)",
+			la.n);
+	}
 	hbt_pin_dir(L.pin, sizeof(L.pin));
 	assert_int_equal(hbk_pin(L.h, L.pin), 0);
 	add_session(L.h, mapped, CPORT, TOKEN);

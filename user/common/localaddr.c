@@ -12,19 +12,19 @@
 #include <string.h>
 #include <unistd.h>
 
-int hb_local_add(struct hb_local_set *s, const uint8_t addr[16], uint32_t flags, uint32_t ifindex)
+int hb_local_add(struct hb_local_addrs *s, const uint8_t addr[16], uint32_t flags, uint32_t ifindex)
 {
 	for (unsigned i = 0; i < s->n; i++) {
-		if (!memcmp(s->key[i].addr, addr, 16)) {
-			s->val[i].flags |= flags;
+		if (!memcmp(s->a[i].addr, addr, 16)) {
+			s->a[i].flags |= flags;
 			return 0;
 		}
 	}
-	if (s->n >= HB_LOCAL_SET_MAX)
+	if (s->n >= HB_MAX_LOCAL_ADDRS)
 		return -ENOSPC;
-	memcpy(s->key[s->n].addr, addr, 16);
-	s->val[s->n].flags = flags;
-	s->val[s->n].ifindex = ifindex;
+	memcpy(s->a[s->n].addr, addr, 16);
+	s->a[s->n].flags = flags;
+	s->a[s->n].ifindex = ifindex;
 	s->n++;
 	return 0;
 }
@@ -56,7 +56,7 @@ static int unicast(const uint8_t a[16])
 	return a[0] != 0xff;
 }
 
-int hb_local_collect(int ifindex, struct hb_local_set *out)
+int hb_local_collect(int ifindex, struct hb_local_addrs *out)
 {
 	struct ifaddrs *ifa, *i;
 	char nic[IF_NAMESIZE], dev[IF_NAMESIZE + 8];
@@ -89,45 +89,21 @@ int hb_local_collect(int ifindex, struct hb_local_set *out)
 			flags = HB_LOCAL_VLAN;
 		else
 			continue;
-		if (unicast(a))
-			rc = hb_local_add(out, a, flags, idx);
+		/* the NIC's own first: a full set keeps those */
+		if (unicast(a) && (flags == HB_LOCAL_NIC || out->n < HB_MAX_LOCAL_ADDRS / 2) &&
+		    hb_local_add(out, a, flags, idx) == -ENOSPC)
+			rc = 0;
 	}
 	freeifaddrs(ifa);
 	return rc;
 }
 
-static int in_set(const struct hb_local_set *s, const struct hb_local_addr_key *k)
+int hb_local_sync(int map_fd, const struct hb_local_addrs *s)
 {
-	for (unsigned i = 0; i < s->n; i++)
-		if (!memcmp(s->key[i].addr, k->addr, 16))
-			return 1;
-	return 0;
-}
+	struct hb_local_addrs cur;
+	__u32 zero = 0;
 
-int hb_local_sync(int map_fd, const struct hb_local_set *s)
-{
-	struct hb_local_addr_key k, next, gone[HB_MAX_LOCAL_ADDRS];
-	struct hb_local_addr v;
-	unsigned ngone = 0;
-	int changed = 0;
-	void *prev = NULL;
-
-	while (!bpf_map_get_next_key(map_fd, prev, &next)) {
-		if (!in_set(s, &next) && ngone < HB_MAX_LOCAL_ADDRS)
-			gone[ngone++] = next;
-		k = next;
-		prev = &k;
-	}
-	for (unsigned i = 0; i < ngone; i++)
-		if (!bpf_map_delete_elem(map_fd, &gone[i]))
-			changed++;
-	for (unsigned i = 0; i < s->n; i++) {
-		if (!bpf_map_lookup_elem(map_fd, &s->key[i], &v) && v.flags == s->val[i].flags &&
-		    v.ifindex == s->val[i].ifindex)
-			continue;
-		if (bpf_map_update_elem(map_fd, &s->key[i], &s->val[i], BPF_ANY))
-			return -errno;
-		changed++;
-	}
-	return changed;
+	if (!bpf_map_lookup_elem(map_fd, &zero, &cur) && !memcmp(&cur, s, sizeof(cur)))
+		return 0;
+	return bpf_map_update_elem(map_fd, &zero, s, BPF_ANY) ? -errno : 1;
 }

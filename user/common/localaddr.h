@@ -8,24 +8,20 @@
 
 #include "hbeat_abi.h"
 
-#define HB_LOCAL_SET_MAX 64 /* addresses of one NIC and the VLAN devices on it we track */
-
-struct hb_local_set {
-	unsigned n;
-	struct hb_local_addr_key key[HB_LOCAL_SET_MAX];
-	struct hb_local_addr val[HB_LOCAL_SET_MAX];
-};
+/* The set is the map's value itself: struct hb_local_addrs (hbeat_abi.h). */
 
 /* The unicast addresses of the NIC ifindex (HB_LOCAL_NIC) and of the VLAN devices whose lower
  * device it is (HB_LOCAL_VLAN), from getifaddrs. Multicast and broadcast addresses are never
- * in it. Returns 0 or -errno. */
-int hb_local_collect(int ifindex, struct hb_local_set *out);
+ * in it; addresses beyond HB_MAX_LOCAL_ADDRS are left out (XDP passes PINGs to them to the
+ * stack). Returns 0 or -errno. */
+int hb_local_collect(int ifindex, struct hb_local_addrs *out);
 
-/* Makes the map hold exactly the set: adds what is missing, removes what is not in it. Returns
- * the number of entries changed, or -errno. */
-int hb_local_sync(int map_fd, const struct hb_local_set *s);
+/* Makes the map hold exactly the set. Returns 1 if it changed, 0 if it held it already, or
+ * -errno. */
+int hb_local_sync(int map_fd, const struct hb_local_addrs *s);
 
 /* Adds one address to a set (16 bytes, IPv4 as v4-mapped). -ENOSPC when full. */
-int hb_local_add(struct hb_local_set *s, const uint8_t addr[16], uint32_t flags, uint32_t ifindex);
+int hb_local_add(struct hb_local_addrs *s, const uint8_t addr[16], uint32_t flags,
+		 uint32_t ifindex);
 
 #endif

@@ -43,15 +43,15 @@ void hbd_nic_close(struct hbd_nicwatch *n)
  * from after it. */
 static void sync_addrs(struct hbd_nicwatch *n)
 {
-	static struct hb_local_set set; /* the control thread's alone */
+	struct hb_local_addrs set;
 	int rc;
 
 	if (n->local_fd < 0 || hb_local_collect(n->ifindex, &set))
 		return;
 	rc = hb_local_sync(n->local_fd, &set);
 	if (rc > 0)
-		hb_info("NIC %s: %u local address%s for the XDP fast path (%d changed)", n->ifname,
-			set.n, set.n == 1 ? "" : "es", rc);
+		hb_info("NIC %s: %u local address%s for the XDP fast path", n->ifname, set.n,
+			set.n == 1 ? "" : "es");
 	else if (rc < 0)
 		hb_warn("NIC %s: updating %s: %s", n->ifname, HB_MAP_LOCAL_ADDRS, strerror(-rc));
 }
