@@ -77,7 +77,7 @@ LIBTEST := $(BUILD)/libhbtest.a
 # the protocol core it drives.
 LIBDEVICE := $(BUILD)/libhbdevice.a
 DEVICE_SRCS := $(wildcard user/device/*.c) user/common/hbclient.c user/common/proto.c \
-	       user/common/auth.c
+	       user/common/auth.c user/common/sesskey.c user/common/siphash.c
 BINS := $(BUILD)/hbd $(BUILD)/hbload $(BUILD)/hbctl
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(filter-out %.bpf.c,$(wildcard examples/*.c)))
 EXAMPLE_BPF := $(patsubst examples/%.bpf.c,$(BUILD)/examples/%.bpf.o,$(wildcard examples/*.bpf.c))

@@ -18,8 +18,8 @@
 #include "xdp_hb.skel.h"
 
 const char *const hbk_map_names[] = {
-	HB_MAP_CONNS,  HB_MAP_SESSIONS,	 HB_MAP_SOCKHASH, HB_MAP_KSTATS, HB_MAP_USTATS,
-	HB_MAP_CONFIG, HB_MAP_XDP_CHAIN, HB_MAP_SEEN,	  NULL,
+	HB_MAP_CONNS,  HB_MAP_SESSIONS,	 HB_MAP_SOCKHASH, HB_MAP_KSTATS,      HB_MAP_USTATS,
+	HB_MAP_CONFIG, HB_MAP_XDP_CHAIN, HB_MAP_SEEN,	  HB_MAP_LOCAL_ADDRS, NULL,
 };
 
 /* ------------------------------------------------------------------------------------------ */

@@ -209,6 +209,16 @@ static int setup_maps(struct hbd_daemon *d)
 		else if (rc && rc != -EOPNOTSUPP)
 			hb_warn("config.max_payload: %s: the kernel reflects ECHOs of up to %u bytes",
 				strerror(-rc), HB_MAX_PAYLOAD);
+		/* XDP must refuse what this daemon refuses: version 1 PINGs under
+		 * --require-udp-mac */
+		rc = hbd_maps_set_flags(&d->kern.maps,
+					cfg->require_udp_mac ? HB_CFG_REQUIRE_UDP_MAC : 0);
+		if (rc && cfg->require_udp_mac) {
+			hb_err("--require-udp-mac: cannot tell the XDP program (%s): hbctl unload "
+			       "and load again",
+			       strerror(-rc));
+			return rc;
+		}
 		/* the only daemon now: sock_ops sets this timing on every connection from here on,
 		 * before the first one (the listeners open after this) */
 		d->kern.tcp_conns = d->kern.tcp_offload || d->kern.tcp_keepalive;
@@ -366,6 +376,7 @@ int hbd_run(const struct hbd_config *cfg)
 	d->lim.interval_ms = (uint64_t)(cfg->interval_s * 1000);
 	d->lim.timeout_ms = (uint64_t)(cfg->interval_s * cfg->expiry_mult * 1000);
 	d->lim.window_ms = (uint64_t)(cfg->clock_window_s * 1000);
+	d->lim.server_id = cfg->server_id;
 	d->replay.until_ms = d->replay.floor_ms + d->lim.window_ms;
 	/* 8 ticks a timeout keeps expiry within ~12% late; 250 ms is plenty at 30 s intervals */
 	d->lim.tick_ms = d->lim.timeout_ms / 8;
@@ -450,7 +461,7 @@ int hbd_run(const struct hbd_config *cfg)
 			struct hb_config c;
 
 			if (!hbd_maps_config(&d->kern.maps, &c) && c.ifindex)
-				hbd_nic_init(&d->kern.nic, (int)c.ifindex, c.ifname);
+				hbd_nic_init(&d->kern.nic, (int)c.ifindex, c.ifname, cfg->pin_path);
 		}
 	}
 	/* no repair while an old daemon may be mid-write on the same file */
@@ -555,6 +566,8 @@ out:
 		close(d->sink_fd);
 	if (d->kern.lock_fd >= 0)
 		close(d->kern.lock_fd);
+	if (d->kern.nic.ifindex)
+		hbd_nic_close(&d->kern.nic);
 	hbd_maps_close(&d->kern.maps);
 	free(d->stats_own);
 	hbd_sessions_free(&d->sessions);

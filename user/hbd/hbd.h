@@ -60,6 +60,8 @@ struct hbd_config {
 			       * parser fills in its share of max_clients) */
 	const char *keys;
 	double clock_window_s;
+	uint64_t server_id; /* this server's id for bound HELLOs, 0: none */
+	bool require_udp_mac; /* UDP only in protocol version 2 (per-frame MAC) */
 	double interval_s;
 	double expiry_mult;
 	unsigned keepalive_probes; /* hbctl load --tcp keepalive: unanswered probes before a kill */
@@ -126,6 +128,7 @@ struct hbd_daemon {
 	/* the configuration in the units the workers use */
 	struct hbd_limits {
 		uint64_t interval_ms, timeout_ms, window_ms, tick_ms, hello_timeout_ms;
+		uint64_t server_id; /* --server-id: bound HELLOs must name it */
 		uint64_t hello_busy_ms; /* the HELLO deadline while a worker's pending share is half
 					 * spent (tcp_open.c) */
 		unsigned pending_per_worker; /* max_pending over the workers */

@@ -412,6 +412,24 @@ int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload)
 	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
 }
 
+int hbd_maps_set_flags(struct hbd_maps *m, uint32_t flags)
+{
+	__u32 k = 0;
+
+	if (m->config < 0)
+		return -EBADF;
+	if (m->config_size < sizeof(struct hb_config))
+		return -EOPNOTSUPP;
+	if (m->config_mem) {
+		__atomic_store_n(&m->config_mem->flags, flags, __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (bpf_map_lookup_elem(m->config, &k, &m->config_cache))
+		return -errno;
+	m->config_cache.flags = flags;
+	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
+}
+
 int hbd_maps_config(struct hbd_maps *m, struct hb_config *out)
 {
 	__u32 k = 0;

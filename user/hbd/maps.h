@@ -93,6 +93,8 @@ int hbd_maps_stamp(struct hbd_maps *m, uint64_t now_ns, uint64_t grace_ns);
 /* config.max_payload = max_payload: the kernel reflects no larger ECHO (hbd --max-payload).
  * -EOPNOTSUPP on pins of an hbctl from before the field (their programs do not read it). */
 int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload);
+/* config.flags = flags (enum hb_config_flag); -EOPNOTSUPP for pins of an older hbctl. */
+int hbd_maps_set_flags(struct hbd_maps *m, uint32_t flags);
 
 /* A copy of the config entry (the loader's fields: ifindex, ifname, port, xdp_mode). */
 int hbd_maps_config(struct hbd_maps *m, struct hb_config *out);

@@ -105,6 +105,12 @@ static const struct hb_opt options[] = {
 	  .def.u = DEF_KEEPALIVE_PROBES, .umin = 1, .umax = 100 },
 	{ "clock-window", 0, "SEC", "accepted HELLO clock skew", HB_OPT_DOUBLE, AT(clock_window_s),
 	  .def.d = DEF_CLOCK_WINDOW_S, .dmin = 0.001, .dmax = 86400 },
+	{ "server-id", 0, "ID", "this server's id: a HELLO bound to another server (one of a fleet "
+	  "sharing the key store) is refused; 0 for none", HB_OPT_UINT, AT(server_id),
+	  .def.u = 0, .umin = 0, .umax = UINT64_MAX },
+	{ "require-udp-mac", 0, NULL, "UDP in protocol version 2 only (every frame under a "
+	  "session key MAC): a version 1 UDP HELLO is refused with ERROR(VERSION)",
+	  HB_OPT_FLAG, AT(require_udp_mac) },
 	{ "grace", 0, "SEC", "the fast paths keep answering this long after hbd stops refreshing "
 	  "its liveness stamp", HB_OPT_DOUBLE, AT(grace_s), .def.d = DEF_GRACE_S, .dmin = 0,
 	  .dmax = 86400 },

@@ -20,7 +20,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	struct hbd_daemon *d = w->d;
 	struct hbd_hello_result r;
 	uint8_t wel[HB_WELCOME_FLAGS_LEN];
-	struct hb_hello h;
+	struct hb_hello_msg h;
 	uint32_t src;
 	unsigned n, pending;
 	bool over;
@@ -43,7 +43,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_FULL);
 		return;
 	}
-	memcpy(&h, f->payload, sizeof(h)); /* the payload may sit at any alignment */
+	hb_hello_parse(f->payload, f->len, &h); /* the decoder let only its two lengths by */
 	src = w->src ? w->src[slot] : HBD_KEY_NONE;
 	/* An address that failed too often is still checked: devices behind one NAT share it
 	 * with whoever spent its budget, and one that proves itself gets in. What the budget

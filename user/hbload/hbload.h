@@ -393,6 +393,8 @@ int hbl_tcp_rx_next(struct hbl_ring *r, uint32_t l, struct hbl_tcp_rx *rx, struc
 
 /* udp.c */
 int hbl_udp_init(struct hbl_ring *r);
+/* Client l of a UDP run speaks the --udp-version (version 2 unless 1 is asked for). */
+void hbl_udp_client_init(struct hbl_ring *r, uint32_t l);
 void hbl_udp_free(struct hbl_ring *r);
 void hbl_udp_open_sockets(struct hbl_ring *r);
 void hbl_udp_arm_recv(struct hbl_ring *r, uint32_t s);

@@ -129,6 +129,9 @@ static const struct hb_opt options[] = {
 	  .def.d = DEF_HELLO_TIMEOUT_S, SECONDS(0.01, 3600) },
 	{ "udp-sockets", 0, "N", "UDP sockets per thread, at most one per client", HB_OPT_UINT,
 	  AT(udp_sockets), .def.u = DEF_UDP_SOCKETS, .umin = 1, .umax = 16384 },
+	{ "udp-version", 0, "N", "UDP protocol version: 2 tags every frame under a session key "
+	  "(docs/PROTOCOL.md), 1 is for servers before it", HB_OPT_UINT, AT(udp_version),
+	  .def.u = 2, .umin = 1, .umax = 2 },
 	{ .type = HB_OPT_HEADING,
 	  .help = "Measurement windows (reported apart under \"steady\" and \"steps\"):" },
 	{ "steady", 0, "S", "the steady window: S seconds from the end of the warmup",

@@ -45,6 +45,7 @@ struct hbl_opts {
 	double connect_timeout_s; /* --connect-timeout: TCP connect */
 	double hello_timeout_s; /* --hello-timeout: HELLO -> WELCOME */
 	uint32_t udp_sockets; /* --udp-sockets: UDP sockets per ring */
+	uint32_t udp_version; /* --udp-version: 2 (frames under a session key) or 1 */
 	double steady_s; /* --steady: length of the steady window after the warmup (<0: until
 			  * --duration ends) */
 	double steps

@@ -26,6 +26,7 @@ static int setup_clients(struct hbl_ring *r)
 		uint64_t g = hbl_global_index(r, l);
 
 		hbc_init(&r->cl[l].c, cfg->o.first_device + g, cfg->o.proto);
+		hbl_udp_client_init(r, l);
 		if (g < cfg->o.silent)
 			r->cl[l].flags |= HBL_F_SILENT;
 	}
