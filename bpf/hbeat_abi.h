@@ -288,7 +288,10 @@ struct hb_config {
 	__u32 ka_intvl_s;
 	__u32 ka_cnt;
 	__u32 ka_user_timeout_ms;
-	__u32 pad;
+	/* hbctl load --mqtt-port: the MQTT port whose PINGREQs the sk_skb verdict answers (host
+	 * order, 0: none); hbd admits its MQTT connections to the sockhash only on that port */
+	__u16 mqtt_port;
+	__u16 pad;
 };
 
 /* Counters. One X-macro list per side, so the struct (with BTF field names bpftool prints) and
@@ -321,7 +324,9 @@ struct hb_config {
 				  * or the ICMP error that came before it) */                   \
 	X(sockops_close_reset)	/* closed by a reset from the peer (sk_err ECONNRESET, EPIPE) */ \
 	X(sockops_close_normal)	/* closed without an error (FIN, or closed by the daemon) */     \
-	X(sockops_close_error)	/* closed with another socket error */
+	X(sockops_close_error)	/* closed with another socket error */                           \
+	X(mq_pong)		/* MQTT PINGREQ answered with PINGRESP by the sk_skb verdict */   \
+	X(mq_pass)		/* MQTT packet passed to the daemon */
 /* clang-format on */
 
 /* clang-format off */
@@ -361,7 +366,13 @@ struct hb_config {
 	X(expiry_lookups)	/* map lookups by expiry: devices due without a seen slot, and  \
 				 * silent ones confirmed before they are expired */              \
 	X(keepalive_expired)	/* TCP devices in keepalive mode whose kernel stopped answering \
-				 * probes (in expired_tcp too) */
+				 * probes (in expired_tcp too) */                               \
+	X(mqtt_pings_user)	/* MQTT PINGREQs the daemon answered itself */                   \
+	X(mqtt_connects)	/* MQTT CONNECTs accepted (CONNACK 0) */                          \
+	X(mqtt_refused)		/* MQTT CONNECTs refused with a CONNACK code */                  \
+	X(mqtt_bad)		/* MQTT connections closed for a malformed or forbidden packet */ \
+	X(mqtt_publish)		/* MQTT PUBLISHes taken into the sink */                          \
+	X(mqtt_wills)		/* MQTT Will messages recorded (abnormal ends) */
 /* clang-format on */
 
 #define HB_STAT_FIELD(name) __u64 name;

@@ -364,8 +364,7 @@ static void test_topics(void **state)
 		HT_TRUE(hb_mqtt_topic_device(t, cases[i].leaf, &rest) == cases[i].id, "%s",
 			cases[i].t);
 		if (cases[i].rest)
-			HT_TRUE(hb_mqtt_str_eq(rest, cases[i].rest), "the rest of %s",
-				cases[i].t);
+			HT_TRUE(hb_mqtt_str_eq(rest, cases[i].rest), "the rest of %s", cases[i].t);
 	}
 	HT_EQ(hb_mqtt_topic(buf, sizeof(buf), UINT64_MAX, "down"), 33, "longest down topic");
 	HT_TRUE(!strcmp(buf, "devices/18446744073709551615/down"), "its text");
@@ -410,8 +409,8 @@ static void test_password(void **state)
 	/* a later expiry day in the text does not carry the MAC of the earlier one */
 	memcpy(bad, want, sizeof(want));
 	bad[8] = '1';
-	HT_EQ(hb_mqtt_password_check(secret, 16, "hbeat-test", 42,
-				     hb_mqtt_cstr(bad, strlen(bad)), 20000, 30),
+	HT_EQ(hb_mqtt_password_check(secret, 16, "hbeat-test", 42, hb_mqtt_cstr(bad, strlen(bad)),
+				     20000, 30),
 	      HB_MQTT_PW_MAC, "expiry changed in the text");
 	/* clang-format off */
 	static const char *const malformed[] = {

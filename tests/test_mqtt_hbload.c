@@ -98,9 +98,9 @@ static void broker_stop(struct broker *b)
 
 static void run(struct broker *b, ...)
 {
-	const char *argv[64] = { hbload_path, "--proto", "mqtt", "--server", "127.0.0.1",
-				 "--port", b->port_s, "--keys", keys_path, "--no-progress",
-				 "--json" };
+	const char *argv[64] = { hbload_path, "--proto",       "mqtt",	  "--server",
+				 "127.0.0.1", "--port",	       b->port_s, "--keys",
+				 keys_path,   "--no-progress", "--json" };
 	int argc = 11;
 	va_list ap;
 
@@ -162,10 +162,10 @@ static void test_refused(void **state)
 
 static void test_bad_args(void **state)
 {
-	const char *argv[] = { hbload_path, "--proto",	  "mqtt",	 "--server", "127.0.0.1",
-			       "--port",    "1",	  "--clients",	 "1",	     "--interval",
-			       "1",	    "--duration", "1",		 "--echo-every", "2",
-			       NULL };
+	const char *argv[] = { hbload_path, "--proto",	    "mqtt", "--server",
+			       "127.0.0.1", "--port",	    "1",    "--clients",
+			       "1",	    "--interval",   "1",    "--duration",
+			       "1",	    "--echo-every", "2",    NULL };
 	char out[1024];
 
 	HT_EQ(hbt_run(hbload_path, argv, 10, out, sizeof(out)), 1,

@@ -563,9 +563,9 @@ const char *hb_mqtt_rc_str(int rc)
 const char *hb_mqtt_type_str(uint8_t type)
 {
 	static const char *const names[16] = {
-		"reserved",    "CONNECT", "CONNACK",  "PUBLISH",	"PUBACK",  "PUBREC",
-		"PUBREL",      "PUBCOMP", "SUBSCRIBE", "SUBACK",	"UNSUBSCRIBE", "UNSUBACK",
-		"PINGREQ",     "PINGRESP", "DISCONNECT", "reserved",
+		"reserved", "CONNECT",	"CONNACK",    "PUBLISH",  "PUBACK",	 "PUBREC",
+		"PUBREL",   "PUBCOMP",	"SUBSCRIBE",  "SUBACK",	  "UNSUBSCRIBE", "UNSUBACK",
+		"PINGREQ",  "PINGRESP", "DISCONNECT", "reserved",
 	};
 
 	return names[type & 15];

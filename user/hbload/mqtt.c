@@ -9,8 +9,7 @@
 #include "log.h"
 #include "mqtt.h"
 
-static void on_connack(struct hbl_ring *r, uint32_t l, const struct hb_mqtt_pkt *p,
-		       uint64_t now)
+static void on_connack(struct hbl_ring *r, uint32_t l, const struct hb_mqtt_pkt *p, uint64_t now)
 {
 	struct hbl_client *c = &r->cl[l];
 	bool sp;
