@@ -75,7 +75,8 @@ static void check_body(const struct hb_mqtt_pkt *p)
 		HBF_CHECK(inside(p, m.topic) && m.payload >= p->body &&
 				  m.payload + m.payload_len == p->body + p->len,
 			  "PUBLISH fields outside its packet");
-		HBF_CHECK(!memchr(m.topic.p, '#', m.topic.len) && !memchr(m.topic.p, '+', m.topic.len),
+		HBF_CHECK(!memchr(m.topic.p, '#', m.topic.len) &&
+				  !memchr(m.topic.p, '+', m.topic.len),
 			  "wildcard in a PUBLISH topic accepted");
 		same_body(p, out, hb_mqtt_encode_publish(out, sizeof(out), &m), "PUBLISH");
 		{
@@ -115,7 +116,8 @@ static void check_body(const struct hb_mqtt_pkt *p)
 	case HB_MQTT_PUBCOMP:
 	case HB_MQTT_UNSUBACK:
 		if (!hb_mqtt_parse_ack(p, &pid))
-			same_body(p, out, hb_mqtt_encode_ack(out, sizeof(out), p->type, pid), "ack");
+			same_body(p, out, hb_mqtt_encode_ack(out, sizeof(out), p->type, pid),
+				  "ack");
 		break;
 	default:
 		if (!hb_mqtt_parse_empty(p))
@@ -156,8 +158,8 @@ int hbf_mqtt(const uint8_t *data, size_t n)
 				  hb_mqtt_rc_str(rc));
 			break;
 		}
-		HBF_CHECK(rc == HB_MQTT_OK && p.len == (uint32_t)ref && p.size == 1 + used + p.len &&
-				  p.body == b + 1 + used,
+		HBF_CHECK(rc == HB_MQTT_OK && p.len == (uint32_t)ref &&
+				  p.size == 1 + used + p.len && p.body == b + 1 + used,
 			  "packet at %zu framed wrong: %s", off, hb_mqtt_rc_str(rc));
 		check_body(&p);
 		off += p.size;

@@ -50,8 +50,10 @@ static int setup(void **state)
 
 	fx->mport = ht_free_port();
 	snprintf(fx->mport_s, sizeof(fx->mport_s), "%u", fx->mport);
-	const char *const args[] = { "--no-offload", "--workers", "2", "--mqtt-port", fx->mport_s,
-				     "--mqtt-realm", REALM, "--interval", "1", NULL };
+	const char *const args[] = {
+		"--no-offload", "--workers", "2",	   "--mqtt-port", fx->mport_s,
+		"--mqtt-realm", REALM,	     "--interval", "1",		  NULL
+	};
 	HT_EQ(tc_start(&fx->d, fx->ctl, sizeof(fx->ctl), false, NULL, args), 0,
 	      "hbd with --mqtt-port %u started", fx->mport);
 	HT_EQ(hb_keystore_load(fx->d.keys, &fx->ks, err, sizeof(err)), 0, "test key store: %s",
@@ -223,8 +225,12 @@ static void test_session(void **state)
 	HT_EQ(send(fd, b, n, 0), (ssize_t)n, "PUBLISH QoS 0");
 	/* two filters, its own downlink and another device's (the codec builds one) */
 	static const uint8_t subscribe[] = "\x82\x24\x00\x09"
-					   "\x00\x0e" "devices/1/down" "\x01"
-					   "\x00\x0e" "devices/2/down" "\x01";
+					   "\x00\x0e"
+					   "devices/1/down"
+					   "\x01"
+					   "\x00\x0e"
+					   "devices/2/down"
+					   "\x01";
 	HT_EQ(send(fd, subscribe, sizeof(subscribe) - 1, 0), (ssize_t)sizeof(subscribe) - 1,
 	      "SUBSCRIBE to two filters");
 	expect(fd, suback, sizeof(suback), "SUBACK granting its own downlink only");
@@ -403,9 +409,10 @@ static void test_mosquitto_clients(void **state)
 
 	password(fx, 5, REALM, 30, pw);
 	{
-		const char *argv[] = { pubp, "-h", "127.0.0.1", "-p", fx->mport_s, "-V", "mqttv311",
-				       "-u", "5", "-P", pw, "-i", "hbmq-pub", "-t",
-				       "devices/5/up/x", "-q", "1", "-m", "hello", NULL };
+		const char *argv[] = { pubp, "-h",	 "127.0.0.1", "-p",    fx->mport_s,
+				       "-V", "mqttv311", "-u",	      "5",     "-P",
+				       pw,   "-i",	 "hbmq-pub",  "-t",    "devices/5/up/x",
+				       "-q", "1",	 "-m",	      "hello", NULL };
 
 		HT_EQ(hbt_run(pubp, argv, 10, out, sizeof(out)), 0, "mosquitto_pub QoS 1");
 		argv[16] = "0";
@@ -415,9 +422,11 @@ static void test_mosquitto_clients(void **state)
 	HT_TRUE(ht_file_contains(fx->d.sink, "\"topic\":\"devices/5/up/x\"", NULL, 0),
 		"mosquitto_pub's record");
 	{
-		const char *argv[] = { subp, "-h", "127.0.0.1", "-p", fx->mport_s, "-V", "mqttv311",
-				       "-u", "5", "-P", pw, "-i", "hbmq-sub", "-t",
-				       "devices/5/down", "-q", "1", "-C", "1", "-k", "5", NULL };
+		const char *argv[] = { subp, "-h",	 "127.0.0.1", "-p", fx->mport_s,
+				       "-V", "mqttv311", "-u",	      "5",  "-P",
+				       pw,   "-i",	 "hbmq-sub",  "-t", "devices/5/down",
+				       "-q", "1",	 "-C",	      "1",  "-k",
+				       "5",  NULL };
 
 		sub = hbt_spawn(subp, argv, &pfd, NULL);
 	}
@@ -446,7 +455,7 @@ static void test_mqtt_password_cli(void **state)
 {
 	struct fx *fx = *state;
 	char hbctl[PATH_MAX], out[512], pw[HB_MQTT_PW_LEN + 1];
-	const char *argv[] = { hbctl,	 "devices", "mqtt-password", "6",   "--keys",
+	const char *argv[] = { hbctl,	   "devices", "mqtt-password", "6", "--keys",
 			       fx->d.keys, "--realm", REALM,	       NULL };
 
 	tc_bin("hbctl", hbctl, sizeof(hbctl));

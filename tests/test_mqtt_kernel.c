@@ -160,9 +160,9 @@ static int setup(void **state)
 		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd >= 0)
 			dup2(fd, STDERR_FILENO);
-		execl(hbd, "hbd", "--port", STR(PORT), "--mqtt-port", STR(MQTT_PORT), "--mqtt-realm",
-		      REALM, "--keys", keys, "--sink", sink, "--interval", "1", "--pin-path", E.pin,
-		      "--max-clients", "4096", "--control", ctl, (char *)NULL);
+		execl(hbd, "hbd", "--port", STR(PORT), "--mqtt-port", STR(MQTT_PORT),
+		      "--mqtt-realm", REALM, "--keys", keys, "--sink", sink, "--interval", "1",
+		      "--pin-path", E.pin, "--max-clients", "4096", "--control", ctl, (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; i < 100; i++) {
@@ -258,7 +258,9 @@ static void test_real_clients(void **state)
 	HT_EQ(hbt_sh("grep -q '^down paho-down$' %s/paho.out && grep -q '^ok connected=1' "
 		     "%s/paho.out && grep -q 'puback=2 suback=1' %s/paho.out",
 		     E.dir, E.dir, E.dir),
-	      0, "paho connected, both PUBLISHes done (QoS 1 acknowledged), SUBACK, downlink (%s/paho.out)", E.dir);
+	      0,
+	      "paho connected, both PUBLISHes done (QoS 1 acknowledged), SUBACK, downlink (%s/paho.out)",
+	      E.dir);
 	HT_EQ(hbt_sh("grep -qx sub-down %s/sub.out", E.dir), 0,
 	      "mosquitto_sub printed its downlink (%s/sub.out)", E.dir);
 	HT_EQ(hbt_sh("grep -c '\"topic\":\"devices/8/up/paho\"' %s/sink.jsonl | grep -qx 2", E.dir),
@@ -267,7 +269,8 @@ static void test_real_clients(void **state)
 		     "%s/sink.jsonl",
 		     E.dir),
 	      0, "mosquitto_pub's PUBLISH stored");
-	HT_GE(stat_now("mqtt_pings_kernel") - k0, 5, "the clients' PINGREQs answered in the kernel");
+	HT_GE(stat_now("mqtt_pings_kernel") - k0, 5,
+	      "the clients' PINGREQs answered in the kernel");
 	HT_EQ(stat_now("mqtt_pings_user") - u0, 0, "none answered by hbd");
 }
 

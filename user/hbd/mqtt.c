@@ -101,8 +101,8 @@ static void transport_liveness(struct hbd_worker *w, uint32_t slot)
 		int level, name;
 		const int *v;
 	} opts[] = {
-		{ SOL_SOCKET, SO_KEEPALIVE, &one },    { IPPROTO_TCP, TCP_KEEPIDLE, &idle },
-		{ IPPROTO_TCP, TCP_KEEPINTVL, &idle }, { IPPROTO_TCP, TCP_KEEPCNT, &cnt },
+		{ SOL_SOCKET, SO_KEEPALIVE, &one },	 { IPPROTO_TCP, TCP_KEEPIDLE, &idle },
+		{ IPPROTO_TCP, TCP_KEEPINTVL, &idle },	 { IPPROTO_TCP, TCP_KEEPCNT, &cnt },
 		{ IPPROTO_TCP, TCP_USER_TIMEOUT, &uto },
 	};
 
