@@ -214,7 +214,11 @@ enum hb_conn_flag {
 	 * in config): the kernel tracks this connection's liveness, and the daemon may leave it
 	 * to the kernel instead of expecting PINGs */
 	HB_CONN_KEEPALIVE = 1 << 0,
+	/* on the MQTT port (hbctl load --mqtt-port): an MQTT device, whose CONNECT keepalive in
+	 * seconds hbd writes into the bits from HB_CONN_MQTT_KA_SHIFT up */
+	HB_CONN_MQTT = 1 << 1,
 };
+#define HB_CONN_MQTT_KA_SHIFT 16
 
 /* seen: the heartbeat stamps the daemon's expiry reads. The daemon gives each authenticated
  * connection and session a slot (seen_slot in its conns or sessions entry, slot 0 meaning none)

@@ -134,7 +134,7 @@ static __always_inline void track(struct bpf_sock_ops *skops, int mqtt)
 		HB_COUNT(sockops_insert_err);
 		return;
 	}
-	conn.flags = mqtt ? 0 : keepalive(skops);
+	conn.flags = mqtt ? HB_CONN_MQTT : keepalive(skops);
 	conn.state = HB_STATE_NEW;
 	conn.last_seen_ns = bpf_ktime_get_ns();
 	format_peer(skops, conn.peer);

@@ -30,6 +30,7 @@
 #include "lib/hbd_harness.h"
 #include "lib/ht_assert.h"
 #include "lib/run_prog.h"
+#include "lib/sh.h"
 #include "lib/sock.h"
 #include "mqtt.h"
 
@@ -40,6 +41,7 @@ struct fx {
 	char ctl[128];
 	uint16_t mport;
 	char mport_s[8];
+	uint16_t metrics_port;
 	struct hb_keystore *ks;
 };
 
@@ -54,7 +56,7 @@ static int setup(void **state)
 		"--no-offload", "--workers", "2",	   "--mqtt-port", fx->mport_s,
 		"--mqtt-realm", REALM,	     "--interval", "1",		  NULL
 	};
-	HT_EQ(tc_start(&fx->d, fx->ctl, sizeof(fx->ctl), false, NULL, args), 0,
+	HT_EQ(tc_start(&fx->d, fx->ctl, sizeof(fx->ctl), true, &fx->metrics_port, args), 0,
 	      "hbd with --mqtt-port %u started", fx->mport);
 	HT_EQ(hb_keystore_load(fx->d.keys, &fx->ks, err, sizeof(err)), 0, "test key store: %s",
 	      err);
@@ -264,6 +266,10 @@ static void test_session(void **state)
 	HT_TRUE(closed_within(fd, 2000), "closed after DISCONNECT");
 	close(fd);
 	HT_EQ(sink_lines(fx), 2, "two PUBLISH records, no Will after a DISCONNECT");
+	HT_EQ(hbt_sh("curl -sS --max-time 5 http://127.0.0.1:%u/metrics | grep -qx "
+		     "'hbeat_mqtt_pings_total{path=\"user\"} 2'",
+		     fx->metrics_port),
+	      0, "/metrics counts the two PINGREQs hbd answered");
 	HT_EQ(ht_stop(&fx->d), 0, "hbd's exit code");
 	HT_EQ(ht_exit_stat(&fx->d, "mqtt_pings_user"), 2, "PINGREQs answered by hbd");
 	HT_EQ(ht_exit_stat(&fx->d, "mqtt_connects"), 1, "CONNECTs accepted");

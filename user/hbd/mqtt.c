@@ -195,6 +195,8 @@ static void on_connect(struct hbd_worker *w, uint32_t slot, const struct hb_mqtt
 	c->last_seen = hbd_tcp_now32(w);
 	hb_wheel_del(&w->tcp_wheel, slot);
 	/* the kernel answers its PINGREQs from here on; the CONNACK waits until it can */
+	if (d->kern.mqtt_kernel && c->cookie)
+		hbd_maps_conn_mqtt(&d->kern.maps, c->cookie, m.keepalive); /* for hbctl conns */
 	if (d->kern.mqtt_kernel && hbd_tcp_kernel_admit(w, slot, id)) {
 		refuse(w, slot, HB_MQTT_CONNACK_UNAVAILABLE);
 		return;
