@@ -7,6 +7,7 @@
  * serving. Real clients (mosquitto_pub/sub) too.
  */
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -26,6 +27,7 @@
 #include <cmocka.h>
 
 #include "auth.h"
+#include "lib/clients.h"
 #include "lib/ctl.h"
 #include "lib/hbd_harness.h"
 #include "lib/ht_assert.h"
@@ -297,6 +299,22 @@ static void test_expiry_and_will(void **state)
 	HT_EQ(ht_exit_stat(&fx->d, "mqtt_wills"), 1, "one Will");
 }
 
+/* Keepalive 0: no expiry by hbd; the kernel's TCP keepalive watches the connection. */
+static void test_keepalive_zero(void **state)
+{
+	struct fx *fx = *state;
+	int fd = session(fx, 6, 0, NULL);
+
+	/* hbd's own timeout is 1.5 s here (--interval 1) */
+	usleep(2500 * 1000);
+	HT_EQ(send(fd, "\xc0\x00", 2, 0), 2, "PINGREQ after 2.5 s of silence");
+	expect(fd, pingresp, 2, "still served");
+	HT_EQ(hbt_sh("ss -Htno state established '( sport = :%u )' | grep -q 'timer:(keepalive'",
+		     fx->mport),
+	      0, "TCP keepalive on hbd's side of the connection");
+	close(fd);
+}
+
 static void test_supersede(void **state)
 {
 	struct fx *fx = *state;
@@ -306,6 +324,23 @@ static void test_supersede(void **state)
 	HT_EQ(send(b, "\xc0\x00", 2, 0), 2, "PINGREQ on the new one");
 	expect(b, pingresp, 2, "the new session answers");
 	close(a);
+
+	/* across protocols: an hbeat TCP HELLO takes the device over from MQTT... */
+	struct hb_welcome wel;
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_frame f;
+	int t = ht_tcp_login(fx->d.port, 3, false, &wel);
+
+	HT_GE(t, 0, "hbeat TCP login of device 3");
+	HT_TRUE(closed_within(b, 2000), "the MQTT session closed for the hbeat one");
+	close(b);
+	/* ...and an MQTT CONNECT takes it back: the hbeat session is told BYE(SUPERSEDED) */
+	b = session(fx, 3, 30, NULL);
+	HT_EQ(ht_recv_frame(t, buf, &f, 2000), 1, "a frame on the hbeat connection");
+	HT_EQ(f.type, HB_BYE, "it is a BYE");
+	HT_EQ(be16toh(((const struct hb_bye *)f.payload)->reason), HB_BYE_SUPERSEDED,
+	      "BYE(SUPERSEDED)");
+	close(t);
 	close(b);
 }
 
@@ -481,6 +516,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_session, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_expiry_and_will, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_supersede, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keepalive_zero, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conformance, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mosquitto_clients, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mqtt_password_cli, setup, teardown),

@@ -9,10 +9,11 @@
  *   control plane  services (opens the control socket and /metrics), api, metrics, reload,
  *                  notify (systemd)
  *   data plane     worker (the loop; it dispatches every CQE) > handoff > accept > tcp_*
- *                  (tcp.h orders them) and udp > hello, presence, downlink
+ *                  and mqtt (tcp.h orders them) and udp > hello, presence, downlink
  *   ring plumbing  ring: SQEs, MSG_RING from a worker or from the control thread
  *   core state     devices, sessions, keytab, sink, events, stats, maps, chunk, reasm,
- *                  sockets, nicwatch; below them user/common (clock, log, proto, auth, ...)
+ *                  sockets, nicwatch, mqtt_sess; below them user/common (clock, log, proto,
+ *                  auth, mqtt, ...)
  *
  * The one call up goes through a pointer: ring.c hands a message a worker sends itself to
  * that worker's CQE dispatch (w->dispatch), as if it had come through the ring.
