@@ -47,7 +47,7 @@ cleanup() {
 		kill "$hbd_pid" 2>/dev/null || true
 		wait "$hbd_pid" 2>/dev/null || true
 	fi
-	[ -n "$loaded" ] && ip netns exec "$SRV_NS" "$BUILD/hbctl" unload --dev "$SRV_IF" \
+	[ -n "$loaded" ] && nsenter --net=/run/netns/"$SRV_NS" "$BUILD/hbctl" unload --dev "$SRV_IF" \
 		--pin-path "$PIN" >/dev/null 2>&1 || true
 	scripts/netns.sh down $NAME >/dev/null 2>&1 || true
 	rm -rf "$PIN"
@@ -61,27 +61,27 @@ busy() { # whole machine: non-idle clock ticks
 	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat
 }
 stat_of() { # FIELD of hbctl stats --json
-	ip netns exec "$SRV_NS" "$BUILD/hbctl" stats --json --pin-path "$PIN" | jq -r ".$1"
+	nsenter --net=/run/netns/"$SRV_NS" "$BUILD/hbctl" stats --json --pin-path "$PIN" | jq -r ".$1"
 }
 
 scripts/netns.sh up $NAME 16 >&2
-ip netns exec "$SRV_NS" "$BUILD/hbctl" load --dev "$SRV_IF" --mode native --port $PORT \
+nsenter --net=/run/netns/"$SRV_NS" "$BUILD/hbctl" load --dev "$SRV_IF" --mode native --port $PORT \
 	--mqtt-port $MQTT_PORT --tcp kernel --max-conns $((CLIENTS + CLIENTS / 10 + 1024)) \
 	--pin-path "$PIN" >&2
 loaded=1
 printf '1-%d derive %s\n' "$((CLIENTS + 1))" "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" \
 	> "$OUT/keys"
-ip netns exec "$SRV_NS" "$BUILD/hbd" --port $PORT --mqtt-port $MQTT_PORT --mqtt-realm bench \
+nsenter --net=/run/netns/"$SRV_NS" "$BUILD/hbd" --port $PORT --mqtt-port $MQTT_PORT --mqtt-realm bench \
 	--keys "$OUT/keys" --sink /dev/null --interval "$KEEPALIVE" --pin-path "$PIN" \
 	--max-clients $((CLIENTS + 1024)) 2> "$OUT/hbd.log" &
 hbd_pid=$!
 for _ in $(seq 100); do
-	ip netns exec "$SRV_NS" ss -Hltn "sport = :$MQTT_PORT" | grep -q . && break
+	nsenter --net=/run/netns/"$SRV_NS" ss -Hltn "sport = :$MQTT_PORT" | grep -q . && break
 	sleep 0.1
 done
 k0=$(stat_of mqtt_pings_kernel) u0=$(stat_of mqtt_pings_user)
 : > "$OUT/events"
-ip netns exec "$CLI_NS" "$BUILD/hbload" --proto mqtt --server "$SRV_ADDR" --port $MQTT_PORT \
+nsenter --net=/run/netns/"$CLI_NS" "$BUILD/hbload" --proto mqtt --server "$SRV_ADDR" --port $MQTT_PORT \
 	--mqtt-realm bench --keys "$OUT/keys" --clients "$CLIENTS" --interval "$KEEPALIVE" \
 	--duration $((WARMUP + STEADY)) --warmup "$WARMUP" --steady "$STEADY" \
 	--source 10.77.1.1-10.77.1.16 --connect-rate 20000 --setup-timeout 300 \
