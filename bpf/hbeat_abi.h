@@ -270,7 +270,11 @@ enum hb_conn_flag {
 	 * in config): the kernel tracks this connection's liveness, and the daemon may leave it
 	 * to the kernel instead of expecting PINGs */
 	HB_CONN_KEEPALIVE = 1 << 0,
+	/* on the MQTT port (hbctl load --mqtt-port): an MQTT device, whose CONNECT keepalive in
+	 * seconds hbd writes into the bits from HB_CONN_MQTT_KA_SHIFT up */
+	HB_CONN_MQTT = 1 << 1,
 };
+#define HB_CONN_MQTT_KA_SHIFT 16
 
 /* seen: the heartbeat stamps the daemon's expiry reads. The daemon gives each authenticated
  * connection and session a slot (seen_slot in its conns or sessions entry, slot 0 meaning none)
@@ -378,6 +382,11 @@ struct hb_config {
 	__u32 ka_cnt;
 	__u32 ka_user_timeout_ms;
 	__u32 flags; /* enum hb_config_flag, set by the daemon */
+	/* hbctl load --mqtt-port: the MQTT port whose PINGREQs the sk_skb verdict answers (host
+	 * order, 0: none); hbd admits its MQTT connections to the sockhash only on that port */
+	__u16 mqtt_port;
+	__u16 pad;
+	__u32 pad2;
 };
 
 enum hb_config_flag {
@@ -420,7 +429,9 @@ enum hb_config_flag {
 				  * or the ICMP error that came before it) */                   \
 	X(sockops_close_reset)	/* closed by a reset from the peer (sk_err ECONNRESET, EPIPE) */ \
 	X(sockops_close_normal)	/* closed without an error (FIN, or closed by the daemon) */     \
-	X(sockops_close_error)	/* closed with another socket error */
+	X(sockops_close_error)	/* closed with another socket error */                           \
+	X(mq_pong)		/* MQTT PINGREQ answered with PINGRESP by the sk_skb verdict */   \
+	X(mq_pass)		/* MQTT packet passed to the daemon */
 /* clang-format on */
 
 /* clang-format off */
@@ -466,7 +477,13 @@ enum hb_config_flag {
 				 * dropped */                                                   \
 	X(udp_replay)		/* version 2 PINGs not newer than the session's last: dropped */ \
 	X(path_challenges)	/* PATH_CHALLENGEs sent to a new source of a session */          \
-	X(path_moves)		/* sessions moved to a new address after its PATH_RESPONSE */
+	X(path_moves)		/* sessions moved to a new address after its PATH_RESPONSE */ \
+	X(mqtt_pings_user)	/* MQTT PINGREQs the daemon answered itself */                   \
+	X(mqtt_connects)	/* MQTT CONNECTs accepted (CONNACK 0) */                          \
+	X(mqtt_refused)		/* MQTT CONNECTs refused with a CONNACK code */                  \
+	X(mqtt_bad)		/* MQTT connections closed for a malformed or forbidden packet */ \
+	X(mqtt_publish)		/* MQTT PUBLISHes taken into the sink */                          \
+	X(mqtt_wills)		/* MQTT Will messages recorded (abnormal ends) */
 /* clang-format on */
 
 #define HB_STAT_FIELD(name) __u64 name;

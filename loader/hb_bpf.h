@@ -52,6 +52,7 @@ struct xdp_program;
 
 struct hbk_opts {
 	__u16 port; /* service port, host order; 0 = HB_DEFAULT_PORT */
+	__u16 mqtt_port; /* MQTT port whose PINGREQs the kernel answers, host order; 0: none */
 	__u64 netns_cookie; /* sock_ops serves only this netns; 0 = every netns */
 	__u32 max_conns; /* conns/sockhash capacity; 0 = HB_MAX_CONNS */
 	__u32 max_sessions; /* sessions capacity; 0 = HB_MAX_SESSIONS */

@@ -288,6 +288,7 @@ int hbk_write_config(struct hbk *h, int ifindex, const char *ifname, enum hb_xdp
 	c.loaded_ns = (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 	c.ifindex = ifindex;
 	c.port = h->opts.port;
+	c.mqtt_port = h->opts.mqtt_port;
 	c.xdp_mode = mode;
 	c.tcp_path = (__u8)h->opts.tcp_path;
 	memset(c.ifname, 0, sizeof(c.ifname));

@@ -154,6 +154,7 @@ int hbk_open(struct hbk **out, const struct hbk_opts *opts)
 		goto fail;
 	}
 	clear_pin_paths(h->skskb->obj);
+	h->skskb->rodata->hb_mqtt_port = o.mqtt_port;
 	if ((err = bpf_map__set_max_entries(h->skskb->maps.conns, o.max_conns)) ||
 	    (err = bpf_map__set_max_entries(h->skskb->maps.sockhash, o.max_conns)) ||
 	    (err = bpf_map__set_max_entries(h->skskb->maps.sessions, o.max_sessions)) ||
@@ -178,6 +179,7 @@ int hbk_open(struct hbk **out, const struct hbk_opts *opts)
 		goto fail;
 	h->sockops->rodata->hb_port = o.port;
 	h->sockops->rodata->hb_netns_cookie = o.netns_cookie;
+	h->sockops->rodata->hb_mqtt_port = o.mqtt_port;
 	err = sockops_hb__load(h->sockops);
 	if (err) {
 		hb_err("loading hb_sockops failed: %s (the verifier's log is above)",

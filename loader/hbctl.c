@@ -19,6 +19,7 @@
 #include "hb_env.h"
 #include "json_out.h"
 #include "log.h"
+#include "mqtt.h"
 #include "opt.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -59,6 +60,8 @@ static const struct hb_opt load_opts[] = {
 	  LOAD(mode), .choices = xdp_modes, .def.i = HB_XDP_NATIVE },
 	{ "port", 'p', "N", "service port (TCP and UDP)", HB_OPT_UINT, LOAD(port),
 	  .def.u = HB_DEFAULT_PORT, .umin = 1, .umax = 65535 },
+	{ "mqtt-port", 0, "N", "also answer MQTT PINGREQs in the kernel on this TCP port (hbd "
+	  "--mqtt-port); 0: none", HB_OPT_UINT, LOAD(mqtt_port), .umin = 0, .umax = 65535 },
 	OPT_PIN(struct hbctl_load_opts),
 	{ "cgroup", 'c', "PATH", "cgroup v2 directory for the sock_ops program", HB_OPT_STRING,
 	  LOAD(cgroup), .def.s = HBK_DEFAULT_CGROUP },
@@ -156,6 +159,10 @@ static const struct hb_opt devices_opts[] = {
 	  .def.s = HBCTL_DEFAULT_KEYS },
 	{ "secret", 0, "HEX", "add: use this secret (16..64 bytes of hex) instead of a random one",
 	  HB_OPT_CUSTOM, .parse = parse_secret, .expect = "16..64 bytes of hex" },
+	{ "realm", 0, "NAME", "mqtt-password: the realm of the server (hbd --mqtt-realm)",
+	  HB_OPT_STRING, DEVICES(mqtt_realm), .def.s = HB_MQTT_DEFAULT_REALM },
+	{ "days", 0, "N", "mqtt-password: days it stays valid (at most hbd --mqtt-max-days)",
+	  HB_OPT_UINT, DEVICES(mqtt_days), .def.u = HB_MQTT_DEFAULT_DAYS, .umin = 0, .umax = 3650 },
 	OPT_CONTROL(struct hbctl_devices_opts),
 	{ "no-reload", 0, NULL, "add/remove: do not ask hbd to reload the key store", HB_OPT_FLAG,
 	  DEVICES(no_reload) },
@@ -232,11 +239,13 @@ static const struct hbctl_cmd cmds[] = {
 	{ "stats", "kernel and daemon counters", show_opts, hbctl_do_stats, ENV_PINS,
 	  PIN_OFF(struct hbctl_show_opts), NULL, 0, 0, NULL },
 	{ "devices", "provision and revoke devices in hbd's key store", devices_opts,
-	  hbctl_do_devices, ENV_NONE, 0, "list | add ID | remove ID", 1, 2,
+	  hbctl_do_devices, ENV_NONE, 0, "list | add ID | remove ID | mqtt-password ID", 1, 2,
 	  "  list         the devices, ranges and revocations in the key store (never secrets)\n"
 	  "  add ID       give device ID a fresh random secret, printed once for the device\n"
 	  "  remove ID    revoke device ID: its line goes (or, inside a derive range, an\n"
 	  "               'ID revoked' line is added); hbd reloads and cuts its live session\n"
+	  "  mqtt-password ID   the password device ID gives in an MQTT CONNECT (user name: ID)\n"
+	  "               for hbd --mqtt-realm REALM, valid --days days from today (docs/MQTT.md)\n"
 	  "The file is rewritten atomically (temp file, fsync, rename) with mode 0600 under a\n"
 	  "lock (FILE.lock), and hbd is asked to reload it through its control socket.\n" },
 	{ "send", "send a downlink message to a connected device and wait for its ACK", send_opts,
@@ -451,6 +460,7 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 	const char *then = lo->then, *tcp_s = hb_opt_choice_word(tcp_paths, lo->tcp);
 	struct hbk_opts o = { .xdp_defer_load = true,
 			      .port = lo->port,
+			      .mqtt_port = lo->mqtt_port,
 			      .tcp_path = lo->tcp,
 			      .max_conns = lo->max_conns,
 			      .max_sessions = lo->max_sessions };

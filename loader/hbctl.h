@@ -29,6 +29,7 @@ struct hbctl_load_opts {
 	const char *dev;
 	enum hb_xdp_mode mode;
 	uint16_t port;
+	uint16_t mqtt_port; /* 0: none */
 	const char *pin_path;
 	const char *cgroup;
 	const char *then; /* FILE[:PROG] or NULL */
@@ -72,6 +73,8 @@ struct hbctl_conns_opts {
 struct hbctl_devices_opts {
 	const char *keys;
 	const char *secret; /* NULL: a random one */
+	const char *mqtt_realm; /* mqtt-password: --realm */
+	uint32_t mqtt_days; /* mqtt-password: --days */
 	const char *control;
 	bool no_reload;
 	bool json;

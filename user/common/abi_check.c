@@ -20,7 +20,7 @@ _Static_assert(offsetof(struct hb_session, key) == 104, "sessions value v2 layou
 _Static_assert(sizeof(struct hb_welcome2) == 28, "version 2 WELCOME payload");
 _Static_assert(HB_PING_V2_BYTES == 32, "a version 2 UDP PING is 32 bytes");
 _Static_assert(offsetof(struct hb_session, state) == 20, "sessions value layout");
-_Static_assert(sizeof(struct hb_config) == 72, "config value");
+_Static_assert(sizeof(struct hb_config) == 80, "config value");
 _Static_assert(sizeof(struct hb_kstats) == HB_KSTATS_N * 8, "kstats is all u64");
 _Static_assert(sizeof(struct hb_ustats) % 64 == 0, "ustats slots are whole cache lines");
 _Static_assert(HB_USTATS_N * 8 <= sizeof(struct hb_ustats), "ustats is u64 fields");

@@ -222,6 +222,14 @@ static int setup_maps(struct hbd_daemon *d)
 		/* the only daemon now: sock_ops sets this timing on every connection from here on,
 		 * before the first one (the listeners open after this) */
 		d->kern.tcp_conns = d->kern.tcp_offload || d->kern.tcp_keepalive;
+		d->kern.mqtt_kernel = d->kern.tcp_offload && cfg->mqtt_port &&
+				      !hbd_maps_config(&d->kern.maps, &hc) &&
+				      hc.mqtt_port == cfg->mqtt_port;
+		if (cfg->mqtt_port)
+			hb_info("MQTT port %u: PINGREQs answered %s", cfg->mqtt_port,
+				d->kern.mqtt_kernel ? "in the kernel"
+						    : "here (hbctl load --mqtt-port "
+						      "with --tcp kernel moves them)");
 		if (d->kern.tcp_keepalive &&
 		    (rc = hbd_maps_set_keepalive(&d->kern.maps, d->lim.ka_idle_s,
 						 cfg->keepalive_probes, d->lim.ka_timeout_ms))) {
@@ -249,6 +257,26 @@ static int setup_maps(struct hbd_daemon *d)
 	return d->stats ? 0 : -ENOMEM;
 }
 
+/* One MQTT listener per worker, in an SO_REUSEPORT group as the service port's are. */
+static int open_mqtt(struct hbd_daemon *d, char *why, size_t whylen)
+{
+	const struct hbd_config *cfg = d->cfg;
+	int rc;
+
+	d->mqtt_fds = calloc(d->plan.workers, sizeof(int));
+	if (!d->mqtt_fds)
+		return -ENOMEM;
+	rc = hbd_sockets_open_tcp(cfg->bind, cfg->mqtt_port, d->plan.workers, d->mqtt_fds, why,
+				  whylen);
+	if (rc) {
+		hb_err("listen on %s MQTT port %u: %s",
+		       cfg->bind ? cfg->bind : "::", cfg->mqtt_port, why);
+		free(d->mqtt_fds);
+		d->mqtt_fds = NULL;
+	}
+	return rc;
+}
+
 static int start_workers(struct hbd_daemon *d)
 {
 	const struct hbd_config *cfg = d->cfg;
@@ -274,6 +302,7 @@ static int start_workers(struct hbd_daemon *d)
 		w->st = &d->stats[i % HB_MAX_WORKERS];
 		w->lfd = d->tcp_fds[i];
 		w->ufd = d->udp_fds[i];
+		w->mlfd = d->mqtt_fds ? d->mqtt_fds[i] : -1;
 		w->nslots = d->plan.slots;
 		w->rx_count = cfg->rx_buffers;
 		w->rx_size = cfg->rx_buf_size;
@@ -489,6 +518,8 @@ int hbd_run(const struct hbd_config *cfg)
 		hb_err("listen on %s port %u: %s", cfg->bind ? cfg->bind : "::", cfg->port, why);
 		goto out;
 	}
+	if (cfg->mqtt_port && open_mqtt(d, why, sizeof(why)))
+		goto out;
 
 	/* every thread inherits the mask: only the control loop's signalfd takes these signals */
 	sigemptyset(&sigs);

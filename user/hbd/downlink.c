@@ -12,6 +12,7 @@
 void hbd_down_init(struct hbd_downlink *dl)
 {
 	memset(dl, 0, sizeof(*dl));
+	dl->seq = 1; /* 0 is never a seq: an MQTT downlink's packet id is its seq */
 	pthread_mutex_init(&dl->lock, NULL);
 }
 
@@ -138,6 +139,8 @@ void hbd_down_sent(struct hbd_worker *w, const struct hbd_down_req *r, struct hb
 		.req = r->req,
 		.seq = dl->seq++,
 	};
+	if (!dl->seq)
+		dl->seq = 1;
 	dl->npending++;
 }
 

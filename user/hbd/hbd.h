@@ -9,10 +9,11 @@
  *   control plane  services (opens the control socket and /metrics), api, metrics, reload,
  *                  notify (systemd)
  *   data plane     worker (the loop; it dispatches every CQE) > handoff > accept > tcp_*
- *                  (tcp.h orders them) and udp > hello, presence, downlink
+ *                  and mqtt (tcp.h orders them) and udp > hello, presence, downlink
  *   ring plumbing  ring: SQEs, MSG_RING from a worker or from the control thread
  *   core state     devices, sessions, keytab, sink, events, stats, maps, chunk, reasm,
- *                  sockets, nicwatch; below them user/common (clock, log, proto, auth, ...)
+ *                  sockets, nicwatch, mqtt_sess; below them user/common (clock, log, proto,
+ *                  auth, mqtt, ...)
  *
  * The one call up goes through a pointer: ring.c hands a message a worker sends itself to
  * that worker's CQE dispatch (w->dispatch), as if it had come through the ring.
@@ -54,6 +55,9 @@ enum hbd_exit {
 struct hbd_config {
 	const char *bind; /* NULL: "::" dual-stack */
 	uint16_t port;
+	uint16_t mqtt_port; /* 0: no MQTT listener */
+	const char *mqtt_realm; /* the realm MQTT passwords are bound to */
+	unsigned mqtt_max_days; /* the longest validity an MQTT password may claim */
 	unsigned workers; /* 0: one per CPU */
 	unsigned max_clients; /* authenticated TCP connections, and separately UDP sessions */
 	unsigned max_pending; /* TCP connections without a HELLO yet (0 in the defaults: the
@@ -160,6 +164,9 @@ struct hbd_daemon {
 		 * poll plus a one-shot recv when it fires (tcp.h) */
 		bool tcp_keepalive;
 		bool tcp_conns; /* conns entries are kept up to date: kernel or keepalive mode */
+		/* the kernel answers PINGREQs on our --mqtt-port (hbctl load --mqtt-port, --tcp
+		 * kernel): MQTT connections join the sockhash as they authenticate */
+		bool mqtt_kernel;
 		int lock_fd; /* instance lock (offload mode), -1 if none */
 		struct hbd_nicwatch nic; /* the XDP NIC (offload mode) */
 	} kern;
@@ -179,6 +186,7 @@ struct hbd_daemon {
 	uint16_t port;
 	struct hbd_plan plan;
 	int *tcp_fds, *udp_fds; /* one listener and one UDP socket per worker */
+	int *mqtt_fds; /* one MQTT listener per worker (--mqtt-port), NULL if none */
 	struct hbd_worker **workers;
 	int *ring_fds; /* for MSG_RING between workers */
 	uint64_t mono0_ns; /* CLOCK_MONOTONIC at start: worker clocks count ms from here */

@@ -55,6 +55,9 @@ static inline void hbd_seen_set(struct hbd_maps *m, uint32_t slot, uint64_t ns)
 		__atomic_store_n(&m->seen_mem[slot], ns, __ATOMIC_RELAXED);
 }
 
+/* conns[cookie] of an MQTT connection, while still NEW (nothing in the kernel writes it then):
+ * HB_CONN_MQTT and its keepalive, for hbctl conns. 0 or -errno. */
+int hbd_maps_conn_mqtt(struct hbd_maps *m, uint64_t cookie, uint16_t keepalive);
 /* conns[cookie]: device_id and state AUTHED, last_seen_ns = now_ns, seen_slot (0: none).
  * Creates the entry if sock_ops did not (then the kernel never sees the socket's frames and the
  * daemon answers).

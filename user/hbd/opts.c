@@ -10,6 +10,7 @@
 #include "hbd.h"
 #include "log.h"
 #include "metrics.h"
+#include "mqtt.h"
 #include "opt.h"
 
 /* hbd's own defaults; the port, pin directory and largest payload are the ABI header's. */
@@ -90,6 +91,13 @@ static const struct hb_opt options[] = {
 	  .def_text = "::, dual-stack" },
 	{ "port", 0, "N", "TCP and UDP port; 0 takes any free port", HB_OPT_UINT, AT(port),
 	  .def.u = HB_DEFAULT_PORT, .umin = 0, .umax = 65535 },
+	{ "mqtt-port", 0, "N", "also serve MQTT 3.1.1 devices on this TCP port (docs/MQTT.md); 0: "
+	  "off", HB_OPT_UINT, AT(mqtt_port), .umin = 0, .umax = 65535 },
+	{ "mqtt-realm", 0, "NAME", "this server's name in MQTT passwords: give each server its own, "
+	  "so a password one of them saw works on no other", HB_OPT_STRING, AT(mqtt_realm),
+	  .def.s = HB_MQTT_DEFAULT_REALM },
+	{ "mqtt-max-days", 0, "N", "the longest validity, in days, an MQTT password may claim",
+	  HB_OPT_UINT, AT(mqtt_max_days), .def.u = HB_MQTT_DEFAULT_DAYS, .umin = 0, .umax = 3650 },
 	{ "workers", 0, "N", "worker threads, one io_uring ring each", HB_OPT_UINT, AT(workers),
 	  .umin = 1, .umax = HBD_MAX_RINGS,
 	  .def_text = "one per CPU, more if --max-clients needs more direct-descriptor tables" },
@@ -238,6 +246,11 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 		if (c->max_pending < DEF_MAX_PENDING_MIN)
 			c->max_pending = DEF_MAX_PENDING_MIN;
 	}
+	if (c->mqtt_port && c->mqtt_port == c->port)
+		return hb_opt_error(&prog, "--mqtt-port %u is --port too", c->mqtt_port);
+	if (strlen(c->mqtt_realm) > HB_MQTT_REALM_MAX)
+		return hb_opt_error(&prog, "--mqtt-realm is longer than %d bytes",
+				    HB_MQTT_REALM_MAX);
 	if (c->interval_s * c->expiry_mult * 1000 > UINT32_MAX / 2)
 		return hb_opt_error(&prog, "--interval x --expiry-mult is too long");
 	return 0;

@@ -7,6 +7,7 @@
 
 #include "hello.h"
 #include "log.h"
+#include "mqtt_conn.h"
 #include "reasm.h"
 #include "tcp_impl.h"
 #include "vg.h"
@@ -214,8 +215,13 @@ int hbd_tcp_feed(struct hbd_worker *w, uint32_t slot, const uint8_t *p, size_t n
 static void tcp_input(struct hbd_worker *w, uint32_t slot, const uint8_t *p, size_t n)
 {
 	enum hb_decode bad;
-	int rc = hbd_tcp_feed(w, slot, p, n, &bad);
+	int rc;
 
+	if (w->conns[slot].flags & CF_MQTT) {
+		hbd_mqtt_input(w, slot, p, n);
+		return;
+	}
+	rc = hbd_tcp_feed(w, slot, p, n, &bad);
 	if (rc == -ENOMEM) {
 		HBD_STAT_ADD(w->st, errors, 1);
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
@@ -379,7 +385,10 @@ void hbd_tcp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok)
 	if (!c || !c->sink_pending)
 		return;
 	c->sink_pending--;
-	if (ok) {
+	if (ok && (c->flags & CF_MQTT)) {
+		hbd_mqtt_ack(w, a->slot, a->seq);
+		HBD_STAT_ADD(w->st, data_acked, 1);
+	} else if (ok) {
 		hbd_tcp_send(w, a->slot, HB_ACK, a->seq, NULL, 0);
 		HBD_STAT_ADD(w->st, data_acked, 1);
 	} else {
@@ -395,6 +404,8 @@ int hbd_tcp_send_down(struct hbd_worker *w, uint32_t slot, uint16_t gen, uint16_
 
 	if (!c || c->state != CONN_AUTHED)
 		return -ENOENT;
+	if (c->flags & CF_MQTT)
+		return hbd_mqtt_send_down(w, slot, seq, payload, len);
 	hbd_tcp_send(w, slot, HB_DOWN, seq, payload, len);
 	return c->flags & CF_BROKEN ? -ENOMEM : 0;
 }

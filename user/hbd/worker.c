@@ -109,6 +109,8 @@ static int setup(struct hbd_worker *w)
 	w->rearm = malloc(w->nslots * sizeof(*w->rearm));
 	if (!w->conns || !w->links || !w->dirty || !w->rearm)
 		return -ENOMEM;
+	if (w->mlfd >= 0 && !(w->mq = hbd_mqtt_sess_alloc(w->nslots)))
+		return -ENOMEM;
 	hb_wheel_links_init(w->links, w->nslots);
 	worker_clock(w);
 	hbd_accept_init(w);
@@ -144,6 +146,7 @@ void hbd_worker_free(struct hbd_worker *w)
 	free(w->ux_br);
 	free(w->rx_mem);
 	free(w->ux_mem);
+	hbd_mqtt_sess_free(w->mq, w->nslots);
 	free(w->conns);
 	free(w->links);
 	free(w->src);

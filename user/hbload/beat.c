@@ -96,7 +96,8 @@ static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t
 	int n;
 
 	if (kind == HB_PING) {
-		n = hbc_ping(&c->c, p, cap, c->beat_ns, NULL);
+		n = o->mqtt ? hbl_mqtt_ping(c, p, cap, c->beat_ns)
+			    : hbc_ping(&c->c, p, cap, c->beat_ns, NULL);
 		if (n > 0) {
 			int w = hbl_window_of(&r->sh->win, c->beat_ns);
 
@@ -117,7 +118,8 @@ static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t
 	/* the pattern is keyed by the seq the frame is about to get */
 	hbl_pattern(pay, o->payload, c->c.device_id, c->c.seq);
 	if (kind == HB_DATA) {
-		n = hbc_data(&c->c, p, cap, pay, (uint16_t)o->payload, NULL);
+		n = o->mqtt ? hbl_mqtt_publish(r, c, p, cap, pay, o->payload)
+			    : hbc_data(&c->c, p, cap, pay, (uint16_t)o->payload, NULL);
 		if (n > 0)
 			HBL_INC(r, data_sent);
 	} else {
@@ -158,8 +160,10 @@ void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now)
 		}
 		for (unsigned i = 0; i < nk; i++)
 			size += (unsigned)hb_frame_size((enum hb_transport)o->proto,
-							kinds[i] == HB_PING ? 8
-									    : (uint16_t)o->payload);
+							kinds[i] == HB_PING
+								? 8
+								: (uint16_t)o->payload) +
+				(o->mqtt ? HBL_MQTT_OVERHEAD : 0);
 		if (tcp && id < 0 && (id = hbl_sbuf_get(&r->sb)) < 0) {
 			stalled = 1;
 			break;

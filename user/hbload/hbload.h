@@ -8,12 +8,14 @@
  *   run.c          the main thread of a run: ring threads, phases, windows, results
  *   ring.c         a ring's thread: setup, the event loop, teardown
  *   dispatch.c     what each completion means, for the wire and for the session
+ *   mqtt.c         --proto mqtt: what the server's MQTT packets mean (CONNACK, PINGRESP...)
  *   sweep.c        passes over every client: storm, rate change, BYE
  *   replies.c      what a client does with each frame from the server
  *   session.c downs.c   session lifecycle: admission, HELLO, end, retry, BYE, wakeups;
  *                  the ACKs of downlinks (DOWN frames)
  *   beat.c         heartbeats on their fixed schedule
  *   tcp.c udp.c    transports: a session's wire I/O (SQEs, stream reassembly, the UDP pool)
+ *   mqtt_wire.c    MQTT packets a client builds, MQTT stream reassembly
  *   uring.c        ring plumbing: SQEs, the provided receive-buffer ring, errno counts
  *   utilities      sbuf (send buffers), rand.h, wakeups (the wheel), tokmap, window;
  *                  user/common (clock.h, hbclient, proto, hist, auth, log)
@@ -65,7 +67,13 @@ _Static_assert(HBL_MAX_STEPS_OPT == HBL_MAX_STEPS, "one limit for --steps and th
 #define HBL_CQE_BATCH 4096 /* CQEs reaped per iteration */
 #define HBL_RBUF_COUNT 1024 /* provided receive buffers per ring (power of two) */
 #define HBL_RBUF_SIZE 2048 /* > HB_MAX_FRAME: a datagram is never truncated */
-#define HBL_CARRY_CAP (HB_MAX_FRAME + HBL_RBUF_SIZE) /* partial frame + one receive */
+/* the largest MQTT packet a client accepts: a downlink PUBLISH of HB_MAX_PAYLOAD bytes */
+#define HBL_MQTT_MAX_REMAIN (HB_MAX_PAYLOAD + 64)
+#define HBL_MAX_INBOUND \
+	(HBL_MQTT_MAX_REMAIN + 5 > HB_MAX_FRAME ? HBL_MQTT_MAX_REMAIN + 5 : HB_MAX_FRAME)
+/* what an MQTT PUBLISH adds to a DATA frame's size at most: header, topic, packet id */
+#define HBL_MQTT_OVERHEAD 64
+#define HBL_CARRY_CAP (HBL_MAX_INBOUND + HBL_RBUF_SIZE) /* partial frame + one receive */
 /* one heartbeat with its DATA and ECHO always fits one send buffer, or it could never leave */
 _Static_assert(HB_PING_UDP_BYTES + 2 * (HB_TOKEN_LEN + 8 + HBL_MAX_PAYLOAD) <= HBL_SBUF_SIZE,
 	       "a full heartbeat must fit a send buffer");
@@ -322,6 +330,11 @@ static inline int hbl_is_tcp(const struct hbl_ring *r)
 	return r->cfg->o.proto == HB_TCP;
 }
 
+static inline int hbl_is_mqtt(const struct hbl_ring *r)
+{
+	return r->cfg->o.mqtt;
+}
+
 /* Client l of a ring is client l * rings + id of the run. */
 static inline uint64_t hbl_global_index(const struct hbl_ring *r, uint32_t l)
 {
@@ -342,8 +355,15 @@ void hbl_storm(struct hbl_ring *r, uint64_t now);
 void hbl_rate_change(struct hbl_ring *r);
 void hbl_sweep(struct hbl_ring *r, uint64_t now);
 
+/* mqtt.c: the bytes of one receive on an MQTT client's connection */
+void hbl_mqtt_bytes(struct hbl_ring *r, uint32_t l, const uint8_t *data, size_t n, uint64_t now);
+
 /* replies.c */
 void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_t now);
+/* The session is open (WELCOME, or an MQTT CONNACK 0): start the heartbeat schedule. */
+void hbl_session_open(struct hbl_ring *r, uint32_t l, uint64_t now);
+/* An answered PING scheduled at ts; measured: rtt_ns is known and goes into the histograms. */
+void hbl_count_pong(struct hbl_ring *r, uint64_t ts, uint64_t rtt_ns, int measured);
 
 /* session.c: transport-independent client logic */
 void hbl_admit(struct hbl_ring *r, uint32_t l);
@@ -390,6 +410,18 @@ struct hbl_tcp_rx {
 int hbl_tcp_rx_begin(struct hbl_ring *r, uint32_t l, const uint8_t *data, size_t n,
 		     struct hbl_tcp_rx *rx);
 int hbl_tcp_rx_next(struct hbl_ring *r, uint32_t l, struct hbl_tcp_rx *rx, struct hb_frame *f);
+
+/* mqtt_wire.c: builders return the packet's size or a negative errno */
+struct hb_mqtt_pkt;
+uint16_t hbl_mqtt_keepalive(const struct hbl_opts *o);
+int hbl_mqtt_connect(struct hbl_ring *r, uint32_t l, uint8_t *buf, size_t cap);
+int hbl_mqtt_ping(struct hbl_client *c, uint8_t *buf, size_t cap, uint64_t ts);
+uint64_t hbl_mqtt_pong(struct hbl_client *c);
+int hbl_mqtt_publish(struct hbl_ring *r, struct hbl_client *c, uint8_t *buf, size_t cap,
+		     const uint8_t *payload, size_t len);
+int hbl_mqtt_disconnect(struct hbl_client *c, uint8_t *buf, size_t cap);
+int hbl_mqtt_puback(struct hbl_client *c, uint8_t *buf, size_t cap, uint16_t packet_id);
+int hbl_mqtt_rx_next(struct hbl_ring *r, uint32_t l, struct hbl_tcp_rx *rx, struct hb_mqtt_pkt *p);
 
 /* udp.c */
 int hbl_udp_init(struct hbl_ring *r);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mqtt.h"
 #include "opt.h"
 
 #define STR_(x) #x
@@ -59,7 +60,7 @@ static int parse_steps(const char *arg, void *cfg)
 
 /* clang-format off */
 static const struct hb_opt_choice protos[] = {
-	{ "tcp", HB_TCP }, { "udp", HB_UDP }, { NULL, 0 },
+	{ "tcp", HB_TCP }, { "udp", HB_UDP }, { "mqtt", HBL_PROTO_MQTT }, { NULL, 0 },
 };
 /* clang-format on */
 
@@ -75,8 +76,13 @@ static const struct hb_opt options[] = {
 	{ "clients", 0, "N", "simulated devices", HB_OPT_UINT, AT(clients), .umin = 1,
 	  .umax = 10000000, .required = true },
 	{ "proto", 0, NULL, "TCP: one connection per device; UDP: devices share a pool of sockets "
-	  "per thread and are told apart by session token", HB_OPT_CHOICE, AT(proto),
-	  .choices = protos, .def.i = HB_TCP },
+	  "per thread and are told apart by session token; MQTT: MQTT 3.1.1 over TCP, user name "
+	  "the device id, PINGREQ each --interval (the CONNECT's keepalive), DATA as PUBLISH QoS 1",
+	  HB_OPT_CHOICE, AT(proto), .choices = protos, .def.i = HB_TCP },
+	{ "mqtt-realm", 0, "NAME", "MQTT: the server's realm the derived password is bound to",
+	  HB_OPT_STRING, AT(mqtt_realm), .def.s = HB_MQTT_DEFAULT_REALM },
+	{ "mqtt-days", 0, "N", "MQTT: days the derived password stays valid from today",
+	  HB_OPT_UINT, AT(mqtt_days), .def.u = HB_MQTT_DEFAULT_DAYS, .umin = 0, .umax = 3650 },
 	{ "interval", 0, "S", "heartbeat interval in seconds (fractions allowed)", HB_OPT_DOUBLE,
 	  AT(interval_s), SECONDS(0.001, 86400), .required = true },
 	{ "duration", 0, "S", "heartbeating time, counted from the end of setup", HB_OPT_DOUBLE,
@@ -165,7 +171,7 @@ static const struct hb_opt options[] = {
 
 static const struct hb_opt_prog prog = {
 	.name = "hbload",
-	.synopsis = "--server ADDR --port N --clients N --proto tcp|udp --interval S\n"
+	.synopsis = "--server ADDR --port N --clients N --proto tcp|udp|mqtt --interval S\n"
 		    "              --duration S [--json] [options]",
 	.about = "Simulates N heartbeating devices against an hbeat server and measures\n"
 		 "round-trip time from each heartbeat's scheduled send time (so neither a slow\n"
@@ -207,6 +213,12 @@ int hbl_parse_args(int argc, char **argv, struct hbl_opts *o)
 				    "--step-settle %g leaves nothing of a %g s step to "
 				    "measure",
 				    o->step_settle_s, o->step_s);
+	if ((int)o->proto == HBL_PROTO_MQTT) {
+		o->proto = HB_TCP;
+		o->mqtt = true;
+		if (o->echo_every)
+			return hb_opt_error(&prog, "--echo-every: MQTT has no echo");
+	}
 	if (o->storm_at_s >= 0 && o->proto != HB_TCP)
 		return hb_opt_error(&prog, "--storm-at applies to TCP clients (a UDP session has "
 					   "no connection to drop)");

@@ -15,12 +15,16 @@
 #define HBL_MAX_SOURCES 65536
 #define HBL_MAX_PAYLOAD 200 /* DATA/ECHO payload hbload sends (the protocol allows 1024) */
 #define HBL_MAX_STEPS_OPT 32 /* --steps entries (window.h: HBL_MAX_STEPS) */
+#define HBL_PROTO_MQTT 2 /* --proto mqtt: parsed into proto = HB_TCP and mqtt = true */
 
 struct hbl_opts {
 	const char *server; /* --server: IPv4/IPv6 literal or host name */
 	uint16_t port; /* --port */
 	uint32_t clients; /* --clients */
-	enum hb_transport proto; /* --proto tcp|udp */
+	enum hb_transport proto; /* --proto tcp|udp (mqtt: TCP, with mqtt set) */
+	bool mqtt; /* --proto mqtt: MQTT 3.1.1 devices, PINGREQ as the heartbeat */
+	const char *mqtt_realm; /* --mqtt-realm: the server's realm in the derived password */
+	uint32_t mqtt_days; /* --mqtt-days: the password's validity from today */
 	double interval_s; /* --interval: heartbeat period */
 	double duration_s; /* --duration: heartbeating time after setup */
 	bool json; /* --json: one-line JSON summary on stdout */

@@ -7,7 +7,7 @@
 
 #include "hbload.h"
 
-static void on_welcome(struct hbl_ring *r, uint32_t l, uint64_t now)
+void hbl_session_open(struct hbl_ring *r, uint32_t l, uint64_t now)
 {
 	struct hbl_client *c = &r->cl[l];
 
@@ -49,6 +49,21 @@ static void on_welcome(struct hbl_ring *r, uint32_t l, uint64_t now)
 	hbl_wheel_set(&r->wheel, l, c->beat_ns);
 }
 
+void hbl_count_pong(struct hbl_ring *r, uint64_t ts, uint64_t rtt_ns, int measured)
+{
+	int w = hbl_window_of(&r->sh->win, ts);
+
+	HBL_INC(r, pongs);
+	/* the echoed timestamp is the scheduled time: --warmup leaves early ones out */
+	if (measured && ts >= __atomic_load_n(&r->sh->measure_from_ns, __ATOMIC_RELAXED))
+		hb_hist_add(&r->rtt, rtt_ns / 1000);
+	if (w >= 0) {
+		if (measured)
+			hb_hist_add(&r->win[w].rtt, rtt_ns / 1000);
+		__atomic_store_n(&r->win[w].pongs, r->win[w].pongs + 1, __ATOMIC_RELEASE);
+	}
+}
+
 /* One frame for client l, received at now (TCP: from its connection; UDP: matched by token). */
 void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_t now)
 {
@@ -58,21 +73,11 @@ void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_
 
 	switch (hbc_input(&c->c, f, now, &ev)) {
 	case HBC_EV_WELCOME:
-		on_welcome(r, l, now);
+		hbl_session_open(r, l, now);
 		break;
-	case HBC_EV_PONG: {
-		int w = hbl_window_of(&r->sh->win, ev.ts);
-
-		HBL_INC(r, pongs);
-		/* the echoed timestamp is the scheduled time: --warmup leaves early ones out */
-		if (ev.ts >= __atomic_load_n(&r->sh->measure_from_ns, __ATOMIC_RELAXED))
-			hb_hist_add(&r->rtt, ev.rtt_ns / 1000);
-		if (w >= 0) {
-			hb_hist_add(&r->win[w].rtt, ev.rtt_ns / 1000);
-			__atomic_store_n(&r->win[w].pongs, r->win[w].pongs + 1, __ATOMIC_RELEASE);
-		}
+	case HBC_EV_PONG:
+		hbl_count_pong(r, ev.ts, ev.rtt_ns, 1);
 		break;
-	}
 	case HBC_EV_ACK:
 		HBL_INC(r, data_acked);
 		break;

@@ -166,19 +166,23 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 			"s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:{s:o,s:o,s:o},"
 			"s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
 			"s:{s:o,s:o,s:o,s:o}}",
-			"proto", cfg->o.proto == HB_TCP ? "tcp" : "udp", "clients",
-			(json_int_t)cfg->o.clients, "threads", (json_int_t)res->rings, "interval_s",
-			num_g(cfg->o.interval_s), "duration_s", num(res->duration_s, 3), "setup_s",
-			num(res->setup_s, 3), "setup_complete", res->setup_complete, "connected",
-			U(t->connected), "connected_end", U(res->connected_end), "pings",
-			U(t->pings), "pongs", U(t->pongs), "lost", U(lost(t)), "lost_closed",
-			U(t->lost_closed), "rtt_us", "p50", U(hb_hist_percentile(h, 50)), "p99",
-			U(hb_hist_percentile(h, 99)), "p999", U(hb_hist_percentile(h, 99.9)), "max",
-			U(h->max), "min", U(h->count ? h->min : 0), "mean", num(hb_hist_mean(h), 1),
-			"count", U(h->count), "lag_us", "p50", U(hb_hist_percentile(&res->lag, 50)),
-			"p99", U(hb_hist_percentile(&res->lag, 99)), "max", U(res->lag.max),
-			"auth_failed", U(t->auth_failed), "connect_failed", U(t->connect_failed),
-			"timeouts", U(t->timeouts), "data_sent", U(t->data_sent), "data_acked",
+			"proto",
+			cfg->o.mqtt		 ? "mqtt"
+			: cfg->o.proto == HB_TCP ? "tcp"
+						 : "udp",
+			"clients", (json_int_t)cfg->o.clients, "threads", (json_int_t)res->rings,
+			"interval_s", num_g(cfg->o.interval_s), "duration_s",
+			num(res->duration_s, 3), "setup_s", num(res->setup_s, 3), "setup_complete",
+			res->setup_complete, "connected", U(t->connected), "connected_end",
+			U(res->connected_end), "pings", U(t->pings), "pongs", U(t->pongs), "lost",
+			U(lost(t)), "lost_closed", U(t->lost_closed), "rtt_us", "p50",
+			U(hb_hist_percentile(h, 50)), "p99", U(hb_hist_percentile(h, 99)), "p999",
+			U(hb_hist_percentile(h, 99.9)), "max", U(h->max), "min",
+			U(h->count ? h->min : 0), "mean", num(hb_hist_mean(h), 1), "count",
+			U(h->count), "lag_us", "p50", U(hb_hist_percentile(&res->lag, 50)), "p99",
+			U(hb_hist_percentile(&res->lag, 99)), "max", U(res->lag.max), "auth_failed",
+			U(t->auth_failed), "connect_failed", U(t->connect_failed), "timeouts",
+			U(t->timeouts), "data_sent", U(t->data_sent), "data_acked",
 			U(t->data_acked), "echo_sent", U(t->echo_sent), "echo_ok", U(t->echo_ok),
 			"echo_bad", U(t->echo_bad), "expired", U(t->expired), "reconnects",
 			U(t->reconnects), "server_closed", U(t->server_closed), "server_errors",
@@ -219,7 +223,10 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 	const struct hb_hist *h = &res->rtt;
 
 	fprintf(f, "hbload: %u %s clients, %u threads, interval %g s\n", cfg->o.clients,
-		cfg->o.proto == HB_TCP ? "TCP" : "UDP", res->rings, cfg->o.interval_s);
+		cfg->o.mqtt		 ? "MQTT"
+		: cfg->o.proto == HB_TCP ? "TCP"
+					 : "UDP",
+		res->rings, cfg->o.interval_s);
 	fprintf(f, "  setup      %.3f s%s; connected %llu, open at the end %llu\n", res->setup_s,
 		res->setup_complete ? "" : " (incomplete)", (ull)t->connected,
 		(ull)res->connected_end);
