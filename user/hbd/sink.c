@@ -190,7 +190,10 @@ int hbd_sink_add(struct hbd_sink *s, uint64_t device, bool udp, uint16_t seq,
 		return -EINVAL;
 	b->len += n;
 	b->bytes += len;
-	b->acks[b->nacks++] = *ack;
+	b->acks[b->nacks] = *ack;
+	/* fleet mode publishes each line on its own subject (fleet_data.c) */
+	b->acks[b->nacks].device = device;
+	b->acks[b->nacks++].end = (uint32_t)b->len;
 	return 0;
 }
 
