@@ -127,7 +127,7 @@ static int do_status(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
 	json_t *nodes = json_array(), *doc;
 	kvKeysList kl = { 0 };
 	jsStreamInfo *si = NULL;
-	uint64_t total = 0, msgs = 0, bytes = 0;
+	uint64_t total = 0, msgs = 0, bytes = 0, presence_rev = 0;
 	kvStore *kv = NULL;
 	natsStatus s;
 
@@ -159,9 +159,15 @@ static int do_status(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
 		bytes = si->State.Bytes;
 		jsStreamInfo_Destroy(si);
 	}
+	/* the presence bucket's last revision: how many presence writes there have been */
+	if (js_GetStreamInfo(&si, c->js, "KV_hbeat_presence", NULL, NULL) == NATS_OK) {
+		presence_rev = si->State.LastSeq;
+		jsStreamInfo_Destroy(si);
+	}
 	if (o->json) {
-		doc = json_pack("{s:o,s:o,s:o,s:o}", "nodes", nodes, "devices", hb_json_u64(total),
-				"data_msgs", hb_json_u64(msgs), "data_bytes", hb_json_u64(bytes));
+		doc = json_pack("{s:o,s:o,s:o,s:o,s:o}", "nodes", nodes, "devices",
+				hb_json_u64(total), "data_msgs", hb_json_u64(msgs), "data_bytes",
+				hb_json_u64(bytes), "presence_rev", hb_json_u64(presence_rev));
 		return hb_json_print(stdout, doc) ? HBCTL_FAIL : HBCTL_OK;
 	}
 	printf("%-24s %-28s %-20s %8s %8s\n", "NODE", "ADDR", "VERSION", "TCP", "UDP");
@@ -176,8 +182,8 @@ static int do_status(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
 		       (long long)json_integer_value(json_object_get(n, "udp")));
 	}
 	printf("%zu nodes, %" PRIu64 " devices; HBEAT_DATA: %" PRIu64 " messages, %" PRIu64
-	       " bytes\n",
-	       json_array_size(nodes), total, msgs, bytes);
+	       " bytes; hbeat_presence at revision %" PRIu64 "\n",
+	       json_array_size(nodes), total, msgs, bytes, presence_rev);
 	json_decref(nodes);
 	return HBCTL_OK;
 }

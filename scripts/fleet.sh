@@ -116,7 +116,7 @@ step "NATS: 3 servers, one JetStream cluster (stream and buckets with 3 replicas
 routes=nats://$NATS_ADDR:6222,nats://$NATS_ADDR:6223,nats://$NATS_ADDR:6224
 for i in 0 1 2; do
 	mkdir -p "$OUT/nats-$i"
-	in_ns $NATS nats-server -n "hbfl-s$i" -a $NATS_ADDR -p $((4222 + i)) -js -sd "$OUT/nats-$i" \
+	nsenter --net=/run/netns/$NATS nats-server -n "hbfl-s$i" -a $NATS_ADDR -p $((4222 + i)) -js -sd "$OUT/nats-$i" \
 		--cluster_name hbfl --cluster "nats://$NATS_ADDR:$((6222 + i))" --routes "$routes" \
 		> "$OUT/nats-$i.log" 2>&1 &
 	NATS_PIDS+=($!)
@@ -177,7 +177,7 @@ table ip hbfl {
 	chain pre {
 		type filter hook prerouting priority raw; policy accept;
 		ip daddr $VIP meta l4proto { tcp, udp } th dport $PORT notrack ip daddr set jhash ip saddr . th sport mod $BUCKETS map { ${map%, } }
-		ip saddr { ${nodes%, } } meta l4proto { tcp, udp } th sport $PORT notrack ip saddr set $VIP
+		ip saddr { ${nodes%, } } ip daddr { 10.88.1.2, 10.88.2.0/24 } meta l4proto { tcp, udp } th sport $PORT notrack ip saddr set $VIP
 	}
 }
 NFT
@@ -224,7 +224,7 @@ table ip hbfl {
 	chain pre {
 		type filter hook prerouting priority raw; policy accept;
 		ip daddr 10.88.100.1 meta l4proto { tcp, udp } th dport 7600 notrack ip daddr set jhash ip saddr . th sport mod $buckets map { ${map%, } }
-		ip saddr { ${all%, } } meta l4proto { tcp, udp } th sport 7600 notrack ip saddr set 10.88.100.1
+		ip saddr { ${all%, } } ip daddr { 10.88.1.2, 10.88.2.0/24 } meta l4proto { tcp, udp } th sport 7600 notrack ip saddr set 10.88.100.1
 	}
 }
 NFT
@@ -236,7 +236,7 @@ HEALTH
 chmod +x "$OUT/health.sh"
 addrs=()
 for k in $(seq "$NODES"); do addrs+=("$(node_addr $k)"); done
-in_ns $LB "$OUT/health.sh" "$NODES" $BUCKETS "$OUT" "${addrs[@]}" &
+nsenter --net=/run/netns/$LB "$OUT/health.sh" "$NODES" $BUCKETS "$OUT" "${addrs[@]}" &
 PIDS+=($!)
 ip -n $CLI route add $VIP/32 via 10.88.1.1 2>/dev/null || true
 
@@ -247,7 +247,7 @@ step "1. hbload: $DEVICES TCP and $DEVICES UDP devices through $VIP"
 DURATION=${DURATION:-600}
 for proto in tcp udp; do
 	first=$([ $proto = tcp ] && echo 1 || echo $((DEVICES + 1)))
-	in_ns $CLI "$BUILD/hbload" --server $VIP --port $PORT --clients "$DEVICES" --proto $proto \
+	nsenter --net=/run/netns/$CLI "$BUILD/hbload" --server $VIP --port $PORT --clients "$DEVICES" --proto $proto \
 		--first-device "$first" --interval "$INTERVAL" --duration "$DURATION" --keys "$OUT/keys" \
 		--source 10.88.2.1-10.88.2.16 --data-every 3 --setup-timeout 120 --json --no-progress \
 		> "$OUT/hbload-$proto.json" 2> "$OUT/hbload-$proto.log" &
@@ -258,19 +258,26 @@ i=0
 while read -r id secret; do
 	proto=$([ $((i % 2)) = 0 ] && echo "" || echo --udp)
 	# shellcheck disable=SC2086
-	in_ns $CLI "$BUILD/examples/device" --server $VIP --port $PORT --id "$id" --secret "$secret" \
+	nsenter --net=/run/netns/$CLI "$BUILD/examples/device" --server $VIP --port $PORT --id "$id" --secret "$secret" \
 		--every 0 $proto > "$OUT/dl-$id.log" 2>&1 &
 	PIDS+=($!)
 	i=$((i + 1))
 done < "$OUT/dl-keys"
 total=$((2 * DEVICES + DOWNLINKS))
 connected=0
+# presence writes a second while they connect: the bucket's revision, sampled
+: > "$OUT/presence-rate.txt"
 for _ in $(seq 240); do
-	connected=$(fleet status --json | jq '.devices')
+	fleet status --json > "$OUT/status.json"
+	connected=$(jq '.devices' "$OUT/status.json")
+	echo "$(now_ms) $(jq '.presence_rev' "$OUT/status.json")" >> "$OUT/presence-rate.txt"
 	[ "$connected" -ge "$total" ] && break
 	sleep 0.5
 done
 echo "connected: $connected of $total" >&2
+pres_rate=$(awk 'NR > 1 && $1 > t { r = ($2 - v) * 1000 / ($1 - t); if (r > max) max = r } { t = $1; v = $2 }
+	END { printf "%d", max }' "$OUT/presence-rate.txt")
+echo "presence writes: peak $pres_rate a second while connecting (bucket revision sampled twice a second)" >&2
 sleep 3 # the last presence writes
 
 # the truth per node: what each node's kernel maps hold (hbctl conns), against presence
