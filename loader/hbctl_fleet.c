@@ -373,6 +373,7 @@ static int do_data(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
 	jsSubOptions so;
 	struct rec *recs = NULL;
 	uint64_t want, n = 0, uniq = 0, devices = 0;
+	natsStatus s = NATS_ERR;
 
 	if (js_GetStreamInfo(&si, c->js, "HBEAT_DATA", NULL, NULL) != NATS_OK) {
 		fprintf(stderr, "hbctl fleet: no stream HBEAT_DATA\n");
@@ -384,8 +385,16 @@ static int do_data(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
 	jsSubOptions_Init(&so);
 	so.Stream = "HBEAT_DATA";
 	so.Ordered = true;
-	if (!recs || js_SubscribeSync(&sub, c->js, "hbeat.data.>", NULL, &so, NULL) != NATS_OK) {
-		fprintf(stderr, "hbctl fleet: cannot read HBEAT_DATA\n");
+	/* a stream whose leader is being elected (a server just left) refuses for a moment */
+	for (int i = 0; recs && i < 10; i++) {
+		s = js_SubscribeSync(&sub, c->js, "hbeat.data.>", NULL, &so, NULL);
+		if (s == NATS_OK)
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = 500000000 }, NULL);
+	}
+	if (!recs || s != NATS_OK) {
+		fprintf(stderr, "hbctl fleet: cannot read HBEAT_DATA: %s\n",
+			nats_GetLastError(NULL) ?: natsStatus_GetText(s));
 		free(recs);
 		return HBCTL_FAIL;
 	}

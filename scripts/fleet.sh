@@ -244,6 +244,8 @@ fleet() { in_ns $NATS "$BUILD/hbctl" fleet --nats "$NATS_URLS" "$@"; }
 
 # --- 1. devices ----------------------------------------------------------------------------
 step "1. hbload: $DEVICES TCP and $DEVICES UDP devices through $VIP"
+: > "$OUT/presence-rate.txt"
+echo "$(now_ms) $(fleet status --json | jq '.presence_rev')" >> "$OUT/presence-rate.txt"
 DURATION=${DURATION:-600}
 for proto in tcp udp; do
 	first=$([ $proto = tcp ] && echo 1 || echo $((DEVICES + 1)))
@@ -266,7 +268,6 @@ done < "$OUT/dl-keys"
 total=$((2 * DEVICES + DOWNLINKS))
 connected=0
 # presence writes a second while they connect: the bucket's revision, sampled
-: > "$OUT/presence-rate.txt"
 for _ in $(seq 240); do
 	fleet status --json > "$OUT/status.json"
 	connected=$(jq '.devices' "$OUT/status.json")
@@ -320,20 +321,34 @@ on_victim=$(awk -v n="n$VICTIM" '$2 == n' "$OUT/truth.txt" | wc -l)
 awk -v n="n$VICTIM" '$2 == n { print $1 }' "$OUT/truth.txt" | sort > "$OUT/victim-devices.txt"
 t_kill=$(now_ms)
 kill -KILL "${HBD_PIDS[$((VICTIM - 1))]}"
+# rehomed: the victim's devices online on another node in presence; seconds: from the kill
+# until the last of them got there (all of them, or the count stopped growing for 20 s)
 rehomed=0
 fo_seconds=-1
+last_change=$(now_ms)
+: > "$OUT/failover.txt"
 deadline=$(( $(now_ms) + 90000 ))
 while [ "$(now_ms)" -lt $deadline ]; do
 	sleep 1
 	presence_dump
-	rehomed=$(awk -v n="n$VICTIM" '$3 == "online" && $2 != n { print $1 }' "$OUT/presence.txt" | sort |
+	n=$(awk -v n="n$VICTIM" '$3 == "online" && $2 != n { print $1 }' "$OUT/presence.txt" | sort |
 		join - "$OUT/victim-devices.txt" | wc -l)
-	if [ "$rehomed" -ge "$on_victim" ]; then
-		fo_seconds=$(awk -v a="$t_kill" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
-		break
+	t=$(now_ms)
+	echo "$((t - t_kill)) $n" >> "$OUT/failover.txt"
+	if [ "$n" -gt "$rehomed" ]; then
+		rehomed=$n
+		last_change=$t
+		fo_seconds=$(awk -v a="$t_kill" -v b="$t" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
 	fi
+	[ "$rehomed" -ge "$on_victim" ] && break
+	[ $((t - last_change)) -gt 20000 ] && break
 done
-echo "failover: $rehomed of $on_victim devices of n$VICTIM back online elsewhere; ${fo_seconds} s" >&2
+echo "failover: $rehomed of $on_victim devices of n$VICTIM back online elsewhere; the last after ${fo_seconds} s" >&2
+kinds=$(join "$OUT/victim-devices.txt" <(awk -v n="n$VICTIM" '$3 == "online" && $2 != n { print $1 }' \
+	"$OUT/presence.txt" | sort) -v 1 | awk -v d="$DEVICES" -v f="$DL_FIRST" \
+	'{ if ($1 >= f) k = "device-library"; else if ($1 > d) k = "hbload UDP"; else k = "hbload TCP"; c[k]++ }
+	END { for (k in c) printf "%s: %d, ", k, c[k] }')
+echo "not back: ${kinds:-none}" >&2
 cat "$OUT/health.log" >&2 2>/dev/null || true
 
 # --- 5. stop a NATS server ------------------------------------------------------------------
@@ -365,7 +380,7 @@ for proto in tcp udp; do
 	data_acked=$((data_acked + ${v:-0}))
 done
 hbd_acked=$(acked_sum)
-fleet data --json > "$OUT/stream.json"
+fleet data --json > "$OUT/stream.json" || { cat "$OUT/stream.json" >&2; exit 1; }
 in_stream=$(jq '.distinct' "$OUT/stream.json")
 lost=$(( hbd_acked > in_stream ? hbd_acked - in_stream : 0 ))
 echo "DATA: hbload saw $data_acked ACKed, hbd ACKed $hbd_acked, $in_stream distinct in HBEAT_DATA ($(jq '.messages' "$OUT/stream.json") messages)" >&2
