@@ -26,7 +26,7 @@
 #include "json_out.h"
 
 #define CONNECT_TIMEOUT_MS 2000
-#define FLEET_WAIT_MS 5000
+#define FLEET_WAIT_MS 10000 /* a busy cluster (a leader election) can pause a read this long */
 
 struct fleet_conn {
 	natsOptions *opts;
@@ -317,8 +317,8 @@ static int do_send(const struct hbctl_fleet_opts *o, struct fleet_conn *c, int a
 		s = natsConnection_Request(&reply, c->nc, subj, argv[0], len, o->timeout_ms);
 		t0 = hb_mono_ns() - t0;
 		if (s == NATS_OK) {
-			doc = json_loadb(natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply),
-					 0, NULL);
+			doc = json_loadb(natsMsg_GetData(reply),
+					 (size_t)natsMsg_GetDataLength(reply), 0, NULL);
 			natsMsg_Destroy(reply);
 		} else {
 			doc = json_pack("{s:o,s:s}", "device", hb_json_u64(id), "status",
@@ -326,7 +326,8 @@ static int do_send(const struct hbctl_fleet_opts *o, struct fleet_conn *c, int a
 		}
 		if (!json_is_object(doc)) {
 			json_decref(doc);
-			doc = json_pack("{s:o,s:s}", "device", hb_json_u64(id), "status", "bad_reply");
+			doc = json_pack("{s:o,s:s}", "device", hb_json_u64(id), "status",
+					"bad_reply");
 		}
 		if (strcmp(json_string_value(json_object_get(doc, "status")) ?: "", "delivered"))
 			fails++;
@@ -417,10 +418,11 @@ static int do_data(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
 	}
 	free(recs);
 	if (o->json)
-		return hb_json_print(stdout, json_pack("{s:o,s:o,s:o,s:o}", "messages",
-						       hb_json_u64(n), "distinct", hb_json_u64(uniq),
-						       "devices", hb_json_u64(devices),
-						       "stream_msgs", hb_json_u64(want)))
+		return hb_json_print(stdout,
+				     json_pack("{s:o,s:o,s:o,s:o}", "messages", hb_json_u64(n),
+					       "distinct", hb_json_u64(uniq), "devices",
+					       hb_json_u64(devices), "stream_msgs",
+					       hb_json_u64(want)))
 			       ? HBCTL_FAIL
 			       : HBCTL_OK;
 	printf("HBEAT_DATA: %" PRIu64 " messages read of %" PRIu64 ", %" PRIu64
@@ -438,7 +440,8 @@ int hbctl_do_fleet(const void *opts, int argc, char **argv)
 
 	if (strcmp(what, "status") && strcmp(what, "presence") && strcmp(what, "send") &&
 	    strcmp(what, "data")) {
-		fprintf(stderr, "hbctl fleet: unknown subcommand '%s' (status, presence, send, data)\n",
+		fprintf(stderr,
+			"hbctl fleet: unknown subcommand '%s' (status, presence, send, data)\n",
 			what);
 		return HBCTL_USAGE;
 	}

@@ -292,7 +292,15 @@ truth() {
 			>> "$OUT/truth.txt"
 	done
 }
-presence_dump() { fleet presence | jq -r '"\(.device) \(.node) \(.state)"' > "$OUT/presence.txt"; }
+# every entry of hbeat_presence as "ID NODE STATE" (again if a busy cluster cut the read short)
+presence_dump() {
+	local i
+	for i in 1 2 3; do
+		fleet presence > "$OUT/presence.json" && break
+		sleep 1
+	done
+	jq -r '"\(.device) \(.node) \(.state)"' "$OUT/presence.json" > "$OUT/presence.txt"
+}
 truth
 presence_dump
 p_online=$(awk '$3 == "online"' "$OUT/presence.txt" | wc -l)
@@ -329,7 +337,7 @@ last_change=$(now_ms)
 : > "$OUT/failover.txt"
 deadline=$(( $(now_ms) + 90000 ))
 while [ "$(now_ms)" -lt $deadline ]; do
-	sleep 1
+	sleep 2
 	presence_dump
 	n=$(awk -v n="n$VICTIM" '$3 == "online" && $2 != n { print $1 }' "$OUT/presence.txt" | sort |
 		join - "$OUT/victim-devices.txt" | wc -l)

@@ -43,7 +43,9 @@
 static struct ht_daemon A, B;
 static pid_t nats_pid, load_tcp, load_udp;
 static uint16_t nats_port;
-static char store[64] = "/tmp/hbfl-nats.XXXXXX", keys[96], url[64];
+static char store[64] = "/tmp/hbfl-nats.XXXXXX", keys[96], url[64], client_url[128], pwfile[96];
+#define NATS_USER "hbfl"
+#define NATS_PASS "fleet-test-password" /* the nodes read it from a file: --nats-password-file */
 static natsConnection *nc;
 static jsCtx *js;
 static kvStore *presence;
@@ -112,8 +114,9 @@ static void end_pid(pid_t *pid, int sig)
 static int nats_start(void)
 {
 	char port[8], log[96];
-	const char *argv[] = { "nats-server", "-a", "127.0.0.1", "-p", port, "-js", "-sd", store,
-			       NULL };
+	const char *argv[] = { "nats-server", "-a",	 "127.0.0.1", "-p",	port,
+			       "-js",	      "-sd",	 store,	      "--user", NATS_USER,
+			       "--pass",      NATS_PASS, NULL };
 	uint64_t end = ht_now_ms() + 10000;
 
 	snprintf(port, sizeof(port), "%u", nats_port);
@@ -136,15 +139,38 @@ static int write_keys(void)
 	if (!f)
 		return -1;
 	fprintf(f, "%d-%d derive %s\n", FIRST_TCP, FIRST_UDP + N_UDP, HT_MASTER);
+	if (fclose(f))
+		return -1;
+	snprintf(pwfile, sizeof(pwfile), "%s/nats-password", store);
+	f = fopen(pwfile, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%s\n", NATS_PASS);
 	return fclose(f);
 }
 
 static int start_node(struct ht_daemon *d, const char *name)
 {
-	const char *const args[] = { "--no-offload", "--workers", "2",	   "--interval",
-				     "1",	     "--expiry-mult", "10", "--keys",
-				     keys,	     "--nats",	      url,  "--nats-node",
-				     name,	     "--nats-node-ttl", NODE_TTL, NULL };
+	const char *const args[] = { "--no-offload",
+				     "--workers",
+				     "2",
+				     "--interval",
+				     "1",
+				     "--expiry-mult",
+				     "10",
+				     "--keys",
+				     keys,
+				     "--nats",
+				     url,
+				     "--nats-node",
+				     name,
+				     "--nats-node-ttl",
+				     NODE_TTL,
+				     "--nats-user",
+				     NATS_USER,
+				     "--nats-password-file",
+				     pwfile,
+				     NULL };
 
 	return ht_start(d, args);
 }
@@ -152,10 +178,11 @@ static int start_node(struct ht_daemon *d, const char *name)
 static pid_t start_load(uint16_t port, const char *proto, unsigned n, unsigned first)
 {
 	char hbload[PATH_MAX], sport[8], sn[16], sfirst[16], log[96];
-	const char *argv[] = { hbload,	 "--server",	   "127.0.0.1", "--port",     sport,
-			       "--proto", proto,	   "--clients", sn,	      "--first-device",
-			       sfirst,	 "--interval",	   "1",		"--duration", "120",
-			       "--keys",  keys,		   "--no-progress", NULL };
+	const char *argv[] = { hbload, "--server",	 "127.0.0.1", "--port",
+			       sport,  "--proto",	 proto,	      "--clients",
+			       sn,     "--first-device", sfirst,      "--interval",
+			       "1",    "--duration",	 "120",	      "--keys",
+			       keys,   "--no-progress",	 NULL };
 	char *slash;
 
 	ht_hbd_path(hbload, sizeof(hbload) - 8);
@@ -170,7 +197,7 @@ static pid_t start_load(uint16_t port, const char *proto, unsigned n, unsigned f
 
 static int nats_client(void)
 {
-	if (natsConnection_ConnectTo(&nc, url) != NATS_OK ||
+	if (natsConnection_ConnectTo(&nc, client_url) != NATS_OK ||
 	    natsConnection_JetStream(&js, nc, NULL) != NATS_OK)
 		return -1;
 	/* the nodes make the bucket; wait for it */
@@ -202,6 +229,8 @@ static int group_setup(void **state)
 	if (!mkdtemp(store) || write_keys() || !(nats_port = free_port()))
 		return -1;
 	snprintf(url, sizeof(url), "nats://127.0.0.1:%u", nats_port);
+	snprintf(client_url, sizeof(client_url), "nats://%s:%s@127.0.0.1:%u", NATS_USER, NATS_PASS,
+		 nats_port);
 	if (nats_start()) {
 		fprintf(stderr, "nats-server did not start (scripts/deps.sh installs it)\n");
 		return -1;
@@ -326,11 +355,13 @@ static int run_prog(const char *name, const char *const *args, char *err, size_t
 /* Bad fleet options are usage errors; hbctl fleet without a NATS server says so. */
 static void test_bad_input(void **state)
 {
-	static const char *const bad_node[] = { "--keys", keys, "--nats", "nats://127.0.0.1:1",
-						"--nats-node", "a.b", NULL };
+	static const char *const bad_node[] = {
+		"--keys", keys, "--nats", "nats://127.0.0.1:1", "--nats-node", "a.b", NULL
+	};
 	static const char *const no_nats[] = { "--keys", keys, "--nats-node", "a", NULL };
-	static const char *const half_user[] = { "--keys", keys, "--nats", "nats://127.0.0.1:1",
-						 "--nats-user", "u", NULL };
+	static const char *const half_user[] = {
+		"--keys", keys, "--nats", "nats://127.0.0.1:1", "--nats-user", "u", NULL
+	};
 	char err[4096], none[64];
 	const char *const unreachable[] = { "fleet", "status", "--nats", none, NULL };
 
@@ -452,8 +483,8 @@ static int stream_payloads(uint64_t dev, char out[][64], int max)
 		b64 = json_string_value(json_object_get(v, "payload"));
 		d = (uint64_t)json_integer_value(json_object_get(v, "device"));
 		if (n < max && b64 && d == dev && strlen(b64) < 80) {
-			int len = EVP_DecodeBlock((unsigned char *)out[n], (const unsigned char *)b64,
-						  (int)strlen(b64));
+			int len = EVP_DecodeBlock((unsigned char *)out[n],
+						  (const unsigned char *)b64, (int)strlen(b64));
 
 			if (len > 0 && len < 64) {
 				/* EVP_DecodeBlock keeps the padding's zero bytes: cut at the first */
@@ -566,10 +597,10 @@ static void test_node_killed(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_input), cmocka_unit_test(test_presence),
-		cmocka_unit_test(test_supersede),
-		cmocka_unit_test(test_downlink),  cmocka_unit_test(test_data),
-		cmocka_unit_test(test_nats_down), cmocka_unit_test(test_node_killed),
+		cmocka_unit_test(test_bad_input),   cmocka_unit_test(test_presence),
+		cmocka_unit_test(test_supersede),   cmocka_unit_test(test_downlink),
+		cmocka_unit_test(test_data),	    cmocka_unit_test(test_nats_down),
+		cmocka_unit_test(test_node_killed),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

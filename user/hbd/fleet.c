@@ -29,7 +29,8 @@ static void default_node(struct hbd_fleet *f)
 		snprintf(host, sizeof(host), "hbd");
 	host[sizeof(host) - 1] = 0;
 	for (char *p = host; *p; p++)
-		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=", *p))
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=",
+			    *p))
 			*p = '_';
 	snprintf(f->node, sizeof(f->node), "%s-%u", host, f->d->port);
 }
@@ -169,7 +170,8 @@ static int set_options(struct hbd_fleet *f, char *why, size_t whylen)
 		memset(pw, 0, sizeof(pw));
 	}
 	if (s != NATS_OK) {
-		snprintf(why, whylen, "NATS options (--nats %s): %s", c->urls, natsStatus_GetText(s));
+		snprintf(why, whylen, "NATS options (--nats %s): %s", c->urls,
+			 natsStatus_GetText(s));
 		return -EINVAL;
 	}
 	return 0;

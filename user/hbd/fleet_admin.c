@@ -96,8 +96,8 @@ static void put_node(struct hbd_fleet *f)
 	n = hb_json_line(buf, sizeof(buf),
 			 json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:o,s:o}", "node", f->node, "addr",
 				   f->addr, "version", HBEAT_VERSION, "pid", (int)getpid(),
-				   "started_ms", hb_json_u64(hb_realtime_ms() - (fleet_now_ms() -
-										  f->started_ms)),
+				   "started_ms",
+				   hb_json_u64(hb_realtime_ms() - (fleet_now_ms() - f->started_ms)),
 				   "tcp", hb_json_u64(sum.tcp_authed), "udp",
 				   hb_json_u64(sum.udp_active), "devices",
 				   hb_json_u64(sum.tcp_authed + sum.udp_active)));
@@ -168,7 +168,8 @@ static bool take_watch(struct hbd_fleet *f)
 		if (s == NATS_TIMEOUT)
 			return true;
 		if (s != NATS_OK) {
-			hb_warn("fleet: watch of %s: %s", FLEET_BUCKET_PRESENCE, natsStatus_GetText(s));
+			hb_warn("fleet: watch of %s: %s", FLEET_BUCKET_PRESENCE,
+				natsStatus_GetText(s));
 			return false;
 		}
 		if (!e) {
@@ -201,8 +202,8 @@ void *fleet_admin_main(void *arg)
 		if (!__atomic_load_n(&f->ready, __ATOMIC_ACQUIRE)) {
 			if (__atomic_load_n(&f->connected, __ATOMIC_ACQUIRE) && !setup(f)) {
 				hb_info("fleet: %s, %s and %s ready (replicas %u)",
-					FLEET_STREAM_DATA, FLEET_BUCKET_PRESENCE, FLEET_BUCKET_NODES,
-					f->cfg->replicas);
+					FLEET_STREAM_DATA, FLEET_BUCKET_PRESENCE,
+					FLEET_BUCKET_NODES, f->cfg->replicas);
 				__atomic_store_n(&f->ready, 1, __ATOMIC_RELEASE);
 				next_put = now + put_every;
 				continue;
@@ -211,7 +212,8 @@ void *fleet_admin_main(void *arg)
 			continue;
 		}
 		if (!take_watch(f)) {
-			hb_warn("fleet: the watch of %s broke: watching again", FLEET_BUCKET_PRESENCE);
+			hb_warn("fleet: the watch of %s broke: watching again",
+				FLEET_BUCKET_PRESENCE);
 			kvWatcher_Destroy(f->watch);
 			f->watch = NULL;
 			f->synced = false;
@@ -234,9 +236,9 @@ void *fleet_admin_main(void *arg)
 			if (f->synced && listed_before)
 				fleet_presence_sweep(f, listed_before);
 		}
-		if (f->synced && (__atomic_exchange_n(&f->reconnected, 0, __ATOMIC_ACQ_REL) |
-				  __atomic_load_n(&f->table_resync, __ATOMIC_ACQUIRE) |
-				  (now >= next_catch))) {
+		if (f->synced &&
+		    (__atomic_exchange_n(&f->reconnected, 0, __ATOMIC_ACQ_REL) |
+		     __atomic_load_n(&f->table_resync, __ATOMIC_ACQUIRE) | (now >= next_catch))) {
 			bool table = __atomic_exchange_n(&f->table_resync, 0, __ATOMIC_ACQ_REL);
 
 			fleet_presence_catch_up(f, table);

@@ -189,8 +189,8 @@ static void on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, 
 
 int fleet_down_subscribe(struct hbd_fleet *f)
 {
-	natsStatus s = natsConnection_Subscribe(&f->down_sub, f->nc, FLEET_SUBJ_DOWN "*",
-						on_request, f);
+	natsStatus s =
+		natsConnection_Subscribe(&f->down_sub, f->nc, FLEET_SUBJ_DOWN "*", on_request, f);
 
 	if (s != NATS_OK) {
 		hb_warn("fleet: subscribing %s*: %s", FLEET_SUBJ_DOWN, natsStatus_GetText(s));

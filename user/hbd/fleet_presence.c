@@ -94,8 +94,8 @@ static bool prepare(struct hbd_fleet *f, uint64_t device, struct fleet_held *h,
 			pw->expect = s->rev; /* our online write never made it: the entry there */
 		h->end_sent = 1;
 	}
-	pw->len = fleet_presence_json(pw->val, sizeof(pw->val), f->node, h->udp, state,
-				      h->since_ms, h->addr);
+	pw->len = fleet_presence_json(pw->val, sizeof(pw->val), f->node, h->udp, state, h->since_ms,
+				      h->addr);
 	if (pw->len < 0)
 		return false;
 	h->npend++;
