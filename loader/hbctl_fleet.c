@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <nats/nats.h>
 
@@ -358,7 +359,8 @@ static struct rec rec_of(const char *p, int n)
 	uint64_t dev = 0, h = 1469598103934665603ull;
 	struct rec r;
 
-	hb_json_to_u64(json_object_get(v, "device"), &dev);
+	if (!json_is_object(v) || hb_json_to_u64(json_object_get(v, "device"), &dev))
+		dev = 0; /* not a record of ours: counted under device 0 */
 	r.h1 = dev << 16 | (uint64_t)json_integer_value(json_object_get(v, "seq"));
 	for (; *pl; pl++)
 		h = (h ^ (uint8_t)*pl) * 1099511628211ull;
@@ -367,14 +369,56 @@ static struct rec rec_of(const char *p, int n)
 	return r;
 }
 
-static int do_data(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
+/* A pull consumer of our own, acknowledged a batch at a time (AckAll): a push consumer
+ * (ordered or not) stalled or crashed libnats here when a cluster server had just left. */
+static int read_stream(struct fleet_conn *c, struct rec *recs, uint64_t want, uint64_t *got)
 {
 	natsSubscription *sub = NULL;
-	jsStreamInfo *si = NULL;
+	char durable[48];
 	jsSubOptions so;
+	natsStatus s = NATS_ERR;
+	uint64_t n = 0;
+
+	snprintf(durable, sizeof(durable), "hbctl-data-%d", (int)getpid());
+	jsSubOptions_Init(&so);
+	so.Stream = "HBEAT_DATA";
+	so.Config.AckPolicy = js_AckAll;
+	so.Config.DeliverPolicy = js_DeliverAll;
+	/* a stream whose leader is being elected (a server just left) refuses for a moment */
+	for (int i = 0; i < 10; i++) {
+		s = js_PullSubscribe(&sub, c->js, "hbeat.data.>", durable, NULL, &so, NULL);
+		if (s == NATS_OK)
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = 500000000 }, NULL);
+	}
+	if (s != NATS_OK) {
+		fprintf(stderr, "hbctl fleet: cannot read HBEAT_DATA: %s\n",
+			nats_GetLastError(NULL) ?: natsStatus_GetText(s));
+		return -EIO;
+	}
+	while (n < want) {
+		natsMsgList list = { 0 };
+
+		if (natsSubscription_Fetch(&list, sub, 1024, FLEET_WAIT_MS, NULL) != NATS_OK)
+			break;
+		for (int i = 0; i < list.Count && n < want; i++)
+			recs[n++] = rec_of(natsMsg_GetData(list.Msgs[i]),
+					   natsMsg_GetDataLength(list.Msgs[i]));
+		if (list.Count)
+			natsMsg_Ack(list.Msgs[list.Count - 1], NULL);
+		natsMsgList_Destroy(&list);
+	}
+	natsSubscription_Unsubscribe(sub); /* deletes the consumer it made */
+	natsSubscription_Destroy(sub);
+	*got = n;
+	return 0;
+}
+
+static int do_data(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
+{
+	jsStreamInfo *si = NULL;
 	struct rec *recs = NULL;
 	uint64_t want, n = 0, uniq = 0, devices = 0;
-	natsStatus s = NATS_ERR;
 
 	if (js_GetStreamInfo(&si, c->js, "HBEAT_DATA", NULL, NULL) != NATS_OK) {
 		fprintf(stderr, "hbctl fleet: no stream HBEAT_DATA\n");
@@ -383,31 +427,10 @@ static int do_data(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
 	want = si->State.Msgs;
 	jsStreamInfo_Destroy(si);
 	recs = calloc(want + 1, sizeof(*recs));
-	jsSubOptions_Init(&so);
-	so.Stream = "HBEAT_DATA";
-	so.Ordered = true;
-	/* a stream whose leader is being elected (a server just left) refuses for a moment */
-	for (int i = 0; recs && i < 10; i++) {
-		s = js_SubscribeSync(&sub, c->js, "hbeat.data.>", NULL, &so, NULL);
-		if (s == NATS_OK)
-			break;
-		nanosleep(&(struct timespec){ .tv_nsec = 500000000 }, NULL);
-	}
-	if (!recs || s != NATS_OK) {
-		fprintf(stderr, "hbctl fleet: cannot read HBEAT_DATA: %s\n",
-			nats_GetLastError(NULL) ?: natsStatus_GetText(s));
+	if (!recs || read_stream(c, recs, want, &n)) {
 		free(recs);
 		return HBCTL_FAIL;
 	}
-	while (n < want) {
-		natsMsg *m = NULL;
-
-		if (natsSubscription_NextMsg(&m, sub, FLEET_WAIT_MS) != NATS_OK)
-			break;
-		recs[n++] = rec_of(natsMsg_GetData(m), natsMsg_GetDataLength(m));
-		natsMsg_Destroy(m);
-	}
-	natsSubscription_Destroy(sub);
 	qsort(recs, n, sizeof(*recs), cmp_rec);
 	for (uint64_t i = 0; i < n; i++) {
 		if (i && !cmp_rec(&recs[i], &recs[i - 1]))

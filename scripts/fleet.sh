@@ -148,7 +148,7 @@ for k in $(seq "$NODES"); do
 	# in its cgroup before the exec: $! is hbd itself
 	bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG/hbfl-n$k" \
 		nsenter --net=/run/netns/"$ns" "$BUILD/hbd" --port $PORT --keys "$OUT/keys" \
-		--pin-path /sys/fs/bpf/fleet-n$k --interval "$INTERVAL" --max-clients $((2 * DEVICES + 1000)) \
+		--pin-path /sys/fs/bpf/fleet-n$k --interval "$INTERVAL" --expiry-mult 3 --max-clients $((2 * DEVICES + 1000)) \
 		--max-per-source 0 --accept-rate 0 --nats "$NATS_URLS" --nats-node "n$k" \
 		--nats-replicas 3 --nats-node-ttl 6 > "$OUT/hbd-n$k.out" 2> "$OUT/hbd-n$k.log" &
 	HBD_PIDS+=($!)
@@ -242,6 +242,15 @@ ip -n $CLI route add $VIP/32 via 10.88.1.1 2>/dev/null || true
 
 fleet() { in_ns $NATS "$BUILD/hbctl" fleet --nats "$NATS_URLS" "$@"; }
 
+# every entry of hbeat_presence as "ID NODE STATE" (again if a busy cluster cut the read short)
+presence_dump() {
+	local i
+	for i in 1 2 3; do
+		fleet presence > "$OUT/presence.json" && break
+		sleep 1
+	done
+	jq -r '"\(.device) \(.node) \(.state)"' "$OUT/presence.json" > "$OUT/presence.txt"
+}
 # --- 1. devices ----------------------------------------------------------------------------
 step "1. hbload: $DEVICES TCP and $DEVICES UDP devices through $VIP"
 : > "$OUT/presence-rate.txt"
@@ -276,11 +285,19 @@ for _ in $(seq 240); do
 	sleep 0.5
 done
 echo "connected: $connected of $total" >&2
+# presence trails the connections by the writes still in flight: wait until every connected
+# device is in it (at most 60 s), and say how long that took
+t_conn=$(now_ms)
+for _ in $(seq 60); do
+	echo "$(now_ms) $(fleet status --json | jq '.presence_rev')" >> "$OUT/presence-rate.txt"
+	presence_dump
+	[ "$(awk '$3 == "online"' "$OUT/presence.txt" | wc -l)" -ge "$connected" ] && break
+	sleep 1
+done
+echo "presence complete $(( $(now_ms) - t_conn )) ms after the node counts said connected" >&2
 pres_rate=$(awk 'NR > 1 && $1 > t { r = ($2 - v) * 1000 / ($1 - t); if (r > max) max = r } { t = $1; v = $2 }
 	END { printf "%d", max }' "$OUT/presence-rate.txt")
 echo "presence writes: peak $pres_rate a second while connecting (bucket revision sampled twice a second)" >&2
-sleep 3 # the last presence writes
-
 # the truth per node: what each node's kernel maps hold (hbctl conns), against presence
 truth() {
 	: > "$OUT/truth.txt"
@@ -292,21 +309,17 @@ truth() {
 			>> "$OUT/truth.txt"
 	done
 }
-# every entry of hbeat_presence as "ID NODE STATE" (again if a busy cluster cut the read short)
-presence_dump() {
-	local i
-	for i in 1 2 3; do
-		fleet presence > "$OUT/presence.json" && break
-		sleep 1
-	done
-	jq -r '"\(.device) \(.node) \(.state)"' "$OUT/presence.json" > "$OUT/presence.txt"
-}
 truth
 presence_dump
 p_online=$(awk '$3 == "online"' "$OUT/presence.txt" | wc -l)
 p_correct=$(awk 'NR == FNR { node[$1] = $2; next } $3 == "online" && node[$1] == $2' \
 	"$OUT/truth.txt" "$OUT/presence.txt" | wc -l)
 echo "presence: $p_online online, $p_correct on the node that holds them ($(wc -l < "$OUT/truth.txt") held)" >&2
+cp "$OUT/presence.txt" "$OUT/presence-step1.txt"
+# a held device not online on its node in presence: what presence says of it
+awk 'NR == FNR { p[$1] = $2 " " $3; next } !(($1) in p) || p[$1] != $2 " online" {
+	print "  held by " $2 ", presence: " (($1) in p ? p[$1] : "none") " (device " $1 ")" }' \
+	"$OUT/presence.txt" "$OUT/truth.txt" | head -5 >&2
 
 # --- 2. downlinks ----------------------------------------------------------------------------
 step "2. $DOWNLINKS downlinks through NATS requests to random devices"
