@@ -193,6 +193,23 @@ static const struct hb_opt events_opts[] = {
 	OPT_HELP,
 	{ 0 },
 };
+
+#define FLEET(f) HB_OPT_AT(struct hbctl_fleet_opts, f)
+static const struct hb_opt fleet_opts[] = {
+	{ "nats", 'N', "URL[,URL...]", "NATS servers, as hbd --nats", HB_OPT_STRING, FLEET(nats),
+	  .def.s = "nats://127.0.0.1:4222" },
+	{ "nats-creds", 0, "FILE", "NATS user credentials file", HB_OPT_STRING, FLEET(creds),
+	  .excludes = "nats-user" },
+	{ "nats-user", 0, "USER", "NATS user name (with --nats-password-file)", HB_OPT_STRING,
+	  FLEET(user) },
+	{ "nats-password-file", 0, "FILE", "the NATS password, on the file's first line",
+	  HB_OPT_STRING, FLEET(password_file) },
+	{ "timeout", 'T', "MS", "send: how long to wait for each answer", HB_OPT_UINT,
+	  FLEET(timeout_ms), .def.u = SEND_TIMEOUT_MS + 1000, .umin = 1, .umax = 600000 },
+	OPT_JSON(struct hbctl_fleet_opts),
+	OPT_HELP,
+	{ 0 },
+};
 /* clang-format on */
 
 /* Room for any command's options. */
@@ -204,6 +221,7 @@ union hbctl_opts {
 	struct hbctl_devices_opts devices;
 	struct hbctl_send_opts send;
 	struct hbctl_events_opts events;
+	struct hbctl_fleet_opts fleet;
 };
 
 enum hbctl_env {
@@ -256,6 +274,16 @@ static const struct hbctl_cmd cmds[] = {
 	{ "events", "follow presence changes: online, offline, expired, revoked, ...", events_opts,
 	  hbctl_do_events, ENV_NONE, 0, NULL, 0, 0,
 	  "One line per event as hbd reports it (--json: the control socket's JSON lines).\n" },
+	{ "fleet", "fleet mode (hbd --nats): nodes, presence, downlink and DATA in NATS",
+	  fleet_opts, hbctl_do_fleet, ENV_NONE, 0,
+	  "status | presence [ID] | send PAYLOAD ID... | data", 1, HB_OPT_ARGS_ANY,
+	  "  status              the live nodes, their versions and devices; the stream's size\n"
+	  "  presence [ID]       device ID's entry in hbeat_presence; without ID all of them,\n"
+	  "                      one JSON line each\n"
+	  "  send PAYLOAD ID...  a downlink request to each device in turn (hbeat.down.ID); one\n"
+	  "                      JSON line each with the status and the round trip from here\n"
+	  "  data                read HBEAT_DATA once: messages, distinct records, devices\n"
+	  "Exit status 3 if NATS cannot be reached, an entry is missing or a downlink failed.\n" },
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))

@@ -93,6 +93,13 @@ struct hbctl_events_opts {
 	bool json;
 };
 
+struct hbctl_fleet_opts {
+	const char *nats;
+	const char *creds, *user, *password_file;
+	uint32_t timeout_ms;
+	bool json;
+};
+
 /* opts points to the command's struct above. */
 int hbctl_do_load(const void *opts, int argc, char **argv);
 int hbctl_do_unload(const void *opts, int argc, char **argv);
@@ -102,6 +109,7 @@ int hbctl_do_stats(const void *opts, int argc, char **argv);
 int hbctl_do_devices(const void *opts, int argc, char **argv); /* hbctl_devices.c */
 int hbctl_do_send(const void *opts, int argc, char **argv); /* hbctl_app.c */
 int hbctl_do_events(const void *opts, int argc, char **argv);
+int hbctl_do_fleet(const void *opts, int argc, char **argv); /* hbctl_fleet.c */
 
 /* Defaults shared by the commands that talk to hbd or edit its files. */
 #define HBCTL_DEFAULT_KEYS "/etc/hbeat/keys"

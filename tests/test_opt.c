@@ -755,6 +755,15 @@ static void hbd_help_lists_every_option(void **state)
 		{ "  --max-payload B", "(default 1024)" },
 		{ "  --max-output B", "(default 65536)" },
 		{ "  --on-map-full userspace|refuse", "(default userspace)" },
+		{ "  --nats URL[,URL...]", "(default off: single node, DATA to --sink)" },
+		{ "  --nats-creds FILE", NULL },
+		{ "  --nats-user USER", NULL },
+		{ "  --nats-password-file FILE", NULL },
+		{ "  --nats-node NAME", "(default HOSTNAME-PORT)" },
+		{ "  --nats-replicas N", "(default 1)" },
+		{ "  --nats-node-ttl SEC", "(default 6)" },
+		{ "  --nats-timeout SEC", "(default 2)" },
+		{ "  --nats-down-timeout SEC", "(default 5)" },
 		{ "  -h, --help", NULL },
 	};
 

@@ -16,6 +16,7 @@
 
 #include "api.h"
 #include "control.h"
+#include "fleet.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
@@ -493,10 +494,13 @@ int hbd_run(const struct hbd_config *cfg)
 				hbd_nic_init(&d->kern.nic, (int)c.ifindex, c.ifname, cfg->pin_path);
 		}
 	}
-	/* no repair while an old daemon may be mid-write on the same file */
-	d->sink_fd = open_sink(cfg->sink, cfg->sink_fsync, !d->upg.successor);
-	if (d->sink_fd < 0)
-		goto out;
+	/* no repair while an old daemon may be mid-write on the same file; in fleet mode DATA
+	 * goes to JetStream instead */
+	if (!cfg->nats.urls) {
+		d->sink_fd = open_sink(cfg->sink, cfg->sink_fsync, !d->upg.successor);
+		if (d->sink_fd < 0)
+			goto out;
+	}
 	d->tcp_fds = calloc(d->plan.workers, sizeof(int));
 	d->udp_fds = calloc(d->plan.workers, sizeof(int));
 	d->ring_fds = malloc(d->plan.workers * sizeof(int));
@@ -535,9 +539,18 @@ int hbd_run(const struct hbd_config *cfg)
 		goto out;
 	}
 
+	if (cfg->nats.urls && hbd_fleet_init(d, why, sizeof(why))) {
+		hb_err("fleet mode: %s", why);
+		goto out;
+	}
 	rc = start_workers(d);
 	if (rc) {
 		hb_err("workers did not start: %s", strerror(-rc));
+		stop_workers(d);
+		goto out;
+	}
+	if (cfg->nats.urls && hbd_fleet_start(d, why, sizeof(why))) {
+		hb_err("fleet mode: %s", why);
 		stop_workers(d);
 		goto out;
 	}
@@ -561,6 +574,7 @@ int hbd_run(const struct hbd_config *cfg)
 	hbd_api_close(d->ctl.api);
 	d->ctl.api = NULL;
 	stop_workers(d);
+	hbd_fleet_stop(d); /* after the workers: their last presence events and DATA go out */
 	/* metrics read worker memory: stop serving before the workers are freed */
 	hbd_metrics_stop(d->ctl.metrics);
 	d->ctl.metrics = NULL;
@@ -576,6 +590,7 @@ int hbd_run(const struct hbd_config *cfg)
 out:
 	hbd_api_close(d->ctl.api);
 	hbd_metrics_stop(d->ctl.metrics);
+	hbd_fleet_free(d); /* before the workers' memory, which its threads read */
 	if (sigfd >= 0)
 		close(sigfd);
 	if (d->ctl.ok)

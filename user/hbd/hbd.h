@@ -7,13 +7,14 @@
  *   life cycle     main, opts (the command line), daemon (start, stop), control (the control
  *                  thread's loop: signals drive reload, upgrade and drain), upgrade, restart
  *   control plane  services (opens the control socket and /metrics), api, metrics, reload,
- *                  notify (systemd)
+ *                  notify (systemd); fleet mode (--nats): fleet > fleet_admin > fleet_presence,
+ *                  fleet_data, fleet_down > fleet_ring, fleet_map (fleet_impl.h)
  *   data plane     worker (the loop; it dispatches every CQE) > handoff > accept > tcp_*
  *                  and mqtt (tcp.h orders them) and udp > hello, presence, downlink
  *   ring plumbing  ring: SQEs, MSG_RING from a worker or from the control thread
  *   core state     devices, sessions, keytab, sink, events, stats, maps, chunk, reasm,
- *                  sockets, nicwatch, mqtt_sess; below them user/common (clock, log, proto,
- *                  auth, mqtt, ...)
+ *                  sockets, nicwatch, mqtt_sess, fleet_q.h (what the workers hand the fleet
+ *                  thread); below them user/common (clock, log, proto, auth, mqtt, ...)
  *
  * The one call up goes through a pointer: ring.c hands a message a worker sends itself to
  * that worker's CQE dispatch (w->dispatch), as if it had come through the ring.
@@ -38,6 +39,7 @@
 #include "clock.h"
 #include "devices.h"
 #include "events.h"
+#include "fleet_q.h"
 #include "hbeat_abi.h"
 #include "keytab.h"
 #include "maps.h"
@@ -94,6 +96,16 @@ struct hbd_config {
 	const char *control_group; /* its clients besides root and hbd's user, NULL: none */
 	uint32_t control_gid; /* that group's gid */
 	const char *metrics; /* ADDR:PORT for /metrics, NULL: none */
+	/* fleet mode (fleet_*.c, docs/FLEET.md): NULL nats is the single-node default */
+	struct hbd_nats_config {
+		const char *urls; /* --nats URL[,URL...] */
+		const char *creds, *user, *password_file;
+		const char *node; /* this node's name in hbeat_nodes and presence */
+		unsigned replicas; /* of the stream and the buckets hbd creates */
+		double node_ttl_s; /* hbeat_nodes TTL: a node silent this long is dead */
+		double timeout_s; /* a publish not acknowledged by then failed */
+		double down_timeout_s; /* a NATS downlink not ACKed by its device by then: timeout */
+	} nats;
 	char *const *argv; /* as started: an upgrade (SIGUSR2) starts exe with them again */
 	char exe[4096];
 	char sink_default[4096]; /* in the state directory (opts.c) */
@@ -218,6 +230,7 @@ struct hbd_daemon {
 		struct hbd_metrics *metrics;
 		uint16_t metrics_port;
 	} ctl;
+	struct hbd_fleet_side fleet; /* fleet mode (fleet_q.h); fleet.on false without --nats */
 };
 
 /* The key store HELLOs are checked against right now. */

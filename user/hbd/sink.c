@@ -197,11 +197,15 @@ static int batch_room(struct hbd_sink_batch *b)
 	return 0;
 }
 
-static void batch_put(struct hbd_sink_batch *b, size_t n, size_t len, const struct hbd_ack *ack)
+static void batch_put(struct hbd_sink_batch *b, size_t n, size_t len, const struct hbd_ack *ack,
+		      uint64_t device)
 {
 	b->len += n;
 	b->bytes += len;
-	b->acks[b->nacks++] = *ack;
+	b->acks[b->nacks] = *ack;
+	/* fleet mode publishes each line on its own subject (fleet_data.c) */
+	b->acks[b->nacks].device = device;
+	b->acks[b->nacks++].end = (uint32_t)b->len;
 }
 
 int hbd_sink_add(struct hbd_sink *s, uint64_t device, bool udp, uint16_t seq,
@@ -216,7 +220,7 @@ int hbd_sink_add(struct hbd_sink *s, uint64_t device, bool udp, uint16_t seq,
 	n = hbd_sink_format(b->buf + b->len, b->cap - b->len, device, udp, seq, now, payload, len);
 	if (!n)
 		return -EINVAL;
-	batch_put(b, n, len, ack);
+	batch_put(b, n, len, ack, device);
 	return 0;
 }
 
@@ -235,7 +239,7 @@ int hbd_sink_add_topic(struct hbd_sink *s, uint64_t device, const char *transpor
 			payload, len);
 	if (!n)
 		return -EINVAL;
-	batch_put(b, n, len, ack);
+	batch_put(b, n, len, ack, device);
 	return 0;
 }
 

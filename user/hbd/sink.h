@@ -13,6 +13,8 @@
  */
 struct hbd_ack {
 	uint64_t token; /* UDP */
+	uint64_t device; /* filled in by hbd_sink_add */
+	uint32_t end; /* filled in by hbd_sink_add: where its line ends in the batch's buf */
 	uint32_t slot; /* TCP */
 	uint16_t gen; /* TCP */
 	uint16_t seq;
