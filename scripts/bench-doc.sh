@@ -221,3 +221,8 @@ cat <<'EOF'
   once and reconnects at a uniformly random moment of the next 30 s; the figure is the time
   from the drop until the last one is authenticated again.
 EOF
+# the peer bench's section (scripts/peer-bench.sh --publish): kept when this doc is rewritten
+if [ -s docs/peer-result.json ]; then
+	echo
+	scripts/peer-bench-doc.sh docs/peer-result.json
+fi
