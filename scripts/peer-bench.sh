@@ -185,7 +185,6 @@ start_mosquitto() { # DIR
 	# plain MQTT as a fleet would run it: no persistence (PINGREQs store nothing anyway), no
 	# per-connection log lines, one listener on the server's address
 	cat > "$dir/mosquitto.conf" <<EOF
-user root
 listener $MQTT_PORT $SRV_ADDR
 allow_anonymous true
 max_connections -1
@@ -253,6 +252,7 @@ proc_ticks() { # PID
 	s=$(cat "/proc/$1/stat" 2> /dev/null) || { echo 0; return; }
 	s=${s##*) }
 	set -- $s
+	[ $# -ge 13 ] || { echo 0; return; }
 	echo $((${12} + ${13}))
 }
 
@@ -267,7 +267,7 @@ ns_keepalive() { # NETNS
 peer_snapshot() { # EVENT
 	local ev=$1 t=$EPOCHREALTIME cpuj="" line cli srv procs
 	while read -r line; do
-		set -- $line
+		set -- $line ""
 		case $1 in
 		cpu[0-9]*) cpuj+="${cpuj:+,}\"$1\":[$2,$3,$4,$5,$6,$7,$8,$9]" ;;
 		processes) procs=$2 ;;
@@ -285,7 +285,7 @@ peer_snapshot() { # EVENT
 # what they used before the window): the other tasks of a shared machine, from the processes
 # alive at both edges of the window. A noise indicator, not subtracted from anything.
 proc_list() { # FILE
-	cat /proc/[0-9]*/stat 2> /dev/null | awk '{ p = $1; l = $0; sub(/^.*\) /, "", l)
+	{ cat /proc/[0-9]*/stat 2> /dev/null || true; } | awk '{ p = $1; l = $0; sub(/^.*\) /, "", l)
 		split(l, f, " "); print p, f[2], f[12] + f[13], f[14] + f[15] }' > "$1"
 }
 
@@ -299,6 +299,9 @@ ss_rtt() { # FILE
 # Reads hbload's events; snapshots the window's edges, places the processes after setup.
 peer_sampler() { # FIFO DIR SERVER
 	local s ev
+	# a sampler that dies leaves the client writing into a FIFO nobody reads (SIGPIPE): a
+	# failed read of one sample must not end it
+	set +e
 	while read -r s ev; do
 		case $ev in
 		"window_start steady"* | "window_end steady"*)
@@ -315,7 +318,8 @@ peer_sampler() { # FIFO DIR SERVER
 	done < "$1"
 }
 
-# One run: a fresh server, one load client run, its samples, run.json.
+# One run: a fresh server, one load client run, its samples, run.json. The client runs 3 s past
+# the window, so that every connection is still up when the window's end is sampled.
 run_one() { # ROUND SERVER
 	local round=$1 server=$2 dir=$OUT/r$1-$2 rc=0 client proto port extra=()
 	rm -rf "$dir"
@@ -336,7 +340,7 @@ run_one() { # ROUND SERVER
 	log "round $round, $server: $CONNS connections, 1 heartbeat / ${INTERVAL} s each"
 	mkfifo "$dir/events.fifo"
 	nsenter --net="/run/netns/$CLI_NS" "$client" --server "$SRV_ADDR" --port $port --clients "$CONNS" --proto $proto \
-		--interval "$INTERVAL" --duration $((WARMUP + STEADY)) --warmup "$WARMUP" \
+		--interval "$INTERVAL" --duration $((WARMUP + STEADY + 3)) --warmup "$WARMUP" \
 		--steady "$STEADY" --source "10.77.1.1-10.77.1.16" --setup-timeout 60 \
 		--events "$dir/events.fifo" --hist "$dir/hist.txt" --json --no-progress "${extra[@]}" \
 		> "$dir/hbload.json" 2> "$dir/hbload.log" &
@@ -358,6 +362,10 @@ run_one() { # ROUND SERVER
 		return 1
 	fi
 	bench_wait_sockets "$SRV_NS" 50 60 || true
+	if [ "$(grep -c '"ev":"window_' "$PSAMPLES" 2> /dev/null)" != 2 ]; then
+		echo "peer-bench: round $round, $server: the window's samples are missing (the sampler failed?)" >&2
+		return 1
+	fi
 	run_json "$dir" "$server" "$round" > "$dir/run.json"
 	log "round $round, $server: $(jq -c '{hb, answered, cpu_us_per_hb, machine_cpu_us_per_hb, split_cpu_us_per_hb, rtt_p99: .rtt_us.p99, other_cpu_pct, other_reaped_cpu_pct, steal_pct}' "$dir/run.json")"
 }
@@ -429,7 +437,7 @@ run_json() { # DIR SERVER ROUND
 }
 
 mkdir -p "$OUT"
-rm -f "$OUT/result.json"
+rm -rf "$OUT/result.json" "$OUT"/r[0-9]*-*/
 START=$(date +%s)
 if [ "$TUNE" = 1 ]; then
 	scripts/tune.sh apply
