@@ -31,7 +31,8 @@ q() { jq -r "$1" "$R"; }
 # a figure, or n/a where the run has none
 v() { jq -r "(try ($1) catch null) as \$x | if \$x == null then \"n/a\" else \$x end" "$R"; }
 
-modes=$(q '.hbeat | [("user", "user-loaded", "kernel", "keepalive") as $m | select(has($m)) | $m] | join(" ")')
+modes=$(q '.hbeat | ["user", "user-loaded", "kernel", "keepalive"] as $o
+	| ([$o[] as $m | select(has($m)) | $m] + (keys - $o)) | join(" ")')
 has_mq=$(q 'if .mosquitto then 1 else 0 end')
 
 cat <<EOF
@@ -70,7 +71,7 @@ for m in $modes; do
 	user-loaded) label="hbeat user (hbctl load --tcp user)" ;;
 	kernel) label="hbeat kernel (hbctl load --tcp kernel, default)" ;;
 	keepalive) label="hbeat keepalive (hbctl load --tcp keepalive)" ;;
-	*) label="hbeat $m" ;;
+	*) label="hbeat $m ($(q ".hbeat[\"$m\"] | \"\(.mode), hbd \(.hbd_args)\""))" ;;
 	esac
 	row ".hbeat[\"$m\"]" "$label" "$(v ".hbeat[\"$m\"].mosquitto_over_this.cpu_median")×"
 done

@@ -32,6 +32,7 @@ HBD_WORKERS=
 MQTT_CLIENT=auto
 TUNE=0
 PUBLISH=0
+declare -A VARIANT_MODE=() VARIANT_ARGS=()
 NAME=hbpr
 PORT=7680
 MQTT_PORT=1883
@@ -50,6 +51,8 @@ usage: scripts/peer-bench.sh [options]
   --interval S       heartbeat interval, and keepalive probe interval (default $INTERVAL)
   --modes LIST       servers, in round 1's order (default $MODES)
   --hbd-workers N    hbd --workers (default: hbd's own, one per CPU)
+  --variant NAME=MODE:ARGS  a further server for --modes: hbeat mode MODE with hbd given ARGS
+                     too (e.g. ub=user:--wait-batch 16), measured and reported as NAME
   --mqtt-client C    the MQTT load client: hbload (hbload --proto mqtt) or tool
                      (build/tools/mqttload); default auto: hbload if it speaks MQTT
   --publish          copy result.json to docs/peer-result.json and put its section into
@@ -71,6 +74,13 @@ while [ $# -gt 0 ]; do
 	--interval) INTERVAL=$2; shift ;;
 	--modes) MODES=$2; shift ;;
 	--hbd-workers) HBD_WORKERS=$2; shift ;;
+	--variant)
+		[[ $2 =~ ^([a-z0-9_-]+)=(user|kernel|keepalive|user-loaded):(.*)$ ]] ||
+			{ echo "peer-bench: --variant NAME=MODE:ARGS (MODE user, kernel, keepalive or user-loaded)" >&2; exit 2; }
+		VARIANT_MODE[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+		VARIANT_ARGS[${BASH_REMATCH[1]}]=${BASH_REMATCH[3]}
+		shift
+		;;
 	--mqtt-client) MQTT_CLIENT=$2; shift ;;
 	--tune) TUNE=1 ;;
 	--publish) PUBLISH=1 ;;
@@ -92,7 +102,8 @@ IFS=, read -r -a SERVERS <<< "$MODES"
 for s in "${SERVERS[@]}"; do
 	case $s in
 	mosquitto | user | kernel | keepalive | user-loaded) ;;
-	*) echo "peer-bench: unknown mode '$s' (mosquitto, user, kernel, keepalive, user-loaded)" >&2; exit 2 ;;
+	*) [ -n "${VARIANT_MODE[$s]:-}" ] && continue
+		echo "peer-bench: unknown mode '$s' (mosquitto, user, kernel, keepalive, user-loaded)" >&2; exit 2 ;;
 	esac
 done
 if [ "$(id -u)" -ne 0 ]; then
@@ -204,8 +215,10 @@ EOF
 
 # hbd as bench.sh runs it: the per-source limit and the accept rate off (16 client addresses
 # stand for the fleet's devices, each with its own address in the field)
-start_hbd() { # DIR MODE
+start_hbd() { # DIR MODE [HBD-ARGS...]
 	local dir=$1 mode=$2 args=()
+	shift 2
+	args+=("$@")
 	if [ "$mode" = user ]; then
 		args+=(--no-offload)
 	else
@@ -334,7 +347,14 @@ run_one() { # ROUND SERVER
 		port=$MQTT_PORT proto=mqtt
 		[ "$MQTT_CLIENT" = tool ] && client=$BUILD/tools/mqttload
 		;;
-	*) start_hbd "$dir" "$server" ;;
+	*)
+		if [ -n "${VARIANT_MODE[$server]:-}" ]; then
+			# shellcheck disable=SC2086 # the variant's arguments, split as given
+			start_hbd "$dir" "${VARIANT_MODE[$server]}" ${VARIANT_ARGS[$server]}
+		else
+			start_hbd "$dir" "$server"
+		fi
+		;;
 	esac
 	[ "$proto" = mqtt ] || extra+=(--keys "$OUT/keys")
 	log "round $round, $server: $CONNS connections, 1 heartbeat / ${INTERVAL} s each"
@@ -347,7 +367,7 @@ run_one() { # ROUND SERVER
 	HBL_PID=$!
 	RUN_SRV_PID=$SRV_PID RUN_CLI_PID=$HBL_PID
 	place_none
-	peer_sampler "$dir/events.fifo" "$dir" "$server" &
+	peer_sampler "$dir/events.fifo" "$dir" "${VARIANT_MODE[$server]:-$server}" &
 	SAMPLER_PID=$!
 	wait "$HBL_PID" || rc=$?
 	HBL_PID=
@@ -366,14 +386,14 @@ run_one() { # ROUND SERVER
 		echo "peer-bench: round $round, $server: the window's samples are missing (the sampler failed?)" >&2
 		return 1
 	fi
-	run_json "$dir" "$server" "$round" > "$dir/run.json"
+	run_json "$dir" "$server" "$round" "${VARIANT_MODE[$server]:-$server}" "${VARIANT_ARGS[$server]:-}" > "$dir/run.json"
 	log "round $round, $server: $(jq -c '{hb, answered, cpu_us_per_hb, machine_cpu_us_per_hb, split_cpu_us_per_hb, rtt_p99: .rtt_us.p99, other_cpu_pct, other_reaped_cpu_pct, steal_pct}' "$dir/run.json")"
 }
 
 # The figures of one run. The window is hbload's steady window; its edges are the two
 # peer-samples lines. CPU busy = user + nice + system + irq + softirq ticks of /proc/stat
 # (iowait, where io_uring waits show, is idle; steal is the hypervisor's).
-run_json() { # DIR SERVER ROUND
+run_json() { # DIR SERVER ROUND MODE HBD-ARGS
 	local dir=$1 ss=null other=null
 	if [ -s "$dir/procs-window_start.txt" ] && [ -s "$dir/procs-window_end.txt" ]; then
 		# neither the server, the client nor a kernel thread (ppid 2: kworkers, ksoftirqd
@@ -388,7 +408,7 @@ run_json() { # DIR SERVER ROUND
 			printf "{\"p50\":%d,\"p99\":%d,\"max\":%d,\"conns\":%d}\n", v[i50], v[i99], v[NR], NR }')
 	fi
 	jq -n --slurpfile p "$dir/peer-samples.jsonl" --slurpfile b "$dir/samples.jsonl" \
-		--slurpfile h "$dir/hbload.json" --arg server "$2" --argjson round "$3" \
+		--slurpfile h "$dir/hbload.json" --arg server "$2" --argjson round "$3" --arg mode "$4" --arg hbd_args "$5" \
 		--argjson tck "$CLK_TCK" --argjson conns "$CONNS" --argjson interval "$INTERVAL" \
 		--argjson ss "$ss" --argjson other_ticks "$other" '
 	  def r2: if . == null then null else (. * 100 | round) / 100 end;
@@ -410,9 +430,9 @@ run_json() { # DIR SERVER ROUND
 	  # tasks of neither side alive at both edges (a shared machine), from the schedstat walk
 	  | (if $other_ticks then $other_ticks[0] * $tick else null end) as $other_ns
 	  | (if $other_ticks then $other_ticks[1] * $tick else null end) as $reaped_ns
-	  | (if $server == "keepalive" and ($hl.steady.pings // 0) == 0 then "keepalive" else "app" end) as $kind
+	  | (if $mode == "keepalive" and ($hl.steady.pings // 0) == 0 then "keepalive" else "app" end) as $kind
 	  | (if $kind == "keepalive" then $probes else $hl.steady.pings end) as $hb
-	  | {server: $server, round: $round, kind: $kind, secs: ($secs | r2),
+	  | {server: $server, mode: $mode, hbd_args: $hbd_args, round: $round, kind: $kind, secs: ($secs | r2),
 	     conns: $conns, connected: $hl.connected,
 	     hb: $hb, hb_per_s: (if $secs > 0 then ($hb / $secs | round) else null end),
 	     expected_hb: ($conns * $secs / $interval | round),
@@ -482,7 +502,7 @@ jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
       server_proc_cpu_us_per_hb: ($runs | map(.server_proc_cpu_us_per_hb) | median | r2),
       hb_per_s: ($runs | map(.hb_per_s) | median),
       all_answered: ($runs | all(.answered)),
-      kind: $runs[0].kind,
+      kind: $runs[0].kind, mode: $runs[0].mode, hbd_args: $runs[0].hbd_args,
       rounds: ($runs | map({round, hb, pings, pongs, lost, probes_srv, probes_cli, connected,
           answered, cpu_us_per_hb, machine_cpu_us_per_hb, client_cpu_us_per_hb,
           split_cpu_us_per_hb, server_proc_cpu_us_per_hb,
