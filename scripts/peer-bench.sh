@@ -30,6 +30,7 @@ INTERVAL=1
 MODES=mosquitto,user,kernel,keepalive
 HBD_WORKERS=
 MQTT_CLIENT=auto
+MQTT_HBLOAD=${PEER_MQTT_HBLOAD:-} # another hbload for MQTT (a branch's build), else $BUILD/hbload
 TUNE=0
 PUBLISH=0
 declare -A VARIANT_MODE=() VARIANT_ARGS=()
@@ -116,15 +117,18 @@ done
 if [[ ,$MODES, == *,mosquitto,* ]]; then
 	command -v mosquitto > /dev/null ||
 		{ echo "peer-bench: mosquitto not installed (scripts/deps.sh)" >&2; exit 1; }
+	MQTT_HBLOAD=${MQTT_HBLOAD:-$BUILD/hbload}
+	# (not a pipe into grep -q: under pipefail the writer's SIGPIPE would fail the test)
+	hbload_help=$("$MQTT_HBLOAD" --help 2>&1 || true)
 	if [ "$MQTT_CLIENT" = auto ]; then
-		if "$BUILD/hbload" --help 2>&1 | grep -q mqtt; then
+		if [[ $hbload_help == *mqtt* ]]; then
 			MQTT_CLIENT=hbload
 		else
 			MQTT_CLIENT=tool
 		fi
 	fi
 	case $MQTT_CLIENT in
-	hbload) "$BUILD/hbload" --help 2>&1 | grep -q mqtt ||
+	hbload) [[ $hbload_help == *mqtt* ]] ||
 		{ echo "peer-bench: this hbload has no --proto mqtt" >&2; exit 1; } ;;
 	tool) [ -x "$BUILD/tools/mqttload" ] ||
 		{ echo "peer-bench: $BUILD/tools/mqttload missing (make)" >&2; exit 1; } ;;
@@ -345,7 +349,13 @@ run_one() { # ROUND SERVER
 	mosquitto)
 		start_mosquitto "$dir"
 		port=$MQTT_PORT proto=mqtt
-		[ "$MQTT_CLIENT" = tool ] && client=$BUILD/tools/mqttload
+		if [ "$MQTT_CLIENT" = tool ]; then
+			client=$BUILD/tools/mqttload
+		else
+			# user name the device id, password derived from its key: Mosquitto, with no
+			# password file, takes any
+			client=$MQTT_HBLOAD extra+=(--keys "$OUT/keys")
+		fi
 		;;
 	*)
 		if [ -n "${VARIANT_MODE[$server]:-}" ]; then
@@ -356,7 +366,7 @@ run_one() { # ROUND SERVER
 		fi
 		;;
 	esac
-	[ "$proto" = mqtt ] || extra+=(--keys "$OUT/keys")
+	[ "$proto" = tcp ] && extra+=(--keys "$OUT/keys")
 	log "round $round, $server: $CONNS connections, 1 heartbeat / ${INTERVAL} s each"
 	mkfifo "$dir/events.fifo"
 	nsenter --net="/run/netns/$CLI_NS" "$client" --server "$SRV_ADDR" --port $port --clients "$CONNS" --proto $proto \
