@@ -31,7 +31,7 @@ q() { jq -r "$1" "$R"; }
 # a figure, or n/a where the run has none
 v() { jq -r "(try ($1) catch null) as \$x | if \$x == null then \"n/a\" else \$x end" "$R"; }
 
-modes=$(q '.hbeat | ["user", "user-loaded", "kernel", "keepalive"] as $o
+modes=$(q '.hbeat | ["user", "user-loaded", "kernel", "keepalive", "mqtt-user", "mqtt-kernel"] as $o
 	| ([$o[] as $m | select(has($m)) | $m] + (keys - $o)) | join(" ")')
 has_mq=$(q 'if .mosquitto then 1 else 0 end')
 
@@ -71,6 +71,8 @@ for m in $modes; do
 	user-loaded) label="hbeat user (hbctl load --tcp user)" ;;
 	kernel) label="hbeat kernel (hbctl load --tcp kernel, default)" ;;
 	keepalive) label="hbeat keepalive (hbctl load --tcp keepalive)" ;;
+	mqtt-user) label="hbd as MQTT endpoint, hbd answers (--no-offload --mqtt-port)" ;;
+	mqtt-kernel) label="hbd as MQTT endpoint, the verdict answers (hbctl load --tcp kernel --mqtt-port)" ;;
 	*) label="hbeat $m ($(q ".hbeat[\"$m\"] | \"\(.mode), hbd \(.hbd_args)\""))" ;;
 	esac
 	row ".hbeat[\"$m\"]" "$label" "$(v ".hbeat[\"$m\"].mosquitto_over_this.cpu_median")×"

@@ -10,7 +10,9 @@
 # kernel (hbctl load --tcp kernel: the sockmap verdict answers), keepalive (hbctl load --tcp
 # keepalive: the kernels' TCP keepalive probes are the heartbeat; the client sends no PINGs
 # once the WELCOME says so); not by default: user-loaded (hbctl load --tcp user, then hbd:
-# userspace answers with hbeat's XDP program on the server's NIC, which passes TCP).
+# userspace answers with hbeat's XDP program on the server's NIC, which passes TCP), and
+# mqtt-user / mqtt-kernel (hbd serving MQTT devices, --mqtt-port, under the same MQTT client
+# as Mosquitto: hbd answers their PINGREQs, or the sockmap verdict does).
 # Each run: a fresh server, N clients connect, warmup, a steady window measured, teardown.
 # Writes build/peer/result.json (keys: docs/BENCHMARKS.md, "Peer bench") and per run
 # build/peer/rROUND-SERVER/ (hbload summary, CPU samples, run.json).
@@ -76,8 +78,8 @@ while [ $# -gt 0 ]; do
 	--modes) MODES=$2; shift ;;
 	--hbd-workers) HBD_WORKERS=$2; shift ;;
 	--variant)
-		[[ $2 =~ ^([a-z0-9_-]+)=(user|kernel|keepalive|user-loaded):(.*)$ ]] ||
-			{ echo "peer-bench: --variant NAME=MODE:ARGS (MODE user, kernel, keepalive or user-loaded)" >&2; exit 2; }
+		[[ $2 =~ ^([a-z0-9_-]+)=(user|kernel|keepalive|user-loaded|mqtt-user|mqtt-kernel):(.*)$ ]] ||
+			{ echo "peer-bench: --variant NAME=MODE:ARGS (MODE an hbeat mode of --modes)" >&2; exit 2; }
 		VARIANT_MODE[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
 		VARIANT_ARGS[${BASH_REMATCH[1]}]=${BASH_REMATCH[3]}
 		shift
@@ -102,9 +104,9 @@ IFS=, read -r -a SERVERS <<< "$MODES"
 [ ${#SERVERS[@]} -gt 0 ] || { echo "peer-bench: --modes is empty" >&2; exit 2; }
 for s in "${SERVERS[@]}"; do
 	case $s in
-	mosquitto | user | kernel | keepalive | user-loaded) ;;
+	mosquitto | user | kernel | keepalive | user-loaded | mqtt-user | mqtt-kernel) ;;
 	*) [ -n "${VARIANT_MODE[$s]:-}" ] && continue
-		echo "peer-bench: unknown mode '$s' (mosquitto, user, kernel, keepalive, user-loaded)" >&2; exit 2 ;;
+		echo "peer-bench: unknown mode '$s' (mosquitto, user, kernel, keepalive, user-loaded, mqtt-user, mqtt-kernel)" >&2; exit 2 ;;
 	esac
 done
 if [ "$(id -u)" -ne 0 ]; then
@@ -114,9 +116,22 @@ fi
 for b in hbd hbload hbctl bpf/xdp_pass.bpf.o; do
 	[ -e "$BUILD/$b" ] || { echo "peer-bench: $BUILD/$b missing: run make (or make peer-bench)" >&2; exit 1; }
 done
-if [[ ,$MODES, == *,mosquitto,* ]]; then
-	command -v mosquitto > /dev/null ||
-		{ echo "peer-bench: mosquitto not installed (scripts/deps.sh)" >&2; exit 1; }
+need_mqtt=0
+for s in "${SERVERS[@]}"; do
+	case ${VARIANT_MODE[$s]:-$s} in
+	mosquitto)
+		need_mqtt=1
+		command -v mosquitto > /dev/null ||
+			{ echo "peer-bench: mosquitto not installed (scripts/deps.sh)" >&2; exit 1; }
+		;;
+	mqtt-*)
+		need_mqtt=1
+		[[ $("$BUILD/hbd" --help 2>&1 || true) == *mqtt-port* ]] ||
+			{ echo "peer-bench: this hbd has no --mqtt-port" >&2; exit 1; }
+		;;
+	esac
+done
+if [ "$need_mqtt" = 1 ]; then
 	MQTT_HBLOAD=${MQTT_HBLOAD:-$BUILD/hbload}
 	# (not a pipe into grep -q: under pipefail the writer's SIGPIPE would fail the test)
 	hbload_help=$("$MQTT_HBLOAD" --help 2>&1 || true)
@@ -223,11 +238,20 @@ start_hbd() { # DIR MODE [HBD-ARGS...]
 	local dir=$1 mode=$2 args=()
 	shift 2
 	args+=("$@")
+	local load=()
+	case $mode in
+	mqtt-*)
+		# hbd as an MQTT endpoint: the same client and protocol as Mosquitto gets
+		args+=(--mqtt-port $MQTT_PORT)
+		load+=(--mqtt-port $MQTT_PORT)
+		mode=${mode#mqtt-}
+		;;
+	esac
 	if [ "$mode" = user ]; then
 		args+=(--no-offload)
 	else
 		in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" \
-			--tcp "${mode%-loaded}" > "$dir/hbctl-load.txt"
+			--tcp "${mode%-loaded}" "${load[@]}" > "$dir/hbctl-load.txt"
 		LOADED=1
 	fi
 	[ -z "$HBD_WORKERS" ] || args+=(--workers "$HBD_WORKERS")
@@ -345,9 +369,14 @@ run_one() { # ROUND SERVER
 	PSAMPLES=$dir/peer-samples.jsonl
 	HBD_PID=
 	client=$BUILD/hbload proto=tcp port=$PORT
-	case $server in
-	mosquitto)
-		start_mosquitto "$dir"
+	case ${VARIANT_MODE[$server]:-$server} in
+	mosquitto | mqtt-*)
+		if [ "$server" = mosquitto ]; then
+			start_mosquitto "$dir"
+		else
+			# shellcheck disable=SC2086 # the variant's arguments, split as given
+			start_hbd "$dir" "${VARIANT_MODE[$server]:-$server}" ${VARIANT_ARGS[$server]:-}
+		fi
 		port=$MQTT_PORT proto=mqtt
 		if [ "$MQTT_CLIENT" = tool ]; then
 			client=$BUILD/tools/mqttload
