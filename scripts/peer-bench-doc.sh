@@ -50,6 +50,7 @@ MQTT broker and against hbeat's TCP modes, alternated in one sitting. Produced b
 | connections, interval | $(q .conns), $(q .interval_s) s (a heartbeat per connection per interval) |
 | rounds, steady window | $(q .rounds), $(q .steady_s) s each |
 | MQTT client | $(q '.mqtt_client | if . == "hbload" then "hbload --proto mqtt (the same program as for hbeat)" elif . == "tool" then "build/tools/mqttload (tools/mqttload.c: one epoll thread; a different client from the one hbeat is measured with)" else . end') |
+| binaries built from | $(q '.build_commit // "n/a"') (\`git describe\` of the tree \`BUILD\` is in) |
 | run time | $(q .seconds) s |
 
 ### Results (medians of the rounds)
@@ -64,7 +65,7 @@ row() { # JQ-PATH LABEL RATIO
 		"$(v "$1.rtt_us.p50")" "$(v "$1.rtt_us.p99")" "$(v "$1.hb_per_s")" \
 		"$(v "$1.all_answered")" "$3"
 }
-[ "$has_mq" = 1 ] && row .mosquitto "Mosquitto $(mosquitto -h 2>/dev/null | sed -n 's/^mosquitto version \([0-9.]*\).*/\1/p')" "1"
+[ "$has_mq" = 1 ] && row .mosquitto "Mosquitto $(q '.mosquitto_version // ""')" "1"
 for m in $modes; do
 	case $m in
 	user) label="hbeat user (hbd --no-offload)" ;;

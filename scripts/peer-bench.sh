@@ -524,7 +524,11 @@ END=$(date +%s)
 
 # result.json: per server the medians over rounds, the per-round figures, and per round the
 # ratio Mosquitto / hbeat mode of the server CPU per heartbeat (> 1: hbeat costs less)
+# what was measured: the tree the binaries were built from, the broker's version
+build_commit=$(git -C "$BUILD/.." describe --always --dirty 2> /dev/null || echo unknown)
+mosq_version=$(mosquitto -h 2> /dev/null | sed -n 's/^mosquitto version //p' || true)
 jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
+	--arg build_commit "$build_commit" --arg mosq_version "$mosq_version" \
 	--argjson secs $((END - START)) --arg mqtt_client "$MQTT_CLIENT" --argjson steady "$STEADY" \
 	--argjson interval "$INTERVAL" '
   def median: map(select(. != null)) | sort | if length == 0 then null
@@ -551,6 +555,7 @@ jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
   | ($all | map(select(.server == "mosquitto"))) as $mq
   | {conns: $conns, rounds: $rounds, steady_s: $steady, interval_s: $interval,
      command: $cmd, seconds: $secs, mqtt_client: $mqtt_client,
+     build_commit: $build_commit, mosquitto_version: $mosq_version,
      date: (now | strftime("%Y-%m-%d %H:%M UTC"))}
   + (if ($mq | length) > 0 then {mosquitto: fig($mq)} else {} end)
   + {hbeat: ([$all[] | .server | select(. != "mosquitto")] | unique
