@@ -83,12 +83,14 @@ LIBDEVICE := $(BUILD)/libhbdevice.a
 DEVICE_SRCS := $(wildcard user/device/*.c) user/common/hbclient.c user/common/proto.c \
 	       user/common/auth.c user/common/sesskey.c user/common/siphash.c
 BINS := $(BUILD)/hbd $(BUILD)/hbload $(BUILD)/hbctl
+# Benchmark tools, one C file each, linking the common library (scripts/peer-bench.sh)
+TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(filter-out %.bpf.c,$(wildcard examples/*.c)))
 EXAMPLE_BPF := $(patsubst examples/%.bpf.c,$(BUILD)/examples/%.bpf.o,$(wildcard examples/*.bpf.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 
-.PHONY: all bpf tests test demo fleet deps vmlinux clean bench fuzz fuzz-seeds install FORCE
-all: $(BINS) $(BPF_OBJS) $(LIBDEVICE) $(EXAMPLES) $(EXAMPLE_BPF)
+.PHONY: all bpf tests test demo fleet deps vmlinux clean bench peer-bench fuzz fuzz-seeds install FORCE
+all: $(BINS) $(BPF_OBJS) $(LIBDEVICE) $(EXAMPLES) $(EXAMPLE_BPF) $(TOOLS)
 bpf: $(BPF_OBJS) $(SKELS)
 tests: $(TESTS) all
 
@@ -145,6 +147,11 @@ $(BUILD)/hbd $(BUILD)/hbctl: LDLIBS += $(NATS_LIBS)
 $(BINS):
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS)
+
+$(BUILD)/tools/%: $(call obj,tools/%.c) $(LIBCOMMON)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Examples use only what a device has: the device library and libcrypto.
 $(BUILD)/examples/%: $(call obj,examples/%.c) $(LIBDEVICE)
@@ -204,6 +211,10 @@ fleet: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) scripts/fleet.sh
 
+peer-bench: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BUILD=$(BUILD) scripts/peer-bench.sh --publish
+
 deps:
 	$(Q)scripts/deps.sh
 
@@ -212,7 +223,7 @@ deps:
 #   make layers     no call cycle of more than 3 files in a program (scripts/check-layers.sh)
 #   make format-check / make format   clang-format: check / rewrite (scripts/check-format.sh)
 #   make coverage   the suite built with --coverage, then line and branch figures (in build/cov)
-ANALYZE_SRCS := $(sort $(wildcard user/*/*.c loader/*.c fuzz/*.c) \
+ANALYZE_SRCS := $(sort $(wildcard user/*/*.c loader/*.c fuzz/*.c tools/*.c) \
 		$(filter-out %.bpf.c,$(wildcard examples/*.c)))
 # fuzz/entry.c is one binary per target; analysing it once, as the frame target, is enough
 analyze_cflags = $(filter-out -MMD -MP,$(CFLAGS))$(if $(filter fuzz/entry.c,$(1)), \

@@ -273,3 +273,8 @@ cat <<'EOF'
   server's share. Like every slab figure here it counts whatever else the machine allocated
   in the meantime.
 EOF
+# the peer bench's section (scripts/peer-bench.sh --publish): kept when this doc is rewritten
+if [ -s docs/peer-result.json ]; then
+	echo
+	scripts/peer-bench-doc.sh docs/peer-result.json
+fi

@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CLANG_FORMAT=${CLANG_FORMAT:-clang-format-14}
-specs=('user/*.[ch]' 'loader/*.[ch]' 'fuzz/*.[ch]' 'examples/*.[ch]' 'tests/*.[ch]' 'bpf/*.[ch]')
+specs=('user/*.[ch]' 'loader/*.[ch]' 'fuzz/*.[ch]' 'examples/*.[ch]' 'tests/*.[ch]' 'bpf/*.[ch]' 'tools/*.[ch]')
 
 fix=0
 if [ "${1:-}" = --fix ]; then

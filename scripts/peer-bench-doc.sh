@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+# Prints the "Peer bench: Mosquitto vs hbeat" section of docs/BENCHMARKS.md from a result.json
+# of scripts/peer-bench.sh (default docs/peer-result.json). peer-bench.sh puts it into the doc
+# after a run; scripts/bench-doc.sh prints it again when it rewrites the doc.
+#
+#   scripts/peer-bench-doc.sh [RESULT.json]
+#   scripts/peer-bench-doc.sh --splice DOC [RESULT.json]   replace the section in DOC (or append)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = --splice ]; then
+	doc=$2
+	shift 2
+	sec=$(mktemp)
+	"$0" "$@" > "$sec"
+	# the section runs from its heading to the next level-2 heading or the end
+	awk -v secfile="$sec" '
+		function put() { while ((getline l < secfile) > 0) print l; done = 1 }
+		/^## / { if (skip) skip = 0; if ($0 == "## Peer bench: Mosquitto vs hbeat") { put(); skip = 1; next } }
+		!skip { print }
+		END { if (!done) { print ""; put() } }' "$doc" > "$doc.tmp"
+	mv "$doc.tmp" "$doc"
+	rm -f "$sec"
+	exit 0
+fi
+
+R=${1:-docs/peer-result.json}
+[ -s "$R" ] || { echo "peer-bench-doc: $R missing" >&2; exit 1; }
+q() { jq -r "$1" "$R"; }
+# a figure, or n/a where the run has none
+v() { jq -r "(try ($1) catch null) as \$x | if \$x == null then \"n/a\" else \$x end" "$R"; }
+
+modes=$(q '.hbeat | ["user", "user-loaded", "kernel", "keepalive", "mqtt-user", "mqtt-kernel"] as $o
+	| ([$o[] as $m | select(has($m)) | $m] + (keys - $o)) | join(" ")')
+has_mq=$(q 'if .mosquitto then 1 else 0 end')
+
+cat <<EOF
+## Peer bench: Mosquitto vs hbeat
+
+The same TCP heartbeat load, one heartbeat per interval on every connection, against a plain
+MQTT broker and against hbeat's TCP modes, alternated in one sitting. Produced by
+\`scripts/peer-bench.sh\` (\`make peer-bench\`); this section is printed from its
+\`result.json\` (copied to \`docs/peer-result.json\`) by \`scripts/peer-bench-doc.sh\`.
+
+| | |
+|---|---|
+| command | \`$(q .command)\` |
+| date | $(q .date) |
+| connections, interval | $(q .conns), $(q .interval_s) s (a heartbeat per connection per interval) |
+| rounds, steady window | $(q .rounds), $(q .steady_s) s each |
+| MQTT client | $(q '.mqtt_client | if . == "hbload" then "hbload --proto mqtt (the same program as for hbeat)" elif . == "tool" then "build/tools/mqttload (tools/mqttload.c: one epoll thread; a different client from the one hbeat is measured with)" else . end') |
+| binaries built from | $(q '.build_commit // "n/a"') (\`git describe\` of the tree \`BUILD\` is in) |
+| run time | $(q .seconds) s |
+
+### Results (medians of the rounds)
+
+| server | server CPU µs / hb | machine CPU µs / hb | client CPU µs / hb | CPU 1 (split) µs / hb | p50 / p99 RTT µs | hb/s | all answered | Mosquitto / this, server CPU (median of per-round ratios) |
+|---|---|---|---|---|---|---|---|---|
+EOF
+row() { # JQ-PATH LABEL RATIO
+	printf '| %s | %s | %s | %s | %s | %s / %s | %s | %s | %s |\n' "$2" \
+		"$(v "$1.cpu_us_per_hb")" "$(v "$1.machine_cpu_us_per_hb")" \
+		"$(v "$1.client_cpu_us_per_hb")" "$(v "$1.split_cpu_us_per_hb")" \
+		"$(v "$1.rtt_us.p50")" "$(v "$1.rtt_us.p99")" "$(v "$1.hb_per_s")" \
+		"$(v "$1.all_answered")" "$3"
+}
+[ "$has_mq" = 1 ] && row .mosquitto "Mosquitto $(q '.mosquitto_version // ""')" "1"
+for m in $modes; do
+	case $m in
+	user) label="hbeat user (hbd --no-offload)" ;;
+	user-loaded) label="hbeat user (hbctl load --tcp user)" ;;
+	kernel) label="hbeat kernel (hbctl load --tcp kernel, default)" ;;
+	keepalive) label="hbeat keepalive (hbctl load --tcp keepalive)" ;;
+	mqtt-user) label="hbd as MQTT endpoint, hbd answers (--no-offload --mqtt-port)" ;;
+	mqtt-kernel) label="hbd as MQTT endpoint, the verdict answers (hbctl load --tcp kernel --mqtt-port)" ;;
+	*) label="hbeat $m ($(q ".hbeat[\"$m\"] | \"\(.mode), hbd \(.hbd_args)\""))" ;;
+	esac
+	row ".hbeat[\"$m\"]" "$label" "$(v ".hbeat[\"$m\"].mosquitto_over_this.cpu_median")×"
+done
+
+cat <<EOF
+
+Per round (server CPU µs per heartbeat; in brackets the ratio Mosquitto / this of the same round):
+
+| server | $(q '[range(1; .rounds + 1) | "round \(.)"] | join(" | ")') |
+|---|$(q '[range(1; .rounds + 1) | "---"] | join("|")')|
+EOF
+[ "$has_mq" = 1 ] && printf '| Mosquitto | %s |\n' "$(q '[.mosquitto.rounds | sort_by(.round)[] | "\(.cpu_us_per_hb)"] | join(" | ")')"
+for m in $modes; do
+	printf '| %s | %s |\n' "$m" "$(jq -r --arg m "$m" '.hbeat[$m] as $x | [$x.rounds | sort_by(.round)[]
+		| .round as $r | "\(.cpu_us_per_hb)" + (($x.mosquitto_over_this.per_round // []
+		| map(select(.round == $r)) | first) | if . then " (\(.cpu)×)" else "" end)] | join(" | ")' "$R")"
+done
+
+cat <<EOF
+
+Noise per run, in % of one CPU: other processes' CPU time in the window (those alive at both
+ends; "+ reaped" is what their children that ended in the window used over their whole life),
+the higher hypervisor steal of the two CPUs, and the 1-minute load average at the start. Figures
+from a window with other work on the machine are not comparable:
+
+| server | $(q '[range(1; .rounds + 1) | "round \(.)"] | join(" | ")') |
+|---|$(q '[range(1; .rounds + 1) | "---"] | join("|")')|
+EOF
+noise() { jq -r "[$1.rounds | sort_by(.round)[] | \"other \(.other_cpu_pct) % + reaped \(.other_reaped_cpu_pct) %, steal \(.steal_pct) %, load \(.load1)\"] | join(\" | \")" "$R"; }
+[ "$has_mq" = 1 ] && printf '| Mosquitto | %s |\n' "$(noise .mosquitto)"
+for m in $modes; do
+	printf '| %s | %s |\n' "$m" "$(noise ".hbeat[\"$m\"]")"
+done
+
+# the targets: the default TCP mode (kernel) >= 1.5x less server CPU than Mosquitto, keepalive >= 3x
+judge() { # MODE FACTOR
+	jq -r --arg m "$1" --argjson f "$2" '.hbeat[$m].mosquitto_over_this.cpu_median as $r
+		| if $r == null then "not measured in this run"
+		  elif $r >= $f then "**yes**: \($r)× (median of the rounds'"'"' ratios)"
+		  else "**no**: \($r)× (median of the rounds'"'"' ratios)" end' "$R"
+}
+cat <<EOF
+
+### Targets
+
+| target | this run | met |
+|---|---|---|
+| default TCP mode (\`--tcp kernel\`): ≥ 1.5× less server CPU per heartbeat than Mosquitto | $(v '.hbeat.kernel.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge kernel 1.5) |
+| keepalive mode: ≥ 3× less server CPU per liveness check than Mosquitto per heartbeat | $(v '.hbeat.keepalive.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge keepalive 3) |
+| (for comparison) hbd answering in userspace | $(v '.hbeat.user.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(jq -r '.hbeat.user.mosquitto_over_this.cpu_median // "n/a"' "$R")× |
+
+$(q '.hbeat.keepalive.kind // empty | if . == "app" then "**Keepalive mode was measured with a client that still sent PINGs** (its WELCOME said keepalive, the client PINGed anyway and hbd answered them): its figures are per PING, not per keepalive probe, and say nothing about the target." else empty end')
+
+### Method
+
+- **Where**: two network namespaces (\`hbpr-srv\`, \`hbpr-cli\`) joined by a veth pair
+  (\`scripts/netns.sh\`); the server in the first, the load client in the second, 16 client
+  source addresses. Per-namespace settings of \`scripts/tune.sh netns\` (deep accept queues,
+  reno on both ends); the host-wide ones only with \`--tune\` (this run: they were
+  $(q 'if (.command | test("--tune")) then "applied" else "not applied (shared machine)" end')).
+- **Servers**: each run starts its server afresh and ends it by PID. Mosquitto with a config
+  the script writes (one listener on the server address, anonymous, no persistence, no
+  connection logging, \`max_connections -1\`), single-threaded as it is. hbd with bench.sh's
+  options (\`--max-per-source 0 --accept-rate 0\`, \`--interval\` the heartbeat interval):
+  \`user\` is \`hbd --no-offload\` with no BPF program loaded at all (bench.sh's userspace
+  phase); \`kernel\` and \`keepalive\` are \`hbctl load --tcp kernel|keepalive\` (XDP on the
+  server veth, sock_ops, and for \`kernel\` the sockmap), then hbd.
+- **Client and load**: \`hbload --proto tcp\` for hbeat (HELLO with a derived key, then a PING
+  per interval on a fixed schedule; in keepalive mode no PINGs once the WELCOME carries the
+  KEEPALIVE flag); for Mosquitto the MQTT client named above (CONNECT, then a PINGREQ per
+  interval on the same fixed schedule). RTT runs from the scheduled send time to the answer.
+  Keepalive mode has no application answer: its RTT column is the client kernel's smoothed RTT
+  of each connection (\`ss -ti\` at the window's end; p50/p99 over connections), which probe
+  ACKs do not necessarily refresh, so it is not comparable to the others' per-heartbeat RTT.
+- **Order**: round r runs the servers in the order of \`--modes\` rotated by r - 1, so no
+  server always runs first or after the same neighbour.
+- **Placement**: setup on both CPUs; from the end of setup the server on CPU 1 (every thread
+  pinned; the server veth's receive path steered there by RPS, so the sockmap verdict and the
+  kworker that sends its PONGs run there), the client on CPU 0 (pinned, its receive path
+  there).
+- **Heartbeats**: PING/PONG and MQTT: the PINGs (PINGREQs) the client scheduled inside the
+  steady window; *all answered* means every one got its answer and every connection was up.
+  Keepalive: the probes the server's kernel sent in the window (\`TcpExt TCPKeepAlive\` of
+  the server namespace's \`/proc/net/netstat\`, which is per namespace: the client namespace's
+  count is recorded beside it, \`probes_cli\`); *all answered* means every connection was still
+  up at the end, none expired, and the server sent at least 90% of one probe per connection
+  per interval. A liveness check of keepalive mode is the server's probe and the device's ACK;
+  the client's kernel probes too, and that probe and the server kernel's ACK are in the server
+  CPU figure.
+- **Server CPU per heartbeat** (\`cpu_us_per_hb\`): over the steady window (the client's
+  \`window_start\`/\`window_end\` events), both CPUs' busy time from \`/proc/stat\` (user + nice +
+  system + irq + softirq; iowait, where io_uring waits show, is idle) minus the client
+  process's own CPU time (utime + stime of all its threads from \`/proc/PID/stat\`, which is
+  what its \`getrusage(RUSAGE_SELF)\` returns), divided by the heartbeats of the window. What
+  it holds besides the server: every kernel thread (the sockmap kworker, ksoftirqd), softirq
+  work that ran while no client thread was on the CPU (this kernel has no IRQ time
+  accounting: softirq work is charged to whichever task it interrupts, so the client's
+  receive processing lands in the client's figure only when it interrupts the client), the
+  sampler's few reads at the window's edges, and any other task of the machine (the noise
+  table). The **machine** figure is both CPUs' busy time per heartbeat. The **CPU 1** figure is
+  the split placement's attribution (bench.sh's method without its XDP correction): the
+  server's CPU alone.
+EOF
