@@ -73,7 +73,7 @@ printf '1-%d derive %s\n' "$((CLIENTS + 1))" "$(od -An -N32 -tx1 /dev/urandom | 
 	> "$OUT/keys"
 nsenter --net=/run/netns/"$SRV_NS" "$BUILD/hbd" --port $PORT --mqtt-port $MQTT_PORT --mqtt-realm bench \
 	--keys "$OUT/keys" --sink /dev/null --interval "$KEEPALIVE" --pin-path "$PIN" \
-	--max-clients $((CLIENTS + 1024)) 2> "$OUT/hbd.log" &
+	--max-clients $((CLIENTS + 1024)) --max-per-source 0 --accept-rate 0 2> "$OUT/hbd.log" &
 hbd_pid=$!
 for _ in $(seq 100); do
 	nsenter --net=/run/netns/"$SRV_NS" ss -Hltn "sport = :$MQTT_PORT" | grep -q . && break
@@ -84,7 +84,7 @@ k0=$(stat_of mqtt_pings_kernel) u0=$(stat_of mqtt_pings_user)
 nsenter --net=/run/netns/"$CLI_NS" "$BUILD/hbload" --proto mqtt --server "$SRV_ADDR" --port $MQTT_PORT \
 	--mqtt-realm bench --keys "$OUT/keys" --clients "$CLIENTS" --interval "$KEEPALIVE" \
 	--duration $((WARMUP + STEADY)) --warmup "$WARMUP" --steady "$STEADY" \
-	--source 10.77.1.1-10.77.1.16 --connect-rate 20000 --setup-timeout 300 \
+	--source 10.77.1.1-10.77.1.16 --connect-rate 20000 --setup-timeout 120 \
 	--events "$OUT/events" --json --no-progress > "$OUT/hbload.json" 2> "$OUT/hbload.err" &
 load_pid=$!
 wait_event() { # WORD: hbload wrote it to the events file (or ended)

@@ -299,6 +299,18 @@ static void test_expiry_and_will(void **state)
 	HT_EQ(ht_exit_stat(&fx->d, "mqtt_wills"), 1, "one Will");
 }
 
+/* hbd shutting down ends every session without a Will: the devices did nothing wrong. */
+static void test_drain_no_will(void **state)
+{
+	struct fx *fx = *state;
+	int fd = session(fx, 7, 30, "devices/7/up/will");
+
+	HT_EQ(ht_stop(&fx->d), 0, "hbd's exit code");
+	HT_TRUE(closed_within(fd, 2000), "the session closed by the drain");
+	close(fd);
+	HT_FALSE(ht_file_contains(fx->d.sink, "up/will", NULL, 0), "no Will in the sink");
+}
+
 /* Keepalive 0: no expiry by hbd; the kernel's TCP keepalive watches the connection. */
 static void test_keepalive_zero(void **state)
 {
@@ -517,6 +529,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_expiry_and_will, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_supersede, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_zero, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drain_no_will, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conformance, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mosquitto_clients, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mqtt_password_cli, setup, teardown),

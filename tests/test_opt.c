@@ -725,6 +725,9 @@ static void hbd_help_lists_every_option(void **state)
 		{ "  --keys FILE", "(required)" },
 		{ "  --bind ADDR", "(default ::" },
 		{ "  --port N", "(default 7600)" },
+		{ "  --mqtt-port N", "(default 0)" },
+		{ "  --mqtt-realm NAME", "(default hbeat)" },
+		{ "  --mqtt-max-days N", "(default 30)" },
 		{ "  --workers N", "(default one per CPU" },
 		{ "  --max-clients N", "(default 10000)" },
 		{ "  --interval SEC", "(default 30)" },
@@ -779,7 +782,9 @@ static void hbload_help_lists_every_option(void **state)
 		{ "      --server ADDR", "(required)" },
 		{ "      --port N", "(default 7600)" },
 		{ "      --clients N", "(required)" },
-		{ "      --proto tcp|udp", "(default tcp)" },
+		{ "      --proto tcp|udp|mqtt", "(default tcp)" },
+		{ "      --mqtt-realm NAME", "(default hbeat)" },
+		{ "      --mqtt-days N", "(default 30)" },
 		{ "      --interval S", "(required)" },
 		{ "      --duration S", "(required)" },
 		{ "      --json", NULL },
@@ -843,6 +848,7 @@ static void hbctl_help_lists_every_option(void **state)
 		{ "  -d, --dev IFACE", "(required)" },
 		{ "  -m, --mode native|skb", "(default native)" },
 		{ "  -p, --port N", "(default 7600)" },
+		{ "      --mqtt-port N", "(default 0)" },
 		PIN,
 		{ "  -c, --cgroup PATH", "(default /sys/fs/cgroup/unified)" },
 		{ "  -t, --then FILE[:PROG]", NULL },
@@ -871,6 +877,8 @@ static void hbctl_help_lists_every_option(void **state)
 	static const struct known devices[] = {
 		{ "  -k, --keys FILE", "(default /etc/hbeat/keys)" },
 		{ "      --secret HEX", NULL },
+		{ "      --realm NAME", "(default hbeat)" },
+		{ "      --days N", "(default 30)" },
 		CONTROL,
 		{ "      --no-reload", NULL },
 		JSON,
@@ -950,7 +958,7 @@ static void bad_command_lines_get_one_shape(void **state)
 			     "--duration", "1", NULL),
 			 1, "hbload", "--clients must be an integer in 1..10000000, not '10k'");
 	expect_complaint(run("hbload", "--proto", "sctp", NULL), 1, "hbload",
-			 "--proto must be tcp or udp, not 'sctp'");
+			 "--proto must be tcp, udp or mqtt, not 'sctp'");
 	expect_complaint(run("hbload", "--connect-rate", "5/m", NULL), 1, "hbload",
 			 "--connect-rate must be a number in 0..1000000000 (optionally with /s), "
 			 "not '5/m'");
@@ -988,7 +996,7 @@ static void bad_command_lines_get_one_shape(void **state)
 	expect_complaint(run("hbctl", "stats", "extra", NULL), 1, "hbctl stats",
 			 "unexpected argument 'extra'");
 	expect_complaint(run("hbctl", "devices", NULL), 1, "hbctl devices",
-			 "expected list | add ID | remove ID");
+			 "expected list | add ID | remove ID | mqtt-password ID");
 	expect_complaint(run("hbctl", "--frob", NULL), 1, "hbctl", "unknown option '--frob'");
 	expect_complaint(run("hbctl", "frob", NULL), 1, "hbctl", "unknown command 'frob'");
 	expect_complaint(run("hbctl", "unload", "--frob", NULL), 1, "hbctl unload",

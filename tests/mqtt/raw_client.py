@@ -7,7 +7,8 @@ raw_client.py HOST PORT DEVICE PASSWORD MODE
   coalesced  three PINGREQs in one segment: three PINGRESPs
   split      one PINGREQ in two segments 50 ms apart: one PINGRESP
   mixed      PINGREQ + PUBLISH QoS 1 (packet id 5) + PINGREQ in one segment, then the same
-             split across two segments mid-PUBLISH: two PINGRESPs and a PUBACK each time
+             split across two segments mid-PUBLISH, then split inside the PUBLISH's 2-byte
+             remaining length: two PINGRESPs and a PUBACK each time
   silent     keepalive 1, then nothing: the server must close within 4 s (prints the time)
 Prints "ok ..." and exits 0 when the server answered as expected.
 """
@@ -84,8 +85,9 @@ def main():
         if got != b"\xd0\x00":
             sys.exit("got %r" % got)
     elif mode == "mixed":
-        pub = packet(3, 2, s(("devices/%s/up/raw" % dev).encode()) + b"\x00\x05" + b"x" * 20)
-        for cut in (None, 2 + 7):
+        # 200 bytes of payload: a 2-byte remaining length, which one cut splits
+        pub = packet(3, 2, s(("devices/%s/up/raw" % dev).encode()) + b"\x00\x05" + b"x" * 200)
+        for cut in (None, 2 + 7, 2 + 2):
             seg = ping + pub + ping
             if cut is None:
                 c.sendall(seg)

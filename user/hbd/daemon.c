@@ -608,6 +608,11 @@ out:
 	}
 	if (d->tcp_fds)
 		hbd_sockets_close(d->plan.workers, d->tcp_fds, d->udp_fds);
+	for (unsigned i = 0; d->mqtt_fds && i < d->plan.workers; i++) {
+		if (d->mqtt_fds[i] >= 0)
+			close(d->mqtt_fds[i]);
+	}
+	free(d->mqtt_fds);
 	if (d->sink_fd >= 0)
 		close(d->sink_fd);
 	if (d->kern.lock_fd >= 0)

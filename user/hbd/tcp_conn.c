@@ -273,12 +273,20 @@ void hbd_tcp_advance(struct hbd_worker *w, uint32_t slot)
 }
 
 /* An MQTT session that ends without its DISCONNECT (which spends the Will first): its Will
- * goes into the sink, acknowledged to no one (a slot no connection has). */
+ * goes into the sink, acknowledged to no one (a slot no connection has). Not when hbd itself
+ * ends the session by shutting down or handing over: the device did nothing wrong, and a
+ * restart would otherwise write one Will per device. */
 static void will(struct hbd_worker *w, uint32_t slot)
 {
 	struct hbd_conn *c = &w->conns[slot];
 	struct hbd_ack a = { .slot = UINT32_MAX };
-	int rc = hbd_mqtt_sess_fire_will(&w->mq[slot], &w->sink, c->device_id, &a);
+	int rc;
+
+	if (w->draining || hbd_handing_off(w)) {
+		hbd_mqtt_sess_reset(&w->mq[slot]);
+		return;
+	}
+	rc = hbd_mqtt_sess_fire_will(&w->mq[slot], &w->sink, c->device_id, &a);
 
 	if (rc > 0)
 		HBD_STAT_ADD(w->st, mqtt_wills, 1);

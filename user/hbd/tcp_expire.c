@@ -75,7 +75,10 @@ void hbd_tcp_expire(struct hbd_worker *w)
 				continue;
 			}
 			timeout = timeout_of(w, slot);
-			kernel = c->state == CONN_AUTHED && d->kern.tcp_offload && c->cookie;
+			/* an MQTT connection has kernel stamps only if the kernel answers on its
+			 * port; otherwise its seen slot may hold an earlier connection's */
+			kernel = c->state == CONN_AUTHED && d->kern.tcp_offload && c->cookie &&
+				 (!(c->flags & CF_MQTT) || d->kern.mqtt_kernel);
 			if (kernel)
 				hbd_tcp_kernel_last_seen(w, slot, false);
 			silent = hbd_silence(w, c->last_seen);
