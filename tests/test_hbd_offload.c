@@ -562,6 +562,38 @@ static void v2_session_entry(void **state)
 	close(fd);
 }
 
+/* One replay window for XDP and hbd: a PING older than what the kernel's entry says XDP took is
+ * not answered by hbd either, and what hbd takes goes into the entry (no XDP on this daemon's
+ * NIC here: every PING reaches hbd, as when the fast path is down). */
+static void v2_window_shared_with_xdp(void **state)
+{
+	const uint64_t xdp_took = 1ULL << 40;
+	uint8_t p[HB_MAX_FRAME], buf[HB_MAX_FRAME];
+	struct hb_session_key k;
+	struct hb_session sv;
+	struct hb_frame f;
+	struct hbc_ev ev;
+	struct hbc c;
+	int fd = ht_udp(false), n;
+
+	(void)state;
+	HT_EQ(ht_v2_login(fd, D.port, 110, &c), 0, "version 2 login of device 110");
+	k.token = c.token;
+	HT_EQ(bpf_map_lookup_elem(P.sessions, &k, &sv), 0, "sessions entry of device 110");
+	sv.last_ts = xdp_took; /* as if XDP had answered PINGs up to there */
+	HT_EQ(bpf_map_update_elem(P.sessions, &k, &sv, BPF_EXIST), 0, "the entry's window moved");
+	n = hbc_ping(&c, p, sizeof(p), xdp_took - 5, NULL);
+	HT_EQ(ht_udp_send_raw(fd, D.port, p, (size_t)n), 0, "an old PING sent");
+	HT_NE(ht_udp_recv(fd, buf, &f, 300), 1, "no answer to a PING older than XDP's window");
+	n = hbc_ping(&c, p, sizeof(p), xdp_took + 10, NULL);
+	HT_EQ(ht_udp_send_raw(fd, D.port, p, (size_t)n), 0, "a newer PING sent");
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "the newer PING answered by hbd");
+	HT_EQ(hbc_input(&c, &f, xdp_took * 2, &ev), HBC_EV_PONG, "a PONG under the key");
+	HT_EQ(bpf_map_lookup_elem(P.sessions, &k, &sv), 0, "sessions entry again");
+	HT_EQ(sv.last_ts, xdp_took + 10, "hbd put the PING it took into the entry's window");
+	close(fd);
+}
+
 static void pings_reaching_daemon_are_answered_and_counted(void **state)
 {
 	uint8_t buf[HB_MAX_FRAME];
@@ -1092,6 +1124,7 @@ int main(void)
 		cmocka_unit_test(udp_expiry_reads_last_seen_from_map),
 		cmocka_unit_test(stamp_refreshes),
 		cmocka_unit_test(v2_session_entry),
+		cmocka_unit_test(v2_window_shared_with_xdp),
 		cmocka_unit_test(pings_reaching_daemon_are_answered_and_counted),
 		cmocka_unit_test(revocation_deletes_map_entries),
 	};
