@@ -10,7 +10,8 @@
  *                  notify (systemd); fleet mode (--nats): fleet > fleet_admin > fleet_presence,
  *                  fleet_data, fleet_down > fleet_ring, fleet_map (fleet_impl.h)
  *   data plane     worker (the loop; it dispatches every CQE) > handoff > accept > tcp_*
- *                  and mqtt (tcp.h orders them) and udp > hello, presence, downlink
+ *                  and mqtt (tcp.h orders them) and udp > udp_v2 > udp_tx, hello,
+ *                  presence, downlink
  *   ring plumbing  ring: SQEs, MSG_RING from a worker or from the control thread
  *   core state     devices, sessions, keytab, sink, events, stats, maps, chunk, reasm,
  *                  sockets, nicwatch, mqtt_sess, fleet_q.h (what the workers hand the fleet
@@ -21,8 +22,8 @@
  *
  * Headers: this one and the core state's may be included anywhere; ring.h from the data plane
  * up; worker.h (a worker's state) by the data plane and by the layers above, which read it; a
- * data-plane module's header (accept.h, tcp.h, udp.h, hello.h, presence.h, downlink.h,
- * handoff.h) by the files above that module; tcp_impl.h by tcp_*.c only; the headers of the
+ * data-plane module's header (accept.h, tcp.h, udp.h, udp_v2.h, udp_tx.h, hello.h, presence.h,
+ * downlink.h, handoff.h) by the files above that module; tcp_impl.h by tcp_*.c only; the headers of the
  * control plane and the life cycle (services.h, api.h, metrics.h, reload.h, notify.h,
  * control.h, upgrade.h, restart.h) only within those two layers.
  */

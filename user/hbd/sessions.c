@@ -271,7 +271,7 @@ int hbd_sess_touch_v2(struct hbd_sessions *t, uint64_t token, const uint8_t addr
 		rc = -EBADMSG;
 		goto out;
 	}
-	if (in->ping && !ts_fresh(s->last_ts, in->ts)) {
+	if (in->ping && !ts_fresh(s->last_ts > in->floor_ts ? s->last_ts : in->floor_ts, in->ts)) {
 		rc = -EALREADY;
 		goto out;
 	}

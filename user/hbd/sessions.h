@@ -91,6 +91,7 @@ struct hbd_v2_in {
 	size_t len;
 	bool ping; /* a PING, whose timestamp is ts */
 	uint64_t ts;
+	uint64_t floor_ts; /* the kernel's window (its entry's last_ts): a PING must pass both */
 	const uint8_t *response; /* a PATH_RESPONSE's 8 bytes (NULL: not one) */
 	uint32_t challenge_gap_ms; /* the least time between two challenges to a session */
 };

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "maps.h"
 #include "proto.h"
 #include "sessions.h"
 #include "udp_tx.h"
@@ -33,10 +34,24 @@ int hbd_udp_v2_session(struct hbd_worker *w, const uint8_t addr[16], uint16_t po
 		.response = f->type == HB_PATH_RESPONSE ? f->payload : NULL,
 		.challenge_gap_ms = CHALLENGE_GAP_MS,
 	};
+	struct hbd_maps *m = &w->d->kern.maps;
+	bool kern = w->d->kern.offload && in.ping;
+	struct hb_session e;
 	struct hb_path ch;
 	int rc;
 
+	/* One window for a session, though two keep it: XDP's in the entry, ours in the table. A
+	 * PING here must be newer than the newest either took, and what we take goes into the
+	 * entry, so that XDP never answers a copy of it either (a PING reaches us with XDP in
+	 * place only from a new address, or while XDP does not answer: then it costs a lookup). */
+	if (kern && !hbd_maps_sess_get(m, f->token, &e))
+		in.floor_ts = e.last_ts;
 	rc = hbd_sess_touch_v2(&w->d->sessions, f->token, addr, port, (uint32_t)w->now_ms, &in, v);
+	if (!rc && kern && !hbd_maps_sess_get(m, f->token, &e) && e.last_ts < in.ts) {
+		e.last_ts = in.ts;
+		hbd_maps_sess_move(m, f->token,
+				   &e); /* only over the entry: a killed one stays gone */
+	}
 	if (rc == -ENOENT) {
 		HBD_STAT_ADD(w->st, unknown_session, 1);
 		return 1;
