@@ -384,6 +384,7 @@ static int read_stream(struct fleet_conn *c, struct rec *recs, uint64_t want, ui
 	so.Stream = "HBEAT_DATA";
 	so.Config.AckPolicy = js_AckAll;
 	so.Config.DeliverPolicy = js_DeliverAll;
+	so.Config.MaxAckPending = 65536;
 	/* a stream whose leader is being elected (a server just left) refuses for a moment */
 	for (int i = 0; i < 10; i++) {
 		s = js_PullSubscribe(&sub, c->js, "hbeat.data.>", durable, NULL, &so, NULL);
@@ -396,11 +397,16 @@ static int read_stream(struct fleet_conn *c, struct rec *recs, uint64_t want, ui
 			nats_GetLastError(NULL) ?: natsStatus_GetText(s));
 		return -EIO;
 	}
-	while (n < want) {
+	for (int empty = 0; n < want && empty < 3;) {
 		natsMsgList list = { 0 };
 
-		if (natsSubscription_Fetch(&list, sub, 1024, FLEET_WAIT_MS, NULL) != NATS_OK)
-			break;
+		s = natsSubscription_Fetch(&list, sub, 512, 2000, NULL);
+		if (s != NATS_OK || !list.Count) {
+			empty++; /* nothing more comes: say what was read */
+			natsMsgList_Destroy(&list);
+			continue;
+		}
+		empty = 0;
 		for (int i = 0; i < list.Count && n < want; i++)
 			recs[n++] = rec_of(natsMsg_GetData(list.Msgs[i]),
 					   natsMsg_GetDataLength(list.Msgs[i]));

@@ -30,7 +30,7 @@ NP=$!
 sleep 1
 "$BUILD/hbd" --no-offload --keys "$D/keys" --sink /dev/null --bind 127.0.0.1 --port "$PORT" \
 	--pin-path "$D" --nats "$URL" --nats-node rate --max-clients $((2 * N)) --max-per-source 0 \
-	--accept-rate 0 --interval 10 --workers 2 2> "$D/hbd.log" &
+	--accept-rate 0 --interval 10 --workers 2 > "$D/hbd.out" 2> "$D/hbd.log" &
 HP=$!
 for _ in $(seq 100); do grep -q "fleet: .* ready" "$D/hbd.log" && break; sleep 0.1; done
 (
