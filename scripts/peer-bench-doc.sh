@@ -128,6 +128,17 @@ cat <<EOF
 
 $(q '.hbeat.keepalive.kind // empty | if . == "app" then "**Keepalive mode was measured with a client that still sent PINGs** (its WELCOME said keepalive, the client PINGed anyway and hbd answered them): its figures are per PING, not per keepalive probe, and say nothing about the target." else empty end')
 
+### Reading it
+
+- Every server here pays the same TCP work per heartbeat at least once: the PING's (PINGREQ's)
+  receive, the answer's send and the ACKs. What differs is what is added on top: Mosquitto's
+  and hbd's userspace loop (a wakeup, a receive and a send syscall or io_uring completion per
+  heartbeat), or on the sockmap path the verdict and a kworker work item that sends each PONG
+  with \`tcp_sendmsg\` (the verdict cannot send from softirq). Keepalive mode has no
+  application frame at all: per check, the server's probe and the device kernel's ACK.
+- A figure from a window in which the noise table shows other work, or in which not every
+  heartbeat was answered, is not a measurement of the server: compare rounds, not single runs.
+
 ### Method
 
 - **Where**: two network namespaces (\`hbpr-srv\`, \`hbpr-cli\`) joined by a veth pair
