@@ -113,6 +113,8 @@ done
 judge() { # MODE FACTOR
 	jq -r --arg m "$1" --argjson f "$2" '.hbeat[$m].mosquitto_over_this.cpu_median as $r
 		| if $r == null then "not measured in this run"
+		  elif (.hbeat[$m].all_answered | not) or (.mosquitto.all_answered | not) then
+		    "not judged: in some round not every heartbeat was answered or a connection was lost (\($r)×)"
 		  elif $r >= $f then "**yes**: \($r)× (median of the rounds'"'"' ratios)"
 		  else "**no**: \($r)× (median of the rounds'"'"' ratios)" end' "$R"
 }
