@@ -29,6 +29,7 @@ ROUNDS=3
 STEADY=40
 WARMUP=10
 INTERVAL=1
+CONNECT_RATE=3000
 MODES=mosquitto,user,kernel,keepalive
 HBD_WORKERS=
 MQTT_CLIENT=auto
@@ -52,6 +53,9 @@ usage: scripts/peer-bench.sh [options]
   --steady S         measured window per run, seconds (default $STEADY)
   --warmup S         from the end of setup to the window (default $WARMUP)
   --interval S       heartbeat interval, and keepalive probe interval (default $INTERVAL)
+  --connect-rate N   the client's new connections per second during setup, the same for
+                     every server (default $CONNECT_RATE; Mosquitto 2.0 listens with a backlog
+                     of 100, and a burst beyond it is dropped and retried)
   --modes LIST       servers, in round 1's order (default $MODES)
   --hbd-workers N    hbd --workers (default: hbd's own, one per CPU)
   --variant NAME=MODE:ARGS  a further server for --modes: hbeat mode MODE with hbd given ARGS
@@ -75,6 +79,7 @@ while [ $# -gt 0 ]; do
 	--steady) STEADY=$2; shift ;;
 	--warmup) WARMUP=$2; shift ;;
 	--interval) INTERVAL=$2; shift ;;
+	--connect-rate) CONNECT_RATE=$2; shift ;;
 	--modes) MODES=$2; shift ;;
 	--hbd-workers) HBD_WORKERS=$2; shift ;;
 	--variant)
@@ -99,6 +104,7 @@ num_ok "$STEADY" 5 || { echo "peer-bench: --steady S (whole seconds, >= 5)" >&2;
 num_ok "$WARMUP" 0 || { echo "peer-bench: --warmup S (whole seconds)" >&2; exit 2; }
 [[ $INTERVAL =~ ^[0-9]+$ ]] && [ "$INTERVAL" -ge 1 ] ||
 	{ echo "peer-bench: --interval S (whole seconds: TCP keepalive has no finer unit)" >&2; exit 2; }
+num_ok "$CONNECT_RATE" 1 || { echo "peer-bench: --connect-rate N (N >= 1)" >&2; exit 2; }
 [ -z "$HBD_WORKERS" ] || num_ok "$HBD_WORKERS" 1 || { echo "peer-bench: --hbd-workers N" >&2; exit 2; }
 IFS=, read -r -a SERVERS <<< "$MODES"
 [ ${#SERVERS[@]} -gt 0 ] || { echo "peer-bench: --modes is empty" >&2; exit 2; }
@@ -401,6 +407,7 @@ run_one() { # ROUND SERVER
 	nsenter --net="/run/netns/$CLI_NS" "$client" --server "$SRV_ADDR" --port $port --clients "$CONNS" --proto $proto \
 		--interval "$INTERVAL" --duration $((WARMUP + STEADY + 3)) --warmup "$WARMUP" \
 		--steady "$STEADY" --source "10.77.1.1-10.77.1.16" --setup-timeout 60 \
+		--connect-rate "$CONNECT_RATE" \
 		--events "$dir/events.fifo" --hist "$dir/hist.txt" --json --no-progress "${extra[@]}" \
 		> "$dir/hbload.json" 2> "$dir/hbload.log" &
 	HBL_PID=$!
@@ -528,6 +535,7 @@ END=$(date +%s)
 build_commit=$(git -C "$BUILD/.." describe --always --dirty 2> /dev/null || echo unknown)
 mosq_version=$(mosquitto -h 2> /dev/null | sed -n 's/^mosquitto version //p' || true)
 jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
+	--argjson connect_rate "$CONNECT_RATE" \
 	--arg build_commit "$build_commit" --arg mosq_version "$mosq_version" \
 	--argjson secs $((END - START)) --arg mqtt_client "$MQTT_CLIENT" --argjson steady "$STEADY" \
 	--argjson interval "$INTERVAL" '
@@ -555,7 +563,7 @@ jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
   | ($all | map(select(.server == "mosquitto"))) as $mq
   | {conns: $conns, rounds: $rounds, steady_s: $steady, interval_s: $interval,
      command: $cmd, seconds: $secs, mqtt_client: $mqtt_client,
-     build_commit: $build_commit, mosquitto_version: $mosq_version,
+     build_commit: $build_commit, mosquitto_version: $mosq_version, connect_rate: $connect_rate,
      date: (now | strftime("%Y-%m-%d %H:%M UTC"))}
   + (if ($mq | length) > 0 then {mosquitto: fig($mq)} else {} end)
   + {hbeat: ([$all[] | .server | select(. != "mosquitto")] | unique
