@@ -113,6 +113,8 @@ done
 judge() { # MODE FACTOR
 	jq -r --arg m "$1" --argjson f "$2" '.hbeat[$m].mosquitto_over_this.cpu_median as $r
 		| if $r == null then "not measured in this run"
+		  elif (.hbeat[$m].all_answered | not) or (.mosquitto.all_answered | not) then
+		    "not judged: in some round not every heartbeat was answered or a connection was lost (\($r)×)"
 		  elif $r >= $f then "**yes**: \($r)× (median of the rounds'"'"' ratios)"
 		  else "**no**: \($r)× (median of the rounds'"'"' ratios)" end' "$R"
 }
@@ -127,6 +129,17 @@ cat <<EOF
 | (for comparison) hbd answering in userspace | $(v '.hbeat.user.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(jq -r '.hbeat.user.mosquitto_over_this.cpu_median // "n/a"' "$R")× |
 
 $(q '.hbeat.keepalive.kind // empty | if . == "app" then "**Keepalive mode was measured with a client that still sent PINGs** (its WELCOME said keepalive, the client PINGed anyway and hbd answered them): its figures are per PING, not per keepalive probe, and say nothing about the target." else empty end')
+
+### Reading it
+
+- Every server here pays the same TCP work per heartbeat at least once: the PING's (PINGREQ's)
+  receive, the answer's send and the ACKs. What differs is what is added on top: Mosquitto's
+  and hbd's userspace loop (a wakeup, a receive and a send syscall or io_uring completion per
+  heartbeat), or on the sockmap path the verdict and a kworker work item that sends each PONG
+  with \`tcp_sendmsg\` (the verdict cannot send from softirq). Keepalive mode has no
+  application frame at all: per check, the server's probe and the device kernel's ACK.
+- A figure from a window in which the noise table shows other work, or in which not every
+  heartbeat was answered, is not a measurement of the server: compare rounds, not single runs.
 
 ### Method
 

@@ -29,10 +29,13 @@ ROUNDS=3
 STEADY=40
 WARMUP=10
 INTERVAL=1
+CONNECT_RATE=3000
+SLACK=10
 MODES=mosquitto,user,kernel,keepalive
 HBD_WORKERS=
 MQTT_CLIENT=auto
 MQTT_HBLOAD=${PEER_MQTT_HBLOAD:-} # another hbload for MQTT (a branch's build), else $BUILD/hbload
+TOOL_BUILD=${PEER_TOOL_BUILD:-$BUILD} # where tools/mqttload is
 TUNE=0
 PUBLISH=0
 declare -A VARIANT_MODE=() VARIANT_ARGS=()
@@ -52,6 +55,13 @@ usage: scripts/peer-bench.sh [options]
   --steady S         measured window per run, seconds (default $STEADY)
   --warmup S         from the end of setup to the window (default $WARMUP)
   --interval S       heartbeat interval, and keepalive probe interval (default $INTERVAL)
+  --connect-rate N   the client's new connections per second during setup, the same for
+                     every server (default $CONNECT_RATE; Mosquitto 2.0 listens with a backlog
+                     of 100, and a burst beyond it is dropped and retried)
+  --slack N          intervals of silence before a server drops a device: hbd --expiry-mult N,
+                     MQTT keep alive N x interval / 1.5 (Mosquitto drops at 1.5 keep alives;
+                     default $SLACK: on a shared machine a stall of a fraction of a second
+                     must not end connections; hbload --proto mqtt keeps its own, = interval)
   --modes LIST       servers, in round 1's order (default $MODES)
   --hbd-workers N    hbd --workers (default: hbd's own, one per CPU)
   --variant NAME=MODE:ARGS  a further server for --modes: hbeat mode MODE with hbd given ARGS
@@ -75,6 +85,8 @@ while [ $# -gt 0 ]; do
 	--steady) STEADY=$2; shift ;;
 	--warmup) WARMUP=$2; shift ;;
 	--interval) INTERVAL=$2; shift ;;
+	--connect-rate) CONNECT_RATE=$2; shift ;;
+	--slack) SLACK=$2; shift ;;
 	--modes) MODES=$2; shift ;;
 	--hbd-workers) HBD_WORKERS=$2; shift ;;
 	--variant)
@@ -99,6 +111,8 @@ num_ok "$STEADY" 5 || { echo "peer-bench: --steady S (whole seconds, >= 5)" >&2;
 num_ok "$WARMUP" 0 || { echo "peer-bench: --warmup S (whole seconds)" >&2; exit 2; }
 [[ $INTERVAL =~ ^[0-9]+$ ]] && [ "$INTERVAL" -ge 1 ] ||
 	{ echo "peer-bench: --interval S (whole seconds: TCP keepalive has no finer unit)" >&2; exit 2; }
+num_ok "$SLACK" 2 || { echo "peer-bench: --slack N (N >= 2)" >&2; exit 2; }
+num_ok "$CONNECT_RATE" 1 || { echo "peer-bench: --connect-rate N (N >= 1)" >&2; exit 2; }
 [ -z "$HBD_WORKERS" ] || num_ok "$HBD_WORKERS" 1 || { echo "peer-bench: --hbd-workers N" >&2; exit 2; }
 IFS=, read -r -a SERVERS <<< "$MODES"
 [ ${#SERVERS[@]} -gt 0 ] || { echo "peer-bench: --modes is empty" >&2; exit 2; }
@@ -135,18 +149,14 @@ if [ "$need_mqtt" = 1 ]; then
 	MQTT_HBLOAD=${MQTT_HBLOAD:-$BUILD/hbload}
 	# (not a pipe into grep -q: under pipefail the writer's SIGPIPE would fail the test)
 	hbload_help=$("$MQTT_HBLOAD" --help 2>&1 || true)
-	if [ "$MQTT_CLIENT" = auto ]; then
-		if [[ $hbload_help == *mqtt* ]]; then
-			MQTT_CLIENT=hbload
-		else
-			MQTT_CLIENT=tool
-		fi
-	fi
+	# the default is the independent client: its keep alive follows --slack (hbload's is the
+	# interval, so a stall of half an interval ends a connection)
+	[ "$MQTT_CLIENT" = auto ] && MQTT_CLIENT=tool
 	case $MQTT_CLIENT in
 	hbload) [[ $hbload_help == *mqtt* ]] ||
 		{ echo "peer-bench: this hbload has no --proto mqtt" >&2; exit 1; } ;;
-	tool) [ -x "$BUILD/tools/mqttload" ] ||
-		{ echo "peer-bench: $BUILD/tools/mqttload missing (make)" >&2; exit 1; } ;;
+	tool) [ -x "$TOOL_BUILD/tools/mqttload" ] ||
+		{ echo "peer-bench: $TOOL_BUILD/tools/mqttload missing (make)" >&2; exit 1; } ;;
 	*) echo "peer-bench: --mqtt-client hbload|tool" >&2; exit 2 ;;
 	esac
 fi
@@ -257,7 +267,7 @@ start_hbd() { # DIR MODE [HBD-ARGS...]
 	[ -z "$HBD_WORKERS" ] || args+=(--workers "$HBD_WORKERS")
 	nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbd" --port $PORT --keys "$OUT/keys" --sink "$dir/sink.jsonl" \
 		--pin-path "$PIN" --interval "$INTERVAL" --max-clients $((CONNS + CONNS / 10 + 100)) \
-		--max-per-source 0 --accept-rate 0 "${args[@]}" > "$dir/hbd-stats.json" 2> "$dir/server.log" &
+		--max-per-source 0 --accept-rate 0 --expiry-mult "$SLACK" "${args[@]}" > "$dir/hbd-stats.json" 2> "$dir/server.log" &
 	SRV_PID=$!
 	HBD_PID=$SRV_PID
 	for _ in $(seq 300); do
@@ -379,7 +389,8 @@ run_one() { # ROUND SERVER
 		fi
 		port=$MQTT_PORT proto=mqtt
 		if [ "$MQTT_CLIENT" = tool ]; then
-			client=$BUILD/tools/mqttload
+			client=$TOOL_BUILD/tools/mqttload
+			extra+=(--keepalive $(((SLACK * INTERVAL * 2 + 2) / 3)))
 		else
 			# user name the device id, password derived from its key: Mosquitto, with no
 			# password file, takes any
@@ -401,6 +412,7 @@ run_one() { # ROUND SERVER
 	nsenter --net="/run/netns/$CLI_NS" "$client" --server "$SRV_ADDR" --port $port --clients "$CONNS" --proto $proto \
 		--interval "$INTERVAL" --duration $((WARMUP + STEADY + 3)) --warmup "$WARMUP" \
 		--steady "$STEADY" --source "10.77.1.1-10.77.1.16" --setup-timeout 60 \
+		--connect-rate "$CONNECT_RATE" \
 		--events "$dir/events.fifo" --hist "$dir/hist.txt" --json --no-progress "${extra[@]}" \
 		> "$dir/hbload.json" 2> "$dir/hbload.log" &
 	HBL_PID=$!
@@ -528,6 +540,7 @@ END=$(date +%s)
 build_commit=$(git -C "$BUILD/.." describe --always --dirty 2> /dev/null || echo unknown)
 mosq_version=$(mosquitto -h 2> /dev/null | sed -n 's/^mosquitto version //p' || true)
 jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
+	--argjson connect_rate "$CONNECT_RATE" --argjson slack "$SLACK" \
 	--arg build_commit "$build_commit" --arg mosq_version "$mosq_version" \
 	--argjson secs $((END - START)) --arg mqtt_client "$MQTT_CLIENT" --argjson steady "$STEADY" \
 	--argjson interval "$INTERVAL" '
@@ -555,7 +568,7 @@ jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
   | ($all | map(select(.server == "mosquitto"))) as $mq
   | {conns: $conns, rounds: $rounds, steady_s: $steady, interval_s: $interval,
      command: $cmd, seconds: $secs, mqtt_client: $mqtt_client,
-     build_commit: $build_commit, mosquitto_version: $mosq_version,
+     build_commit: $build_commit, mosquitto_version: $mosq_version, connect_rate: $connect_rate, slack_intervals: $slack,
      date: (now | strftime("%Y-%m-%d %H:%M UTC"))}
   + (if ($mq | length) > 0 then {mosquitto: fig($mq)} else {} end)
   + {hbeat: ([$all[] | .server | select(. != "mosquitto")] | unique

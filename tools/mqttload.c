@@ -50,6 +50,7 @@ struct opts {
 	const char *server, *source, *events, *hist;
 	uint16_t port;
 	uint32_t clients, inflight, keepalive;
+	double connect_rate;
 	double interval_s, duration_s, warmup_s, steady_s, setup_timeout_s, drain_s;
 	bool json, progress;
 	int proto;
@@ -91,6 +92,8 @@ static const struct hb_opt options[] = {
 	  HB_OPT_STRING, AT(source) },
 	{ "inflight", 0, "N", "connects in flight at once", HB_OPT_UINT, AT(inflight),
 	  .def.u = 256, .umin = 1, .umax = 100000 },
+	{ "connect-rate", 0, "N", "new connections per second, 0 = unlimited", HB_OPT_DOUBLE,
+	  AT(connect_rate), .def.d = 0, .dmin = 0, .dmax = 1e7 },
 	{ "keepalive", 0, "S", "MQTT keep alive of the CONNECT", HB_OPT_UINT, AT(keepalive),
 	  .def.u = 60, .umin = 0, .umax = 65535 },
 	{ "setup-timeout", 0, "S", "stop waiting for CONNACKs", HB_OPT_DOUBLE, AT(setup_timeout_s),
@@ -360,14 +363,21 @@ static int wait_events(const struct window *w, uint64_t until)
 
 static uint32_t setup(const struct sockaddr_in *dst, const struct window *w)
 {
-	uint64_t deadline = hb_mono_ns() + (uint64_t)(o.setup_timeout_s * 1e9);
+	uint64_t t_start = hb_mono_ns(), deadline = t_start + (uint64_t)(o.setup_timeout_s * 1e9);
 	uint32_t next = 0, inflight = 0;
 
 	while (ct.connected < o.clients && hb_mono_ns() < deadline) {
-		while (next < o.clients && inflight < o.inflight) {
+		/* connects allowed so far: the rate times the time since setup began */
+		double allowed =
+			o.connect_rate > 0
+				? o.connect_rate * (double)(hb_mono_ns() - t_start) / 1e9 + 1
+				: (double)o.clients;
+
+		while (next < o.clients && inflight < o.inflight && next < allowed) {
 			if (start_connect(next, dst))
 				ct.errors++;
 			next++;
+			inflight++;
 		}
 		if (wait_events(w, hb_mono_ns() + 10000000) < 0)
 			break;
