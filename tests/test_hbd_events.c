@@ -60,7 +60,8 @@ static void full_queue_drops_and_keeps(void **state)
 	HT_TRUE(rung(&q), "%s", "queued events ring the bell");
 	n = hbd_events_take(&q, out, 8, &dropped);
 	HT_EQ(n, 4, "%s", "the 4 that fitted");
-	HT_EQ(dropped, 2, "%s", "the 2 that did not fit are counted"); /* devices 5 and 6: the queue held 4 */
+	HT_EQ(dropped, 2, "%s",
+	      "the 2 that did not fit are counted"); /* devices 5 and 6: the queue held 4 */
 	for (uint32_t i = 0; i < n; i++)
 		HT_EQ(out[i].device, i + 1, "%s", "events in the order pushed");
 	HT_FALSE(rung(&q), "%s", "an emptied queue stops ringing");
@@ -135,7 +136,8 @@ static void producers_lose_nothing_that_fits(void **state)
 	uint32_t n;
 
 	(void)state;
-	HT_EQ(hbd_events_init(&q, PRODUCERS * PER_PRODUCER), 0, "%s", "a queue big enough for every producer");
+	HT_EQ(hbd_events_init(&q, PRODUCERS * PER_PRODUCER), 0, "%s",
+	      "a queue big enough for every producer");
 	for (int i = 0; i < PRODUCERS; i++) {
 		p[i] = (struct producer){ .q = &q, .base = (uint64_t)(i + 1) << 32 };
 		HT_EQ(pthread_create(&t[i], NULL, produce, &p[i]), 0, "producer thread %d", i);
@@ -192,8 +194,10 @@ static void refuses_to_start(const char *opt, const char *val, const char *needl
 	}
 	HT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0, "hbd %s %s: status %d", opt, val,
 		status);
-	HT_EQ(ht_file_contains(err, "ready:", NULL, 0), 0, "hbd never says ready (stderr in %s)", err);
-	HT_EQ(ht_file_contains(err, needle, line, sizeof(line)), 1, "no '%s' in hbd's stderr", needle);
+	HT_EQ(ht_file_contains(err, "ready:", NULL, 0), 0, "hbd never says ready (stderr in %s)",
+	      err);
+	HT_EQ(ht_file_contains(err, needle, line, sizeof(line)), 1, "no '%s' in hbd's stderr",
+	      needle);
 	snprintf(line, sizeof(line), "rm -rf %s", dir);
 	if (system(line)) {
 	}
