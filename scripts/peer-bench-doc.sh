@@ -162,6 +162,12 @@ $(q '.hbeat.keepalive.kind // empty | if . == "app" then "**Keepalive mode was m
   Keepalive mode has no application answer: its RTT column is the client kernel's smoothed RTT
   of each connection (\`ss -ti\` at the window's end; p50/p99 over connections), which probe
   ACKs do not necessarily refresh, so it is not comparable to the others' per-heartbeat RTT.
+- **Setup and slack**: every client connects at $(q '.connect_rate // "n/a"') connections a second (Mosquitto
+  2.0 listens with a backlog of 100; an unpaced burst of 18,000 connects is partly dropped and
+  retried). A server drops a device after $(q '.slack_intervals // "n/a"') intervals of silence (hbd
+  \`--expiry-mult\`; the MQTT client's keep alive is that / 1.5, as Mosquitto disconnects after
+  1.5 keep alives), so that a stall of the shared machine ends no connection. Keepalive mode
+  keeps hbd's probe timing (\`--keepalive-probes\` 2).
 - **Order**: round r runs the servers in the order of \`--modes\` rotated by r - 1, so no
   server always runs first or after the same neighbour.
 - **Placement**: setup on both CPUs; from the end of setup the server on CPU 1 (every thread
