@@ -4,6 +4,7 @@
 #   make            build hbctl, hbd, hbload and the BPF objects
 #   make test       install missing packages, build, run the whole test suite
 #   make demo       install missing packages, build, run the veth/netns demo end to end
+#   make fleet      the same for fleet mode: NATS cluster, 3 hbd nodes, nftables balancer
 #   make SAN=1      build with ASan+UBSan into build/asan (tests under sanitizers)
 #   make fuzz       libFuzzer binaries (clang) in build/fuzz; scripts/fuzz.sh runs them
 #   make install    binaries, device library, systemd units (PREFIX, DESTDIR, SYSCONFDIR)
@@ -41,6 +42,9 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
 	  -fno-omit-frame-pointer -MMD -MP $(INCLUDES)
 LDLIBS := -lbpf -lxdp -luring -lcrypto -lmicrohttpd -lsystemd -ljansson -lelf -lz -lpthread -lm
+# Fleet mode (hbd --nats, hbctl fleet) talks to NATS through libnats: only the binaries that
+# hold that code link it (hbd, hbctl and the tests, which link hbd's library).
+NATS_LIBS := $(shell pkg-config --libs libnats 2>/dev/null || echo -lnats)
 ifeq ($(SAN),1)
 CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
@@ -77,7 +81,7 @@ LIBTEST := $(BUILD)/libhbtest.a
 # the protocol core it drives.
 LIBDEVICE := $(BUILD)/libhbdevice.a
 DEVICE_SRCS := $(wildcard user/device/*.c) user/common/hbclient.c user/common/proto.c \
-	       user/common/auth.c
+	       user/common/auth.c user/common/sesskey.c user/common/siphash.c
 BINS := $(BUILD)/hbd $(BUILD)/hbload $(BUILD)/hbctl
 # Benchmark tools, one C file each, linking the common library (scripts/peer-bench.sh)
 TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
@@ -85,7 +89,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(filter-out %.bpf.c,$(w
 EXAMPLE_BPF := $(patsubst examples/%.bpf.c,$(BUILD)/examples/%.bpf.o,$(wildcard examples/*.bpf.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 
-.PHONY: all bpf tests test demo deps vmlinux clean bench peer-bench fuzz fuzz-seeds install FORCE
+.PHONY: all bpf tests test demo fleet deps vmlinux clean bench peer-bench fuzz fuzz-seeds install FORCE
 all: $(BINS) $(BPF_OBJS) $(LIBDEVICE) $(EXAMPLES) $(EXAMPLE_BPF) $(TOOLS)
 bpf: $(BPF_OBJS) $(SKELS)
 tests: $(TESTS) all
@@ -139,6 +143,7 @@ ALL_LIBS := -Wl,--start-group $(LIBFUZZ) $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LI
 $(BUILD)/hbd: $(call obj,user/hbd/main.c) $(LIBHBD) $(LIBCOMMON)
 $(BUILD)/hbload: $(call obj,user/hbload/main.c) $(LIBHBLOAD) $(LIBCOMMON)
 $(BUILD)/hbctl: $(call obj,loader/main.c) $(LIBHBCTL) $(LIBCOMMON)
+$(BUILD)/hbd $(BUILD)/hbctl: LDLIBS += $(NATS_LIBS)
 $(BINS):
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS)
@@ -157,7 +162,7 @@ $(BUILD)/examples/%: $(call obj,examples/%.c) $(LIBDEVICE)
 $(BUILD)/tests/%: $(call obj,tests/%.c) $(LIBTEST) $(LIBFUZZ) $(LIBHBD) $(LIBHBLOAD) $(LIBHBCTL) $(LIBDEVICE) $(LIBCOMMON) $(BPF_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIBTEST) $(ALL_LIBS) $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIBTEST) $(ALL_LIBS) $(LDLIBS) $(NATS_LIBS) -lcmocka
 
 # libFuzzer: the userspace code again, built by clang with coverage and ASan+UBSan, one binary
 # per target in fuzz/targets.h (fuzz/entry.c with -DHBF_TARGET).
@@ -201,6 +206,10 @@ demo: deps
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) scripts/bench.sh
+
+fleet: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BUILD=$(BUILD) scripts/fleet.sh
 
 peer-bench: deps
 	$(Q)$(MAKE) --no-print-directory all

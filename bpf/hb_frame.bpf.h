@@ -16,4 +16,12 @@ static __always_inline int hb_hdr_valid(const struct hb_hdr *h)
 	       hb_payload_len_ok(h->type, bpf_ntohs(h->len));
 }
 
+/* The same for a UDP frame, which may also be of version 2 (a tag follows the payload). */
+static __always_inline int hb_hdr_valid_udp(const struct hb_hdr *h)
+{
+	return h->magic == bpf_htons(HB_MAGIC) &&
+	       (h->version == HB_VERSION || h->version == HB_VERSION_2) &&
+	       hb_payload_len_ok(h->type, bpf_ntohs(h->len));
+}
+
 #endif /* HB_FRAME_BPF_H */

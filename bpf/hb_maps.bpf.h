@@ -95,6 +95,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } seen SEC(".maps");
 
+/* The unicast addresses XDP answers for (struct hb_local_addrs); written by hbctl and hbd. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hb_local_addrs);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} local_addrs SEC(".maps");
+
 /* Store a heartbeat's time in the daemon's seen slot, if it gave the entry one. */
 static __always_inline void hb_stamp_seen(__u32 slot, __u64 now)
 {
@@ -133,6 +142,15 @@ static __always_inline int hb_daemon_alive(__u64 now)
 	if (!grace || now <= alive)
 		return 1;
 	return now - alive <= grace;
+}
+
+/* The daemon's enum hb_config_flag bits. */
+static __always_inline __u32 hb_config_flags(void)
+{
+	__u32 zero = 0;
+	struct hb_config *c = bpf_map_lookup_elem(&config, &zero);
+
+	return c ? c->flags : 0;
 }
 
 /* The daemon's --max-payload (0 in the map: the protocol's maximum). */

@@ -34,6 +34,7 @@
 
 struct hdr_cursor {
 	void *pos;
+	int vlans; /* VLAN tags parse_ethhdr stepped over */
 };
 
 struct hb_vlan_hdr {
@@ -72,6 +73,7 @@ static __always_inline int parse_ethhdr(struct hdr_cursor *nh, void *data_end,
 			return -1;
 		h_proto = vlh->encap_proto;
 		vlh++;
+		nh->vlans++;
 	}
 	nh->pos = vlh;
 	return h_proto;

@@ -18,6 +18,13 @@
 
 #define HB_MAGIC 0x4842 /* "HB" */
 #define HB_VERSION 1
+/* Version 2 (UDP only): every frame of a session ends in an 8-byte tag, SipHash-2-4 under the
+ * session's key over the frame before it (header, token, payload), which the daemon and XDP
+ * check before they act on it or answer. A v2 session's key is derived at HELLO/WELCOME from
+ * the device secret and both sides' nonces (docs/PROTOCOL.md). */
+#define HB_VERSION_2 2
+#define HB_TAG_LEN 8
+#define HB_SESSION_KEY_LEN 16
 #define HB_MAX_PAYLOAD 1024 /* larger declared lengths are malformed frames */
 #define HB_DEFAULT_PORT 7600
 
@@ -46,7 +53,12 @@ enum hb_type {
 	HB_ERROR = 9, /* server: struct hb_error */
 	HB_DOWN = 10, /* server: downlink, 1..HB_MAX_PAYLOAD application bytes; the device ACKs
 		       * it with the same seq (from the server's own downlink sequence space) */
-	HB_TYPE_MAX = HB_DOWN,
+	/* version 2, UDP: a session moves to a new source address only once the device answered
+	 * a challenge sent there (RFC 9000 8.2): server -> new address: PATH_CHALLENGE with 8
+	 * random bytes; device: PATH_RESPONSE with the same bytes, both tagged */
+	HB_PATH_CHALLENGE = 11,
+	HB_PATH_RESPONSE = 12,
+	HB_TYPE_MAX = HB_PATH_RESPONSE,
 };
 
 #define HB_TOKEN_LEN 8 /* UDP session token after the header */
@@ -65,10 +77,41 @@ struct hb_hello {
 	__u8 mac[HB_MAC_LEN];
 };
 
+/* The bound HELLO (64 bytes): the same fields and the id of the server it is meant for, under
+ * mac = HMAC-SHA256(secret, HB_HELLO_BOUND_LABEL || device_id || ts_ms || nonce || server_id).
+ * A server that has an id (hbd --server-id) refuses one bound to another server, so a HELLO
+ * captured on its way to one server of a fleet sharing a key store cannot be replayed to
+ * another. server_id 0 binds to no server (it is accepted wherever a 56-byte HELLO would be).
+ * Protocol version 2 over UDP always uses this form.
+ */
+#define HB_HELLO_BOUND_LABEL "hbeat-hello-bound-v1"
+struct hb_hello_bound {
+	__be64 device_id;
+	__be64 ts_ms;
+	__u8 nonce[HB_NONCE_LEN];
+	__be64 server_id;
+	__u8 mac[HB_MAC_LEN];
+};
+
 struct hb_welcome {
 	__be64 token; /* 64-bit random session token; UDP frames carry it */
 	__be32 interval_ms; /* heartbeat interval the server wants */
 	__be32 timeout_ms; /* silence after which the server expires the device */
+};
+
+/* The version 2 WELCOME (28 bytes): the 20 bytes of a WELCOME with flags, then the server's
+ * nonce, from which (with the HELLO's) both sides derive the session key. It is tagged with
+ * that key, so the device knows the server holds its secret too. */
+struct hb_welcome2 {
+	__be64 token;
+	__be32 interval_ms;
+	__be32 timeout_ms;
+	__be32 flags; /* enum hb_welcome_flag */
+	__u8 nonce[HB_NONCE_LEN];
+} __attribute__((packed));
+
+struct hb_path {
+	__u8 data[8];
 };
 
 /* A WELCOME with server flags: the 16 bytes above, then a __be32 of enum hb_welcome_flag bits
@@ -114,6 +157,8 @@ enum hb_error_code {
 	HB_ERR_FULL = 5, /* server at capacity */
 	HB_ERR_RATE = 6, /* rate limit */
 	HB_ERR_INTERNAL = 7,
+	HB_ERR_VERSION = 8, /* protocol version refused: the server takes only version 2 over UDP
+			     * (hbd --require-udp-mac) */
 };
 
 struct hb_error {
@@ -127,9 +172,10 @@ static inline __attribute__((always_inline)) int hb_payload_len_ok(__u8 type, __
 {
 	switch (type) {
 	case HB_HELLO:
-		return len == sizeof(struct hb_hello);
+		return len == sizeof(struct hb_hello) || len == sizeof(struct hb_hello_bound);
 	case HB_WELCOME:
-		return len == sizeof(struct hb_welcome) || len == HB_WELCOME_FLAGS_LEN;
+		return len == sizeof(struct hb_welcome) || len == HB_WELCOME_FLAGS_LEN ||
+		       len == sizeof(struct hb_welcome2);
 	case HB_PING:
 	case HB_PONG:
 		return len == sizeof(struct hb_ping);
@@ -144,6 +190,9 @@ static inline __attribute__((always_inline)) int hb_payload_len_ok(__u8 type, __
 		return len == sizeof(struct hb_bye);
 	case HB_ERROR:
 		return len == sizeof(struct hb_error);
+	case HB_PATH_CHALLENGE:
+	case HB_PATH_RESPONSE:
+		return len == sizeof(struct hb_path);
 	default:
 		return 0;
 	}
@@ -160,7 +209,12 @@ static inline __attribute__((always_inline)) int hb_payload_capped(__u8 type)
 /* Size of a PING on the wire, header included (the UDP form adds the token). */
 #define HB_PING_TCP_BYTES (sizeof(struct hb_hdr) + sizeof(struct hb_ping))
 #define HB_PING_UDP_BYTES (sizeof(struct hb_hdr) + HB_TOKEN_LEN + sizeof(struct hb_ping))
-#define HB_MAX_FRAME (sizeof(struct hb_hdr) + HB_TOKEN_LEN + HB_MAX_PAYLOAD)
+#define HB_PING_V2_BYTES (HB_PING_UDP_BYTES + HB_TAG_LEN)
+/* A v2 PING's timestamp must exceed the session's last answered one by at most this (its
+ * replay window: a PING not newer than the last is a copy and never answered). The reference
+ * client puts nanoseconds there: 2^48 ns is three days, longer than any heartbeat interval. */
+#define HB_V2_TS_AHEAD (1ULL << 48)
+#define HB_MAX_FRAME (sizeof(struct hb_hdr) + HB_TOKEN_LEN + HB_MAX_PAYLOAD + HB_TAG_LEN)
 
 /* ------------------------------------------------------------------------------------------ */
 /* Pinned maps (under the pin directory, default HB_PIN_DEFAULT). Map name == pin name.         */
@@ -174,11 +228,13 @@ static inline __attribute__((always_inline)) int hb_payload_capped(__u8 type)
 #define HB_MAP_CONFIG "config"
 #define HB_MAP_XDP_CHAIN "xdp_chain" /* PROG_ARRAY[1]: the XDP program run after hb_xdp */
 #define HB_MAP_SEEN "seen" /* ARRAY of __u64 heartbeat stamps, mmapable: see struct hb_conn */
+#define HB_MAP_LOCAL_ADDRS "local_addrs" /* HASH: the addresses XDP may answer for */
 
 #define HB_MAX_CONNS (1 << 20) /* conns and sockhash capacity */
 #define HB_MAX_SESSIONS (1 << 20) /* sessions capacity */
 #define HB_MAX_WORKERS 64 /* ustats slots; workers beyond fold onto them */
 #define HB_PEER_STR 48 /* "[ffff:...:ffff]:65535" and a NUL */
+#define HB_MAX_LOCAL_ADDRS 16 /* addresses in local_addrs */
 
 /* Connection and session state, as the kernel and the daemon both see it. */
 enum hb_state {
@@ -214,7 +270,11 @@ enum hb_conn_flag {
 	 * in config): the kernel tracks this connection's liveness, and the daemon may leave it
 	 * to the kernel instead of expecting PINGs */
 	HB_CONN_KEEPALIVE = 1 << 0,
+	/* on the MQTT port (hbctl load --mqtt-port): an MQTT device, whose CONNECT keepalive in
+	 * seconds hbd writes into the bits from HB_CONN_MQTT_KA_SHIFT up */
+	HB_CONN_MQTT = 1 << 1,
 };
+#define HB_CONN_MQTT_KA_SHIFT 16
 
 /* seen: the heartbeat stamps the daemon's expiry reads. The daemon gives each authenticated
  * connection and session a slot (seen_slot in its conns or sessions entry, slot 0 meaning none)
@@ -226,7 +286,9 @@ enum hb_conn_flag {
 
 /* sessions: one entry per admitted UDP session, keyed by its token. Written by the daemon on
  * HELLO; XDP answers a PING only if the token is here, the state is AUTHED and the packet's
- * source address and port are the ones the session was admitted from.
+ * source address and port are the ones the session was admitted from (or validated at, for
+ * version 2: a new address takes a path challenge the daemon runs). A version 2 PING must also
+ * carry the right tag under key and a timestamp newer than last_ts (within HB_V2_TS_AHEAD).
  */
 struct hb_session_key {
 	__u64 token; /* the token as a number: be64toh() of the 8 wire bytes (host order) */
@@ -243,6 +305,37 @@ struct hb_session {
 	__u64 pings; /* heartbeats answered by XDP */
 	__u32 last_seq;
 	__u32 seen_slot; /* as in struct hb_conn */
+	__u8 key[HB_SESSION_KEY_LEN]; /* version 2: the session's SipHash key (zero for v1) */
+	__u64 last_ts; /* version 2: timestamp of the newest PING answered (the replay window) */
+	__u32 version; /* HB_VERSION or HB_VERSION_2 */
+	__u32 pad2;
+};
+
+/* local_addrs: the unicast addresses of this host that XDP answers for, as a session's address
+ * is kept (IPv4 v4-mapped), in an ARRAY of one entry: XDP compares a PING's destination with the
+ * few addresses there, which costs less than hashing it for a lookup. hbctl load fills it from
+ * the NIC's addresses, hbd keeps it in step with address changes. A PING to any other destination (broadcast, multicast, another host's
+ * address: bridged or forwarded traffic) is passed to the stack, never answered in place. An
+ * untagged frame is answered only for an address of the NIC itself: a NIC that strips VLAN tags
+ * hands XDP a frame whose tag only the stack knows, and a reply sent in place would leave the
+ * VLAN. A tagged frame (the tag is in the packet and stays in the reply) may also be for an
+ * address of a VLAN device on top of the NIC.
+ */
+enum hb_local_flag {
+	HB_LOCAL_NIC = 1 << 0, /* an address of the NIC carrying the XDP program */
+	HB_LOCAL_VLAN = 1 << 1, /* an address of a VLAN device whose lower device is that NIC */
+};
+
+struct hb_local_addr {
+	__u8 addr[16];
+	__u32 flags; /* enum hb_local_flag */
+	__u32 ifindex; /* the device the address is on */
+};
+
+struct hb_local_addrs {
+	__u32 n; /* entries of a[] in use */
+	__u32 pad;
+	struct hb_local_addr a[HB_MAX_LOCAL_ADDRS];
 };
 
 /* config: a single entry the daemon keeps fresh. The fast paths answer only while the daemon
@@ -288,7 +381,17 @@ struct hb_config {
 	__u32 ka_intvl_s;
 	__u32 ka_cnt;
 	__u32 ka_user_timeout_ms;
-	__u32 pad;
+	__u32 flags; /* enum hb_config_flag, set by the daemon */
+	/* hbctl load --mqtt-port: the MQTT port whose PINGREQs the sk_skb verdict answers (host
+	 * order, 0: none); hbd admits its MQTT connections to the sockhash only on that port */
+	__u16 mqtt_port;
+	__u16 pad;
+	__u32 pad2;
+};
+
+enum hb_config_flag {
+	/* hbd --require-udp-mac: XDP answers no version 1 PING (drops it) */
+	HB_CFG_REQUIRE_UDP_MAC = 1 << 0,
 };
 
 /* Counters. One X-macro list per side, so the struct (with BTF field names bpftool prints) and
@@ -302,6 +405,11 @@ struct hb_config {
 	X(xdp_addr_mismatch)	/* PING whose source is not the session's: passed */           \
 	X(xdp_not_authed)	/* PING for a session not AUTHED: passed */                     \
 	X(xdp_daemon_dead)	/* PING while the daemon's liveness stamp is stale: passed */   \
+	X(xdp_not_local)	/* PING not addressed to this host (broadcast or multicast MAC or \
+				 * IP, an address not in local_addrs): passed, never answered */ \
+	X(xdp_bad_tag)		/* version 2 PING whose tag is not its session key's: dropped */ \
+	X(xdp_replay)		/* version 2 PING not newer than the session's last: dropped */  \
+	X(xdp_v1_refused)	/* version 1 PING under hbd --require-udp-mac: dropped */      \
 	X(xdp_drop_malformed)	/* service-port datagram with bad magic/version/type/length */ \
 	X(xdp_other)		/* not for the service: passed untouched */                     \
 	X(sk_pong)		/* TCP PING answered by the sk_skb verdict */                     \
@@ -321,7 +429,9 @@ struct hb_config {
 				  * or the ICMP error that came before it) */                   \
 	X(sockops_close_reset)	/* closed by a reset from the peer (sk_err ECONNRESET, EPIPE) */ \
 	X(sockops_close_normal)	/* closed without an error (FIN, or closed by the daemon) */     \
-	X(sockops_close_error)	/* closed with another socket error */
+	X(sockops_close_error)	/* closed with another socket error */                           \
+	X(mq_pong)		/* MQTT PINGREQ answered with PINGRESP by the sk_skb verdict */   \
+	X(mq_pass)		/* MQTT packet passed to the daemon */
 /* clang-format on */
 
 /* clang-format off */
@@ -361,7 +471,19 @@ struct hb_config {
 	X(expiry_lookups)	/* map lookups by expiry: devices due without a seen slot, and  \
 				 * silent ones confirmed before they are expired */              \
 	X(keepalive_expired)	/* TCP devices in keepalive mode whose kernel stopped answering \
-				 * probes (in expired_tcp too) */
+				 * probes (in expired_tcp too) */                               \
+	X(udp_v1_refused)	/* version 1 UDP frames refused under --require-udp-mac */       \
+	X(udp_bad_tag)		/* version 2 datagrams whose tag is wrong (or of a v1 session): \
+				 * dropped */                                                   \
+	X(udp_replay)		/* version 2 PINGs not newer than the session's last: dropped */ \
+	X(path_challenges)	/* PATH_CHALLENGEs sent to a new source of a session */          \
+	X(path_moves)		/* sessions moved to a new address after its PATH_RESPONSE */ \
+	X(mqtt_pings_user)	/* MQTT PINGREQs the daemon answered itself */                   \
+	X(mqtt_connects)	/* MQTT CONNECTs accepted (CONNACK 0) */                          \
+	X(mqtt_refused)		/* MQTT CONNECTs refused with a CONNACK code */                  \
+	X(mqtt_bad)		/* MQTT connections closed for a malformed or forbidden packet */ \
+	X(mqtt_publish)		/* MQTT PUBLISHes taken into the sink */                          \
+	X(mqtt_wills)		/* MQTT Will messages recorded (abnormal ends) */
 /* clang-format on */
 
 #define HB_STAT_FIELD(name) __u64 name;

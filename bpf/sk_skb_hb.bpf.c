@@ -31,6 +31,7 @@
 #include "hbeat_abi.h"
 #include "hb_frame.bpf.h"
 #include "hb_maps.bpf.h"
+#include "hb_mqtt.bpf.h"
 
 /* Returns the kernel's struct sk_buff behind the program's __sk_buff (a trusted BTF pointer). */
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
@@ -59,6 +60,8 @@ int hb_parser(struct __sk_buff *skb)
 	struct hb_hdr h;
 	__u32 avail;
 
+	if (hb_mqtt_sock(skb))
+		return hb_mqtt_parse(skb, off);
 	/* skb->len counts from the start of the cloned segment; the message begins at off. */
 	if (off >= skb->len)
 		return 0;
@@ -102,6 +105,12 @@ int hb_verdict(struct __sk_buff *skb)
 	struct hb_hdr h;
 	__u64 now;
 
+	/* the MQTT port's packets (hbctl load --mqtt-port) */
+	if (hb_mqtt_sock(skb)) {
+		int rc = hb_mqtt_verdict(skb, off, &key);
+
+		return rc == HB_MQTT_TO_DAEMON ? to_daemon(skb, &key) : rc;
+	}
 	/* A malformed blob from the parser (already counted there) goes to the daemon as is. */
 	if (bpf_skb_load_bytes(skb, off, &h, sizeof(h)) < 0 || !hb_hdr_valid(&h))
 		return SK_PASS;

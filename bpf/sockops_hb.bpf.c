@@ -47,6 +47,9 @@
  * container, a test) off our maps even though the cgroup hook sees it. */
 const volatile __u16 hb_port = HB_DEFAULT_PORT;
 const volatile __u64 hb_netns_cookie = 0;
+/* The MQTT port (0: none), tracked as the service port is: its devices send PINGREQs, so
+ * keepalive mode sets no keepalive options on it. */
+const volatile __u16 hb_mqtt_port = 0;
 
 /* remote_port in the sock_ops context holds the network-order port in the upper 16 bits on the
  * kernels that matter (the field notes' trap); older ones had it in the lower 16. Either way one
@@ -119,7 +122,7 @@ static __always_inline __u32 keepalive(struct bpf_sock_ops *skops)
 	return HB_CONN_KEEPALIVE;
 }
 
-static __always_inline void track(struct bpf_sock_ops *skops)
+static __always_inline void track(struct bpf_sock_ops *skops, int mqtt)
 {
 	struct hb_conn_key key = { .cookie = bpf_get_socket_cookie(skops) };
 	struct hb_conn conn = {};
@@ -131,7 +134,7 @@ static __always_inline void track(struct bpf_sock_ops *skops)
 		HB_COUNT(sockops_insert_err);
 		return;
 	}
-	conn.flags = keepalive(skops);
+	conn.flags = mqtt ? HB_CONN_MQTT : keepalive(skops);
 	conn.state = HB_STATE_NEW;
 	conn.last_seen_ns = bpf_ktime_get_ns();
 	format_peer(skops, conn.peer);
@@ -174,11 +177,12 @@ int hb_sockops(struct bpf_sock_ops *skops)
 
 	switch (skops->op) {
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
-		if (skops->local_port != hb_port)
+		if (skops->local_port != hb_port &&
+		    (!hb_mqtt_port || skops->local_port != hb_mqtt_port))
 			break;
 		if (hb_netns_cookie && bpf_get_netns_cookie(skops) != hb_netns_cookie)
 			break;
-		track(skops);
+		track(skops, hb_mqtt_port && skops->local_port == hb_mqtt_port);
 		break;
 	case BPF_SOCK_OPS_STATE_CB:
 		/* Only sockets track() enabled the callback on get here. */

@@ -11,12 +11,14 @@
 /* Payload length rule per type, from the protocol document (not from hb_payload_len_ok). */
 static int ref_len_ok(uint8_t type, uint16_t len)
 {
-	static const int fixed[] = { -1, 56, 16, 8, 8, -2, -3, 0, 2, 2, -3 /* DOWN */ };
+	static const int fixed[] = { -1, 56, 16, 8, 8, -2, -3, 0, 2, 2, -3 /* DOWN */, 8, 8 };
 
-	if (type == 0 || type > 10)
+	if (type == 0 || type > 12)
 		return 0;
-	if (type == 2) /* WELCOME: 16 bytes, or 20 with server flags */
-		return len == 16 || len == 20;
+	if (type == 1) /* HELLO: 56 bytes, or 64 bound to a server */
+		return len == 56 || len == 64;
+	if (type == 2) /* WELCOME: 16 bytes, 20 with server flags, 28 in version 2 */
+		return len == 16 || len == 20 || len == 28;
 	if (fixed[type] >= 0)
 		return len == fixed[type];
 	if (fixed[type] == -2) /* ECHO */
@@ -24,13 +26,14 @@ static int ref_len_ok(uint8_t type, uint16_t len)
 	return len >= 1 && len <= 1024; /* DATA, DOWN */
 }
 
-static int ref_hdr(const uint8_t *b, uint16_t *len)
+/* v2: version 2 is allowed (UDP) */
+static int ref_hdr(const uint8_t *b, uint16_t *len, int v2)
 {
 	if ((b[0] << 8 | b[1]) != 0x4842)
 		return HB_DECODE_BAD_MAGIC;
-	if (b[2] != 1)
+	if (b[2] != 1 && !(v2 && b[2] == 2))
 		return HB_DECODE_BAD_VERSION;
-	if (b[3] == 0 || b[3] > 10)
+	if (b[3] == 0 || b[3] > 12)
 		return HB_DECODE_BAD_TYPE;
 	*len = (uint16_t)(b[4] << 8 | b[5]);
 	if (*len > 1024)
@@ -45,7 +48,7 @@ static int ref_stream(const uint8_t *b, size_t n, size_t *size)
 
 	if (n < 8)
 		return HB_DECODE_MORE;
-	rc = ref_hdr(b, &len);
+	rc = ref_hdr(b, &len, 0);
 	if (rc)
 		return rc;
 	*size = 8u + len;
@@ -59,11 +62,13 @@ static int ref_dgram(const uint8_t *b, size_t n, size_t *size)
 
 	if (n < 8)
 		return HB_DECODE_BAD_LEN;
-	rc = ref_hdr(b, &len);
+	rc = ref_hdr(b, &len, 1);
 	if (rc)
 		return rc;
-	*size = 16u + len;
-	return n == *size ? HB_DECODE_OK : HB_DECODE_BAD_LEN;
+	if (n < 16)
+		return HB_DECODE_BAD_LEN;
+	*size = 16u + len; /* a version 2 tag (8 bytes) follows, not counted */
+	return n == *size + (b[2] == 2 ? 8u : 0u) ? HB_DECODE_OK : HB_DECODE_BAD_LEN;
 }
 
 /* A decoded frame must be exactly what the bytes say, and encode back to the same bytes. */
@@ -79,9 +84,10 @@ static void check_frame(const uint8_t *b, const struct hb_frame *f, enum hb_tran
 	HBF_CHECK(f->payload == b + hdr, "payload does not point into the buffer after the header");
 	HBF_CHECK(t == HB_TCP ? f->token == 0 : f->token == hb_get_be64(b + 8), "token");
 	HBF_CHECK(hb_encode(out, sizeof(out), t, f->type, f->seq, f->token, f->payload, f->len) ==
-				  size &&
-			  !memcmp(out, b, size),
-		  "re-encoding a decoded frame gives other bytes");
+			  size,
+		  "re-encoding a decoded frame");
+	out[2] = f->version; /* a version 2 frame is the same bytes with its version (and tag) */
+	HBF_CHECK(!memcmp(out, b, size), "re-encoding a decoded frame gives other bytes");
 }
 
 /* A client mid-session: PINGs, a DATA and an ECHO outstanding. */

@@ -173,7 +173,12 @@ int hbf_hello(const uint8_t *data, size_t n)
 		else
 			want = 0;
 
-		rc = hbd_hello_check_at(&d, &h, loc, now, &r);
+		{
+			struct hb_hello_msg m;
+
+			hb_hello_parse(&h, sizeof(h), &m);
+			rc = hbd_hello_check_at(&d, &m, loc, now, &r);
+		}
 		HBF_CHECK(rc == want, "op %u device %llu ts now%+lld: got %d (%s), want %d (%s)",
 			  op_no, (unsigned long long)id, (long long)(ts - now), rc,
 			  hbd_auth_str(rc), want, hbd_auth_str(want));

@@ -24,19 +24,22 @@ int hbf_reasm(const uint8_t *data, size_t n);
  * against a model of what must be accepted.
  */
 int hbf_hello(const uint8_t *data, size_t n);
+/* The MQTT codec: framing against a reference varint reader, bodies inside their packets and
+ * encoding back to the same bytes, the password checker. */
+int hbf_mqtt(const uint8_t *data, size_t n);
 
 struct hbf_target {
 	const char *name;
 	int (*fn)(const uint8_t *data, size_t n);
 };
 
-#define HBF_TARGETS                                                                     \
-	{                                                                               \
-		{ "frame", hbf_frame }, { "reasm", hbf_reasm }, { "hello", hbf_hello }, \
-		{                                                                       \
-			0                                                               \
-		}                                                                       \
+/* clang-format off */
+#define HBF_TARGETS                                                                       \
+	{                                                                                 \
+		{ "frame", hbf_frame }, { "reasm", hbf_reasm }, { "hello", hbf_hello },   \
+		{ "mqtt", hbf_mqtt }, { 0 }                                               \
 	}
+/* clang-format on */
 
 /* A property failed: say which and crash, so libFuzzer keeps the input. */
 #define HBF_CHECK(cond, ...)                                                                    \

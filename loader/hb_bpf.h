@@ -52,6 +52,7 @@ struct xdp_program;
 
 struct hbk_opts {
 	__u16 port; /* service port, host order; 0 = HB_DEFAULT_PORT */
+	__u16 mqtt_port; /* MQTT port whose PINGREQs the kernel answers, host order; 0: none */
 	__u64 netns_cookie; /* sock_ops serves only this netns; 0 = every netns */
 	__u32 max_conns; /* conns/sockhash capacity; 0 = HB_MAX_CONNS */
 	__u32 max_sessions; /* sessions capacity; 0 = HB_MAX_SESSIONS */
@@ -112,7 +113,10 @@ int hbk_detach_xdp(struct hbk *h);
 int hbk_chain_xdp(struct hbk *h, const char *file, const char *prog, __u32 *id);
 /* The program in an xdp_chain map (by fd): its id and name, or 0 / "" if none. */
 int hbk_chain_query(int chain_fd, __u32 *id, char *name, size_t len);
+/* The config map's load-time fields, and (ifindex > 0) local_addrs from the NIC's addresses. */
 int hbk_write_config(struct hbk *h, int ifindex, const char *ifname, enum hb_xdp_mode mode);
+/* local_addrs = the unicast addresses of the NIC and of the VLAN devices on it (localaddr.h). */
+int hbk_write_local_addrs(struct hbk *h, int ifindex);
 
 /* Pins every shared map and every link of the handle under dir, created with mode 0700. dir must
  * not exist yet (or be empty). On failure everything pinned so far is removed again. */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <xdp/libxdp.h>
 
+#include "localaddr.h"
 #include "log.h"
 #include "sk_skb_hb.skel.h"
 #include "sockops_hb.skel.h"
@@ -287,13 +288,32 @@ int hbk_write_config(struct hbk *h, int ifindex, const char *ifname, enum hb_xdp
 	c.loaded_ns = (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 	c.ifindex = ifindex;
 	c.port = h->opts.port;
+	c.mqtt_port = h->opts.mqtt_port;
 	c.xdp_mode = mode;
 	c.tcp_path = (__u8)h->opts.tcp_path;
 	memset(c.ifname, 0, sizeof(c.ifname));
 	if (ifname)
 		snprintf(c.ifname, sizeof(c.ifname), "%s", ifname);
 	err = bpf_map_update_elem(fd, &zero, &c, BPF_ANY);
-	if (err)
+	if (err) {
 		hb_err("writing the config map: %s", strerror(-err));
+		return err;
+	}
+	return ifindex > 0 ? hbk_write_local_addrs(h, ifindex) : 0;
+}
+
+int hbk_write_local_addrs(struct hbk *h, int ifindex)
+{
+	struct hb_local_addrs set;
+	int err = hb_local_collect(ifindex, &set);
+
+	if (!err) {
+		err = hb_local_sync(hbk_map_fd(h, HB_MAP_LOCAL_ADDRS), &set);
+		err = err < 0 ? err : 0;
+	}
+	if (err)
+		hb_err("writing the addresses of ifindex %d into %s: %s (XDP answers no PING "
+		       "until hbd fills it)",
+		       ifindex, HB_MAP_LOCAL_ADDRS, strerror(-err));
 	return err;
 }

@@ -18,8 +18,8 @@
 #include "xdp_hb.skel.h"
 
 const char *const hbk_map_names[] = {
-	HB_MAP_CONNS,  HB_MAP_SESSIONS,	 HB_MAP_SOCKHASH, HB_MAP_KSTATS, HB_MAP_USTATS,
-	HB_MAP_CONFIG, HB_MAP_XDP_CHAIN, HB_MAP_SEEN,	  NULL,
+	HB_MAP_CONNS,  HB_MAP_SESSIONS,	 HB_MAP_SOCKHASH, HB_MAP_KSTATS,      HB_MAP_USTATS,
+	HB_MAP_CONFIG, HB_MAP_XDP_CHAIN, HB_MAP_SEEN,	  HB_MAP_LOCAL_ADDRS, NULL,
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -154,6 +154,7 @@ int hbk_open(struct hbk **out, const struct hbk_opts *opts)
 		goto fail;
 	}
 	clear_pin_paths(h->skskb->obj);
+	h->skskb->rodata->hb_mqtt_port = o.mqtt_port;
 	if ((err = bpf_map__set_max_entries(h->skskb->maps.conns, o.max_conns)) ||
 	    (err = bpf_map__set_max_entries(h->skskb->maps.sockhash, o.max_conns)) ||
 	    (err = bpf_map__set_max_entries(h->skskb->maps.sessions, o.max_sessions)) ||
@@ -178,6 +179,7 @@ int hbk_open(struct hbk **out, const struct hbk_opts *opts)
 		goto fail;
 	h->sockops->rodata->hb_port = o.port;
 	h->sockops->rodata->hb_netns_cookie = o.netns_cookie;
+	h->sockops->rodata->hb_mqtt_port = o.mqtt_port;
 	err = sockops_hb__load(h->sockops);
 	if (err) {
 		hb_err("loading hb_sockops failed: %s (the verifier's log is above)",

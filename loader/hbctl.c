@@ -19,6 +19,7 @@
 #include "hb_env.h"
 #include "json_out.h"
 #include "log.h"
+#include "mqtt.h"
 #include "opt.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -59,6 +60,8 @@ static const struct hb_opt load_opts[] = {
 	  LOAD(mode), .choices = xdp_modes, .def.i = HB_XDP_NATIVE },
 	{ "port", 'p', "N", "service port (TCP and UDP)", HB_OPT_UINT, LOAD(port),
 	  .def.u = HB_DEFAULT_PORT, .umin = 1, .umax = 65535 },
+	{ "mqtt-port", 0, "N", "also answer MQTT PINGREQs in the kernel on this TCP port (hbd "
+	  "--mqtt-port); 0: none", HB_OPT_UINT, LOAD(mqtt_port), .umin = 0, .umax = 65535 },
 	OPT_PIN(struct hbctl_load_opts),
 	{ "cgroup", 'c', "PATH", "cgroup v2 directory for the sock_ops program", HB_OPT_STRING,
 	  LOAD(cgroup), .def.s = HBK_DEFAULT_CGROUP },
@@ -156,6 +159,10 @@ static const struct hb_opt devices_opts[] = {
 	  .def.s = HBCTL_DEFAULT_KEYS },
 	{ "secret", 0, "HEX", "add: use this secret (16..64 bytes of hex) instead of a random one",
 	  HB_OPT_CUSTOM, .parse = parse_secret, .expect = "16..64 bytes of hex" },
+	{ "realm", 0, "NAME", "mqtt-password: the realm of the server (hbd --mqtt-realm)",
+	  HB_OPT_STRING, DEVICES(mqtt_realm), .def.s = HB_MQTT_DEFAULT_REALM },
+	{ "days", 0, "N", "mqtt-password: days it stays valid (at most hbd --mqtt-max-days)",
+	  HB_OPT_UINT, DEVICES(mqtt_days), .def.u = HB_MQTT_DEFAULT_DAYS, .umin = 0, .umax = 3650 },
 	OPT_CONTROL(struct hbctl_devices_opts),
 	{ "no-reload", 0, NULL, "add/remove: do not ask hbd to reload the key store", HB_OPT_FLAG,
 	  DEVICES(no_reload) },
@@ -186,6 +193,23 @@ static const struct hb_opt events_opts[] = {
 	OPT_HELP,
 	{ 0 },
 };
+
+#define FLEET(f) HB_OPT_AT(struct hbctl_fleet_opts, f)
+static const struct hb_opt fleet_opts[] = {
+	{ "nats", 'N', "URL[,URL...]", "NATS servers, as hbd --nats", HB_OPT_STRING, FLEET(nats),
+	  .def.s = "nats://127.0.0.1:4222" },
+	{ "nats-creds", 0, "FILE", "NATS user credentials file", HB_OPT_STRING, FLEET(creds),
+	  .excludes = "nats-user" },
+	{ "nats-user", 0, "USER", "NATS user name (with --nats-password-file)", HB_OPT_STRING,
+	  FLEET(user) },
+	{ "nats-password-file", 0, "FILE", "the NATS password, on the file's first line",
+	  HB_OPT_STRING, FLEET(password_file) },
+	{ "timeout", 'T', "MS", "send: how long to wait for each answer", HB_OPT_UINT,
+	  FLEET(timeout_ms), .def.u = SEND_TIMEOUT_MS + 1000, .umin = 1, .umax = 600000 },
+	OPT_JSON(struct hbctl_fleet_opts),
+	OPT_HELP,
+	{ 0 },
+};
 /* clang-format on */
 
 /* Room for any command's options. */
@@ -197,6 +221,7 @@ union hbctl_opts {
 	struct hbctl_devices_opts devices;
 	struct hbctl_send_opts send;
 	struct hbctl_events_opts events;
+	struct hbctl_fleet_opts fleet;
 };
 
 enum hbctl_env {
@@ -232,11 +257,13 @@ static const struct hbctl_cmd cmds[] = {
 	{ "stats", "kernel and daemon counters", show_opts, hbctl_do_stats, ENV_PINS,
 	  PIN_OFF(struct hbctl_show_opts), NULL, 0, 0, NULL },
 	{ "devices", "provision and revoke devices in hbd's key store", devices_opts,
-	  hbctl_do_devices, ENV_NONE, 0, "list | add ID | remove ID", 1, 2,
+	  hbctl_do_devices, ENV_NONE, 0, "list | add ID | remove ID | mqtt-password ID", 1, 2,
 	  "  list         the devices, ranges and revocations in the key store (never secrets)\n"
 	  "  add ID       give device ID a fresh random secret, printed once for the device\n"
 	  "  remove ID    revoke device ID: its line goes (or, inside a derive range, an\n"
 	  "               'ID revoked' line is added); hbd reloads and cuts its live session\n"
+	  "  mqtt-password ID   the password device ID gives in an MQTT CONNECT (user name: ID)\n"
+	  "               for hbd --mqtt-realm REALM, valid --days days from today (docs/MQTT.md)\n"
 	  "The file is rewritten atomically (temp file, fsync, rename) with mode 0600 under a\n"
 	  "lock (FILE.lock), and hbd is asked to reload it through its control socket.\n" },
 	{ "send", "send a downlink message to a connected device and wait for its ACK", send_opts,
@@ -247,6 +274,16 @@ static const struct hbctl_cmd cmds[] = {
 	{ "events", "follow presence changes: online, offline, expired, revoked, ...", events_opts,
 	  hbctl_do_events, ENV_NONE, 0, NULL, 0, 0,
 	  "One line per event as hbd reports it (--json: the control socket's JSON lines).\n" },
+	{ "fleet", "fleet mode (hbd --nats): nodes, presence, downlink and DATA in NATS",
+	  fleet_opts, hbctl_do_fleet, ENV_NONE, 0,
+	  "status | presence [ID] | send PAYLOAD ID... | data", 1, HB_OPT_ARGS_ANY,
+	  "  status              the live nodes, their versions and devices; the stream's size\n"
+	  "  presence [ID]       device ID's entry in hbeat_presence; without ID all of them,\n"
+	  "                      one JSON line each\n"
+	  "  send PAYLOAD ID...  a downlink request to each device in turn (hbeat.down.ID); one\n"
+	  "                      JSON line each with the status and the round trip from here\n"
+	  "  data                read HBEAT_DATA once: messages, distinct records, devices\n"
+	  "Exit status 3 if NATS cannot be reached, an entry is missing or a downlink failed.\n" },
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
@@ -451,6 +488,7 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 	const char *then = lo->then, *tcp_s = hb_opt_choice_word(tcp_paths, lo->tcp);
 	struct hbk_opts o = { .xdp_defer_load = true,
 			      .port = lo->port,
+			      .mqtt_port = lo->mqtt_port,
 			      .tcp_path = lo->tcp,
 			      .max_conns = lo->max_conns,
 			      .max_sessions = lo->max_sessions };

@@ -29,6 +29,7 @@ struct hbctl_load_opts {
 	const char *dev;
 	enum hb_xdp_mode mode;
 	uint16_t port;
+	uint16_t mqtt_port; /* 0: none */
 	const char *pin_path;
 	const char *cgroup;
 	const char *then; /* FILE[:PROG] or NULL */
@@ -72,6 +73,8 @@ struct hbctl_conns_opts {
 struct hbctl_devices_opts {
 	const char *keys;
 	const char *secret; /* NULL: a random one */
+	const char *mqtt_realm; /* mqtt-password: --realm */
+	uint32_t mqtt_days; /* mqtt-password: --days */
 	const char *control;
 	bool no_reload;
 	bool json;
@@ -90,6 +93,13 @@ struct hbctl_events_opts {
 	bool json;
 };
 
+struct hbctl_fleet_opts {
+	const char *nats;
+	const char *creds, *user, *password_file;
+	uint32_t timeout_ms;
+	bool json;
+};
+
 /* opts points to the command's struct above. */
 int hbctl_do_load(const void *opts, int argc, char **argv);
 int hbctl_do_unload(const void *opts, int argc, char **argv);
@@ -99,6 +109,7 @@ int hbctl_do_stats(const void *opts, int argc, char **argv);
 int hbctl_do_devices(const void *opts, int argc, char **argv); /* hbctl_devices.c */
 int hbctl_do_send(const void *opts, int argc, char **argv); /* hbctl_app.c */
 int hbctl_do_events(const void *opts, int argc, char **argv);
+int hbctl_do_fleet(const void *opts, int argc, char **argv); /* hbctl_fleet.c */
 
 /* Defaults shared by the commands that talk to hbd or edit its files. */
 #define HBCTL_DEFAULT_KEYS "/etc/hbeat/keys"

@@ -89,6 +89,8 @@ struct row {
 	__u64 pings, echoes;
 	__u32 last_seq;
 	bool keepalive; /* tcp: sock_ops turned TCP keepalive on */
+	bool mqtt; /* tcp: an MQTT device (hbctl load --mqtt-port) */
+	__u16 mqtt_keepalive; /* its CONNECT's keepalive, seconds */
 	bool diag; /* tcp: the kernel's view below is known (hb_diag.h) */
 	__u32 rtt_us, last_ack_ms;
 	char peer[HB_PEER_STR + 48];
@@ -196,6 +198,8 @@ static int collect(int cfd, int sfd, const struct filter *f, struct row **rows, 
 		r.echoes = c.echoes;
 		r.last_seq = c.last_seq;
 		r.keepalive = c.flags & HB_CONN_KEEPALIVE;
+		r.mqtt = c.flags & HB_CONN_MQTT;
+		r.mqtt_keepalive = (__u16)(c.flags >> HB_CONN_MQTT_KA_SHIFT);
 		c.peer[HB_PEER_STR - 1] = 0;
 		pretty_peer(c.peer, r.peer, sizeof(r.peer));
 		if (keep(f, &r) && push_row(rows, n, &cap, &r))
@@ -233,13 +237,15 @@ static json_t *json_row(const struct row *r, __u64 now)
 	__u64 ago = now > r->last_seen_ns ? (now - r->last_seen_ns) / 1000000 : 0;
 
 	/* the UDP token authenticates heartbeats: never printed; TCP rows carry the cookie */
-	return json_pack("{s:s,s:o*,s:o,s:o,s:s,s:o,s:o,s:o*,s:I,s:o*,s:o*,s:o*}", "transport",
-			 r->udp ? "udp" : "tcp", "cookie", r->udp ? NULL : hb_json_u64(r->cookie),
-			 "peer", hb_json_str(r->peer), "device_id", hb_json_u64(r->device_id),
-			 "state", state_str(r->state), "last_seen_ms_ago",
-			 r->last_seen_ns ? hb_json_u64(ago) : json_null(), "pings",
-			 hb_json_u64(r->pings), "echoes", r->udp ? NULL : hb_json_u64(r->echoes),
-			 "last_seq", (json_int_t)r->last_seq, "keepalive",
+	return json_pack("{s:s,s:o*,s:o*,s:o,s:o,s:s,s:o,s:o,s:o*,s:I,s:o*,s:o*,s:o*}", "transport",
+			 r->udp ? "udp" : "tcp", "mqtt_keepalive_s",
+			 r->mqtt ? json_integer(r->mqtt_keepalive) : NULL, "cookie",
+			 r->udp ? NULL : hb_json_u64(r->cookie), "peer", hb_json_str(r->peer),
+			 "device_id", hb_json_u64(r->device_id), "state", state_str(r->state),
+			 "last_seen_ms_ago", r->last_seen_ns ? hb_json_u64(ago) : json_null(),
+			 "pings", hb_json_u64(r->pings), "echoes",
+			 r->udp ? NULL : hb_json_u64(r->echoes), "last_seq",
+			 (json_int_t)r->last_seq, "keepalive",
 			 r->udp ? NULL : json_boolean(r->keepalive), "rtt_us",
 			 tcp_figure(r, r->rtt_us), "last_ack_ms", tcp_figure(r, r->last_ack_ms));
 }
@@ -293,6 +299,13 @@ static void add_kernel_view(struct row *rows, size_t n, __u16 port, bool one_dev
 	return;
 fail:
 	hb_warn("the kernel's RTT and last ACK are not shown: sock_diag: %s", strerror(-err));
+}
+
+/* The TRANSPORT column of an MQTT device: "mqtt/30s", its keepalive. */
+static const char *mqtt_col(const struct row *r, char *out, size_t len)
+{
+	snprintf(out, len, "mqtt/%us", r->mqtt_keepalive);
+	return out;
 }
 
 /* "1.23ms" / "-": a TCP row's RTT for the table. */
@@ -388,7 +401,7 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 				first = false;
 				hb_json_dump(stdout, json_row(r, f.now));
 			} else {
-				char dev[24], seq[16], rtt[16], ack[24];
+				char dev[24], seq[16], rtt[16], ack[24], ka[16];
 
 				snprintf(dev, sizeof(dev), r->device_id ? "%llu" : "-",
 					 (unsigned long long)r->device_id);
@@ -397,8 +410,11 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 				rtt_text(r, rtt, sizeof(rtt));
 				last_ack_text(r, ack, sizeof(ack));
 				printf("%-9s %-47s %-20s %-8s %-14s %10llu %8s %9s %11s\n",
-				       r->udp ? "udp" : "tcp", r->peer, dev, state_str(r->state),
-				       last, (unsigned long long)r->pings, seq, rtt, ack);
+				       r->udp	 ? "udp"
+				       : r->mqtt ? mqtt_col(r, ka, sizeof(ka))
+						 : "tcp",
+				       r->peer, dev, state_str(r->state), last,
+				       (unsigned long long)r->pings, seq, rtt, ack);
 			}
 		}
 		if (json)

@@ -19,12 +19,14 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "auth.h"
 #include "hbctl.h"
 #include "json_out.h"
 #include "log.h"
+#include "mqtt.h"
 
 #define SECRET_BYTES 32
 
@@ -428,6 +430,42 @@ out:
 	return rc;
 }
 
+/* The device's MQTT password, one line on stdout and nothing else (scripts read it). */
+static int do_mqtt_password(const struct hbctl_devices_opts *o, const char *keys, uint64_t id)
+{
+	uint8_t secret[HB_SECRET_MAX];
+	char pw[HB_MQTT_PW_LEN + 1], err[256];
+	struct hb_keystore *ks;
+	uint32_t today = (uint32_t)(time(NULL) / 86400);
+	int slen, n;
+
+	if (hb_keystore_load(keys, &ks, err, sizeof(err))) {
+		hb_err("%s", err);
+		return HBCTL_FAIL;
+	}
+	slen = hb_keystore_secret(ks, id, secret);
+	hb_keystore_free(ks);
+	if (slen < 0) {
+		hb_err("device %" PRIu64 " has no secret in %s%s", id, keys,
+		       slen == -EKEYREVOKED ? " (revoked)" : "");
+		return HBCTL_FAIL;
+	}
+	if (strlen(o->mqtt_realm) > HB_MQTT_REALM_MAX) {
+		hb_err("--realm is longer than %d bytes", HB_MQTT_REALM_MAX);
+		OPENSSL_cleanse(secret, sizeof(secret));
+		return HBCTL_USAGE;
+	}
+	n = hb_mqtt_password(secret, (size_t)slen, o->mqtt_realm, id, today + o->mqtt_days, pw);
+	OPENSSL_cleanse(secret, sizeof(secret));
+	if (n < 0) {
+		hb_err("deriving the password: %s", strerror(-n));
+		return HBCTL_FAIL;
+	}
+	printf("%s\n", pw);
+	OPENSSL_cleanse(pw, sizeof(pw));
+	return HBCTL_OK;
+}
+
 int hbctl_do_devices(const void *opts, int argc, char **argv)
 {
 	const struct hbctl_devices_opts *o = opts;
@@ -437,12 +475,18 @@ int hbctl_do_devices(const void *opts, int argc, char **argv)
 
 	if (!strcmp(sub, "list") && argc == 1)
 		return do_list(o, keys, json);
+	if (!strcmp(sub, "mqtt-password") && argc == 2) {
+		if (parse_id(argv[1], &id))
+			return HBCTL_USAGE;
+		return do_mqtt_password(o, keys, id);
+	}
 	if ((!strcmp(sub, "add") || !strcmp(sub, "remove")) && argc == 2) {
 		if (parse_id(argv[1], &id))
 			return HBCTL_USAGE;
 		return !strcmp(sub, "add") ? do_add(o, keys, id, json)
 					   : do_remove(o, keys, id, json);
 	}
-	fprintf(stderr, "hbctl devices: expected 'list', 'add ID' or 'remove ID' (try --help)\n");
+	fprintf(stderr, "hbctl devices: expected 'list', 'add ID', 'remove ID' or 'mqtt-password "
+			"ID' (try --help)\n");
 	return HBCTL_USAGE;
 }

@@ -286,11 +286,14 @@ int hbctl_do_stats(const void *opts, int argc, char **argv)
 		return HBCTL_FAIL;
 	}
 	if (json) {
-		/* pings_kernel and pings_user are a contract outside checks rely on */
+		/* pings_kernel, pings_user and the mqtt_ pair are a contract outside checks rely
+		 * on */
 		hb_json_print(stdout,
-			      json_pack("{s:o,s:o,s:o,s:o}", "pings_kernel",
+			      json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "pings_kernel",
 					hb_json_u64(k.xdp_pong + k.sk_pong), "pings_user",
-					hb_json_u64(u.pings_user), "kernel",
+					hb_json_u64(u.pings_user), "mqtt_pings_kernel",
+					hb_json_u64(k.mq_pong), "mqtt_pings_user",
+					hb_json_u64(u.mqtt_pings_user), "kernel",
 					hb_json_u64_fields(hb_kstat_names, (const uint64_t *)&k,
 							   HB_KSTATS_N),
 					"user",

@@ -100,6 +100,30 @@ EOF
 jq -r '
   def row($path): "| \($path) | \(.rate) | \(.hb_per_s | round) | \(.pings) | \(.pongs) | \(.rtt_us.p50) | \(.rtt_us.p99) | \(.rtt_us.p999) | \(.server_cpu_pct // "n/a") | \(.client_cpu_pct // "n/a") | \(.ok) |";
   (.ceiling.offload_steps[] | row("kernel")), (.ceiling.user_steps[] | row("userspace"))' "$R"
+if [ "$(q '.keepalive != null')" = true ]; then
+cat <<EOF
+
+## TCP keepalive mode (\`hbctl load --tcp keepalive\`)
+
+The devices send no PINGs: the server's kernel probes each connection once an interval has
+passed without a packet from it, the device's kernel answers, and hbd expires a device when
+its kernel closes the connection for want of answers (Method). \`keepalive.*\` in
+\`result.json\`.
+
+| figure | this run | target | met |
+|---|---|---|---|
+| TCP devices connected (\`keepalive.connected\` of \`keepalive.clients\`) | $(v .keepalive.connected) of $(v .keepalive.clients) | all | $(met '.keepalive.connected == .keepalive.clients') |
+| server CPU per liveness check (\`cpu_us_per_check\`) | $(v .keepalive.cpu_us_per_check) µs | ≤ 1/3 of the next row | $(met '.keepalive.cpu_us_per_check * 3 <= .keepalive.user_cpu_us_per_hb') |
+| server CPU per heartbeat when hbd answers PINGs (\`user_cpu_us_per_hb\`, the tcp-user phase) | $(v .keepalive.user_cpu_us_per_hb) µs | | |
+| dropped devices (\`dead\`), expired by hbd (\`dead_detected\`) | $(v .keepalive.dead), $(v .keepalive.dead_detected) | all | $(met '.keepalive.dead > 0 and .keepalive.dead_detected == .keepalive.dead') |
+| until hbd expired the last of them (\`detect_s\`) | $(v .keepalive.detect_s) s | ≤ interval × (probes + 1) = $(v '.phases["tcp-keepalive"].drop.bound_s') s | $(met '.keepalive.detect_s != null and .keepalive.detect_s <= .phases["tcp-keepalive"].drop.bound_s') |
+| other devices expired (\`false_expiries\`) | $(v .keepalive.false_expiries) | 0 | $(met '.keepalive.false_expiries == 0') |
+| kernel memory per server-side connection (\`kernel_b_per_client\`) | $(v .keepalive.kernel_b_per_client) B | ≤ 4.5 KB | $(met '.keepalive.kernel_b_per_client <= 4608') |
+| keepalive probes the server sent in the steady window | $(v '.phases["tcp-keepalive"].windows.steady.ka_probes') in $(v '.phases["tcp-keepalive"].windows.steady.secs | . * 10 | round / 10') s | | |
+| machine CPU per liveness check (both kernels, client included) | $(v '.phases["tcp-keepalive"].windows.steady as $w | if $w.ka_probes > 0 then ($w.machine_ns / 1000 / $w.ka_probes * 100 | round / 100) else null end') µs | | |
+| noise: CPU 0 / CPU 1 busy in the steady window, other tasks' CPU | $(v '.phases["tcp-keepalive"].windows.steady.cpu | "\(.cpu0.busy_pct | round) % / \(.cpu1.busy_pct | round) %"'), $(v '.phases["tcp-keepalive"].windows.steady as $w | if $w.ns.other then (100 * $w.ns.other / ($w.secs * 1e9) | round | tostring) + " %" else null end') | ~0 | |
+EOF
+fi
 if [ "$FULL" = true ]; then
 cat <<EOF
 
@@ -220,6 +244,34 @@ cat <<'EOF'
 - **Reconnect storm**: last in the TCP offload phase: every client drops its connection at
   once and reconnects at a uniformly random moment of the next 30 s; the figure is the time
   from the drop until the last one is authenticated again.
+- **Keepalive phase** (`tcp-keepalive`): `hbctl load --tcp keepalive` and hbd with
+  `--keepalive-probes` (2 unless `--ka-probes`); hbload's devices see the WELCOME's keepalive
+  flag and send nothing (its summary: `keepalive_devices`, 0 `pings`). A liveness check is one
+  keepalive probe the server's kernel sent: TcpExt `TCPKeepAlive` of the server namespace
+  (`/proc/<hbd>/net/netstat`; the kernel counts it per network namespace, once per probe it
+  transmits), sampled with every snapshot. `cpu_us_per_check` = the server CPU of the steady
+  window (as above) / the probes sent in it. For that the server's receive path is steered to
+  CPU 1 from the first SYN on, so that sock_ops arms every connection's keepalive timer there,
+  and `kernel.timer_migration` is 0 for the phase (else an idle CPU's timers fire on whichever
+  CPU is awake); the probe's way through the veth and the device's ACK are attributed as every
+  packet above. The client veth runs without its XDP program for the phase (TCP needs none
+  there), its packets going into a backlog of `net.core.netdev_max_backlog` = 262144: the
+  kernel fires keepalive timers a timer-wheel bucket at a time, and those bursts of probes
+  overflow the 256-packet ring an XDP program puts the veth in (each probe that fails locally
+  is retried and counted again, and answers come late enough to expire live devices). `user_cpu_us_per_hb` is the server CPU per heartbeat of the `tcp-user` phase
+  of the same run (hbd answering every PING in userspace, no BPF), the alternative keepalive
+  mode replaces; null when that phase did not run. After the window, nftables in the client
+  namespace drops every packet to and from one of the 16 client source addresses (every 16th
+  device; `dead` = the server's established connections from it at that moment); hbd's
+  presence events, followed from just before the drop, date each expiry: `detect_s` is the
+  last dropped device's, counted from the drop (the bound is interval × (probes + 1) after a
+  device's last packet, which came at most an interval before the drop), `dead_detected` how
+  many of them hbd expired, `false_expiries` hbd's `expired_tcp` over the phase minus those.
+  Kernel memory per connection: half the phase's own slab delta per connection, which holds
+  both ends: the server's end (keepalive options, a poll armed) holds less than hbload's (a
+  multishot recv armed; docs/OPERATIONS.md has both measured), so half is an upper bound of the
+  server's share. Like every slab figure here it counts whatever else the machine allocated
+  in the meantime.
 EOF
 # the peer bench's section (scripts/peer-bench.sh --publish): kept when this doc is rewritten
 if [ -s docs/peer-result.json ]; then

@@ -14,7 +14,7 @@
 # XDP program when loaded; SAMPLES the output.
 
 # One JSON line: the event, the time, /proc/stat per CPU, CPU ns per task group, slab and hbd
-# memory. Runs in ~20 ms (a walk over every thread's schedstat).
+# memory, the server namespace's keepalive probes. Runs in ~20 ms (a walk over every thread's schedstat).
 bench_snapshot() {
 	local ev=$1 t=$EPOCHREALTIME d comm rt _ grp tgid
 	local -A ns=()
@@ -59,12 +59,23 @@ bench_snapshot() {
 		rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$HBD_PID/status")
 		anon=$(awk '/^RssAnon:/ { print $2 }' "/proc/$HBD_PID/status")
 	fi
+	# TcpExt TCPKeepAlive: keepalive probes sent, counted per network namespace (the netns
+	# of hbd, whose /proc/PID/net is its own): the liveness checks of --tcp keepalive
+	# and the server veth's transmitted and dropped packets (a full ring on the way out)
+	local ka=0 tx="0 0"
+	if [ -n "${HBD_PID:-}" ] && [ -r "/proc/$HBD_PID/net/netstat" ]; then
+		ka=$(awk '/^TcpExt:/ { if (!h) { for (i = 1; i <= NF; i++) n[i] = $i; h = 1 }
+			else for (i = 1; i <= NF; i++) if (n[i] == "TCPKeepAlive") print $i }' \
+			"/proc/$HBD_PID/net/netstat")
+		tx=$(awk -v d="$SRV_IF:" '$1 == d { print $11, $13 }' "/proc/$HBD_PID/net/dev")
+	fi
+	set -- ${tx:-0 0}
 	local xdp=0
 	if [ -n "${XDP_ID:-}" ]; then
 		xdp=$(bpftool prog show id "$XDP_ID" --json 2>/dev/null | jq '.run_time_ns // 0')
 	fi
-	printf '{"ev":"%s","t":%s,"cpu":{%s},"ns":{%s},"xdp_ns":%s,"slab_kb":%s,"hbd_rss_kb":%s,"hbd_anon_kb":%s}\n' \
-		"$ev" "$t" "$cpuj" "$nsj" "${xdp:-0}" "$slab" "${rss:-0}" "${anon:-0}" >> "$SAMPLES"
+	printf '{"ev":"%s","t":%s,"cpu":{%s},"ns":{%s},"xdp_ns":%s,"tcp_ka":%s,"srv_tx":%s,"srv_txd":%s,"slab_kb":%s,"hbd_rss_kb":%s,"hbd_anon_kb":%s}\n' \
+		"$ev" "$t" "$cpuj" "$nsj" "${xdp:-0}" "${ka:-0}" "${1:-0}" "${2:-0}" "$slab" "${rss:-0}" "${anon:-0}" >> "$SAMPLES"
 }
 
 # Reads hbload's --events lines ("SECONDS EVENT ARGS") and snapshots at each; returns at EOF.

@@ -19,9 +19,11 @@ PNG=${BENCH_PNG:-docs/bench-rtt.png}
 # placement the server is CPU 1's busy time plus the XDP program's run time (it runs on CPU 0:
 # see scripts/bench-lib.sh), the client CPU 0's busy time minus it.
 phase_json() { # DIR
-	local d=$1 hbctl='null'
+	local d=$1 hbctl='null' drop='null'
 	[ -s "$d/hbctl-stats.json" ] && hbctl=$(cat "$d/hbctl-stats.json")
+	[ -s "$d/drop.json" ] && drop=$(cat "$d/drop.json")
 	jq -n --slurpfile s "$d/samples.jsonl" --slurpfile h "$d/hbload.json" --argjson hbctl "$hbctl" \
+		--argjson drop "$drop" \
 		--arg placement "${PLACEMENT:-split}" '
 	  # a thread that exits between two snapshots (an idle kworker) takes its run time
 	  # with it: a group whose sum went down has no figure (null), not a negative one
@@ -35,11 +37,14 @@ phase_json() { # DIR
 	                  steal_pct: (if $tot > 0 then 100 * $d[7] / $tot else 0 end)});
 	  def window($a; $b): cpu($a; $b) as $c | (($b.xdp_ns // 0) - ($a.xdp_ns // 0)) as $x
 	    | {secs: ($b.t - $a.t), ns: delta($a; $b), cpu: $c, xdp_ns: $x,
+	       ka_probes: (($b.tcp_ka // 0) - ($a.tcp_ka // 0)),
+	       srv_tx_packets: (($b.srv_tx // 0) - ($a.srv_tx // 0)),
+	       srv_tx_dropped: (($b.srv_txd // 0) - ($a.srv_txd // 0)),
 	       machine_ns: ([$c[].busy_ns] | add),
 	       server_ns: (if $placement == "split" then $c.cpu1.busy_ns + $x else null end),
 	       client_ns: (if $placement == "split" then $c.cpu0.busy_ns - $x else null end)};
 	  [$s[] | select(.ev | startswith("window_start "))] as $starts
-	  | {hbload: $h[0], hbctl: $hbctl,
+	  | {hbload: $h[0], hbctl: $hbctl, drop: $drop,
 	     windows: ([$starts[] | (.ev | split(" ") | .[1]) as $w
 	        | . as $a | ([$s[] | select(.ev == "window_end " + $w)] | first) as $b
 	        | select($b != null) | {key: $w, value: window($a; $b)}] | from_entries),
@@ -119,13 +124,31 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 	        rtt_us: $usr.hbload.steady.rtt_us, steady_s: $usr.hbload.steady.seconds,
 	        client_cpu_us_per_hb: (client_us_per_hb($usr; "steady") | r2),
 	        noise: noise($usr)} else null end)};
+	# keepalive mode: the server CPU of its steady window per keepalive probe the server sent
+	# in it (TcpExt TCPKeepAlive of the server namespace), against the CPU of the userspace path
+	# per heartbeat (the tcp-user phase of this run); the drop; kernel memory: half the slab
+	# delta per connection of the phase itself (both ends are in it; the server end, a poll
+	# armed, holds less than the hbload end, a multishot recv armed: half is an upper bound)
+	def keepalive($ka; $tu): $ka.windows.steady as $w | ($ka.hbload.connected) as $n | {
+	    clients: $ka.hbload.clients, connected: $n,
+	    cpu_us_per_check: (if $w.server_ns and $w.ka_probes > 0
+	        then ($w.server_ns / 1000 / $w.ka_probes | r2) else null end),
+	    user_cpu_us_per_hb: (if $tu then (us_per_hb($tu; "steady") | r2) else null end),
+	    dead: ($ka.drop.dead // null), dead_detected: ($ka.drop.dead_detected // null),
+	    detect_s: ($ka.drop.detect_s // null),
+	    false_expiries: (if $ka.hbctl and $ka.drop
+	        then ($ka.hbctl.user.expired_tcp - $ka.drop.dead_detected) else null end),
+	    kernel_b_per_client: (if $n > 0 then ($ka.mem.slab_delta_kb * 1024 / (2 * $n) | round)
+	        else null end)};
 	. as $p
 	| ($p["tcp-offload"] // null) as $to | ($p["tcp-user"] // null) as $tu
+	| ($p["tcp-keepalive"] // null) as $tk
 	| ($p["udp-offload"] // null) as $uo | ($p["udp-user"] // null) as $uu
 	| {command: $cmd, placement: $placement, seconds: $secs,
 	   machine: {wakeup_us: $floor},
 	   tcp: (if $to then transport($to; $tu) else null end),
 	   udp: (if $uo then transport($uo; $uu) else null end),
+	   keepalive: (if $tk then keepalive($tk; $tu) else null end),
 	   memory: (if $to then
 	      ($to.hbload.connected) as $n
 	      | {rss_b_per_client: ($to.mem.steady_rss_kb * 1024 / $n | round),

@@ -8,12 +8,17 @@
 # Phases, each with a fresh hbd (and BPF loaded only for the offload ones):
 #   tcp-offload  setup, steady window, reconnect storm, rate ramp       (hbctl load + hbd)
 #   tcp-user     setup, steady window, rate ramp                        (hbd --no-offload)
+#   tcp-keepalive  setup, steady window with no PINGs (the kernels' keepalive probes are
+#                the liveness check), then a drop of every packet of one client source
+#                address until hbd expired those devices    (hbctl load --tcp keepalive + hbd)
 #   udp-offload  setup, steady window                                   (hbctl load + hbd)
 #   udp-user     setup, steady window                                   (hbd --no-offload)
 # Writes build/bench/result.json (keys: docs/BENCHMARKS.md), build/bench/<phase>/ (raw
 # outputs), docs/BENCHMARKS.md and docs/bench-rtt.png (scripts/bench-report.sh).
-# Everything it creates (namespaces, pins, processes, sysctls) is removed on exit, also when
-# interrupted. Needs root; on a shared machine run it under the machine lock.
+# Everything it creates (namespaces, pins, processes, sysctls, nftables rules) is removed on
+# exit, also when interrupted. Needs root; on a shared machine run it under the machine lock.
+# HB_BENCH_NS_PREFIX (default hbsb) names the namespaces (PREFIX-srv, PREFIX-cli) and
+# HB_BENCH_PIN (default /sys/fs/bpf/hbeat-scale-bench) the pins, for a run beside another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench-lib.sh
@@ -30,11 +35,15 @@ STEP=10
 STORM=1
 STORM_MARGIN=40 # after the 30 s storm window, time for the last clients to come back
 PLACEMENT=split
-PHASES=tcp-offload,tcp-user,udp-offload,udp-user
+PHASES=tcp-offload,tcp-user,tcp-keepalive,udp-offload,udp-user
 INTERVAL=30
-NAME=hbsb
+KA_STEADY=60 # steady window of the keepalive phase (no PINGs: the probes are the checks)
+KA_PROBES=2 # hbd --keepalive-probes: dead (probes + 1) intervals after the last packet
+KA_DROP_WAIT= # after the drop, wait at most this long for the expiries (default below)
+KA_SRC_INDEX=16 # the client source address whose packets the drop takes: 10.77.1.N of 16
+NAME=${HB_BENCH_NS_PREFIX:-hbsb}
 PORT=7650
-PIN=/sys/fs/bpf/hbeat-scale-bench
+PIN=${HB_BENCH_PIN:-/sys/fs/bpf/hbeat-scale-bench}
 SRV_CPU=1 CLI_CPU=0
 FLOOR_S=10 # cyclictest before the phases
 
@@ -49,6 +58,11 @@ usage: scripts/bench.sh [options]
   --ramp R1,R2,...     TCP rate ramp, heartbeats/s (default $RAMP); '' for none
   --step S             length of a ramp step (default $STEP)
   --no-storm           skip the reconnect storm
+  --interval S         heartbeat interval, and the keepalive probe interval (default $INTERVAL)
+  --ka-steady S        steady window of the keepalive phase (default $KA_STEADY)
+  --ka-probes N        hbd --keepalive-probes in the keepalive phase (default $KA_PROBES)
+  --ka-drop-wait S     after the drop, wait at most S for the dropped devices' expiry
+                       (default interval x (probes + 2) + 10)
   --placement P        split: from the end of setup on, the server on CPU $SRV_CPU (hbd
                        pinned, its veth's receive path by RPS), the client on CPU $CLI_CPU;
                        none: nothing pinned (default $PLACEMENT)
@@ -67,6 +81,10 @@ while [ $# -gt 0 ]; do
 	--ramp) RAMP=$2; shift ;;
 	--step) STEP=$2; shift ;;
 	--no-storm) STORM=0 ;;
+	--interval) INTERVAL=$2; shift ;;
+	--ka-steady) KA_STEADY=$2; shift ;;
+	--ka-probes) KA_PROBES=$2; shift ;;
+	--ka-drop-wait) KA_DROP_WAIT=$2; shift ;;
 	--placement) PLACEMENT=$2; shift ;;
 	--phases) PHASES=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -78,6 +96,7 @@ case $PLACEMENT in
 split | none) ;;
 *) echo "bench: --placement split|none" >&2; exit 2 ;;
 esac
+KA_DROP_WAIT=${KA_DROP_WAIT:-$(awk -v i="$INTERVAL" -v p="$KA_PROBES" 'BEGIN { print int(i * (p + 2) + 10.999) }')}
 if [ "$(id -u)" -ne 0 ]; then
 	echo "bench: needs root (namespaces, BPF, sysctls)" >&2
 	exit 1
@@ -91,14 +110,17 @@ if [ -e "$PIN" ]; then
 fi
 
 eval "$(scripts/netns.sh env $NAME)"
-HBD_PID= HBL_PID= SAMPLER_PID= TUNED=0 NETNS=0
+HBD_PID= HBL_PID= SAMPLER_PID= EVENTS_PID= TUNED=0 NETNS=0 DROP_ON=0
 cleanup() {
 	set +e
 	local p
-	for p in $HBL_PID $SAMPLER_PID; do
+	for p in $HBL_PID $SAMPLER_PID $EVENTS_PID; do
 		kill -KILL "$p" 2>/dev/null
 	done
+	drop_source off
 	stop_hbd
+	pin_timers off
+	ka_path off
 	[ -d "$PIN" ] && in_srv "$BUILD/hbctl" unload --dev "$SRV_IF" --pin-path "$PIN" >/dev/null 2>&1
 	[ -d "$PIN" ] && rm -rf "$PIN"
 	[ "$NETNS" = 1 ] && scripts/netns.sh down $NAME
@@ -150,6 +172,7 @@ stop_hbd() {
 start_hbd() { # DIR MODE
 	local dir=$1 mode=$2 args=()
 	[ "$mode" = user ] && args+=(--no-offload)
+	[ "$mode" = keepalive ] && args+=(--keepalive-probes "$KA_PROBES" --control "$dir/hbd.sock")
 	nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbd" --port $PORT \
 		--keys "$OUT/keys" --sink "$dir/sink.jsonl" --pin-path "$PIN" --interval $INTERVAL \
 		--max-clients $((CLIENTS + CLIENTS / 10 + 100)) --max-per-source 0 --accept-rate 0 \
@@ -166,20 +189,157 @@ start_hbd() { # DIR MODE
 	return 1
 }
 
+# The drop of the keepalive phase: every packet to and from one client source address
+# (KA_SRC_INDEX of the 16, so every 16th device) vanishes in the client namespace, as if
+# those devices lost power: no RST, no ACK of a probe.
+DROP_ADDR=10.77.1.$KA_SRC_INDEX
+drop_source() { # on|off
+	if [ "$1" = on ]; then
+		ip netns exec "$CLI_NS" nft -f - <<-EOF
+		table inet ${NAME}_drop {
+			chain input { type filter hook input priority 0; ip daddr $DROP_ADDR drop; }
+			chain output { type filter hook output priority 0; ip saddr $DROP_ADDR drop; }
+		}
+		EOF
+		DROP_ON=1
+	elif [ "$DROP_ON" = 1 ]; then
+		ip netns exec "$CLI_NS" nft delete table inet "${NAME}_drop" 2> /dev/null
+		DROP_ON=0
+	fi
+}
+
+# Keepalive timers fire on the CPU that armed them (sock_ops, in the server's receive path:
+# CPU 1 with the split placement), not on whichever CPU is awake when the server's is idle,
+# so that the server's probes are counted on the server's CPU. Host-wide, for the keepalive
+# phase only; restored after it (and by cleanup).
+TIMER_MIGRATION=
+pin_timers() { # on|off
+	if [ "$1" = on ]; then
+		TIMER_MIGRATION=$(cat /proc/sys/kernel/timer_migration)
+		echo 0 > /proc/sys/kernel/timer_migration
+	elif [ -n "$TIMER_MIGRATION" ]; then
+		echo "$TIMER_MIGRATION" > /proc/sys/kernel/timer_migration
+		TIMER_MIGRATION=
+	fi
+}
+
+# The server namespace's TCP counters and both veths' packet counters, into DIR/net-WHEN.txt:
+# what a keepalive figure rests on (probes sent, timeouts, packets a full veth ring dropped).
+net_counters() { # DIR WHEN
+	{
+		cat "/proc/$HBD_PID/net/netstat" "/proc/$HBD_PID/net/snmp" 2> /dev/null
+		ip -n "$SRV_NS" -s -s link show dev "$SRV_IF"
+		ip -n "$CLI_NS" -s -s link show dev "$CLI_IF"
+		ip netns exec "$CLI_NS" cat /proc/net/netstat /proc/net/snmp
+	} > "$1/net-$2.txt" 2>&1
+}
+
+# The keepalive phase's path to the devices. The kernel fires keepalive timers in batches (a
+# timer wheel bucket at a time: 256 ms for a 5 s timer, 2 s for 30 s), so the server sends its
+# probes in bursts of thousands. The client veth's XDP program (xdp_pass, there for UDP's
+# XDP_TX) puts it in NAPI mode with a 256-packet ring, which such a burst overflows: the
+# probe fails locally and is retried (counted again in TCPKeepAlive), answers come late, and a
+# device that answers every probe it gets is expired. A NIC has a qdisc and deep rings; here,
+# for this phase, the client veth takes packets into the backlog instead (no XDP program, and
+# net.core.netdev_max_backlog deep enough for a burst), as TCP needs no XDP on that side.
+BACKLOG=
+ka_path() { # on|off
+	if [ "$1" = on ]; then
+		BACKLOG=$(sysctl -n net.core.netdev_max_backlog)
+		sysctl -qw net.core.netdev_max_backlog=262144
+		ip -n "$CLI_NS" link set dev "$CLI_IF" xdpdrv off
+	elif [ -n "$BACKLOG" ]; then
+		sysctl -qw net.core.netdev_max_backlog="$BACKLOG"
+		BACKLOG=
+		ip -n "$CLI_NS" link set dev "$CLI_IF" xdpdrv obj "$BUILD/bpf/xdp_pass.bpf.o" sec xdp 2> /dev/null
+	fi
+}
+
+# Packets a device dropped on transmit (a full veth ring), from ip -s link.
+tx_dropped() { # NETNS IFACE
+	ip -n "$1" -s link show dev "$2" | awk '/TX:/ { getline; print $4; exit }'
+}
+
+# hbd's counter (user.NAME) from hbctl stats; empty if unreadable.
+hbd_stat() { # NAME
+	in_srv "$BUILD/hbctl" stats --json --pin-path "$PIN" 2> /dev/null | jq -r ".user.$1 // empty"
+}
+
+# After the keepalive phase's steady window: the devices of one source address vanish; how
+# long until hbd has expired each of them (its presence events, followed from before the
+# drop), and whether it expired any other. Writes DIR/drop.json.
+keepalive_drop() { # DIR
+	local dir=$1 dead ka0 exp0 t0 t1 deadline ka n=0 done_s=-1 txd0 txd1
+	in_srv "$BUILD/hbctl" events --json --control "$dir/hbd.sock" > "$dir/events.jsonl" 2> "$dir/events.log" &
+	EVENTS_PID=$!
+	sleep 1
+	# the server's established connections from that address: the devices that will die
+	dead=$(in_srv ss -Htn state established "( sport = :$PORT )" dst "$DROP_ADDR" | wc -l)
+	ka0=$(hbd_stat keepalive_expired)
+	exp0=$(hbd_stat expired_tcp)
+	net_counters "$dir" drop
+	txd0=$(tx_dropped "$SRV_NS" "$SRV_IF")
+	t0=$EPOCHREALTIME
+	drop_source on
+	bench_snapshot drop
+	log "tcp-keepalive: dropping every packet of $DROP_ADDR ($dead connections); waiting up to $KA_DROP_WAIT s for their expiry"
+	deadline=$((SECONDS + KA_DROP_WAIT))
+	while [ $SECONDS -lt $deadline ]; do
+		ka=$(hbd_stat keepalive_expired)
+		n=$((${ka:-$ka0} - ka0))
+		if [ "$n" -ge "$dead" ]; then
+			t1=$EPOCHREALTIME
+			done_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+			break
+		fi
+		sleep 0.5
+	done
+	bench_snapshot drop_done
+	net_counters "$dir" drop_done
+	txd1=$(tx_dropped "$SRV_NS" "$SRV_IF")
+	sleep 2 # the last events on their way to the subscriber
+	kill -TERM "$EVENTS_PID" 2> /dev/null
+	wait "$EVENTS_PID" 2> /dev/null || true
+	EVENTS_PID=
+	drop_source off
+	# dead devices: those hbload gave that address (device - 1 = its index, sources taken
+	# round-robin); the worst detection time is their last expired event's
+	jq -s --argjson t0 "$t0" --argjson dead "$dead" --argjson polled "$done_s" \
+		--argjson ka0 "${ka0:-0}" --argjson exp0 "${exp0:-0}" --arg addr "$DROP_ADDR" \
+		--argjson txd "$((${txd1:-0} - ${txd0:-0}))" \
+		--argjson idx $((KA_SRC_INDEX - 1)) --argjson wait "$KA_DROP_WAIT" \
+		--argjson bound "$(awk -v i="$INTERVAL" -v p="$KA_PROBES" 'BEGIN { print i * (p + 1) }')" '
+	  [.[] | select(.event == "expired")] as $e
+	  | ($e | map(select((.device - 1) % 16 == $idx))) as $d
+	  | {addr: $addr, dead: $dead, dead_detected: ($d | map(.device) | unique | length),
+	     other_expired: ($e | map(select((.device - 1) % 16 != $idx)) | length),
+	     lost_events: ([.[] | select(.event == "lost") | .count] | add // 0),
+	     detect_s: (if ($d | length) > 0 and ($d | map(.device) | unique | length) >= $dead
+	                then (($d | map(.ts_ms) | max) / 1000 - $t0) * 1000 | round / 1000 else null end),
+	     polled_s: (if $polled < 0 then null else $polled end), wait_s: $wait, bound_s: $bound,
+	     keepalive_expired_before: $ka0, expired_tcp_before: $exp0,
+	     srv_tx_dropped: $txd}' \
+		"$dir/events.jsonl" > "$dir/drop.json"
+	log "tcp-keepalive: $(jq -c . "$dir/drop.json")"
+}
+
 # One phase: a fresh hbd (with or without BPF), one hbload run, every sample it needs.
 run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
-	local name=$1 proto=$2 mode=$3 dir=$OUT/$1 steady=${STEADY_OFFLOAD:-$STEADY} rc=0
+	local name=$1 proto=$2 mode=$3 dir=$OUT/$1 steady=${STEADY_OFFLOAD:-$STEADY} rc=0 extra=0
 	shift 3
 	[ "$mode" = user ] && steady=$STEADY_USER
+	[ "$mode" = keepalive ] && steady=$KA_STEADY && extra=$((KA_DROP_WAIT + 15))
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	SAMPLES=$dir/samples.jsonl
-	log "$name: $CLIENTS $proto clients, ${mode} ($( [ "$mode" = offload ] && echo "hbctl load + hbd" || echo "no BPF, hbd --no-offload"))"
+	log "$name: $CLIENTS $proto clients, ${mode} ($(case $mode in offload) echo "hbctl load + hbd" ;; keepalive) echo "hbctl load --tcp keepalive + hbd" ;; *) echo "no BPF, hbd --no-offload" ;; esac))"
 	XDP_ID=
-	if [ "$mode" = offload ]; then
-		in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" --tcp kernel > "$dir/hbctl-load.txt"
+	if [ "$mode" != user ]; then
+		in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" \
+			--tcp "$([ "$mode" = keepalive ] && echo keepalive || echo kernel)" > "$dir/hbctl-load.txt"
 		XDP_ID=$(bench_xdp_id "$SRV_NS" "$SRV_IF")
 	fi
+	[ "$mode" = keepalive ] && pin_timers on && ka_path on
 	start_hbd "$dir" "$mode"
 	sleep 2
 	bench_snapshot hbd_ready
@@ -189,22 +349,34 @@ run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
 	# knows HBL_PID) opens the other end
 	nsenter --net="/run/netns/$CLI_NS" "$BUILD/hbload" --server "$SRV_ADDR" \
 		--port $PORT --clients "$CLIENTS" --proto "$proto" --interval $INTERVAL \
-		--duration $((WARMUP + steady)) --warmup $WARMUP --steady "$steady" \
+		--duration $((WARMUP + steady + extra)) --warmup $WARMUP --steady "$steady" \
 		--keys "$OUT/keys" --source "10.77.1.1-10.77.1.16" --setup-timeout $((60 + CLIENTS / 10000)) \
 		--events "$dir/events.fifo" --hist "$dir/hist.txt" --json "$@" \
 		> "$dir/hbload.json" 2> "$dir/hbload.log" &
 	HBL_PID=$!
 	place_none
+	# keepalive: the server's receive path on its CPU from the first SYN on, so that sock_ops
+	# arms every connection's keepalive timer there (pin_timers)
+	if [ "$mode" = keepalive ] && [ "$PLACEMENT" = split ]; then
+		bench_rps "$SRV_NS" "$SRV_IF" $((1 << SRV_CPU))
+	fi
 	bench_sampler "$dir/events.fifo" "$([ "$PLACEMENT" = split ] && echo placement_hook)" &
 	SAMPLER_PID=$!
 	# slab while every client is connected: the steady window's first event
 	while kill -0 "$HBL_PID" 2>/dev/null; do
 		if grep -q 'window_start steady' "$SAMPLES" 2>/dev/null; then
 			bench_slabinfo "$dir/slab-steady.txt"
+			[ "$mode" = keepalive ] && net_counters "$dir" steady
 			break
 		fi
 		sleep 0.5
 	done
+	if [ "$mode" = keepalive ]; then
+		while kill -0 "$HBL_PID" 2>/dev/null && ! grep -q 'window_end steady' "$SAMPLES" 2>/dev/null; do
+			sleep 0.5
+		done
+		kill -0 "$HBL_PID" 2>/dev/null && keepalive_drop "$dir"
+	fi
 	wait "$HBL_PID" || rc=$?
 	HBL_PID=
 	wait "$SAMPLER_PID" || true
@@ -215,11 +387,12 @@ run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
 		echo "bench: hbload failed ($rc) in $name" >&2
 		return 1
 	fi
-	[ "$mode" = offload ] && in_srv "$BUILD/hbctl" stats --json --pin-path "$PIN" > "$dir/hbctl-stats.json"
+	[ "$mode" != user ] && in_srv "$BUILD/hbctl" stats --json --pin-path "$PIN" > "$dir/hbctl-stats.json"
 	stop_hbd
-	if [ "$mode" = offload ]; then
+	if [ "$mode" != user ]; then
 		in_srv "$BUILD/hbctl" unload --dev "$SRV_IF" --pin-path "$PIN" > /dev/null
 	fi
+	[ "$mode" = keepalive ] && pin_timers off && ka_path off
 	XDP_ID=
 	bench_wait_sockets "$SRV_NS" 100 60 || true
 	bench_wait_slab 20000 90 || true
@@ -271,6 +444,7 @@ for ph in "${phases[@]}"; do
 		[ -n "$RAMP" ] && args+=(--steps-at $((WARMUP + STEADY_USER)))
 		run_phase tcp-user tcp user "${args[@]}"
 		;;
+	tcp-keepalive) run_phase tcp-keepalive tcp keepalive ;;
 	udp-offload) STEADY_OFFLOAD=$STEADY_UDP run_phase udp-offload udp offload ;;
 	udp-user) run_phase udp-user udp user ;;
 	*) echo "bench: unknown phase '$ph'" >&2; exit 2 ;;

@@ -21,7 +21,7 @@ fi
 secs=${1:-20}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(frame reasm hello)
+[ ${#targets[@]} -eq 0 ] && targets=(frame reasm hello mqtt)
 
 make --no-print-directory BUILD="$BUILD" fuzz >/dev/null || {
 	echo "fuzz: building the fuzzers failed (needs clang and libclang-rt-14-dev: scripts/deps.sh)" >&2

@@ -359,7 +359,7 @@ static void tcp_user_attaches_no_tcp_programs(void **state)
 	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
 	HT_TRUE(out_has("\"xdp_detached\":true,\"sockops_detached\":false,"),
 		"hbctl unload detached XDP and no sock_ops (output in %s)", C.out);
-	HT_TRUE(out_has("\"tcp\":\"user\",\"pins_removed\":8,\"pin_dir_removed\":true"),
+	HT_TRUE(out_has("\"tcp\":\"user\",\"pins_removed\":9,\"pin_dir_removed\":true"),
 		"hbctl unload removed every pin and the directory (output in %s)", C.out);
 	HT_NE(access(C.pin, F_OK), 0, "pin directory %s removed by unload", C.pin);
 }
@@ -394,7 +394,7 @@ static void tcp_keepalive_attaches_sock_ops_only(void **state)
 	HT_EQ(hbctl(args), 0, "exit code of hbctl %s (output in %s)", args, C.out);
 	HT_TRUE(out_has("\"xdp_detached\":true,\"sockops_detached\":true,"),
 		"hbctl unload detached XDP and sock_ops (output in %s)", C.out);
-	HT_TRUE(out_has("\"tcp\":\"keepalive\",\"pins_removed\":9,\"pin_dir_removed\":true"),
+	HT_TRUE(out_has("\"tcp\":\"keepalive\",\"pins_removed\":10,\"pin_dir_removed\":true"),
 		"hbctl unload removed every pin and the directory (output in %s)", C.out);
 	HT_NE(access(C.pin, F_OK), 0, "pin directory %s removed by unload", C.pin);
 }

@@ -19,6 +19,8 @@
 #include "auth.h"
 #include "hbclient.h"
 #include "proto.h"
+#include "sesskey.h"
+#include <endian.h>
 
 #define DEV 4242
 #define TOKEN 0x1122334455667788ULL
@@ -451,6 +453,80 @@ static void test_backoff(void **state)
 			"draws in quarter %d of [0, 8000] ms (of 10000)", q);
 }
 
+/* Version 2: the device derives the session key from its HELLO and the WELCOME (as the server
+ * does, here with the same library calls hbd makes), ignores a WELCOME or reply not tagged under
+ * it, tags its own frames, keeps its PING timestamps strictly rising, and answers a path
+ * challenge with the same bytes. */
+static void test_v2_session(void **state)
+{
+	struct fixture *fx = *state;
+	const uint8_t snonce[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, wrong[16] = { 9 };
+	uint8_t prk[HB_MAC_LEN], key[HB_SESSION_KEY_LEN], pl[8];
+	struct hb_welcome2 w = { .interval_ms = htonl(1000), .timeout_ms = htonl(1500) };
+	struct hb_hello_msg m;
+	struct hb_frame f;
+	struct hbc_ev ev;
+	struct hbc c;
+	uint64_t ts1, ts2;
+	int n;
+
+	hbc_init(&c, DEV, HB_UDP);
+	HT_EQ(hbc_use_v2(&c), 0, "version 2 on UDP");
+	n = hbc_hello(&c, fx->buf, sizeof(fx->buf), fx->secret, (size_t)fx->slen, NOW_MS);
+	HT_EQ(n, HB_TAG_LEN + 16 + (int)sizeof(struct hb_hello_bound), "a v2 HELLO's size");
+	HT_EQ(hb_decode_dgram(fx->buf, (size_t)n, &f), HB_DECODE_OK, "decode of the v2 HELLO");
+	HT_EQ(f.version, HB_VERSION_2, "its version");
+	HT_EQ(hb_hello_parse(f.payload, f.len, &m), 0, "the bound HELLO");
+	HT_EQ(hb_hello_msg_verify(fx->ks, &m, 0, NOW_MS, 30000, prk), HB_AUTH_OK, "its MAC");
+	HT_EQ(hb_session_key(prk, snonce, TOKEN, key), 0, "the server's session key");
+	w.token = htobe64(TOKEN);
+	memcpy(w.nonce, snonce, sizeof(snonce));
+	/* a WELCOME from someone without the secret: another key */
+	n = (int)hb_encode_v2(fx->rx, sizeof(fx->rx), HB_WELCOME, 1, TOKEN, &w, sizeof(w), wrong);
+	hb_decode_dgram(fx->rx, (size_t)n, &f);
+	HT_EQ(hbc_input(&c, &f, 0, &ev), HBC_EV_STRAY, "a WELCOME under another key");
+	HT_EQ(c.state, HBC_HELLO_SENT, "still waiting for the WELCOME");
+	n = (int)hb_encode_v2(fx->rx, sizeof(fx->rx), HB_WELCOME, 1, TOKEN, &w, sizeof(w), key);
+	hb_decode_dgram(fx->rx, (size_t)n, &f);
+	HT_EQ(hbc_input(&c, &f, 0, &ev), HBC_EV_WELCOME, "the server's WELCOME");
+	HT_TRUE(!memcmp(c.key, key, sizeof(key)), "the device derived the server's key");
+	/* PINGs: tagged, timestamps rising even when the caller's clock does not */
+	n = hbc_ping(&c, fx->buf, sizeof(fx->buf), 5000, NULL);
+	HT_EQ(n, HB_PING_V2_BYTES, "a v2 PING's size");
+	hb_decode_dgram(fx->buf, (size_t)n, &f);
+	HT_TRUE(hb_frame_tag_ok(key, f.raw, f.size), "the PING's tag under the session key");
+	ts1 = hb_get_be64(f.payload);
+	n = hbc_ping(&c, fx->buf, sizeof(fx->buf), 5000, NULL);
+	hb_decode_dgram(fx->buf, (size_t)n, &f);
+	ts2 = hb_get_be64(f.payload);
+	HT_GT(ts2, ts1, "a second PING at the same clock still has a newer timestamp");
+	/* its PONG under another key, or as version 1, is a stray; under the key it counts */
+	memcpy(pl, f.payload, 8);
+	n = (int)hb_encode_v2(fx->rx, sizeof(fx->rx), HB_PONG, f.seq, TOKEN, pl, 8, wrong);
+	hb_decode_dgram(fx->rx, (size_t)n, &f);
+	HT_EQ(hbc_input(&c, &f, 6000, &ev), HBC_EV_STRAY, "a PONG under another key");
+	n = (int)hb_encode(fx->rx, sizeof(fx->rx), HB_UDP, HB_PONG, f.seq, TOKEN, pl, 8);
+	hb_decode_dgram(fx->rx, (size_t)n, &f);
+	HT_EQ(hbc_input(&c, &f, 6000, &ev), HBC_EV_STRAY, "a version 1 PONG");
+	n = (int)hb_encode_v2(fx->rx, sizeof(fx->rx), HB_PONG, f.seq, TOKEN, pl, 8, key);
+	hb_decode_dgram(fx->rx, (size_t)n, &f);
+	HT_EQ(hbc_input(&c, &f, 6000, &ev), HBC_EV_PONG, "the PONG under the key");
+	/* a path challenge is answered with its bytes, under the key */
+	memcpy(pl, "\x11\x22\x33\x44\x55\x66\x77\x88", 8);
+	n = (int)hb_encode_v2(fx->rx, sizeof(fx->rx), HB_PATH_CHALLENGE, 0, TOKEN, pl, 8, key);
+	hb_decode_dgram(fx->rx, (size_t)n, &f);
+	HT_EQ(hbc_input(&c, &f, 6000, &ev), HBC_EV_PATH_CHALLENGE, "a path challenge");
+	n = hbc_path_response(&c, fx->buf, sizeof(fx->buf), ev.payload);
+	HT_GT(n, 0, "PATH_RESPONSE built");
+	hb_decode_dgram(fx->buf, (size_t)n, &f);
+	HT_EQ(f.type, HB_PATH_RESPONSE, "its type");
+	HT_TRUE(!memcmp(f.payload, pl, 8), "it carries the challenge's bytes");
+	HT_TRUE(hb_frame_tag_ok(key, f.raw, f.size), "under the session key");
+	/* TCP has no version 2 */
+	hbc_init(&c, DEV, HB_TCP);
+	HT_EQ(hbc_use_v2(&c), -EINVAL, "version 2 on TCP");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -463,6 +539,7 @@ int main(void)
 		cmocka_unit_test(test_bye_and_error),
 		cmocka_unit_test(test_udp_tokens),
 		cmocka_unit_test(test_backoff),
+		cmocka_unit_test(test_v2_session),
 	};
 
 	return cmocka_run_group_tests_name("hbclient", tests, setup, teardown);

@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "hbclient.h"
+#include "lib/clients.h"
 #include "lib/ht_assert.h"
 #include "lib/bpf_util.h"
 #include "lib/hbd_harness.h"
@@ -534,9 +536,62 @@ static void stamp_refreshes(void **state)
 	HT_EQ(a.max_payload, 1000,
 	      "config.max_payload (--max-payload 1000: the kernel reflects no "
 	      "larger ECHO)");
+	HT_EQ(a.flags, 0, "config.flags (no --require-udp-mac: XDP answers version 1 PINGs)");
 	HT_GT(b.alive_ns, a.alive_ns, "alive_ns moved on in 0.6 s (interval 0.3 s)");
 	HT_TRUE(b.alive_ns <= hbt_now_ns() && hbt_now_ns() - b.alive_ns < 1000000000ull,
 		"alive_ns %llu within 1 s before now", (unsigned long long)b.alive_ns);
+}
+
+/* A version 2 session's kernel entry: what XDP needs to check and tag its PINGs (version, the
+ * key the device derived, the window) comes from hbd before the device has its WELCOME. */
+static void v2_session_entry(void **state)
+{
+	struct hb_session_key k;
+	struct hb_session sv;
+	struct hbc c;
+	int fd = ht_udp(false);
+
+	(void)state;
+	HT_EQ(ht_v2_login(fd, D.port, 109, &c), 0, "version 2 login of device 109");
+	k.token = c.token;
+	HT_EQ(bpf_map_lookup_elem(P.sessions, &k, &sv), 0, "sessions entry of device 109");
+	HT_EQ(sv.version, HB_VERSION_2, "the entry's version");
+	HT_TRUE(!memcmp(sv.key, c.key, HB_SESSION_KEY_LEN), "the entry's key is the device's");
+	HT_EQ(sv.last_ts, 0, "a fresh replay window");
+	HT_EQ(sv.device_id, 109, "the entry's device");
+	close(fd);
+}
+
+/* One replay window for XDP and hbd: a PING older than what the kernel's entry says XDP took is
+ * not answered by hbd either, and what hbd takes goes into the entry (no XDP on this daemon's
+ * NIC here: every PING reaches hbd, as when the fast path is down). */
+static void v2_window_shared_with_xdp(void **state)
+{
+	const uint64_t xdp_took = 1ULL << 40;
+	uint8_t p[HB_MAX_FRAME], buf[HB_MAX_FRAME];
+	struct hb_session_key k;
+	struct hb_session sv;
+	struct hb_frame f;
+	struct hbc_ev ev;
+	struct hbc c;
+	int fd = ht_udp(false), n;
+
+	(void)state;
+	HT_EQ(ht_v2_login(fd, D.port, 110, &c), 0, "version 2 login of device 110");
+	k.token = c.token;
+	HT_EQ(bpf_map_lookup_elem(P.sessions, &k, &sv), 0, "sessions entry of device 110");
+	sv.last_ts = xdp_took; /* as if XDP had answered PINGs up to there */
+	HT_EQ(bpf_map_update_elem(P.sessions, &k, &sv, BPF_EXIST), 0, "the entry's window moved");
+	n = hbc_ping(&c, p, sizeof(p), xdp_took - 5, NULL);
+	HT_EQ(ht_udp_send_raw(fd, D.port, p, (size_t)n), 0, "an old PING sent");
+	HT_NE(ht_udp_recv(fd, buf, &f, 300), 1, "no answer to a PING older than XDP's window");
+	n = hbc_ping(&c, p, sizeof(p), xdp_took + 10, NULL);
+	HT_EQ(ht_udp_send_raw(fd, D.port, p, (size_t)n), 0, "a newer PING sent");
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "the newer PING answered by hbd");
+	HT_EQ(hbc_input(&c, &f, xdp_took * 2, &ev), HBC_EV_PONG, "a PONG under the key");
+	HT_EQ(bpf_map_lookup_elem(P.sessions, &k, &sv), 0, "sessions entry again");
+	HT_EQ(sv.last_ts, xdp_took + 10, "hbd put the PING it took into the entry's window");
+	close(fd);
 }
 
 static void pings_reaching_daemon_are_answered_and_counted(void **state)
@@ -1068,6 +1123,8 @@ int main(void)
 		cmocka_unit_test(tcp_expiry_reads_last_seen_from_map),
 		cmocka_unit_test(udp_expiry_reads_last_seen_from_map),
 		cmocka_unit_test(stamp_refreshes),
+		cmocka_unit_test(v2_session_entry),
+		cmocka_unit_test(v2_window_shared_with_xdp),
 		cmocka_unit_test(pings_reaching_daemon_are_answered_and_counted),
 		cmocka_unit_test(revocation_deletes_map_entries),
 	};

@@ -10,6 +10,11 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include <arpa/inet.h>
+
+#include "clock.h"
+#include "hbclient.h"
+#include "lib/clients.h"
 #include "lib/ht_assert.h"
 #include "lib/hbd_harness.h"
 
@@ -339,6 +344,74 @@ static void sigterm_byes_sessions(void **state)
 	ht_cleanup(&d);
 }
 
+/* Version 2 in userspace: the device library's state machine logs in (a WELCOME tagged under
+ * the derived key), PINGs, ECHOs and sends DATA, every answer tagged; a PING whose tag does not
+ * verify, or sent twice, gets nothing. */
+static void v2_session(void **state)
+{
+	uint8_t buf[HB_MAX_FRAME], p[HB_MAX_FRAME];
+	struct hb_frame f;
+	struct hbc_ev ev;
+	struct hbc c;
+	int fd = ht_udp(false), n;
+
+	(void)state;
+	HT_EQ(ht_v2_login(fd, D.port, 6, &c), 0, "version 2 login of device 6");
+	n = hbc_ping(&c, p, sizeof(p), hb_mono_ns(), NULL);
+	HT_EQ(ht_udp_send_raw(fd, D.port, p, (size_t)n), 0, "PING sent");
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "an answer to the PING");
+	HT_EQ(f.version, HB_VERSION_2, "the PONG's version");
+	HT_EQ(hbc_input(&c, &f, hb_mono_ns(), &ev), HBC_EV_PONG, "a PONG under the session key");
+	HT_EQ(ht_udp_send_raw(fd, D.port, p, (size_t)n), 0, "the same PING again");
+	HT_NE(ht_udp_recv(fd, buf, &f, SILENCE_MS), 1, "no answer to a replayed PING");
+	n = hbc_ping(&c, p, sizeof(p), hb_mono_ns(), NULL);
+	p[n - 3] ^= 1;
+	HT_EQ(ht_udp_send_raw(fd, D.port, p, (size_t)n), 0, "PING with a wrong tag sent");
+	HT_NE(ht_udp_recv(fd, buf, &f, SILENCE_MS), 1, "no answer to a PING with a wrong tag");
+	n = hbc_echo(&c, p, sizeof(p), "v2", 2, NULL);
+	HT_EQ(ht_udp_send_raw(fd, D.port, p, (size_t)n), 0, "ECHO sent");
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "the ECHO back");
+	HT_EQ(hbc_input(&c, &f, hb_mono_ns(), &ev), HBC_EV_ECHO, "the ECHO under the session key");
+	n = hbc_data(&c, p, sizeof(p), "v2", 2, NULL);
+	HT_EQ(ht_udp_send_raw(fd, D.port, p, (size_t)n), 0, "DATA sent");
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "the DATA's ACK");
+	HT_EQ(hbc_input(&c, &f, hb_mono_ns(), &ev), HBC_EV_ACK, "an ACK under the session key");
+	n = hbc_bye(&c, p, sizeof(p), HB_BYE_NORMAL);
+	HT_EQ(ht_udp_send_raw(fd, D.port, p, (size_t)n), 0, "BYE sent");
+	close(fd);
+}
+
+/* --require-udp-mac: a version 1 UDP HELLO gets ERROR(VERSION), a version 2 one a WELCOME;
+ * TCP is not concerned. */
+static void require_udp_mac(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--require-udp-mac", NULL };
+	uint8_t buf[HB_MAX_FRAME];
+	struct ht_daemon d;
+	struct hb_frame f;
+	struct hb_hello h;
+	struct hb_error e;
+	struct hbc c;
+	int fd = ht_udp(false), t;
+
+	(void)state;
+	HT_EQ(ht_start(&d, args), 0, "hbd --require-udp-mac started");
+	ht_hello(&h, 3, 0);
+	HT_EQ(ht_udp_send(fd, d.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0, "v1 HELLO sent");
+	HT_EQ(ht_udp_recv(fd, buf, &f, HT_IO_MS), 1, "an answer to the v1 HELLO");
+	HT_EQ(f.type, HB_ERROR, "the answer to a v1 UDP HELLO: %s", hb_type_str(f.type));
+	memcpy(&e, f.payload, sizeof(e));
+	HT_EQ(ntohs(e.code), HB_ERR_VERSION, "its code: VERSION");
+	HT_EQ(ht_v2_login(fd, d.port, 3, &c), 0, "version 2 login of the same device");
+	t = ht_tcp_login(d.port, 4, false, NULL);
+	HT_GE(t, 0, "TCP login (version 1) beside --require-udp-mac");
+	close(t);
+	close(fd);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd");
+	HT_EQ(ht_exit_stat(&d, "udp_v1_refused"), 1, "udp_v1_refused");
+	ht_cleanup(&d);
+}
+
 /* Needs its own daemon: an IPv4-only socket answers through sockaddr_in, not v4-mapped. */
 static void ipv4_bind(void **state)
 {
@@ -378,11 +451,13 @@ int main(void)
 		cmocka_unit_test(nat_rebinding_moves_session),
 		cmocka_unit_test(second_hello_supersedes),
 		cmocka_unit_test(many_sessions),
+		cmocka_unit_test(v2_session),
 	};
 	const struct CMUnitTest own[] = {
 		cmocka_unit_test_teardown(silent_session_expires, ht_reap),
 		cmocka_unit_test_teardown(sigterm_byes_sessions, ht_reap),
 		cmocka_unit_test_teardown(ipv4_bind, ht_reap),
+		cmocka_unit_test_teardown(require_udp_mac, ht_reap),
 	};
 	int rc;
 

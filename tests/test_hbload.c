@@ -110,6 +110,10 @@ static void run(struct fx *fx, ...)
 		argv[argc++] = keys_path;
 	}
 	argv[argc++] = "--no-progress";
+	/* the responder speaks version 1 only; hbload's version 2 meets the real hbd in
+	 * test_hbload_hbd and test_hostile */
+	argv[argc++] = "--udp-version";
+	argv[argc++] = "1";
 	argv[argc] = NULL;
 	fx->status = hbt_run(hbload_path, argv, RUN_TIMEOUT_S, fx->out, sizeof(fx->out));
 	print_message("hbload %s %s -> exit %d\n%s", argv[1], argv[2], fx->status, fx->out);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* hbload against the real daemon: $BUILD/hbd --no-offload on loopback (no BPF involved), a few
  * hundred TCP and UDP clients with DATA, ECHO and silent devices; hbload's JSON summary is
- * checked on its own and against the counters hbd prints when it exits.
+ * checked on its own and against the counters hbd prints when it exits. Downlinks sent with
+ * the real hbctl through hbd's control socket reach hbload's devices and are ACKed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,10 +28,10 @@
 #define CLIENTS 300
 #define SILENT 5
 
-static char hbload_path[PATH_MAX], hbd_path[PATH_MAX];
+static char hbload_path[PATH_MAX], hbd_path[PATH_MAX], hbctl_path[PATH_MAX];
 
 struct fx {
-	char dir[64], keys[96], sink[96], log[96], port[12];
+	char dir[64], keys[96], sink[96], log[96], port[12], ctl[96];
 	pid_t hbd;
 	int hbd_out;
 	char out[16384], hbd_json[8192];
@@ -81,6 +82,7 @@ static int setup(void **state)
 	snprintf(fx->keys, sizeof(fx->keys), "%s/keys", fx->dir);
 	snprintf(fx->sink, sizeof(fx->sink), "%s/sink.jsonl", fx->dir);
 	snprintf(fx->log, sizeof(fx->log), "%s/hbd.log", fx->dir);
+	snprintf(fx->ctl, sizeof(fx->ctl), "%s/hbd.sock", fx->dir);
 	f = fopen(fx->keys, "w");
 	assert_non_null(f);
 	fprintf(f, "1-100000 derive %s\n", MASTER);
@@ -91,7 +93,7 @@ static int setup(void **state)
 	const char *argv[] = {
 		hbd_path, "--no-offload", "--port", fx->port, "--keys", fx->keys, "--interval",
 		"0.2", "--expiry-mult", "3", "--sink", fx->sink, "--max-clients", "2000",
-		"--workers", "2",
+		"--workers", "2", "--control", fx->ctl,
 		/* never the default pins of a really loaded hbeat (a running demo) */
 		"--pin-path", fx->dir, NULL
 	};
@@ -219,14 +221,96 @@ static void test_tcp_then_udp(void **state)
 	HT_EQ(lines, data, "lines in the sink %s against the DATA sent", fx->sink);
 }
 
+#define DOWN_CLIENTS 8
+
+/* `hbctl send` to device dev through hbd's control socket: its exit code (0: the device ACKed
+ * the message), retried while the device is not yet online (status "offline"). */
+static int send_down(struct fx *fx, unsigned dev)
+{
+	char id[16], out[1024];
+	const char *argv[] = { hbctl_path, "send", "--control",	       fx->ctl, "--timeout", "3000",
+			       "--json",   id,	   "downlink-payload", NULL };
+	int rc = -1;
+
+	snprintf(id, sizeof(id), "%u", dev);
+	for (int i = 0; i < 40; i++) {
+		rc = hbt_run(hbctl_path, argv, 10, out, sizeof(out));
+		if (rc != 3 || !strstr(out, "\"offline\""))
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = 100000000 }, NULL);
+	}
+	return rc;
+}
+
+/* hbload's devices take downlinks: every `hbctl send` to one of them is delivered (hbd got
+ * the ACK), over TCP and over UDP, and hbload counts each DOWN it received and ACKed. */
+static void test_downlinks_are_acked(void **state)
+{
+	struct fx *fx = *state;
+	static const char *const protos[] = { "tcp", "udp" };
+
+	for (int p = 0; p < 2; p++) {
+		char n[12];
+		const char *argv[] = { hbload_path,
+				       "--server",
+				       "127.0.0.1",
+				       "--port",
+				       fx->port,
+				       "--keys",
+				       fx->keys,
+				       "--clients",
+				       n,
+				       "--proto",
+				       protos[p],
+				       "--interval",
+				       "0.2",
+				       "--duration",
+				       "6",
+				       "--json",
+				       "--no-progress",
+				       "--first-device",
+				       p ? "101" : "1",
+				       NULL };
+		time_t deadline = time(NULL) + 60;
+		pid_t pid;
+		int out, rc;
+
+		snprintf(n, sizeof(n), "%d", DOWN_CLIENTS);
+		pid = hbt_spawn(hbload_path, argv, &out, NULL);
+		HT_GT(pid, 0, "hbload --proto %s spawned", protos[p]);
+		for (unsigned d = 0; d < DOWN_CLIENTS; d++)
+			HT_EQ(send_down(fx, (p ? 101 : 1) + d), 0,
+			      "exit code of hbctl send to hbload's %s device %u (0: delivered)",
+			      protos[p], (p ? 101 : 1) + d);
+		hbt_drain(out, fx->out, sizeof(fx->out), deadline);
+		close(out);
+		rc = hbt_reap(pid, deadline);
+		print_message("hbload %s -> exit %d\n%s", protos[p], rc, fx->out);
+		HT_EQ(rc, 0, "exit code of hbload --proto %s (summary above)", protos[p]);
+		HT_EQ(num(fx->out, "downs_received"), DOWN_CLIENTS,
+		      "hbload's downs_received over %s: one a device", protos[p]);
+		HT_EQ(num(fx->out, "downs_acked"), DOWN_CLIENTS, "hbload's downs_acked over %s",
+		      protos[p]);
+		HT_EQ(num(fx->out, "downs_dropped"), 0, "hbload's downs_dropped over %s",
+		      protos[p]);
+		HT_EQ(num(fx->out, "keepalive_devices"), 0,
+		      "hbload's keepalive_devices against hbd --no-offload");
+		HT_EQ(num(fx->out, "errors"), 0, "hbload's errors over %s", protos[p]);
+		HT_EQ(num(fx->out, "pongs"), num(fx->out, "pings"),
+		      "hbload's pongs against pings over %s", protos[p]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_tcp_then_udp, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_downlinks_are_acked, setup, teardown),
 	};
 
 	(void)argc;
 	if (hbt_find("hbload", argv[0], hbload_path, sizeof(hbload_path)) ||
+	    hbt_find("hbctl", argv[0], hbctl_path, sizeof(hbctl_path)) ||
 	    hbt_find("hbd", argv[0], hbd_path, sizeof(hbd_path))) {
 		fprintf(stderr, "test_hbload_hbd: hbload and hbd must be built ($BUILD or %s)\n",
 			hbload_path);

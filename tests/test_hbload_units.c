@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* hbload's pure logic: the timing wheel (never early, never lost), the UDP token map, the
- * command line and --source lists. No sockets, no rings.
+ * command line and --source lists, the ACKs of downlinks (on a real io_uring whose SQEs are
+ * read back, never submitted). No sockets.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 
 /* by path, as the other hbload tests do */
 #include "lib/ht_assert.h"
+#include "../user/hbload/hbload.h"
 #include "../user/hbload/opts.h"
 #include "../user/hbload/tokmap.h"
 #include "../user/hbload/wakeups.h"
@@ -369,6 +371,93 @@ static void test_windows(void **state)
 	assert_non_null(strstr(buf, " 5\n"));
 }
 
+/* The ACK a queued SQE would send: its client and the seq of the frame in its buffer. */
+static void sqe_is_ack(struct hbl_ring *r, struct io_uring_sqe *sqe, uint32_t l, uint16_t seq)
+{
+	struct hb_frame f;
+
+	HT_EQ(hbl_ud_op(sqe->user_data), HBL_OP_TCP_SEND, "op of the SQE");
+	HT_EQ(hbl_ud_idx(sqe->user_data), l, "client of the SQE");
+	HT_EQ(hb_decode_stream(hbl_sbuf(&r->sb, hbl_ud_buf(sqe->user_data)), sqe->len, &f),
+	      HB_DECODE_OK, "the frame the SQE sends decodes");
+	HT_EQ(f.type, HB_ACK, "frame type");
+	HT_EQ(f.seq, seq, "seq of the ACK: the DOWN's");
+}
+
+/* A DOWN is ACKed at once when the connection is free; behind a TCP send in flight or without
+ * a send buffer it waits, in order, and goes once it can; a session gone meanwhile drops it. */
+static void test_downlink_acks(void **state)
+{
+	struct hbl_cfg cfg = { .o = { .proto = HB_TCP } };
+	struct hbl_ring r = { .cfg = &cfg, .n = 3 };
+	struct hbl_client cl[3] = { 0 };
+	unsigned head, n = 0;
+	struct io_uring_sqe *sqes[256];
+
+	(void)state;
+	r.cl = cl;
+	HT_EQ(io_uring_queue_init(256, &r.ring, 0), 0, "io_uring_queue_init");
+	HT_EQ(hbl_sbufs_init(&r.sb), 0, "send buffers");
+	for (uint32_t l = 0; l < 3; l++) {
+		hbc_init(&cl[l].c, 100 + l, HB_TCP);
+		cl[l].c.state = HBC_AUTHED;
+		cl[l].ls = HBL_LS_AUTHED;
+	}
+	hbl_down(&r, 0, 7); /* free: at once */
+	HT_EQ(r.ack_len, 0, "ACKs waiting after a DOWN to a free connection");
+	HT_EQ(r.st.downs_acked, 1, "downs_acked");
+	cl[1].flags |= HBL_F_SENDING; /* a send in flight: the ACKs wait, 100 of them */
+	for (uint16_t i = 0; i < 100; i++)
+		hbl_down(&r, 1, (uint16_t)(1000 + i));
+	hbl_down(&r, 2, 9); /* free, but behind the waiting ones */
+	HT_EQ(r.ack_len, 101, "ACKs waiting behind the send in flight");
+	hbl_downs_run(&r);
+	HT_EQ(r.ack_len, 100, "client 1's still waiting while its send is in flight");
+	HT_EQ(r.st.downs_acked, 2, "downs_acked: client 2's went in the pass");
+	/* one send at a time: each pass sends the first of client 1's, as the send flag says */
+	for (int pass = 0; pass < 100; pass++) {
+		cl[1].flags &= ~HBL_F_SENDING;
+		hbl_downs_run(&r);
+	}
+	HT_EQ(r.ack_len, 0, "ACKs waiting at the end");
+	HT_EQ(r.st.downs_acked, 102, "downs_acked");
+	HT_EQ(r.st.downs_dropped, 0, "downs_dropped");
+	head = *r.ring.sq.khead;
+	n = io_uring_sq_ready(&r.ring);
+	HT_EQ(n, 102, "SQEs prepared");
+	for (unsigned i = 0; i < n && i < 256; i++)
+		sqes[i] = &r.ring.sq.sqes[(head + i) & *r.ring.sq.kring_mask];
+	sqe_is_ack(&r, sqes[0], 0, 7);
+	sqe_is_ack(&r, sqes[1], 2, 9);
+	for (unsigned i = 0; i < 100; i++)
+		sqe_is_ack(&r, sqes[2 + i], 1, (uint16_t)(1000 + i));
+	/* a waiting ACK whose session ended (a new connection, gen moved on) is dropped */
+	cl[1].flags |= HBL_F_SENDING;
+	hbl_down(&r, 1, 5);
+	cl[1].gen++;
+	cl[1].flags &= ~HBL_F_SENDING;
+	hbl_downs_run(&r);
+	HT_EQ(r.ack_len, 0, "ACKs waiting after the session ended");
+	HT_EQ(r.st.downs_dropped, 1, "downs_dropped");
+	/* no send buffer: waits, then goes */
+	{
+		unsigned nfree = r.sb.nfree;
+
+		cl[0].flags &= ~HBL_F_SENDING; /* its first ACK's send completed */
+		r.sb.nfree = 0;
+		hbl_down(&r, 0, 11);
+		HT_EQ(r.ack_len, 1, "ACK waiting for a send buffer");
+		r.sb.nfree = nfree;
+		hbl_downs_run(&r);
+		HT_EQ(r.ack_len, 0, "ACK sent once a buffer is free");
+		HT_EQ(r.st.downs_acked, 103, "downs_acked");
+	}
+	HT_EQ(r.st.downs_received, 104, "downs_received");
+	hbl_downs_free(&r);
+	hbl_sbufs_free(&r.sb);
+	io_uring_queue_exit(&r.ring);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -380,6 +469,7 @@ int main(void)
 		cmocka_unit_test(test_args),
 		cmocka_unit_test(test_steps_args),
 		cmocka_unit_test(test_windows),
+		cmocka_unit_test(test_downlink_acks),
 	};
 
 	return cmocka_run_group_tests_name("hbload units", tests, NULL, NULL);

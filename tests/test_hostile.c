@@ -3,7 +3,9 @@
  *   TCP: random bytes, wrong magic, oversized lengths, HELLOs cut short, slowloris dribbles,
  *        PINGs before HELLO, garbage after a good HELLO, wrong MACs past the failure budget,
  *        a connection flood from one address;
- *   UDP: random datagrams, wrong magic, oversized lengths, cut-short PINGs, unknown tokens.
+ *   UDP: random datagrams, wrong magic, oversized lengths, cut-short PINGs, unknown tokens;
+ *        version 2: a replayed PING, wrong tags, a version 1 PING of a v2 session, a valid PING
+ *        from a new address (challenged, answered there only after the device's response).
  * Every bad TCP connection must be closed by the daemon with the reply its case calls for, and
  * counted under its reason; no bad datagram may get any answer (no reflection); the good
  * devices (hbload, TCP and UDP) keep every PONG; the daemon keeps few regular fds, exits 0 on
@@ -27,6 +29,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "clock.h"
+#include "hbclient.h"
+#include "lib/clients.h"
 #include "lib/ht_assert.h"
 #include "lib/hbd_harness.h"
 #include "lib/run_prog.h"
@@ -369,6 +374,87 @@ static int udp_attacks(struct ctx *c, int *socks, int nsocks)
 	return sent;
 }
 
+/* Version 2 attacks with a device's own captured frames (the attacker sees the wire, not the
+ * key): a replayed PING, PINGs with a wrong tag, a version 1 PING under the session's token,
+ * and a valid PING sent from a new address. Only what the device itself sends is answered, and
+ * a new address only after it answered the path challenge from there. Returns 0 (fails the
+ * test otherwise). */
+static uint8_t c_path[8]; /* the last challenge's bytes */
+
+static bool v2_expect(int fd, int type, struct hbc *c, int ms, const char *what)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_frame f;
+	struct hbc_ev ev;
+
+	if (ht_udp_recv(fd, buf, &f, ms) != 1) {
+		HT_TRUE(type < 0, "%s: nothing came", what);
+		return false;
+	}
+	HT_TRUE(type >= 0, "%s: a %s came back", what, hb_type_str(f.type));
+	HT_EQ(f.type, type, "%s: the frame's type", what);
+	enum hbc_event e = hbc_input(c, &f, hb_mono_ns(), &ev);
+	if (type == HB_PATH_CHALLENGE) {
+		HT_EQ(e, HBC_EV_PATH_CHALLENGE, "%s: a challenge under the session key", what);
+		memcpy(c_path, ev.payload, 8);
+	} else if (type == HB_PONG) {
+		HT_EQ(e, HBC_EV_PONG, "%s: a PONG under the session key", what);
+	}
+	return true;
+}
+
+static void udp_v2_attacks(struct ctx *c)
+{
+	uint8_t cap[HB_MAX_FRAME], b[HB_MAX_FRAME];
+	char sa[32], sb[32];
+	struct hbc dev;
+	int a, bsock, n, ncap;
+
+	snprintf(sa, sizeof(sa), "%s%d", c->net, 68);
+	snprintf(sb, sizeof(sb), "%s%d", c->net, 69);
+	a = ht_udp(false);
+	bsock = ht_udp(false);
+	HT_EQ(ht_bind_src(a, sa), 0, "bind to %s", sa);
+	HT_EQ(ht_bind_src(bsock, sb), 0, "bind to %s", sb);
+	HT_EQ(ht_v2_login(a, c->d.port, 8, &dev), 0, "version 2 login of device 8 from %s", sa);
+	/* a PING as the device sends it, captured on the wire */
+	ncap = hbc_ping(&dev, cap, sizeof(cap), hb_mono_ns(), NULL);
+	HT_GT(ncap, 0, "PING built");
+	HT_EQ(ht_udp_send_raw(a, c->d.port, cap, (size_t)ncap), 0, "PING sent");
+	v2_expect(a, HB_PONG, &dev, HT_IO_MS, "the device's own PING");
+	/* the copy, from the same address, and then from another */
+	HT_EQ(ht_udp_send_raw(a, c->d.port, cap, (size_t)ncap), 0, "replay sent");
+	v2_expect(a, -1, &dev, 300, "a replayed PING");
+	HT_EQ(ht_udp_send_raw(bsock, c->d.port, cap, (size_t)ncap), 0, "replay from elsewhere");
+	v2_expect(bsock, -1, &dev, 300, "a replayed PING from another address");
+	/* a forged tag, and the same frame as version 1 (no tag at all) */
+	n = hbc_ping(&dev, b, sizeof(b), hb_mono_ns(), NULL);
+	b[n - 1] ^= 0x10;
+	HT_EQ(ht_udp_send_raw(a, c->d.port, b, (size_t)n), 0, "forged PING sent");
+	v2_expect(a, -1, &dev, 300, "a PING with a wrong tag");
+	b[2] = HB_VERSION;
+	HT_EQ(ht_udp_send_raw(a, c->d.port, b, (size_t)n - HB_TAG_LEN), 0, "v1 PING sent");
+	v2_expect(a, -1, &dev, 300, "a version 1 PING with the session's token");
+	/* the device behind a new NAT mapping: its PING from there is not answered there, only
+	 * challenged; answered from there, the session moves */
+	n = hbc_ping(&dev, b, sizeof(b), hb_mono_ns(), NULL);
+	HT_EQ(ht_udp_send_raw(bsock, c->d.port, b, (size_t)n), 0, "PING from the new address");
+	v2_expect(bsock, HB_PATH_CHALLENGE, &dev, HT_IO_MS, "a valid PING from a new address");
+	v2_expect(a, -1, &dev, 200, "the old address, meanwhile");
+	n = hbc_path_response(&dev, b, sizeof(b), c_path);
+	HT_GT(n, 0, "PATH_RESPONSE built");
+	HT_EQ(ht_udp_send_raw(bsock, c->d.port, b, (size_t)n), 0, "PATH_RESPONSE sent");
+	ht_sleep_ms(100); /* hbd moves the kernel's entry after the table's */
+	n = hbc_ping(&dev, b, sizeof(b), hb_mono_ns(), NULL);
+	HT_EQ(ht_udp_send_raw(bsock, c->d.port, b, (size_t)n), 0, "PING after validation");
+	v2_expect(bsock, HB_PONG, &dev, HT_IO_MS, "a PING from the validated new address");
+	n = hbc_ping(&dev, b, sizeof(b), hb_mono_ns(), NULL);
+	HT_EQ(ht_udp_send_raw(a, c->d.port, b, (size_t)n), 0, "PING from the old address");
+	v2_expect(a, HB_PATH_CHALLENGE, &dev, HT_IO_MS, "a PING from the old address now");
+	close(a);
+	close(bsock);
+}
+
 static void udp_check_silent(int *socks, int nsocks)
 {
 	for (int i = 0; i < nsocks; i++) {
@@ -401,6 +487,7 @@ static void run(struct ctx *c, const char *good_tcp_src, const char *good_udp_sr
 	}
 	check_closed();
 	udp_check_silent(socks, 8);
+	udp_v2_attacks(c);
 	/* a second wave while the good devices still run: nothing accumulated from the first */
 	tcp_attacks(c);
 	for (unsigned step = 0; step < 30; step++) {
@@ -454,6 +541,12 @@ static void expect_counters(struct ctx *c)
 		HT_GE(ht_exit_stat(&c->d, "unknown_session"), 80,
 		      "the unknown_session exit counter");
 	}
+	if (!c->offload) {
+		HT_GE(ht_exit_stat(&c->d, "udp_bad_tag"), 2, "udp_bad_tag: forged v2 PINGs");
+		HT_GE(ht_exit_stat(&c->d, "udp_replay"), 2, "udp_replay: replayed v2 PINGs");
+	}
+	HT_GE(ht_exit_stat(&c->d, "path_challenges"), 2, "path_challenges");
+	HT_EQ(ht_exit_stat(&c->d, "path_moves"), 1, "path_moves: the one validated move");
 	HT_EQ(ht_exit_stat(&c->d, "errors"), 0, "the errors exit counter");
 	HT_EQ(ht_exit_stat(&c->d, "tcp_active"), 0, "connections still active at exit");
 }
@@ -523,6 +616,8 @@ static void offload(void **state)
 	      "xdp_drop_malformed: the malformed datagrams dropped in XDP");
 	HT_GE(hn_stat(&E, "kernel.xdp_unknown_session"), 80,
 	      "xdp_unknown_session: datagrams of unknown sessions dropped in XDP");
+	HT_GE(hn_stat(&E, "kernel.xdp_bad_tag"), 2, "xdp_bad_tag: forged v2 PINGs dropped in XDP");
+	HT_GE(hn_stat(&E, "kernel.xdp_replay"), 2, "xdp_replay: replayed v2 PINGs dropped in XDP");
 	expect_counters(&c);
 	ht_cleanup(&c.d);
 }

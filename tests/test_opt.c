@@ -725,12 +725,17 @@ static void hbd_help_lists_every_option(void **state)
 		{ "  --keys FILE", "(required)" },
 		{ "  --bind ADDR", "(default ::" },
 		{ "  --port N", "(default 7600)" },
+		{ "  --mqtt-port N", "(default 0)" },
+		{ "  --mqtt-realm NAME", "(default hbeat)" },
+		{ "  --mqtt-max-days N", "(default 30)" },
 		{ "  --workers N", "(default one per CPU" },
 		{ "  --max-clients N", "(default 10000)" },
 		{ "  --interval SEC", "(default 30)" },
 		{ "  --expiry-mult X", "(default 1.5)" },
 		{ "  --keepalive-probes N", "(default 2)" },
 		{ "  --clock-window SEC", "(default 30)" },
+		{ "  --server-id ID", "(default 0" },
+		{ "  --require-udp-mac", NULL },
 		{ "  --grace SEC", "(default 5)" },
 		{ "  --sink FILE",
 		  "(default $STATE_DIRECTORY/data.jsonl under systemd, else /var/lib/hbeat/data.jsonl)" },
@@ -755,6 +760,15 @@ static void hbd_help_lists_every_option(void **state)
 		{ "  --max-payload B", "(default 1024)" },
 		{ "  --max-output B", "(default 65536)" },
 		{ "  --on-map-full userspace|refuse", "(default userspace)" },
+		{ "  --nats URL[,URL...]", "(default off: single node, DATA to --sink)" },
+		{ "  --nats-creds FILE", NULL },
+		{ "  --nats-user USER", NULL },
+		{ "  --nats-password-file FILE", NULL },
+		{ "  --nats-node NAME", "(default HOSTNAME-PORT)" },
+		{ "  --nats-replicas N", "(default 1)" },
+		{ "  --nats-node-ttl SEC", "(default 6)" },
+		{ "  --nats-timeout SEC", "(default 2)" },
+		{ "  --nats-down-timeout SEC", "(default 5)" },
 		{ "  -h, --help", NULL },
 	};
 
@@ -770,7 +784,11 @@ static void hbload_help_lists_every_option(void **state)
 		{ "      --server ADDR", "(required)" },
 		{ "      --port N", "(default 7600)" },
 		{ "      --clients N", "(required)" },
-		{ "      --proto tcp|udp", "(default tcp)" },
+		{ "      --proto tcp|udp|mqtt", "(default tcp)" },
+		{ "      --mqtt-realm NAME", "(default hbeat)" },
+		{ "      --mqtt-days N", "(default 30)" },
+		{ "      --force-pings", NULL },
+		{ "      --udp-version N", "(default 2)" },
 		{ "      --interval S", "(required)" },
 		{ "      --duration S", "(required)" },
 		{ "      --json", NULL },
@@ -834,6 +852,7 @@ static void hbctl_help_lists_every_option(void **state)
 		{ "  -d, --dev IFACE", "(required)" },
 		{ "  -m, --mode native|skb", "(default native)" },
 		{ "  -p, --port N", "(default 7600)" },
+		{ "      --mqtt-port N", "(default 0)" },
 		PIN,
 		{ "  -c, --cgroup PATH", "(default /sys/fs/cgroup/unified)" },
 		{ "  -t, --then FILE[:PROG]", NULL },
@@ -862,6 +881,8 @@ static void hbctl_help_lists_every_option(void **state)
 	static const struct known devices[] = {
 		{ "  -k, --keys FILE", "(default /etc/hbeat/keys)" },
 		{ "      --secret HEX", NULL },
+		{ "      --realm NAME", "(default hbeat)" },
+		{ "      --days N", "(default 30)" },
 		CONTROL,
 		{ "      --no-reload", NULL },
 		JSON,
@@ -941,7 +962,7 @@ static void bad_command_lines_get_one_shape(void **state)
 			     "--duration", "1", NULL),
 			 1, "hbload", "--clients must be an integer in 1..10000000, not '10k'");
 	expect_complaint(run("hbload", "--proto", "sctp", NULL), 1, "hbload",
-			 "--proto must be tcp or udp, not 'sctp'");
+			 "--proto must be tcp, udp or mqtt, not 'sctp'");
 	expect_complaint(run("hbload", "--connect-rate", "5/m", NULL), 1, "hbload",
 			 "--connect-rate must be a number in 0..1000000000 (optionally with /s), "
 			 "not '5/m'");
@@ -979,7 +1000,7 @@ static void bad_command_lines_get_one_shape(void **state)
 	expect_complaint(run("hbctl", "stats", "extra", NULL), 1, "hbctl stats",
 			 "unexpected argument 'extra'");
 	expect_complaint(run("hbctl", "devices", NULL), 1, "hbctl devices",
-			 "expected list | add ID | remove ID");
+			 "expected list | add ID | remove ID | mqtt-password ID");
 	expect_complaint(run("hbctl", "--frob", NULL), 1, "hbctl", "unknown option '--frob'");
 	expect_complaint(run("hbctl", "frob", NULL), 1, "hbctl", "unknown command 'frob'");
 	expect_complaint(run("hbctl", "unload", "--frob", NULL), 1, "hbctl unload",

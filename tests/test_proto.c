@@ -6,10 +6,14 @@
 #include <stdint.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <endian.h>
 #include <cmocka.h>
 
 #include "lib/ht_assert.h"
+#include "lib/sip_vectors.h"
 #include "proto.h"
+#include "sesskey.h"
+#include "siphash.h"
 
 static void put_hdr(uint8_t *b, uint16_t magic, uint8_t ver, uint8_t type, uint16_t len,
 		    uint16_t seq)
@@ -69,7 +73,7 @@ static void test_malformed_headers(void **state)
 		{ "bad magic", 0x4843, 1, HB_PING, 8, HB_DECODE_BAD_MAGIC },
 		{ "zero magic", 0, 1, HB_PING, 8, HB_DECODE_BAD_MAGIC },
 		{ "version 0", HB_MAGIC, 0, HB_PING, 8, HB_DECODE_BAD_VERSION },
-		{ "version 2", HB_MAGIC, 2, HB_PING, 8, HB_DECODE_BAD_VERSION },
+		{ "version 3", HB_MAGIC, 3, HB_PING, 8, HB_DECODE_BAD_VERSION },
 		{ "type 0", HB_MAGIC, 1, 0, 0, HB_DECODE_BAD_TYPE },
 		{ "type past max", HB_MAGIC, 1, HB_TYPE_MAX + 1, 0, HB_DECODE_BAD_TYPE },
 		{ "type 255", HB_MAGIC, 1, 255, 0, HB_DECODE_BAD_TYPE },
@@ -144,6 +148,90 @@ static void test_encode_refuses_invalid(void **state)
 			 8 + HB_MAX_PAYLOAD);
 }
 
+/* Version 2: the tag rides after the payload, the stream (TCP) knows no version 2, and a tag
+ * that does not match the key or the bytes is told apart. */
+static void test_v2_frames(void **state)
+{
+	uint8_t key[16] = { 1, 2, 3 }, other[16] = { 1, 2, 4 }, buf[64];
+	uint64_t ts = htobe64(77);
+	struct hb_frame f;
+	size_t n = hb_encode_v2(buf, sizeof(buf), HB_PING, 9, 0x1122, &ts, 8, key);
+
+	HT_EQ(n, HB_PING_V2_BYTES, "a version 2 PING's size");
+	HT_EQ(hb_decode_dgram(buf, n, &f), HB_DECODE_OK, "decode of the v2 PING");
+	HT_EQ(f.version, HB_VERSION_2, "its version");
+	HT_EQ(f.size, 24, "frame size without the tag");
+	HT_EQ(f.token, 0x1122, "token");
+	HT_TRUE(hb_frame_tag_ok(key, f.raw, f.size), "the tag under its key");
+	HT_TRUE(!hb_frame_tag_ok(other, f.raw, f.size), "no tag under another key");
+	buf[20] ^= 1;
+	HT_TRUE(!hb_frame_tag_ok(key, f.raw, f.size), "no tag over a changed timestamp");
+	HT_EQ(hb_decode_dgram(buf, n - 8, &f), HB_DECODE_BAD_LEN, "v2 without its tag");
+	HT_EQ(hb_decode_stream(buf, n, &f), HB_DECODE_BAD_VERSION, "v2 over a stream");
+	HT_EQ(hb_encode_v2(buf, 31, HB_PING, 9, 0x1122, &ts, 8, key), 0, "a buffer too small");
+	(void)state;
+}
+
+/* The userspace SipHash-2-4 against the paper's reference vectors. */
+static void test_siphash_vectors(void **state)
+{
+	uint8_t key[16], msg[64];
+
+	for (int i = 0; i < 16; i++)
+		key[i] = (uint8_t)i;
+	for (int i = 0; i < 64; i++)
+		msg[i] = (uint8_t)i;
+	for (int i = 0; i < 64; i++)
+		HT_EQ(hb_siphash24(key, msg, (size_t)i), ht_sip_vectors[i],
+		      "SipHash-2-4 of the %d-byte reference message", i);
+	(void)state;
+}
+
+/* HKDF-SHA256 against RFC 5869's test case 1 (and its one-block form: the session key). */
+static void test_hkdf_rfc5869(void **state)
+{
+	static const uint8_t okm[42] = {
+		0x3c, 0xb2, 0x5f, 0x25, 0xfa, 0xac, 0xd5, 0x7a, 0x90, 0x43, 0x4f, 0x64, 0xd0, 0x36,
+		0x2f, 0x2a, 0x2d, 0x2d, 0x0a, 0x90, 0xcf, 0x1a, 0x5a, 0x4c, 0x5d, 0xb0, 0x2d, 0x56,
+		0xec, 0xc4, 0xc5, 0xbf, 0x34, 0x00, 0x72, 0x08, 0xd5, 0xb8, 0x87, 0x18, 0x58, 0x65,
+	};
+	uint8_t ikm[22], salt[13], info[10], out[42];
+
+	memset(ikm, 0x0b, sizeof(ikm));
+	for (int i = 0; i < 13; i++)
+		salt[i] = (uint8_t)i;
+	for (int i = 0; i < 10; i++)
+		info[i] = (uint8_t)(0xf0 + i);
+	HT_EQ(hb_hkdf_sha256(salt, sizeof(salt), ikm, sizeof(ikm), info, sizeof(info), out,
+			     sizeof(out)),
+	      0, "HKDF-SHA256");
+	assert_memory_equal(out, okm, sizeof(okm));
+	(void)state;
+}
+
+/* The session key is HKDF-SHA256 in two halves: the device's (PRK, while it signs its HELLO)
+ * and the WELCOME's (server nonce, token): together, the RFC's one call. */
+static void test_session_key_is_hkdf(void **state)
+{
+	const uint8_t secret[16] = "0123456789abcdef", nonce[8] = { 9, 8, 7, 6, 5, 4, 3, 2 };
+	uint8_t prk[32], key[16], want[16], salt[sizeof(HB_SESSION_LABEL) - 1 + 24], info[16];
+	struct hb_hello_bound h = { .device_id = htobe64(7), .ts_ms = htobe64(123456) };
+
+	memset(h.nonce, 0xa5, sizeof(h.nonce));
+	HT_EQ(hb_session_prk(secret, sizeof(secret), &h, prk), 0, "PRK");
+	HT_EQ(hb_session_key(prk, nonce, 0x0102030405060708ULL, key), 0, "session key");
+	memcpy(salt, HB_SESSION_LABEL, sizeof(HB_SESSION_LABEL) - 1);
+	memcpy(salt + sizeof(HB_SESSION_LABEL) - 1, &h, 24);
+	memcpy(info, nonce, 8);
+	for (int i = 0; i < 8; i++)
+		info[8 + i] = (uint8_t)(i + 1);
+	HT_EQ(hb_hkdf_sha256(salt, sizeof(salt), secret, sizeof(secret), info, sizeof(info), want,
+			     sizeof(want)),
+	      0, "HKDF in one call");
+	assert_memory_equal(key, want, sizeof(key));
+	(void)state;
+}
+
 static void test_names(void **state)
 {
 	assert_string_equal(hb_type_str(HB_PONG), "PONG");
@@ -161,6 +249,10 @@ int main(void)
 		cmocka_unit_test(test_stream_partial_and_coalesced),
 		cmocka_unit_test(test_encode_refuses_invalid),
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_v2_frames),
+		cmocka_unit_test(test_siphash_vectors),
+		cmocka_unit_test(test_hkdf_rfc5869),
+		cmocka_unit_test(test_session_key_is_hkdf),
 	};
 
 	return cmocka_run_group_tests_name("proto", tests, NULL, NULL);

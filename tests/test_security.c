@@ -607,6 +607,73 @@ static void bad_hellos_do_not_lock_out_a_source(void **state)
 	ht_cleanup(&d);
 }
 
+/* ---- finding 14: a HELLO is bound to one server ---- */
+
+static void bound_hello(struct hb_hello_bound *h, uint64_t dev, uint64_t server_id)
+{
+	uint8_t secret[HB_SECRET_MAX];
+	int n = ht_secret(dev, secret);
+
+	HT_GT(n, 0, "secret of device %llu", (unsigned long long)dev);
+	HT_EQ(hb_hello_bound_sign(h, dev, hb_realtime_ms(), server_id, secret, (size_t)n), 0,
+	      "signing a HELLO bound to server %llu", (unsigned long long)server_id);
+}
+
+/* Two servers of a fleet share one key store. A HELLO captured on its way to server A (here:
+ * sent there, and answered with a WELCOME) is replayed to server B within the clock window,
+ * over TCP and UDP: B must refuse it. Before the fix a HELLO named no server, so B admitted the
+ * copy (and superseded the device's session there, had it one). */
+static void hello_bound_to_one_server(void **state)
+{
+	static const char *const a_args[] = { "--no-offload", "--server-id", "1", NULL };
+	static const char *const b_args[] = { "--no-offload", "--server-id", "2", NULL };
+	uint8_t buf[HB_MAX_FRAME];
+	struct ht_daemon a, b;
+	struct hb_hello_bound h, h2;
+	struct hb_frame f;
+	struct hb_error e;
+	int fd, u;
+
+	(void)state;
+	HT_EQ(ht_start(&a, a_args), 0, "server A (--server-id 1)");
+	HT_EQ(ht_start(&b, b_args), 0, "server B (--server-id 2), the same key store");
+	bound_hello(&h, 5, 1);
+	fd = ht_tcp(a.port, false);
+	HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0, "HELLO for A sent to A");
+	HT_TRUE(ht_expect(fd, HB_WELCOME, -1), "A admits device 5's HELLO bound to A");
+	close(fd);
+	/* the copy, to B, over both transports */
+	fd = ht_tcp(b.port, false);
+	HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h, sizeof(h)), 0, "A's HELLO replayed to B");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_AUTH),
+		"ERROR(AUTH) from B for the HELLO device 5 sent to A (TCP)");
+	close(fd);
+	u = ht_udp(false);
+	HT_EQ(ht_udp_send(u, b.port, false, HB_HELLO, 1, 0, &h, sizeof(h)), 0, "replay over UDP");
+	HT_EQ(ht_udp_recv(u, buf, &f, HT_IO_MS), 1, "an answer from B over UDP");
+	HT_EQ(f.type, HB_ERROR, "B answers A's HELLO over UDP with %s", hb_type_str(f.type));
+	memcpy(&e, f.payload, sizeof(e));
+	HT_EQ(ntohs(e.code), HB_ERR_AUTH, "the ERROR's code");
+	/* the device itself gets into B with a HELLO bound to B; one bound to no server still
+	 * works for devices that know no id */
+	bound_hello(&h2, 5, 2);
+	fd = ht_tcp(b.port, false);
+	HT_EQ(ht_send_frame(fd, HB_HELLO, 1, &h2, sizeof(h2)), 0, "HELLO for B sent to B");
+	HT_TRUE(ht_expect(fd, HB_WELCOME, -1), "B admits device 5's HELLO bound to B");
+	close(fd);
+	bound_hello(&h2, 6, 0);
+	HT_EQ(ht_udp_send(u, b.port, false, HB_HELLO, 2, 0, &h2, sizeof(h2)), 0, "unbound HELLO");
+	HT_EQ(ht_udp_recv(u, buf, &f, HT_IO_MS), 1, "an answer from B");
+	HT_EQ(f.type, HB_WELCOME, "B answers a 64-byte HELLO bound to no server with %s",
+	      hb_type_str(f.type));
+	close(u);
+	HT_EQ(ht_stop(&a), 0, "exit code of A");
+	HT_EQ(ht_stop(&b), 0, "exit code of B");
+	HT_EQ(ht_exit_stat(&b, "auth_fail"), 2, "B counted the two replays as failed HELLOs");
+	ht_cleanup(&a);
+	ht_cleanup(&b);
+}
+
 /* ---- a network namespace of the test's own (for the floods) ---- */
 
 /* Loopback with a real MTU (on the default 64 KiB one the kernel would buffer a megabyte of
@@ -1168,6 +1235,7 @@ int main(void)
 		cmocka_unit_test(rebind_after_kill_leaves_no_entry),
 		cmocka_unit_test_teardown(key_rotation_cuts_old_sessions, tc_reap),
 		cmocka_unit_test_teardown(bad_hellos_do_not_lock_out_a_source, ht_reap),
+		cmocka_unit_test_teardown(hello_bound_to_one_server, ht_reap),
 		cmocka_unit_test_teardown(unauthed_output_is_bounded, ns_teardown),
 		cmocka_unit_test_teardown(idle_flood_leaves_room_for_devices, ht_reap),
 		cmocka_unit_test_teardown(idle_flood_beyond_the_pending_budget, ht_reap),
@@ -1177,5 +1245,8 @@ int main(void)
 	};
 
 	signal(SIGPIPE, SIG_IGN);
+	/* HT_FILTER=name (a glob) runs only the matching tests */
+	if (getenv("HT_FILTER"))
+		cmocka_set_test_filter(getenv("HT_FILTER"));
 	return cmocka_run_group_tests_name("security", tests, NULL, NULL);
 }

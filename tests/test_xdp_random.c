@@ -2,7 +2,8 @@
 /* hb_xdp fed a few hundred thousand seeded random, truncated and half-valid packets through
  * bpf_prog_test_run_opts, under every session and daemon state. Properties:
  *   - XDP_TX only for a well-formed PING carrying the admitted session's token from the
- *     session's own address and port, while the session is AUTHED and the daemon alive;
+ *     session's own address and port, to a unicast MAC and this host's address, while the
+ *     session is AUTHED and the daemon alive (never for broadcast, multicast or another host);
  *   - every such PING is answered (XDP_TX), and what leaves is its PONG;
  *   - any packet not answered leaves the program byte for byte as it came in;
  *   - no other verdict than PASS, DROP or TX.
@@ -27,6 +28,7 @@
 #include "lib/bpf_util.h"
 #include "log.h"
 #include "proto.h"
+#include "sesskey.h"
 
 #define PORT 7600
 #define CPORT 40001
@@ -55,16 +57,21 @@ static uint32_t rnd(void)
 /* ------------------------------------------------------------------------------------------ */
 /* Session and daemon state                                                                   */
 
-enum state { ST_OK, ST_NOCHECK, ST_NEW, ST_CLOSING, ST_DEAD, ST_NONE, ST_OTHER_ADDR, ST_N };
-static const char *const state_name[] = { "authed+alive", "authed+no-grace", "new",
-					  "closing",	  "daemon-dead",     "no-session",
-					  "other-address" };
+enum state { ST_OK, ST_NOCHECK, ST_NEW, ST_CLOSING, ST_DEAD, ST_NONE, ST_OTHER_ADDR, ST_V2, ST_N };
+static const char *const state_name[] = { "authed+alive",  "authed+no-grace", "new",
+					  "closing",	   "daemon-dead",     "no-session",
+					  "other-address", "version 2" };
+
+static const uint8_t V2KEY[16] = { 0xa0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
 
 struct sess {
 	enum state st;
 	int family;
 	uint8_t addr[16]; /* the session's source address (v4-mapped for IPv4) */
 	bool answers; /* an admitted PING gets XDP_TX */
+	bool v2; /* version 2: tagged under V2KEY, PINGs in a replay window */
+	uint64_t last_ts; /* version 2: the newest PING answered (what the map should hold) */
+	uint64_t next_ts; /* version 2: the timestamp of the next valid PING made */
 };
 
 static void set_state(struct sess *s, enum state st, int family)
@@ -76,8 +83,15 @@ static void set_state(struct sess *s, enum state st, int family)
 
 	s->st = st;
 	s->family = family;
+	s->v2 = st == ST_V2;
+	s->last_ts = 0;
+	s->next_ts = 1000;
+	if (s->v2) {
+		v.version = HB_VERSION_2;
+		memcpy(v.key, V2KEY, sizeof(v.key));
+	}
 	/* other-address is admitted too, from a neighbour of the address the PINGs come from */
-	s->answers = st == ST_OK || st == ST_NOCHECK || st == ST_OTHER_ADDR;
+	s->answers = st == ST_OK || st == ST_NOCHECK || st == ST_OTHER_ADDR || st == ST_V2;
 	if (family == 4) {
 		v.addr[10] = v.addr[11] = 0xff;
 		memcpy(v.addr + 12, C4, 4);
@@ -148,19 +162,33 @@ static bool admitted_ping(const uint8_t *b, size_t n, const struct sess *s, size
 			return false;
 		u = ip + 40;
 	}
+	/* addressed to this host: a unicast MAC and the one local address of the family */
+	if ((b[0] & 1) ||
+	    (s->family == 4 ? memcmp(b + ip + 16, S4, 4) : memcmp(b + ip + 24, S6, 16)))
+		return false;
 	if (n < u + 8 || be16(b + u) != CPORT || be16(b + u + 2) != PORT)
 		return false;
-	if (be16(b + u + 4) != 8 + 16 + 8 || n < u + 8 + 24)
+	size_t tag = s->v2 ? HB_TAG_LEN : 0;
+
+	if (be16(b + u + 4) != 8 + 16 + 8 + tag || n < u + 8 + 24 + tag)
 		return false;
 	if (s->family == 6 && !be16(b + u + 6))
 		return false;
 	const uint8_t *f = b + u + 8;
-	uint64_t tok;
+	uint64_t tok, ts;
 
 	memcpy(&tok, f + 8, 8);
-	if (be16(f) != HB_MAGIC || f[2] != HB_VERSION || f[3] != HB_PING || be16(f + 4) != 8 ||
-	    be64toh(tok) != TOKEN)
+	if (be16(f) != HB_MAGIC || f[2] != (s->v2 ? HB_VERSION_2 : HB_VERSION) || f[3] != HB_PING ||
+	    be16(f + 4) != 8 || be64toh(tok) != TOKEN)
 		return false;
+	/* version 2: the tag under the session key, and newer than the last PING answered */
+	if (s->v2) {
+		if (!hb_frame_tag_ok(V2KEY, f, 24))
+			return false;
+		ts = hb_get_be64(f + 16);
+		if (s->last_ts && (ts <= s->last_ts || ts - s->last_ts > HB_V2_TS_AHEAD))
+			return false;
+	}
 	*l3 = ip;
 	*l4 = u;
 	return true;
@@ -169,9 +197,13 @@ static bool admitted_ping(const uint8_t *b, size_t n, const struct sess *s, size
 /* ------------------------------------------------------------------------------------------ */
 /* Packet generators                                                                          */
 
-/* A valid PING from C4/C6 port CPORT (the session's source, except in ST_OTHER_ADDR). */
+/* A valid PING from C4/C6 port CPORT (the session's source, except in ST_OTHER_ADDR); in
+ * version 2 tagged under the session key with a fresh timestamp (cur_v2 set by the caller). */
+static struct sess *cur_v2;
+
 static size_t valid_ping(uint8_t *b, int family, int vlans)
 {
+	size_t flen = cur_v2 ? HB_PING_V2_BYTES : HB_PING_UDP_BYTES;
 	size_t off = 12, ip, u;
 
 	memset(b, 0, 128);
@@ -185,18 +217,26 @@ static size_t valid_ping(uint8_t *b, int family, int vlans)
 	b[off] = family == 4 ? 0x08 : 0x86, b[off + 1] = family == 4 ? 0x00 : 0xdd;
 	ip = off + 2;
 	if (family == 4) {
-		b[ip] = 0x45, b[ip + 3] = 20 + 32, b[ip + 6] = 0x40, b[ip + 8] = 64, b[ip + 9] = 17;
+		b[ip] = 0x45, b[ip + 3] = (uint8_t)(20 + 8 + flen), b[ip + 6] = 0x40,
+		b[ip + 8] = 64, b[ip + 9] = 17;
 		memcpy(b + ip + 12, C4, 4), memcpy(b + ip + 16, S4, 4);
 		u = ip + 20;
 	} else {
-		b[ip] = 0x60, b[ip + 5] = 32, b[ip + 6] = 17, b[ip + 7] = 64;
+		b[ip] = 0x60, b[ip + 5] = (uint8_t)(8 + flen), b[ip + 6] = 17, b[ip + 7] = 64;
 		memcpy(b + ip + 8, C6, 16), memcpy(b + ip + 24, S6, 16);
 		u = ip + 40;
 	}
 	b[u] = CPORT >> 8, b[u + 1] = CPORT & 0xff, b[u + 2] = PORT >> 8, b[u + 3] = PORT & 0xff;
-	b[u + 5] = 32, b[u + 6] = 0x12, b[u + 7] = 0x34; /* checksum: any nonzero value */
-	hb_encode(b + u + 8, 24, HB_UDP, HB_PING, (uint16_t)rnd(), TOKEN, "\1\2\3\4\5\6\7\x8", 8);
-	return u + 32;
+	b[u + 5] = (uint8_t)(8 + flen), b[u + 6] = 0x12, b[u + 7] = 0x34; /* any nonzero sum */
+	if (cur_v2) {
+		uint64_t ts = htobe64(cur_v2->next_ts++);
+
+		hb_encode_v2(b + u + 8, flen, HB_PING, (uint16_t)rnd(), TOKEN, &ts, 8, V2KEY);
+	} else {
+		hb_encode(b + u + 8, 24, HB_UDP, HB_PING, (uint16_t)rnd(), TOKEN,
+			  "\1\2\3\4\5\6\7\x8", 8);
+	}
+	return u + 8 + flen;
 }
 
 static const uint8_t edge[] = { 0, 1, 3, 4, 5, 8, 9, 16, 17, 24, 0x40, 0x45, 0x7f, 0x80, 0xff };
@@ -233,9 +273,43 @@ static size_t mutate(uint8_t *b, size_t n, size_t cap)
 	return n;
 }
 
-enum kind { K_RANDOM, K_TRUNCATED, K_MUTATED, K_VALID, K_N };
-static const char *const kind_name[] = { "random bytes", "truncated PINGs", "mutated PINGs",
-					 "valid PINGs" };
+enum kind { K_RANDOM, K_TRUNCATED, K_MUTATED, K_VALID, K_FOREIGN, K_REPLAY, K_N };
+static const char *const kind_name[] = {
+	"random bytes", "truncated PINGs",	   "mutated PINGs",
+	"valid PINGs",	"PINGs not for this host", "replayed PINGs"
+};
+
+/* The last PING answered, for K_REPLAY: sent again as it was, or from a neighbour address. */
+static uint8_t last_tx[1024];
+static size_t last_tx_len;
+
+/* A valid PING whose destination is not this host's unicast address: a group MAC, a broadcast
+ * or multicast IP, or another host's (bridged or forwarded traffic). */
+static size_t foreign_ping(uint8_t *b, int family)
+{
+	static const uint8_t v4[][4] = { { 255, 255, 255, 255 }, { 10, 9, 0, 255 },
+					 { 224, 0, 0, 1 },	 { 239, 1, 2, 3 },
+					 { 10, 9, 0, 7 },	 { 192, 0, 2, 1 } };
+	static const uint8_t v6[][2] = { { 0xff, 0x02 }, { 0xff, 0x05 }, { 0xfd, 0x01 } };
+	int vlans = (int)(rnd() % 3);
+	size_t n = valid_ping(b, family, vlans), ip = 14 + 4 * (size_t)vlans;
+
+	switch (rnd() % 3) {
+	case 0: /* broadcast or multicast MAC, address unchanged */
+		b[0] = rnd() % 2 ? 0xff : family == 4 ? 0x01 : 0x33;
+		break;
+	case 1: /* a group MAC bit alone */
+		b[0] |= 1;
+		break;
+	default:
+		if (family == 4)
+			memcpy(b + ip + 16, v4[rnd() % 6], 4);
+		else
+			memcpy(b + ip + 24, v6[rnd() % 3], 2), b[ip + 39] = (uint8_t)rnd();
+		break;
+	}
+	return n;
+}
 
 static size_t make_packet(enum kind k, uint8_t *b, size_t cap, int family)
 {
@@ -261,6 +335,16 @@ static size_t make_packet(enum kind k, uint8_t *b, size_t cap, int family)
 	case K_MUTATED:
 		n = valid_ping(b, family, (int)(rnd() % 3));
 		return mutate(b, n, cap);
+	case K_FOREIGN:
+		return foreign_ping(b, family);
+	case K_REPLAY:
+		if (!last_tx_len)
+			return valid_ping(b, family, 0);
+		memcpy(b, last_tx, last_tx_len);
+		if (rnd() %
+		    2) /* from another source address: the copy's sender is not the device */
+			b[(b[12] == 0x08 ? 14 + 15 : 14 + 23)] ^= 1;
+		return last_tx_len;
 	default:
 		return valid_ping(b, family, (int)(rnd() % 3));
 	}
@@ -272,8 +356,7 @@ struct tally {
 	unsigned long verdict[4], kind[K_N], tx_by_state[ST_N], skipped;
 };
 
-static void check_one(const struct sess *s, enum kind k, const uint8_t *in, size_t n,
-		      struct tally *t)
+static void check_one(struct sess *s, enum kind k, const uint8_t *in, size_t n, struct tally *t)
 {
 	uint8_t out[1024];
 	size_t l3 = 0, l4 = 0;
@@ -310,6 +393,12 @@ static void check_one(const struct sess *s, enum kind k, const uint8_t *in, size
 		return;
 	}
 	t->tx_by_state[s->st]++;
+	if (n <= sizeof(last_tx)) {
+		memcpy(last_tx, in, n);
+		last_tx_len = n;
+	}
+	if (s->v2)
+		s->last_ts = hb_get_be64(in + l4 + 8 + 16);
 	/* the PONG: MACs, addresses and ports swapped, type PONG, the rest as it came */
 	assert_memory_equal(out, in + 6, 6);
 	assert_memory_equal(out + 6, in, 6);
@@ -323,7 +412,13 @@ static void check_one(const struct sess *s, enum kind k, const uint8_t *in, size
 	assert_memory_equal(out + l4, in + l4 + 2, 2);
 	assert_memory_equal(out + l4 + 2, in + l4, 2);
 	assert_int_equal(out[l4 + 8 + 3], HB_PONG);
-	assert_memory_equal(out + l4 + 8 + 4, in + l4 + 8 + 4, n - (l4 + 8 + 4));
+	if (!s->v2) {
+		assert_memory_equal(out + l4 + 8 + 4, in + l4 + 8 + 4, n - (l4 + 8 + 4));
+		return;
+	}
+	/* version 2: the PONG carries its own tag under the session key */
+	assert_memory_equal(out + l4 + 8 + 4, in + l4 + 8 + 4, 20);
+	HT_TRUE(hb_frame_tag_ok(V2KEY, out + l4 + 8, 24), "the PONG's tag under the session key");
 }
 
 static void test_random_packets(void **state)
@@ -341,8 +436,11 @@ static void test_random_packets(void **state)
 	       (unsigned long long)seed, cases);
 	set_state(&s, ST_OK, 4);
 	for (unsigned long i = 0; i < cases; i++) {
-		if (i % 1000 == 0) /* a new session/daemon state and family every 1000 packets */
+		if (i % 1000 == 0) { /* a new session/daemon state and family every 1000 packets */
 			set_state(&s, (enum state)(rnd() % ST_N), rnd() % 2 ? 4 : 6);
+			cur_v2 = s.v2 ? &s : NULL;
+			last_tx_len = 0;
+		}
 		enum kind k = (enum kind)(rnd() % K_N);
 		size_t n = make_packet(k, pkt, sizeof(pkt), s.family);
 
@@ -353,6 +451,8 @@ static void test_random_packets(void **state)
 	       (hbt_now_ns() - t0) / 1e9);
 	for (int i = 0; i < ST_N; i++)
 		printf("  %-16s %lu TX\n", state_name[i], t.tx_by_state[i]);
+	HT_TRUE(t.kind[K_FOREIGN] > 0 && t.kind[K_REPLAY] > 0 && t.tx_by_state[ST_V2] > 0,
+		"PINGs to other destinations, replays and answered v2 PINGs were generated");
 	/* the generators reach every verdict, and answers happen only in the answering states */
 	HT_TRUE(t.verdict[XDP_TX_] > cases / 50 && t.verdict[XDP_PASS_] && t.verdict[XDP_DROP_],
 		"the generators reach every verdict: %lu TX (more than %lu), %lu PASS, %lu DROP",
@@ -366,9 +466,13 @@ static int group_setup(void **state)
 
 	hb_log_init("test_xdp_random", HB_LOG_WARN);
 	hbk_route_logs();
-	if (hbt_ensure_bpffs())
+	if (hbt_ensure_bpffs() || hbk_open(&H, &o))
 		return -1;
-	return hbk_open(&H, &o);
+	hbt_local_addr(H, 4, S4, HB_LOCAL_NIC);
+	hbt_local_addr(H, 6, S6, HB_LOCAL_NIC);
+	/* by value never answered, whatever an entry says */
+	hbt_local_addr(H, 4, (const uint8_t[]){ 255, 255, 255, 255 }, HB_LOCAL_NIC);
+	return 0;
 }
 
 static int group_teardown(void **state)

@@ -208,3 +208,25 @@ void hbt_reap_stale(void)
 		closedir(d);
 	}
 }
+
+void hbt_local_addr(const struct hbk *h, int family, const void *addr, __u32 flags)
+{
+	int fd = hbk_map_fd(h, HB_MAP_LOCAL_ADDRS);
+	struct hb_local_addrs s;
+	__u32 zero = 0;
+	__u8 a[16] = { 0 };
+
+	if (family == 4) {
+		a[10] = a[11] = 0xff;
+		memcpy(a + 12, addr, 4);
+	} else {
+		memcpy(a, addr, 16);
+	}
+	HT_EQ(bpf_map_lookup_elem(fd, &zero, &s), 0, "local_addrs read");
+	HT_LT(s.n, HB_MAX_LOCAL_ADDRS, "room in local_addrs");
+	memcpy(s.a[s.n].addr, a, 16);
+	s.a[s.n].flags = flags;
+	s.a[s.n].ifindex = 1;
+	s.n++;
+	HT_EQ(bpf_map_update_elem(fd, &zero, &s, BPF_ANY), 0, "local_addrs update");
+}

@@ -53,6 +53,10 @@ const char *hbt_kstats_expect(const struct hb_kstats *a, const struct hb_kstats 
 				#b);                                                            \
 	} while (0)
 
+/* Puts addr (4 bytes for family 4, else 16) into the handle's local_addrs with flags
+ * (enum hb_local_flag): a destination XDP then answers for. */
+void hbt_local_addr(const struct hbk *h, int family, const void *addr, __u32 flags);
+
 /* Whether a socket is in a sockhash under its cookie. */
 bool hbt_in_sockhash(int sockhash_fd, __u64 cookie);
 

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "clients.h"
+#include "clock.h"
+#include "hbclient.h"
 #include "ht_time.h"
 
 uint32_t ht_srv4 = INADDR_LOOPBACK;
@@ -286,4 +288,22 @@ uint64_t ht_udp_login(int fd, uint16_t port, bool v6, uint64_t dev)
 	if (hb_get_be64(f.payload) != f.token)
 		return 0;
 	return f.token;
+}
+
+int ht_v2_login(int fd, uint16_t port, uint64_t dev, struct hbc *c)
+{
+	uint8_t secret[HB_SECRET_MAX], buf[HB_MAX_FRAME];
+	struct hb_frame f;
+	struct hbc_ev ev;
+	int slen = ht_secret(dev, secret), n;
+
+	hbc_init(c, dev, HB_UDP);
+	if (slen < 0 || hbc_use_v2(c))
+		return -1;
+	n = hbc_hello(c, buf, sizeof(buf), secret, (size_t)slen, hb_realtime_ms());
+	if (n <= 0 || ht_udp_send_raw(fd, port, buf, (size_t)n))
+		return -1;
+	if (ht_udp_recv(fd, buf, &f, HT_IO_MS) != 1)
+		return -1;
+	return hbc_input(c, &f, 0, &ev) == HBC_EV_WELCOME ? 0 : -1;
 }

@@ -69,5 +69,9 @@ int ht_udp_send_raw(int fd, uint16_t port, const void *buf, size_t n);
 int ht_udp_recv(int fd, uint8_t *buf, struct hb_frame *f, int ms);
 /* HELLO over UDP; returns the session token (0 on failure). */
 uint64_t ht_udp_login(int fd, uint16_t port, bool v6, uint64_t dev);
+/* A version 2 login of dev over IPv4 through the device library's state machine c: 0 once the
+ * WELCOME (tagged under the derived session key) is taken, else -1. */
+struct hbc;
+int ht_v2_login(int fd, uint16_t port, uint64_t dev, struct hbc *c);
 
 #endif /* HT_CLIENTS_H */

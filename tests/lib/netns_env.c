@@ -10,30 +10,54 @@
 #include "netns_env.h"
 #include "sh.h"
 
+/* The names' prefixes: HT_NS_PREFIX (namespaces and veths, at most 5 characters, letters)
+ * and HT_PIN_PREFIX (pin directories under /sys/fs/bpf/) let runs on a shared machine keep to
+ * names of their own. */
+static const char *ns_prefix(void)
+{
+	const char *p = getenv("HT_NS_PREFIX");
+
+	return p && *p && strlen(p) <= 5 && strspn(p, "abcdefghijklmnopqrstuvwxyz") == strlen(p)
+		       ? p
+		       : "hbh";
+}
+
+static const char *pin_prefix(void)
+{
+	const char *p = getenv("HT_PIN_PREFIX");
+
+	return p && *p && strlen(p) <= 40 && !strncmp(p, "/sys/fs/bpf/", 12) && !strchr(p, '\'') &&
+			       !strstr(p, "..") && !strchr(p + 12, '/')
+		       ? p
+		       : "/sys/fs/bpf/hbeat-harden-";
+}
+
 int hn_up(struct hn_env *e, char tag, int nsrc)
 {
+	const char *np = ns_prefix(), *pp = pin_prefix(), *build = getenv("BUILD");
+
 	memset(e, 0, sizeof(*e));
 	e->orig_ns = -1;
-	e->build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
+	e->build = build && *build ? build : "build";
 	/* the pid in the name is what the stale sweep below goes by */
-	snprintf(e->name, sizeof(e->name), "hbh%c%d", tag, (int)getpid());
+	snprintf(e->name, sizeof(e->name), "%s%c%d", np, tag, (int)getpid());
 	snprintf(e->srv_ns, sizeof(e->srv_ns), "%s-srv", e->name);
 	snprintf(e->cli_ns, sizeof(e->cli_ns), "%s-cli", e->name);
 	snprintf(e->srv_if, sizeof(e->srv_if), "%s-s", e->name);
 	snprintf(e->cli_if, sizeof(e->cli_if), "%s-c", e->name);
-	snprintf(e->pin, sizeof(e->pin), "/sys/fs/bpf/hbeat-harden-%c-%d", tag, (int)getpid());
+	snprintf(e->pin, sizeof(e->pin), "%s%c-%d", pp, tag, (int)getpid());
 	e->orig_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (e->orig_ns < 0)
 		return -1;
 	/* a test killed before its teardown (SIGKILL, a timeout) leaves its namespaces and pins
 	 * behind: remove those whose process is gone, so they do not pile up on a CI machine */
-	hbt_sh("for d in /run/netns/hbh?[0-9]*-srv /run/netns/hbh?[0-9]*-cli; do "
+	hbt_sh("for d in /run/netns/%s?[0-9]*-srv /run/netns/%s?[0-9]*-cli; do "
 	       "[ -e \"$d\" ] || continue; "
-	       "n=${d##*/}; n=${n%%-*}; p=${n#hbh?}; [ -d /proc/$p ] && continue; "
+	       "n=${d##*/}; n=${n%%-*}; p=${n#%s?}; [ -d /proc/$p ] && continue; "
 	       "BUILD=%s scripts/netns.sh down $n >/dev/null 2>&1; done; "
-	       "for d in /sys/fs/bpf/hbeat-harden-?-[0-9]*; do [ -e \"$d\" ] || continue; "
+	       "for d in '%s'?-[0-9]*; do [ -e \"$d\" ] || continue; "
 	       "[ -d /proc/${d##*-} ] || rm -rf \"$d\"; done",
-	       e->build);
+	       np, np, np, e->build, pp);
 	if (hbt_sh("BUILD=%s scripts/netns.sh up %s %d >&2", e->build, e->name, nsrc))
 		return -1;
 	e->up = true;
@@ -92,7 +116,7 @@ void hn_down(struct hn_env *e)
 	if (e->up)
 		hbt_sh("BUILD=%s scripts/netns.sh down %s", e->build, e->name);
 	e->up = false;
-	if (e->pin[0] && !strncmp(e->pin, "/sys/fs/bpf/hbeat-harden-", 25))
+	if (e->pin[0] && !strncmp(e->pin, pin_prefix(), strlen(pin_prefix())))
 		hbt_sh("rm -rf '%s'", e->pin); /* only if unload could not run */
 	if (e->orig_ns >= 0)
 		close(e->orig_ns);

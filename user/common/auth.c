@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "proto.h"
+#include "sesskey.h"
 
 struct ks_device {
 	uint64_t id;
@@ -129,6 +130,65 @@ int hb_keystore_secret(const struct hb_keystore *ks, uint64_t device_id, uint8_t
 int hb_hello_verify(const struct hb_keystore *ks, const struct hb_hello *h, uint64_t now_ms,
 		    uint64_t window_ms)
 {
+	struct hb_hello_msg m;
+
+	hb_hello_parse(h, sizeof(*h), &m);
+	return hb_hello_msg_verify(ks, &m, 0, now_ms, window_ms, NULL);
+}
+
+int hb_hello_parse(const void *payload, size_t len, struct hb_hello_msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	if (len == sizeof(struct hb_hello_bound)) {
+		memcpy(&m->h, payload, sizeof(m->h));
+		m->bound = true;
+		return 0;
+	}
+	if (len != sizeof(struct hb_hello))
+		return -EINVAL;
+	memcpy(&m->h, payload, offsetof(struct hb_hello, mac));
+	memcpy(m->h.mac, (const uint8_t *)payload + offsetof(struct hb_hello, mac), HB_MAC_LEN);
+	return 0;
+}
+
+int hb_hello_bound_mac(const uint8_t *secret, size_t slen, const struct hb_hello_bound *h,
+		       uint8_t out[HB_MAC_LEN])
+{
+	const size_t label = sizeof(HB_HELLO_BOUND_LABEL) - 1;
+	uint8_t msg[sizeof(HB_HELLO_BOUND_LABEL) - 1 + offsetof(struct hb_hello_bound, mac)];
+
+	memcpy(msg, HB_HELLO_BOUND_LABEL, label);
+	memcpy(msg + label, h, offsetof(struct hb_hello_bound, mac));
+	return hmac256(secret, slen, msg, sizeof(msg), out);
+}
+
+int hb_hello_bound_sign(struct hb_hello_bound *h, uint64_t device_id, uint64_t ts_ms,
+			uint64_t server_id, const uint8_t *secret, size_t slen)
+{
+	hb_put_be64(&h->device_id, device_id);
+	hb_put_be64(&h->ts_ms, ts_ms);
+	hb_put_be64(&h->server_id, server_id);
+	if (hb_random(h->nonce, sizeof(h->nonce)))
+		return -EIO;
+	return hb_hello_bound_mac(secret, slen, h, h->mac);
+}
+
+/* The v1 HELLO's MAC over the fields a parsed message keeps. */
+static int v1_mac(const uint8_t *secret, size_t slen, const struct hb_hello_bound *b,
+		  uint8_t out[HB_MAC_LEN])
+{
+	struct hb_hello h;
+
+	memcpy(&h, b, offsetof(struct hb_hello, mac));
+	return hb_hello_mac(secret, slen, &h, out);
+}
+
+int hb_hello_msg_verify(const struct hb_keystore *ks, const struct hb_hello_msg *m,
+			uint64_t server_id, uint64_t now_ms, uint64_t window_ms,
+			uint8_t prk[HB_MAC_LEN])
+{
+	const struct hb_hello_bound *h = &m->h;
+	uint64_t bound_to = m->bound ? hb_get_be64(&h->server_id) : 0;
 	uint8_t secret[HB_SECRET_MAX], mac[HB_MAC_LEN];
 	uint64_t ts = hb_get_be64(&h->ts_ms);
 	int slen, ok;
@@ -138,14 +198,20 @@ int hb_hello_verify(const struct hb_keystore *ks, const struct hb_hello *h, uint
 		return HB_AUTH_REVOKED;
 	if (slen < 0)
 		return HB_AUTH_UNKNOWN_DEVICE;
-	if (hb_hello_mac(secret, (size_t)slen, h, mac)) {
+	if ((m->bound ? hb_hello_bound_mac(secret, (size_t)slen, h, mac)
+		      : v1_mac(secret, (size_t)slen, h, mac))) {
 		OPENSSL_cleanse(secret, sizeof(secret));
 		return HB_AUTH_BAD_MAC;
 	}
-	OPENSSL_cleanse(secret, sizeof(secret));
 	ok = CRYPTO_memcmp(mac, h->mac, HB_MAC_LEN) == 0;
+	if (ok && prk && hb_session_prk(secret, (size_t)slen, h, prk))
+		ok = 0;
+	OPENSSL_cleanse(secret, sizeof(secret));
 	if (!ok)
 		return HB_AUTH_BAD_MAC;
+	/* after the MAC, like the clock: who is not the device learns nothing */
+	if (bound_to && bound_to != server_id)
+		return HB_AUTH_OTHER_SERVER;
 	/* checked after the MAC so an unauthenticated sender learns nothing about our clock */
 	if (ts + window_ms < now_ms || ts > now_ms + window_ms)
 		return HB_AUTH_CLOCK;
@@ -157,6 +223,8 @@ const char *hb_auth_str(int rc)
 	switch (rc) {
 	case HB_AUTH_OK:
 		return "ok";
+	case HB_AUTH_OTHER_SERVER:
+		return "HELLO bound to another server (--server-id)";
 	case HB_AUTH_UNKNOWN_DEVICE:
 		return "unknown device";
 	case HB_AUTH_BAD_MAC:

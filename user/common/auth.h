@@ -88,6 +88,7 @@ enum hb_auth {
 	HB_AUTH_BAD_MAC = 2,
 	HB_AUTH_CLOCK = 3, /* timestamp outside the clock window */
 	HB_AUTH_REVOKED = 4, /* the key store marks the device revoked */
+	HB_AUTH_OTHER_SERVER = 5, /* a bound HELLO for another server (hbeat_abi.h) */
 };
 
 /* Checks a HELLO against the key store: known device, timestamp within window_ms of now_ms,
@@ -97,6 +98,32 @@ enum hb_auth {
 int hb_hello_verify(const struct hb_keystore *ks, const struct hb_hello *h, uint64_t now_ms,
 		    uint64_t window_ms);
 const char *hb_auth_str(int rc);
+
+/* A HELLO as received, either form: the 56-byte one (bound false, server_id 0) or the bound
+ * 64-byte one (hbeat_abi.h). */
+struct hb_hello_msg {
+	struct hb_hello_bound h;
+	bool bound;
+};
+
+/* Reads a HELLO payload of either length into m. -EINVAL for any other length. */
+int hb_hello_parse(const void *payload, size_t len, struct hb_hello_msg *m);
+
+/* mac = HMAC-SHA256(secret, HB_HELLO_BOUND_LABEL || device_id || ts_ms || nonce || server_id). */
+int hb_hello_bound_mac(const uint8_t *secret, size_t slen, const struct hb_hello_bound *h,
+		       uint8_t out[HB_MAC_LEN]);
+/* Fills a bound HELLO for a device and a server (0: any): fresh nonce, timestamp, MAC. */
+int hb_hello_bound_sign(struct hb_hello_bound *h, uint64_t device_id, uint64_t ts_ms,
+			uint64_t server_id, const uint8_t *secret, size_t slen);
+
+/* Checks a HELLO of either form as hb_hello_verify does, and, for a bound one that names a
+ * server, that it names server_id (our id; HB_AUTH_OTHER_SERVER if not, also when we have
+ * none). If prk is not NULL and the HELLO is good, it receives the device's half of the
+ * version 2 session key (hb_session_prk), derived from the secret while it is at hand.
+ */
+int hb_hello_msg_verify(const struct hb_keystore *ks, const struct hb_hello_msg *m,
+			uint64_t server_id, uint64_t now_ms, uint64_t window_ms,
+			uint8_t prk[HB_MAC_LEN]);
 
 /* Random bytes from libcrypto's CSPRNG. Returns 0 or -EIO. */
 int hb_random(void *buf, size_t n);

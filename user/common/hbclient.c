@@ -6,15 +6,32 @@
 #include <errno.h>
 #include <string.h>
 
-#include "auth.h"
+#include <openssl/crypto.h>
 
-_Static_assert(sizeof(struct hbc) == 48, "keep the per-device state small: 500k of them");
+#include "auth.h"
+#include "sesskey.h"
+
+_Static_assert(sizeof(struct hbc) == 96, "keep the per-device state small: 500k of them");
+
+/* Frames of a version 2 device before there is a session key (its HELLO, the ERROR refusing
+ * it) are tagged under this all-zero key: framing stays uniform, and the HELLO's own MAC is
+ * what proves anything. */
+static const uint8_t no_key[HB_SESSION_KEY_LEN];
 
 void hbc_init(struct hbc *c, uint64_t device_id, enum hb_transport t)
 {
 	memset(c, 0, sizeof(*c));
 	c->device_id = device_id;
 	c->transport = (uint8_t)t;
+	c->version = HB_VERSION;
+}
+
+int hbc_use_v2(struct hbc *c)
+{
+	if (c->transport != HB_UDP)
+		return -EINVAL;
+	c->version = HB_VERSION_2;
+	return 0;
 }
 
 void hbc_reset(struct hbc *c)
@@ -24,6 +41,22 @@ void hbc_reset(struct hbc *c)
 	c->data_out = 0;
 	c->echo_out = 0;
 	c->state = HBC_IDLE;
+	c->last_ts = 0;
+	OPENSSL_cleanse(c->key, sizeof(c->key));
+}
+
+static const uint8_t *frame_key(const struct hbc *c)
+{
+	return c->state == HBC_AUTHED ? c->key : no_key;
+}
+
+static size_t encode(const struct hbc *c, void *buf, size_t cap, uint8_t type, uint16_t seq,
+		     const void *payload, uint16_t len)
+{
+	if (c->version == HB_VERSION_2)
+		return hb_encode_v2(buf, cap, type, seq, c->token, payload, len, frame_key(c));
+	return hb_encode(buf, cap, (enum hb_transport)c->transport, type, seq, c->token, payload,
+			 len);
 }
 
 /* Encodes a frame with the next seq and slides the windows by one: every frame sent takes a
@@ -32,8 +65,7 @@ void hbc_reset(struct hbc *c)
 static int emit(struct hbc *c, void *buf, size_t cap, uint8_t type, const void *payload,
 		uint16_t len, uint16_t *seq)
 {
-	size_t n = hb_encode(buf, cap, (enum hb_transport)c->transport, type, c->seq, c->token,
-			     payload, len);
+	size_t n = encode(c, buf, cap, type, c->seq, payload, len);
 
 	if (!n)
 		return hb_payload_len_ok(type, len) ? -ENOSPC : -EINVAL;
@@ -49,15 +81,31 @@ static int emit(struct hbc *c, void *buf, size_t cap, uint8_t type, const void *
 int hbc_hello(struct hbc *c, void *buf, size_t cap, const uint8_t *secret, size_t slen,
 	      uint64_t unix_ms)
 {
+	return hbc_hello_to(c, buf, cap, secret, slen, unix_ms, 0);
+}
+
+int hbc_hello_to(struct hbc *c, void *buf, size_t cap, const uint8_t *secret, size_t slen,
+		 uint64_t unix_ms, uint64_t server_id)
+{
+	struct hb_hello_bound b;
 	struct hb_hello h;
 	int n;
 
-	if (cap < hb_frame_size((enum hb_transport)c->transport, sizeof(h)))
+	if (cap < hb_frame_size((enum hb_transport)c->transport, sizeof(b)) + HB_TAG_LEN)
 		return -ENOSPC;
 	hbc_reset(c);
-	if (hb_hello_sign(&h, c->device_id, unix_ms, secret, slen))
-		return -EIO;
-	n = emit(c, buf, cap, HB_HELLO, &h, sizeof(h), NULL);
+	if (server_id || c->version == HB_VERSION_2) {
+		if (hb_hello_bound_sign(&b, c->device_id, unix_ms, server_id, secret, slen))
+			return -EIO;
+		/* the device's half of the session key, while the secret is at hand */
+		if (c->version == HB_VERSION_2 && hb_session_prk(secret, slen, &b, c->key))
+			return -EIO;
+		n = emit(c, buf, cap, HB_HELLO, &b, sizeof(b), NULL);
+	} else {
+		if (hb_hello_sign(&h, c->device_id, unix_ms, secret, slen))
+			return -EIO;
+		n = emit(c, buf, cap, HB_HELLO, &h, sizeof(h), NULL);
+	}
 	if (n > 0)
 		c->state = HBC_HELLO_SENT;
 	return n;
@@ -70,6 +118,12 @@ int hbc_ping(struct hbc *c, void *buf, size_t cap, uint64_t ts, uint16_t *seq)
 
 	if (c->state != HBC_AUTHED)
 		return -ENOTCONN;
+	/* version 2: the server answers only a PING newer than the last (its replay window) */
+	if (c->version == HB_VERSION_2) {
+		if (ts <= c->last_ts)
+			ts = c->last_ts + 1;
+		c->last_ts = ts;
+	}
 	hb_put_be64(&p.ts, ts);
 	n = emit(c, buf, cap, HB_PING, &p, sizeof(p), seq);
 	if (n > 0)
@@ -107,7 +161,18 @@ int hbc_ack(struct hbc *c, void *buf, size_t cap, uint16_t seq)
 
 	if (c->state != HBC_AUTHED)
 		return -ENOTCONN;
-	n = hb_encode(buf, cap, (enum hb_transport)c->transport, HB_ACK, seq, c->token, NULL, 0);
+	n = encode(c, buf, cap, HB_ACK, seq, NULL, 0);
+	return n ? (int)n : -ENOSPC;
+}
+
+int hbc_path_response(struct hbc *c, void *buf, size_t cap, const uint8_t data[8])
+{
+	size_t n;
+
+	if (c->state != HBC_AUTHED || c->version != HB_VERSION_2)
+		return -ENOTCONN;
+	/* the challenge's seq, like an ACK: the device's own sequence does not move */
+	n = encode(c, buf, cap, HB_PATH_RESPONSE, 0, data, sizeof(struct hb_path));
 	return n ? (int)n : -ENOSPC;
 }
 
@@ -159,9 +224,30 @@ static enum hbc_event on_welcome(struct hbc *c, const struct hb_frame *f)
 	if (c->state != HBC_HELLO_SENT)
 		return HBC_EV_PROTO;
 	memcpy(&w, f->payload, sizeof(w));
-	/* 16 bytes, or 20 with flags: the decoder let only those two lengths through */
-	if (f->len == HB_WELCOME_FLAGS_LEN)
+	if (c->version == HB_VERSION_2) {
+		uint8_t key[HB_SESSION_KEY_LEN];
+		struct hb_welcome2 w2;
+
+		/* only the 28-byte form brings the server's nonce; its tag proves the server
+		 * derived the same key, i.e. holds our secret */
+		if (f->version != HB_VERSION_2 || f->len != sizeof(w2))
+			return HBC_EV_STRAY;
+		memcpy(&w2, f->payload, sizeof(w2));
+		if (hb_session_key(c->key, w2.nonce, hb_get_be64(&w2.token), key) ||
+		    !hb_frame_tag_ok(key, f->raw, f->size)) {
+			OPENSSL_cleanse(key, sizeof(key));
+			return HBC_EV_STRAY;
+		}
+		OPENSSL_cleanse(c->key, sizeof(c->key));
+		memcpy(c->key, key, sizeof(key));
+		OPENSSL_cleanse(key, sizeof(key));
+		memcpy(&flags, &w2.flags, sizeof(flags));
+	} else if (f->len == HB_WELCOME_FLAGS_LEN) {
+		/* 16 bytes, or 20 with flags: the decoder let only those lengths through */
 		memcpy(&flags, f->payload + sizeof(w), sizeof(flags));
+	} else if (f->len != sizeof(w)) {
+		return HBC_EV_PROTO;
+	}
 	c->token = hb_get_be64(&w.token);
 	c->interval_ms = ntohl(w.interval_ms);
 	c->timeout_ms = ntohl(w.timeout_ms);
@@ -200,6 +286,14 @@ enum hbc_event hbc_input(struct hbc *c, const struct hb_frame *f, uint64_t now, 
 	 * arrive before we know one
 	 */
 	if (c->transport == HB_UDP && c->state == HBC_AUTHED && f->token != c->token)
+		return HBC_EV_STRAY;
+	/* version 2: a session's frames carry its version and the tag under its key; before the
+	 * WELCOME only an ERROR refusing the HELLO comes, under no key (on_welcome checks its own) */
+	if (c->version == HB_VERSION_2 && f->type != HB_WELCOME &&
+	    (f->version != HB_VERSION_2 || !hb_frame_tag_ok(frame_key(c), f->raw, f->size) ||
+	     (c->state == HBC_HELLO_SENT && f->type != HB_ERROR)))
+		return HBC_EV_STRAY;
+	if (c->version != HB_VERSION_2 && f->version != HB_VERSION)
 		return HBC_EV_STRAY;
 
 	switch (f->type) {
@@ -240,6 +334,12 @@ enum hbc_event hbc_input(struct hbc *c, const struct hb_frame *f, uint64_t now, 
 		ev->payload = f->payload;
 		ev->len = f->len;
 		return HBC_EV_DOWN;
+	case HB_PATH_CHALLENGE:
+		if (c->version != HB_VERSION_2)
+			return HBC_EV_PROTO;
+		ev->payload = f->payload;
+		ev->len = f->len;
+		return HBC_EV_PATH_CHALLENGE;
 	default:
 		/* HELLO, PING, DATA: client frames the server must never send */
 		return HBC_EV_PROTO;
@@ -304,6 +404,7 @@ const char *hbc_event_str(enum hbc_event e)
 		[HBC_EV_AUTH_FAILED] = "auth failed",
 		[HBC_EV_STRAY] = "stray",
 		[HBC_EV_PROTO] = "protocol violation",
+		[HBC_EV_PATH_CHALLENGE] = "path challenge",
 	};
 
 	if ((unsigned)e >= sizeof(names) / sizeof(names[0]))

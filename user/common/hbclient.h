@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Sans-IO device side of wire protocol v1: one small state machine per device.
+/* Sans-IO device side of the wire protocol (version 1, and version 2 over UDP: hbc_use_v2):
+ * one small state machine per device.
  *
  * No sockets, no clocks, no threads, no allocation: the caller moves bytes and passes in the
  * time. hbload drives 500,000 of these from io_uring; the device library (user/device) drives one
@@ -31,7 +32,7 @@ enum hbc_state {
 	HBC_CLOSED = 3, /* BYE or ERROR received, or hbc_reset called: reconnect from here */
 };
 
-/* One device. 48 bytes: 500k of them are 24 MB. Fields are read-only to callers. */
+/* One device. 96 bytes: 500k of them are 48 MB. Fields are read-only to callers. */
 struct hbc {
 	uint64_t device_id;
 	uint64_t token; /* session token from WELCOME (0 before) */
@@ -48,6 +49,12 @@ struct hbc {
 	uint8_t error_code; /* last ERROR code received (enum hb_error_code; 255: a larger
 			     * code), 0 if none */
 	uint8_t welcome_flags; /* enum hb_welcome_flag of the last WELCOME */
+	uint8_t version; /* HB_VERSION, or HB_VERSION_2 (UDP; hbc_use_v2) */
+	uint8_t pad[7];
+	uint64_t last_ts; /* version 2: the newest PING timestamp sent (each must be newer) */
+	/* version 2: between HELLO and WELCOME the device's half of the key derivation (PRK),
+	 * then the session key in the first HB_SESSION_KEY_LEN bytes */
+	uint8_t key[HB_MAC_LEN];
 };
 
 /* What one received frame meant. */
@@ -63,6 +70,8 @@ enum hbc_event {
 	HBC_EV_AUTH_FAILED, /* ERROR(HB_ERR_AUTH) answering our HELLO; state is CLOSED */
 	HBC_EV_STRAY, /* reply to nothing outstanding, or another session's token: ignored */
 	HBC_EV_PROTO, /* a frame the server must not send, or not in this state: ignored */
+	HBC_EV_PATH_CHALLENGE, /* version 2: the server checks that we are at the address it saw
+				* our frames from: answer with hbc_path_response(payload) */
 };
 
 struct hbc_ev {
@@ -86,6 +95,11 @@ struct hbc_backoff {
 
 void hbc_init(struct hbc *c, uint64_t device_id, enum hb_transport t);
 
+/* Speak protocol version 2 (UDP only; -EINVAL on TCP): bound HELLO, a session key derived at
+ * WELCOME, every frame tagged, frames from the server without the right tag ignored as
+ * strays, and path challenges answered. Before the first HELLO. */
+int hbc_use_v2(struct hbc *c);
+
 /* Forgets the session (after the transport dropped or before reconnecting). Keeps device_id,
  * transport and attempt. Outstanding requests are dropped: the caller counts them as lost.
  */
@@ -96,6 +110,11 @@ void hbc_reset(struct hbc *c);
  */
 int hbc_hello(struct hbc *c, void *buf, size_t cap, const uint8_t *secret, size_t slen,
 	      uint64_t unix_ms);
+/* The same, bound to one server (hbd --server-id; 0: none, as hbc_hello): the 64-byte HELLO
+ * that only that server accepts, so a copy of it cannot open a session on another server of
+ * the fleet. */
+int hbc_hello_to(struct hbc *c, void *buf, size_t cap, const uint8_t *secret, size_t slen,
+		 uint64_t unix_ms, uint64_t server_id);
 
 /* Builds a PING carrying ts (any 64-bit clock value; the PONG returns it unchanged). Needs an
  * open session (-ENOTCONN otherwise). *seq (if not NULL) receives the frame's seq.
@@ -109,6 +128,8 @@ int hbc_echo(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t
  * device's own sequence and windows do not move. -ENOTCONN without an open session.
  */
 int hbc_ack(struct hbc *c, void *buf, size_t cap, uint16_t seq);
+/* Builds the PATH_RESPONSE to a PATH_CHALLENGE (HBC_EV_PATH_CHALLENGE, its 8-byte payload). */
+int hbc_path_response(struct hbc *c, void *buf, size_t cap, const uint8_t data[8]);
 /* BYE ends the session from our side; state becomes CLOSED. Valid in any state with a session
  * or a pending HELLO (-ENOTCONN otherwise).
  */

@@ -23,12 +23,14 @@ enum hb_decode {
 
 /* A decoded frame. payload points into the caller's buffer; nothing is copied. */
 struct hb_frame {
+	uint8_t version; /* HB_VERSION, or HB_VERSION_2 (UDP only: a tag follows the payload) */
 	uint8_t type;
 	uint16_t seq;
 	uint16_t len; /* payload bytes */
 	uint64_t token; /* UDP only (host order); 0 on TCP */
 	const uint8_t *payload;
-	size_t size; /* bytes the frame occupies in the buffer */
+	const uint8_t *raw; /* UDP: the datagram's first byte (what a version 2 tag covers) */
+	size_t size; /* bytes the frame occupies in the buffer (a version 2 tag not counted) */
 };
 
 /* Decodes one frame from the start of a TCP byte stream. Returns HB_DECODE_MORE while the
@@ -37,7 +39,9 @@ struct hb_frame {
  */
 int hb_decode_stream(const void *buf, size_t n, struct hb_frame *f);
 
-/* Decodes a UDP datagram, which must hold exactly one frame (header, token, payload). */
+/* Decodes a UDP datagram, which must hold exactly one frame (header, token, payload, and in
+ * version 2 the tag: f->size is the frame's size without it, the tag is at buf + f->size). The
+ * tag itself is not checked here: that needs the session key (sesskey.h). */
 int hb_decode_dgram(const void *buf, size_t n, struct hb_frame *f);
 
 /* Human-readable name for an enum hb_decode value or an enum hb_type. */
@@ -49,6 +53,11 @@ const char *hb_type_str(uint8_t type);
  */
 size_t hb_encode(void *buf, size_t cap, enum hb_transport t, uint8_t type, uint16_t seq,
 		 uint64_t token, const void *payload, uint16_t len);
+
+/* A version 2 UDP frame: header, token, payload and the tag under key (16 bytes). Returns its
+ * size (hb_frame_size + HB_TAG_LEN) or 0 as hb_encode does. */
+size_t hb_encode_v2(void *buf, size_t cap, uint8_t type, uint16_t seq, uint64_t token,
+		    const void *payload, uint16_t len, const uint8_t *key);
 
 /* Size of a frame of this transport and payload length. */
 static inline size_t hb_frame_size(enum hb_transport t, uint16_t len)

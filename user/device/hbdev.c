@@ -129,6 +129,8 @@ int hbdev_open(struct hbdev **out, const struct hbdev_config *cfg)
 	freeaddrinfo(res);
 	d->fd = -1;
 	hbc_init(&d->c, cfg->device_id, cfg->transport);
+	if (cfg->transport == HB_UDP && cfg->udp_version != HB_VERSION)
+		hbc_use_v2(&d->c);
 	*out = d;
 	return 0;
 }
@@ -276,6 +278,16 @@ static int handle(struct hbdev *d, const struct hb_frame *f, bool queue_downlink
 		ev->len = e.len;
 		return 1;
 	}
+	case HBC_EV_PATH_CHALLENGE:
+		/* the server saw us at a new address (a NAT rebinding): prove it is us */
+		n = hbc_path_response(&d->c, d->tx, sizeof(d->tx), e.payload);
+		if (n > 0 && send_all(d, d->tx, (size_t)n)) {
+			lose(d);
+			ev->type = HBDEV_EV_DISCONNECTED;
+			ev->code = HBDEV_CODE_LOST;
+			return 1;
+		}
+		return 0;
 	case HBC_EV_BYE:
 	case HBC_EV_ERROR:
 		ev->type = HBDEV_EV_DISCONNECTED;
@@ -361,7 +373,8 @@ int hbdev_connect(struct hbdev *d)
 		rc = -errno;
 		goto fail;
 	}
-	n = hbc_hello(&d->c, d->tx, sizeof(d->tx), d->secret, d->cfg.secret_len, unix_ms());
+	n = hbc_hello_to(&d->c, d->tx, sizeof(d->tx), d->secret, d->cfg.secret_len, unix_ms(),
+			 d->cfg.server_id);
 	if (n < 0 || (rc = send_all(d, d->tx, (size_t)n))) {
 		rc = n < 0 ? n : rc;
 		goto fail;

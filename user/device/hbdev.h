@@ -30,6 +30,10 @@ struct hbdev_config {
 	struct hbc_backoff backoff; /* zero: 500 ms doubling to 30 s, full jitter */
 	uint32_t io_timeout_ms; /* one connect + HELLO/WELCOME; zero: 3000 */
 	uint32_t data_retry_ms; /* UDP: resend an unacknowledged DATA after; zero: 1000 */
+	uint64_t server_id; /* the server's --server-id: HELLOs bound to it (0: unbound) */
+	/* UDP: protocol version 2 (every frame under a session key, docs/PROTOCOL.md) unless
+	 * this is 1, for a server older than version 2; zero: 2 */
+	uint8_t udp_version;
 };
 
 enum hbdev_event {

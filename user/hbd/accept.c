@@ -17,6 +17,12 @@
 #include "tcp.h"
 #include "worker.h"
 
+/* With an MQTT listener, the upper half of the accept buffers accepts on it. */
+static bool mqtt_index(const struct hbd_worker *w, unsigned i)
+{
+	return w->mlfd >= 0 && i >= HBD_ACCEPTS / 2;
+}
+
 static void refill(struct hbd_worker *w)
 {
 	struct hbd_acceptq *a = &w->acc;
@@ -79,8 +85,9 @@ int hbd_accept_fill(struct hbd_worker *w)
 		/* liburing 2.3 stores file_index + 1 without the "- 1" later versions apply for
 		 * IORING_FILE_INDEX_ALLOC: pass it pre-decremented (as its multishot helper does)
 		 */
-		io_uring_prep_accept_direct(sqe, w->lfd, (struct sockaddr *)&a->addr[i], &a->len[i],
-					    0, IORING_FILE_INDEX_ALLOC - 1);
+		io_uring_prep_accept_direct(sqe, mqtt_index(w, i) ? w->mlfd : w->lfd,
+					    (struct sockaddr *)&a->addr[i], &a->len[i], 0,
+					    IORING_FILE_INDEX_ALLOC - 1);
 		io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_ACCEPT, i, 0, 0));
 		a->idle &= ~(1u << i);
 		a->armed++;
@@ -99,6 +106,11 @@ void hbd_accept_stop(struct hbd_worker *w)
 	io_uring_prep_cancel_fd(sqe, w->lfd, IORING_ASYNC_CANCEL_ALL);
 	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_CANCEL, 0, 0, 0));
+	if (w->mlfd >= 0 && (sqe = hbd_sqe(w))) {
+		io_uring_prep_cancel_fd(sqe, w->mlfd, IORING_ASYNC_CANCEL_ALL);
+		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+		io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_CANCEL, 0, 0, 0));
+	}
 }
 
 void hbd_accept_tick(struct hbd_worker *w)
@@ -145,5 +157,5 @@ void hbd_accept_on_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	if (a->per_ms)
 		a->tokens -= 1;
 	peer16(&a->addr[i], a->len[i], addr);
-	hbd_tcp_open(w, (uint32_t)cqe->res, addr);
+	hbd_tcp_open(w, (uint32_t)cqe->res, addr, mqtt_index(w, i));
 }

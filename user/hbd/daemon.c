@@ -16,6 +16,7 @@
 
 #include "api.h"
 #include "control.h"
+#include "fleet.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
@@ -209,9 +210,27 @@ static int setup_maps(struct hbd_daemon *d)
 		else if (rc && rc != -EOPNOTSUPP)
 			hb_warn("config.max_payload: %s: the kernel reflects ECHOs of up to %u bytes",
 				strerror(-rc), HB_MAX_PAYLOAD);
+		/* XDP must refuse what this daemon refuses: version 1 PINGs under
+		 * --require-udp-mac */
+		rc = hbd_maps_set_flags(&d->kern.maps,
+					cfg->require_udp_mac ? HB_CFG_REQUIRE_UDP_MAC : 0);
+		if (rc && cfg->require_udp_mac) {
+			hb_err("--require-udp-mac: cannot tell the XDP program (%s): hbctl unload "
+			       "and load again",
+			       strerror(-rc));
+			return rc;
+		}
 		/* the only daemon now: sock_ops sets this timing on every connection from here on,
 		 * before the first one (the listeners open after this) */
 		d->kern.tcp_conns = d->kern.tcp_offload || d->kern.tcp_keepalive;
+		d->kern.mqtt_kernel = d->kern.tcp_offload && cfg->mqtt_port &&
+				      !hbd_maps_config(&d->kern.maps, &hc) &&
+				      hc.mqtt_port == cfg->mqtt_port;
+		if (cfg->mqtt_port)
+			hb_info("MQTT port %u: PINGREQs answered %s", cfg->mqtt_port,
+				d->kern.mqtt_kernel ? "in the kernel"
+						    : "here (hbctl load --mqtt-port "
+						      "with --tcp kernel moves them)");
 		if (d->kern.tcp_keepalive &&
 		    (rc = hbd_maps_set_keepalive(&d->kern.maps, d->lim.ka_idle_s,
 						 cfg->keepalive_probes, d->lim.ka_timeout_ms))) {
@@ -239,6 +258,26 @@ static int setup_maps(struct hbd_daemon *d)
 	return d->stats ? 0 : -ENOMEM;
 }
 
+/* One MQTT listener per worker, in an SO_REUSEPORT group as the service port's are. */
+static int open_mqtt(struct hbd_daemon *d, char *why, size_t whylen)
+{
+	const struct hbd_config *cfg = d->cfg;
+	int rc;
+
+	d->mqtt_fds = calloc(d->plan.workers, sizeof(int));
+	if (!d->mqtt_fds)
+		return -ENOMEM;
+	rc = hbd_sockets_open_tcp(cfg->bind, cfg->mqtt_port, d->plan.workers, d->mqtt_fds, why,
+				  whylen);
+	if (rc) {
+		hb_err("listen on %s MQTT port %u: %s",
+		       cfg->bind ? cfg->bind : "::", cfg->mqtt_port, why);
+		free(d->mqtt_fds);
+		d->mqtt_fds = NULL;
+	}
+	return rc;
+}
+
 static int start_workers(struct hbd_daemon *d)
 {
 	const struct hbd_config *cfg = d->cfg;
@@ -264,6 +303,7 @@ static int start_workers(struct hbd_daemon *d)
 		w->st = &d->stats[i % HB_MAX_WORKERS];
 		w->lfd = d->tcp_fds[i];
 		w->ufd = d->udp_fds[i];
+		w->mlfd = d->mqtt_fds ? d->mqtt_fds[i] : -1;
 		w->nslots = d->plan.slots;
 		w->rx_count = cfg->rx_buffers;
 		w->rx_size = cfg->rx_buf_size;
@@ -366,6 +406,7 @@ int hbd_run(const struct hbd_config *cfg)
 	d->lim.interval_ms = (uint64_t)(cfg->interval_s * 1000);
 	d->lim.timeout_ms = (uint64_t)(cfg->interval_s * cfg->expiry_mult * 1000);
 	d->lim.window_ms = (uint64_t)(cfg->clock_window_s * 1000);
+	d->lim.server_id = cfg->server_id;
 	d->replay.until_ms = d->replay.floor_ms + d->lim.window_ms;
 	/* 8 ticks a timeout keeps expiry within ~12% late; 250 ms is plenty at 30 s intervals */
 	d->lim.tick_ms = d->lim.timeout_ms / 8;
@@ -450,13 +491,16 @@ int hbd_run(const struct hbd_config *cfg)
 			struct hb_config c;
 
 			if (!hbd_maps_config(&d->kern.maps, &c) && c.ifindex)
-				hbd_nic_init(&d->kern.nic, (int)c.ifindex, c.ifname);
+				hbd_nic_init(&d->kern.nic, (int)c.ifindex, c.ifname, cfg->pin_path);
 		}
 	}
-	/* no repair while an old daemon may be mid-write on the same file */
-	d->sink_fd = open_sink(cfg->sink, cfg->sink_fsync, !d->upg.successor);
-	if (d->sink_fd < 0)
-		goto out;
+	/* no repair while an old daemon may be mid-write on the same file; in fleet mode DATA
+	 * goes to JetStream instead */
+	if (!cfg->nats.urls) {
+		d->sink_fd = open_sink(cfg->sink, cfg->sink_fsync, !d->upg.successor);
+		if (d->sink_fd < 0)
+			goto out;
+	}
 	d->tcp_fds = calloc(d->plan.workers, sizeof(int));
 	d->udp_fds = calloc(d->plan.workers, sizeof(int));
 	d->ring_fds = malloc(d->plan.workers * sizeof(int));
@@ -478,6 +522,8 @@ int hbd_run(const struct hbd_config *cfg)
 		hb_err("listen on %s port %u: %s", cfg->bind ? cfg->bind : "::", cfg->port, why);
 		goto out;
 	}
+	if (cfg->mqtt_port && open_mqtt(d, why, sizeof(why)))
+		goto out;
 
 	/* every thread inherits the mask: only the control loop's signalfd takes these signals */
 	sigemptyset(&sigs);
@@ -493,9 +539,18 @@ int hbd_run(const struct hbd_config *cfg)
 		goto out;
 	}
 
+	if (cfg->nats.urls && hbd_fleet_init(d, why, sizeof(why))) {
+		hb_err("fleet mode: %s", why);
+		goto out;
+	}
 	rc = start_workers(d);
 	if (rc) {
 		hb_err("workers did not start: %s", strerror(-rc));
+		stop_workers(d);
+		goto out;
+	}
+	if (cfg->nats.urls && hbd_fleet_start(d, why, sizeof(why))) {
+		hb_err("fleet mode: %s", why);
 		stop_workers(d);
 		goto out;
 	}
@@ -519,6 +574,7 @@ int hbd_run(const struct hbd_config *cfg)
 	hbd_api_close(d->ctl.api);
 	d->ctl.api = NULL;
 	stop_workers(d);
+	hbd_fleet_stop(d); /* after the workers: their last presence events and DATA go out */
 	/* metrics read worker memory: stop serving before the workers are freed */
 	hbd_metrics_stop(d->ctl.metrics);
 	d->ctl.metrics = NULL;
@@ -534,6 +590,7 @@ int hbd_run(const struct hbd_config *cfg)
 out:
 	hbd_api_close(d->ctl.api);
 	hbd_metrics_stop(d->ctl.metrics);
+	hbd_fleet_free(d); /* before the workers' memory, which its threads read */
 	if (sigfd >= 0)
 		close(sigfd);
 	if (d->ctl.ok)
@@ -551,10 +608,17 @@ out:
 	}
 	if (d->tcp_fds)
 		hbd_sockets_close(d->plan.workers, d->tcp_fds, d->udp_fds);
+	for (unsigned i = 0; d->mqtt_fds && i < d->plan.workers; i++) {
+		if (d->mqtt_fds[i] >= 0)
+			close(d->mqtt_fds[i]);
+	}
+	free(d->mqtt_fds);
 	if (d->sink_fd >= 0)
 		close(d->sink_fd);
 	if (d->kern.lock_fd >= 0)
 		close(d->kern.lock_fd);
+	if (d->kern.nic.ifindex)
+		hbd_nic_close(&d->kern.nic);
 	hbd_maps_close(&d->kern.maps);
 	free(d->stats_own);
 	hbd_sessions_free(&d->sessions);

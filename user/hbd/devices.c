@@ -223,6 +223,25 @@ out:
 	return rc;
 }
 
+int hbd_devices_claim(struct hbd_devices *t, uint64_t id, uint64_t new_loc, uint8_t key_tag,
+		      uint64_t *old_loc)
+{
+	uint64_t h = mix(id);
+	struct shard *s = shard_of(t, h);
+	struct dev *d;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	d = lookup_or_add(s, id, h, NULL, &rc);
+	if (d) {
+		*old_loc = d->loc;
+		d->loc = new_loc;
+		d->key_tag = key_tag;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 int hbd_devices_adopt(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64_t loc)
 {
 	uint64_t h = mix(id);

@@ -44,6 +44,12 @@ void hbd_devices_free(struct hbd_devices *t);
  */
 int hbd_devices_hello(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64_t new_loc,
 		      uint8_t key_tag, uint64_t *old_loc);
+/* An MQTT CONNECT whose credentials checked out: as hbd_devices_hello, without a timestamp
+ * (an MQTT password is checked by its expiry day, not against replay; the newest HELLO time
+ * stays as it is for the device's hbeat sessions).
+ */
+int hbd_devices_claim(struct hbd_devices *t, uint64_t id, uint64_t new_loc, uint8_t key_tag,
+		      uint64_t *old_loc);
 /* A session taken over from an earlier daemon (pinned map, or handed over in an upgrade):
  * records loc as the device's current session and ts_ms as its newest HELLO (if newer).
  * -EEXIST if the device has a current session already (the caller drops the new one).

@@ -12,6 +12,7 @@
 void hbd_down_init(struct hbd_downlink *dl)
 {
 	memset(dl, 0, sizeof(*dl));
+	dl->seq = 1; /* 0 is never a seq: an MQTT downlink's packet id is its seq */
 	pthread_mutex_init(&dl->lock, NULL);
 }
 
@@ -45,7 +46,7 @@ static void report(struct hbd_daemon *d, uint32_t client, uint32_t req, uint64_t
 		.ts_ms = hb_realtime_ms(),
 	};
 
-	hbd_events_push(&d->ctl.events, &ev);
+	hbd_events_push(client == HBD_DOWN_FLEET ? &d->fleet.q : &d->ctl.events, &ev);
 }
 
 /* The outcome of a request that never became a DOWN frame. */
@@ -54,7 +55,7 @@ static void refuse(struct hbd_daemon *d, const struct hbd_down_req *r, enum hbd_
 	report(d, r->client, r->req, r->device, st, 0, 0);
 }
 
-void hbd_down_submit(struct hbd_daemon *d, struct hbd_down_req *r)
+int hbd_down_enqueue(struct hbd_daemon *d, struct hbd_down_req *r)
 {
 	uint64_t loc = hbd_devices_loc(d->devices, r->device);
 	struct hbd_downlink *dl;
@@ -63,7 +64,7 @@ void hbd_down_submit(struct hbd_daemon *d, struct hbd_down_req *r)
 	if (!loc || (target = hbd_loc_worker(loc)) >= d->plan.workers || !d->workers[target]) {
 		refuse(d, r, HBD_DOWN_OFFLINE);
 		free(r);
-		return;
+		return -1;
 	}
 	r->loc = loc;
 	r->next = NULL;
@@ -75,7 +76,15 @@ void hbd_down_submit(struct hbd_daemon *d, struct hbd_down_req *r)
 		dl->head = r;
 	dl->tail = r;
 	pthread_mutex_unlock(&dl->lock);
-	hbd_ctl_msg(d, target, hbd_ud(HBD_OP_MSG_INBOX, 0, 0, 0), 0);
+	return (int)target;
+}
+
+void hbd_down_submit(struct hbd_daemon *d, struct hbd_down_req *r)
+{
+	int target = hbd_down_enqueue(d, r);
+
+	if (target >= 0)
+		hbd_ctl_msg(d, (unsigned)target, hbd_ud(HBD_OP_MSG_INBOX, 0, 0, 0), 0);
 }
 
 static struct hbd_down_pending *pending_slot(struct hbd_downlink *dl)
@@ -138,6 +147,8 @@ void hbd_down_sent(struct hbd_worker *w, const struct hbd_down_req *r, struct hb
 		.req = r->req,
 		.seq = dl->seq++,
 	};
+	if (!dl->seq)
+		dl->seq = 1;
 	dl->npending++;
 }
 

@@ -56,8 +56,15 @@ struct hbd_downlink {
 void hbd_down_init(struct hbd_downlink *dl);
 void hbd_down_free(struct hbd_downlink *dl);
 
+/* The client of a request from NATS (fleet_down.c): its outcome goes to the fleet thread's
+ * queue, not the control socket's. */
+#define HBD_DOWN_FLEET 0xffffffffu
+
 /* Control thread: routes a request (owned by the callee from here on) to the device's worker. */
 void hbd_down_submit(struct hbd_daemon *d, struct hbd_down_req *r);
+/* The same without the wake-up: queues r in its worker's inbox and returns that worker, whom
+ * the caller wakes (HBD_OP_MSG_INBOX) from its own ring; or answers OFFLINE and returns -1. */
+int hbd_down_enqueue(struct hbd_daemon *d, struct hbd_down_req *r);
 
 /* Worker, on the MSG_RING wake-up and at every tick: the requests its inbox holds (a list
  * through ->next, the caller's to free), NULL if none. For each, hbd_down_reserve() a pending

@@ -24,6 +24,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "hbeat_abi.h"
+
 #define HBD_HO_MAGIC 0x48424f32u /* "HBO2": bump with any change below */
 #define HBD_HO_FDS 250 /* fds a message carries (SCM_MAX_FD is 253) */
 #define HBD_HO_MSG_MAX (512 * 1024) /* bytes of records a message carries at most */
@@ -64,8 +66,11 @@ struct hbd_ho_sess {
 	uint64_t device_id;
 	uint8_t addr[16];
 	uint16_t port; /* network order */
-	uint16_t pad;
+	uint8_t version; /* HB_VERSION or HB_VERSION_2 */
+	uint8_t pad;
 	uint32_t age_ms; /* silence so far */
+	uint8_t key[HB_SESSION_KEY_LEN]; /* version 2: the session key */
+	uint64_t last_ts; /* version 2: the newest PING timestamp taken */
 };
 
 struct hbd_ho_dev {

@@ -7,20 +7,23 @@
  *   life cycle     main, opts (the command line), daemon (start, stop), control (the control
  *                  thread's loop: signals drive reload, upgrade and drain), upgrade, restart
  *   control plane  services (opens the control socket and /metrics), api, metrics, reload,
- *                  notify (systemd)
+ *                  notify (systemd); fleet mode (--nats): fleet > fleet_admin > fleet_presence,
+ *                  fleet_data, fleet_down > fleet_ring, fleet_map (fleet_impl.h)
  *   data plane     worker (the loop; it dispatches every CQE) > handoff > accept > tcp_*
- *                  (tcp.h orders them) and udp > hello, presence, downlink
+ *                  and mqtt (tcp.h orders them) and udp > udp_v2 > udp_tx, hello,
+ *                  presence, downlink
  *   ring plumbing  ring: SQEs, MSG_RING from a worker or from the control thread
  *   core state     devices, sessions, keytab, sink, events, stats, maps, chunk, reasm,
- *                  sockets, nicwatch; below them user/common (clock, log, proto, auth, ...)
+ *                  sockets, nicwatch, mqtt_sess, fleet_q.h (what the workers hand the fleet
+ *                  thread); below them user/common (clock, log, proto, auth, mqtt, ...)
  *
  * The one call up goes through a pointer: ring.c hands a message a worker sends itself to
  * that worker's CQE dispatch (w->dispatch), as if it had come through the ring.
  *
  * Headers: this one and the core state's may be included anywhere; ring.h from the data plane
  * up; worker.h (a worker's state) by the data plane and by the layers above, which read it; a
- * data-plane module's header (accept.h, tcp.h, udp.h, hello.h, presence.h, downlink.h,
- * handoff.h) by the files above that module; tcp_impl.h by tcp_*.c only; the headers of the
+ * data-plane module's header (accept.h, tcp.h, udp.h, udp_v2.h, udp_tx.h, hello.h, presence.h,
+ * downlink.h, handoff.h) by the files above that module; tcp_impl.h by tcp_*.c only; the headers of the
  * control plane and the life cycle (services.h, api.h, metrics.h, reload.h, notify.h,
  * control.h, upgrade.h, restart.h) only within those two layers.
  */
@@ -37,6 +40,7 @@
 #include "clock.h"
 #include "devices.h"
 #include "events.h"
+#include "fleet_q.h"
 #include "hbeat_abi.h"
 #include "keytab.h"
 #include "maps.h"
@@ -54,12 +58,17 @@ enum hbd_exit {
 struct hbd_config {
 	const char *bind; /* NULL: "::" dual-stack */
 	uint16_t port;
+	uint16_t mqtt_port; /* 0: no MQTT listener */
+	const char *mqtt_realm; /* the realm MQTT passwords are bound to */
+	unsigned mqtt_max_days; /* the longest validity an MQTT password may claim */
 	unsigned workers; /* 0: one per CPU */
 	unsigned max_clients; /* authenticated TCP connections, and separately UDP sessions */
 	unsigned max_pending; /* TCP connections without a HELLO yet (0 in the defaults: the
 			       * parser fills in its share of max_clients) */
 	const char *keys;
 	double clock_window_s;
+	uint64_t server_id; /* this server's id for bound HELLOs, 0: none */
+	bool require_udp_mac; /* UDP only in protocol version 2 (per-frame MAC) */
 	double interval_s;
 	double expiry_mult;
 	unsigned keepalive_probes; /* hbctl load --tcp keepalive: unanswered probes before a kill */
@@ -88,6 +97,16 @@ struct hbd_config {
 	const char *control_group; /* its clients besides root and hbd's user, NULL: none */
 	uint32_t control_gid; /* that group's gid */
 	const char *metrics; /* ADDR:PORT for /metrics, NULL: none */
+	/* fleet mode (fleet_*.c, docs/FLEET.md): NULL nats is the single-node default */
+	struct hbd_nats_config {
+		const char *urls; /* --nats URL[,URL...] */
+		const char *creds, *user, *password_file;
+		const char *node; /* this node's name in hbeat_nodes and presence */
+		unsigned replicas; /* of the stream and the buckets hbd creates */
+		double node_ttl_s; /* hbeat_nodes TTL: a node silent this long is dead */
+		double timeout_s; /* a publish not acknowledged by then failed */
+		double down_timeout_s; /* a NATS downlink not ACKed by its device by then: timeout */
+	} nats;
 	char *const *argv; /* as started: an upgrade (SIGUSR2) starts exe with them again */
 	char exe[4096];
 	char sink_default[4096]; /* in the state directory (opts.c) */
@@ -126,6 +145,7 @@ struct hbd_daemon {
 	/* the configuration in the units the workers use */
 	struct hbd_limits {
 		uint64_t interval_ms, timeout_ms, window_ms, tick_ms, hello_timeout_ms;
+		uint64_t server_id; /* --server-id: bound HELLOs must name it */
 		uint64_t hello_busy_ms; /* the HELLO deadline while a worker's pending share is half
 					 * spent (tcp_open.c) */
 		unsigned pending_per_worker; /* max_pending over the workers */
@@ -157,6 +177,9 @@ struct hbd_daemon {
 		 * poll plus a one-shot recv when it fires (tcp.h) */
 		bool tcp_keepalive;
 		bool tcp_conns; /* conns entries are kept up to date: kernel or keepalive mode */
+		/* the kernel answers PINGREQs on our --mqtt-port (hbctl load --mqtt-port, --tcp
+		 * kernel): MQTT connections join the sockhash as they authenticate */
+		bool mqtt_kernel;
 		int lock_fd; /* instance lock (offload mode), -1 if none */
 		struct hbd_nicwatch nic; /* the XDP NIC (offload mode) */
 	} kern;
@@ -176,6 +199,7 @@ struct hbd_daemon {
 	uint16_t port;
 	struct hbd_plan plan;
 	int *tcp_fds, *udp_fds; /* one listener and one UDP socket per worker */
+	int *mqtt_fds; /* one MQTT listener per worker (--mqtt-port), NULL if none */
 	struct hbd_worker **workers;
 	int *ring_fds; /* for MSG_RING between workers */
 	uint64_t mono0_ns; /* CLOCK_MONOTONIC at start: worker clocks count ms from here */
@@ -207,6 +231,7 @@ struct hbd_daemon {
 		struct hbd_metrics *metrics;
 		uint16_t metrics_port;
 	} ctl;
+	struct hbd_fleet_side fleet; /* fleet mode (fleet_q.h); fleet.on false without --nats */
 };
 
 /* The key store HELLOs are checked against right now. */

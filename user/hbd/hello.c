@@ -8,16 +8,17 @@
 #include "log.h"
 #include "worker.h"
 
-int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t loc,
+int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello_msg *m, uint64_t loc,
 		       uint64_t now_ms, struct hbd_hello_result *r)
 {
 	const struct hb_keystore *ks = hbd_keys(d); /* once: the session records which store */
+	const struct hb_hello_bound *h = &m->h;
 	int rc;
 
 	r->device_id = hb_get_be64(&h->device_id);
 	r->old_loc = 0;
 	r->token = 0;
-	rc = hb_hello_verify(ks, h, now_ms, d->lim.window_ms);
+	rc = hb_hello_msg_verify(ks, m, d->lim.server_id, now_ms, d->lim.window_ms, r->prk);
 	if (rc != HB_AUTH_OK)
 		return rc;
 	/* shortly after a restart: the previous daemon's replay state is gone (restart.c) */
@@ -42,7 +43,7 @@ int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t 
 	return 0;
 }
 
-int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc,
+int hbd_hello_check(struct hbd_worker *w, const struct hb_hello_msg *h, uint64_t loc,
 		    struct hbd_hello_result *r)
 {
 	return hbd_hello_check_at(w->d, h, loc, hb_realtime_ms(), r);

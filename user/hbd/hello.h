@@ -23,6 +23,7 @@ enum hbd_refusal {
 	HBD_REFUSE_BAD_MAC = HB_AUTH_BAD_MAC,
 	HBD_REFUSE_CLOCK = HB_AUTH_CLOCK,
 	HBD_REFUSE_REVOKED = HB_AUTH_REVOKED,
+	HBD_REFUSE_OTHER_SERVER = HB_AUTH_OTHER_SERVER,
 	HBD_REFUSE_REPLAY, /* timestamp not newer than the device's last accepted HELLO */
 };
 
@@ -30,17 +31,18 @@ struct hbd_hello_result {
 	uint64_t device_id;
 	uint64_t old_loc; /* session superseded by this one, 0 if none */
 	uint64_t token;
+	uint8_t prk[HB_MAC_LEN]; /* the device's half of a version 2 session key */
 };
 
 /* Verifies MAC, clock window and replay, and makes loc the device's current session. Returns
  * 0, an enum hbd_refusal (> 0: refuse with ERROR(AUTH)), or -errno.
  */
-int hbd_hello_check(struct hbd_worker *w, const struct hb_hello *h, uint64_t loc,
+int hbd_hello_check(struct hbd_worker *w, const struct hb_hello_msg *h, uint64_t loc,
 		    struct hbd_hello_result *r);
 /* The same at a given wall-clock time, needing only keys, devices and window_ms of d (the fuzz
  * harness runs it without workers).
  */
-int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello *h, uint64_t loc,
+int hbd_hello_check_at(struct hbd_daemon *d, const struct hb_hello_msg *h, uint64_t loc,
 		       uint64_t now_ms, struct hbd_hello_result *r);
 /* What hbd_hello_check() returned, in words. */
 const char *hbd_auth_str(int rc);

@@ -212,6 +212,17 @@ int hbd_maps_sockhash_add(struct hbd_maps *m, uint64_t cookie, int fd)
 	return 0;
 }
 
+int hbd_maps_conn_mqtt(struct hbd_maps *m, uint64_t cookie, uint16_t keepalive)
+{
+	struct hb_conn_key k = { .cookie = cookie };
+	struct hb_conn v;
+
+	if (bpf_map_lookup_elem(m->conns, &k, &v))
+		return -errno;
+	v.flags = (v.flags & 0xffff) | HB_CONN_MQTT | (uint32_t)keepalive << HB_CONN_MQTT_KA_SHIFT;
+	return bpf_map_update_elem(m->conns, &k, &v, BPF_EXIST) ? -errno : 0;
+}
+
 int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, uint64_t now_ns,
 		       uint32_t seen_slot)
 {
@@ -409,6 +420,24 @@ int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload)
 	if (bpf_map_lookup_elem(m->config, &k, &m->config_cache))
 		return -errno;
 	m->config_cache.max_payload = max_payload;
+	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
+}
+
+int hbd_maps_set_flags(struct hbd_maps *m, uint32_t flags)
+{
+	__u32 k = 0;
+
+	if (m->config < 0)
+		return -EBADF;
+	if (m->config_size < sizeof(struct hb_config))
+		return -EOPNOTSUPP;
+	if (m->config_mem) {
+		__atomic_store_n(&m->config_mem->flags, flags, __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (bpf_map_lookup_elem(m->config, &k, &m->config_cache))
+		return -errno;
+	m->config_cache.flags = flags;
 	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
 }
 

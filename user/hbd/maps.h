@@ -55,6 +55,9 @@ static inline void hbd_seen_set(struct hbd_maps *m, uint32_t slot, uint64_t ns)
 		__atomic_store_n(&m->seen_mem[slot], ns, __ATOMIC_RELAXED);
 }
 
+/* conns[cookie] of an MQTT connection, while still NEW (nothing in the kernel writes it then):
+ * HB_CONN_MQTT and its keepalive, for hbctl conns. 0 or -errno. */
+int hbd_maps_conn_mqtt(struct hbd_maps *m, uint64_t cookie, uint16_t keepalive);
 /* conns[cookie]: device_id and state AUTHED, last_seen_ns = now_ns, seen_slot (0: none).
  * Creates the entry if sock_ops did not (then the kernel never sees the socket's frames and the
  * daemon answers).
@@ -93,6 +96,8 @@ int hbd_maps_stamp(struct hbd_maps *m, uint64_t now_ns, uint64_t grace_ns);
 /* config.max_payload = max_payload: the kernel reflects no larger ECHO (hbd --max-payload).
  * -EOPNOTSUPP on pins of an hbctl from before the field (their programs do not read it). */
 int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload);
+/* config.flags = flags (enum hb_config_flag); -EOPNOTSUPP for pins of an older hbctl. */
+int hbd_maps_set_flags(struct hbd_maps *m, uint32_t flags);
 
 /* A copy of the config entry (the loader's fields: ifindex, ifname, port, xdp_mode). */
 int hbd_maps_config(struct hbd_maps *m, struct hb_config *out);

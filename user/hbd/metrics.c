@@ -80,6 +80,30 @@ static void family(FILE *f, const char *name, const char *type, const char *help
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* MQTT devices (hbd --mqtt-port): their keepalives by who answered, CONNECTs, PUBLISHes. */
+static void mqtt_metrics(FILE *f, const struct hb_ustats *u, const struct hb_kstats *k)
+{
+	family(f, "hbeat_mqtt_pings_total", "counter",
+	       "MQTT PINGREQs answered, by the sockmap verdict (kernel) or hbd (user).");
+	fprintf(f, "hbeat_mqtt_pings_total{path=\"kernel\"} %" PRIu64 "\n",
+		k ? (uint64_t)k->mq_pong : 0);
+	fprintf(f, "hbeat_mqtt_pings_total{path=\"user\"} %" PRIu64 "\n",
+		(uint64_t)u->mqtt_pings_user);
+	family(f, "hbeat_mqtt_connects_total", "counter",
+	       "MQTT CONNECTs accepted (CONNACK 0) and refused (another CONNACK code).");
+	fprintf(f, "hbeat_mqtt_connects_total{result=\"ok\"} %" PRIu64 "\n",
+		(uint64_t)u->mqtt_connects);
+	fprintf(f, "hbeat_mqtt_connects_total{result=\"refused\"} %" PRIu64 "\n",
+		(uint64_t)u->mqtt_refused);
+	family(f, "hbeat_mqtt_publish_total", "counter", "MQTT PUBLISHes written to the sink.");
+	fprintf(f, "hbeat_mqtt_publish_total %" PRIu64 "\n", (uint64_t)u->mqtt_publish);
+	family(f, "hbeat_mqtt_bad_total", "counter",
+	       "MQTT connections closed for a malformed or forbidden packet.");
+	fprintf(f, "hbeat_mqtt_bad_total %" PRIu64 "\n", (uint64_t)u->mqtt_bad);
+	family(f, "hbeat_mqtt_wills_total", "counter", "MQTT Will messages recorded.");
+	fprintf(f, "hbeat_mqtt_wills_total %" PRIu64 "\n", (uint64_t)u->mqtt_wills);
+}
+
 static void timing(FILE *f, struct hbd_daemon *d, size_t off, const char *name, const char *help)
 {
 	static const uint64_t bound[HBD_TIMING_N] = HBD_TIMING_BOUNDS_US;
@@ -144,6 +168,7 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 		have_k ? (uint64_t)k.sk_pong : 0);
 	family(f, "hbeat_heartbeats_user_total", "counter", "Heartbeats hbd answered itself.");
 	fprintf(f, "hbeat_heartbeats_user_total %" PRIu64 "\n", (uint64_t)u.pings_user);
+	mqtt_metrics(f, &u, have_k ? &k : NULL);
 
 	family(f, "hbeat_expired_total", "counter", "Sessions expired after a silent timeout.");
 	fprintf(f, "hbeat_expired_total{transport=\"tcp\"} %" PRIu64 "\n", (uint64_t)u.expired_tcp);

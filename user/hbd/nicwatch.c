@@ -13,16 +13,47 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "localaddr.h"
 #include "log.h"
+#include "pins.h"
 
 enum { NIC_UNKNOWN, NIC_OK, NIC_DOWN, NIC_NO_XDP, NIC_GONE };
 
-void hbd_nic_init(struct hbd_nicwatch *n, int ifindex, const char *ifname)
+void hbd_nic_init(struct hbd_nicwatch *n, int ifindex, const char *ifname, const char *pin_dir)
 {
 	memset(n, 0, sizeof(*n));
 	n->ifindex = ifindex;
 	snprintf(n->ifname, sizeof(n->ifname), "%s", ifname);
 	n->state = NIC_UNKNOWN;
+	/* pins of an older hbctl have no local_addrs: their XDP program checks no destination */
+	n->local_fd = hb_pin_open(pin_dir, HB_MAP_LOCAL_ADDRS, NULL, 0);
+	if (n->local_fd < 0)
+		n->local_fd = -1;
+}
+
+void hbd_nic_close(struct hbd_nicwatch *n)
+{
+	if (n->local_fd >= 0)
+		close(n->local_fd);
+	n->local_fd = -1;
+}
+
+/* Addresses come and go (DHCP, an operator adding one): XDP answers only for those in the map,
+ * so a new one is served in userspace until the next pass and a removed one is not answered
+ * from after it. */
+static void sync_addrs(struct hbd_nicwatch *n)
+{
+	struct hb_local_addrs set;
+	int rc;
+
+	if (n->local_fd < 0 || hb_local_collect(n->ifindex, &set))
+		return;
+	rc = hb_local_sync(n->local_fd, &set);
+	if (rc > 0)
+		hb_info("NIC %s: %u local address%s for the XDP fast path", n->ifname, set.n,
+			set.n == 1 ? "" : "es");
+	else if (rc < 0)
+		hb_warn("NIC %s: updating %s: %s", n->ifname, HB_MAP_LOCAL_ADDRS, strerror(-rc));
 }
 
 static int nic_state(const struct hbd_nicwatch *n)
@@ -58,6 +89,8 @@ void hbd_nic_check(struct hbd_nicwatch *n, uint64_t now_ms)
 		return;
 	n->next_ms = now_ms + 1000;
 	st = nic_state(n);
+	if (st != NIC_GONE)
+		sync_addrs(n);
 	if (st == n->state || st == NIC_UNKNOWN)
 		return;
 	switch (st) {

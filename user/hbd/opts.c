@@ -10,6 +10,7 @@
 #include "hbd.h"
 #include "log.h"
 #include "metrics.h"
+#include "mqtt.h"
 #include "opt.h"
 
 /* hbd's own defaults; the port, pin directory and largest payload are the ABI header's. */
@@ -38,6 +39,9 @@
 #define DEF_MAX_OUTPUT 65536
 #define DEF_MAX_PENDING_MIN 1024 /* or --max-clients / DEF_MAX_PENDING_DIV, if that is more */
 #define DEF_MAX_PENDING_DIV 16
+#define DEF_NATS_NODE_TTL_S 6
+#define DEF_NATS_TIMEOUT_S 2
+#define DEF_NATS_DOWN_TIMEOUT_S 5
 
 static bool power_of_2(uint64_t v)
 {
@@ -90,6 +94,13 @@ static const struct hb_opt options[] = {
 	  .def_text = "::, dual-stack" },
 	{ "port", 0, "N", "TCP and UDP port; 0 takes any free port", HB_OPT_UINT, AT(port),
 	  .def.u = HB_DEFAULT_PORT, .umin = 0, .umax = 65535 },
+	{ "mqtt-port", 0, "N", "also serve MQTT 3.1.1 devices on this TCP port (docs/MQTT.md); 0: "
+	  "off", HB_OPT_UINT, AT(mqtt_port), .umin = 0, .umax = 65535 },
+	{ "mqtt-realm", 0, "NAME", "this server's name in MQTT passwords: give each server its own, "
+	  "so a password one of them saw works on no other", HB_OPT_STRING, AT(mqtt_realm),
+	  .def.s = HB_MQTT_DEFAULT_REALM },
+	{ "mqtt-max-days", 0, "N", "the longest validity, in days, an MQTT password may claim",
+	  HB_OPT_UINT, AT(mqtt_max_days), .def.u = HB_MQTT_DEFAULT_DAYS, .umin = 0, .umax = 3650 },
 	{ "workers", 0, "N", "worker threads, one io_uring ring each", HB_OPT_UINT, AT(workers),
 	  .umin = 1, .umax = HBD_MAX_RINGS,
 	  .def_text = "one per CPU, more if --max-clients needs more direct-descriptor tables" },
@@ -105,6 +116,12 @@ static const struct hb_opt options[] = {
 	  .def.u = DEF_KEEPALIVE_PROBES, .umin = 1, .umax = 100 },
 	{ "clock-window", 0, "SEC", "accepted HELLO clock skew", HB_OPT_DOUBLE, AT(clock_window_s),
 	  .def.d = DEF_CLOCK_WINDOW_S, .dmin = 0.001, .dmax = 86400 },
+	{ "server-id", 0, "ID", "this server's id: a HELLO bound to another server (one of a fleet "
+	  "sharing the key store) is refused; 0 for none", HB_OPT_UINT, AT(server_id),
+	  .def.u = 0, .umin = 0, .umax = UINT64_MAX },
+	{ "require-udp-mac", 0, NULL, "UDP in protocol version 2 only (every frame under a "
+	  "session key MAC): a version 1 UDP HELLO is refused with ERROR(VERSION)",
+	  HB_OPT_FLAG, AT(require_udp_mac) },
 	{ "grace", 0, "SEC", "the fast paths keep answering this long after hbd stops refreshing "
 	  "its liveness stamp", HB_OPT_DOUBLE, AT(grace_s), .def.d = DEF_GRACE_S, .dmin = 0,
 	  .dmax = 86400 },
@@ -172,6 +189,30 @@ static const struct hb_opt options[] = {
 	{ "on-map-full", 0, NULL, "a client the kernel map has no room for is served in userspace, "
 	  "or refused with ERROR(FULL)", HB_OPT_CHOICE, AT(map_full_refuse), .choices = map_full,
 	  .def.i = false },
+	{ .type = HB_OPT_HEADING,
+	  .help = "Fleet mode (docs/FLEET.md): presence, downlink and DATA through NATS JetStream:" },
+	{ "nats", 0, "URL[,URL...]", "NATS servers (nats://HOST:PORT): turns fleet mode on; DATA "
+	  "goes to the HBEAT_DATA stream instead of --sink", HB_OPT_STRING, AT(nats.urls),
+	  .def_text = "off: single node, DATA to --sink" },
+	{ "nats-creds", 0, "FILE", "NATS user credentials file (JWT and NKey seed)", HB_OPT_STRING,
+	  AT(nats.creds), .excludes = "nats-user" },
+	{ "nats-user", 0, "USER", "NATS user name; the password is read from --nats-password-file",
+	  HB_OPT_STRING, AT(nats.user) },
+	{ "nats-password-file", 0, "FILE", "the NATS password, on the file's first line",
+	  HB_OPT_STRING, AT(nats.password_file) },
+	{ "nats-node", 0, "NAME", "this node's name in hbeat_nodes and in presence entries",
+	  HB_OPT_STRING, AT(nats.node), .def_text = "HOSTNAME-PORT" },
+	{ "nats-replicas", 0, "N", "replicas of the stream and buckets hbd creates if missing",
+	  HB_OPT_UINT, AT(nats.replicas), .def.u = 1, .umin = 1, .umax = 5 },
+	{ "nats-node-ttl", 0, "SEC", "a node not refreshed in hbeat_nodes for this long is dead and "
+	  "its devices are marked offline", HB_OPT_DOUBLE, AT(nats.node_ttl_s),
+	  .def.d = DEF_NATS_NODE_TTL_S, .dmin = 1, .dmax = 3600 },
+	{ "nats-timeout", 0, "SEC", "a DATA publish JetStream has not acknowledged by then failed "
+	  "(the frame is not ACKed)", HB_OPT_DOUBLE, AT(nats.timeout_s),
+	  .def.d = DEF_NATS_TIMEOUT_S, .dmin = 0.1, .dmax = 600 },
+	{ "nats-down-timeout", 0, "SEC", "how long a downlink from NATS waits for its device's ACK",
+	  HB_OPT_DOUBLE, AT(nats.down_timeout_s), .def.d = DEF_NATS_DOWN_TIMEOUT_S, .dmin = 0.01,
+	  .dmax = 600 },
 	{ "help", 'h', NULL, "this text", .type = HB_OPT_HELP },
 	{ 0 },
 };
@@ -232,7 +273,23 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 		if (c->max_pending < DEF_MAX_PENDING_MIN)
 			c->max_pending = DEF_MAX_PENDING_MIN;
 	}
+	if (c->mqtt_port && c->mqtt_port == c->port)
+		return hb_opt_error(&prog, "--mqtt-port %u is --port too", c->mqtt_port);
+	if (strlen(c->mqtt_realm) > HB_MQTT_REALM_MAX)
+		return hb_opt_error(&prog, "--mqtt-realm is longer than %d bytes",
+				    HB_MQTT_REALM_MAX);
 	if (c->interval_s * c->expiry_mult * 1000 > UINT32_MAX / 2)
 		return hb_opt_error(&prog, "--interval x --expiry-mult is too long");
+	if (!c->nats.urls &&
+	    (c->nats.creds || c->nats.user || c->nats.password_file || c->nats.node))
+		return hb_opt_error(&prog, "the --nats-* options need --nats URL");
+	if (!!c->nats.user != !!c->nats.password_file)
+		return hb_opt_error(&prog, "--nats-user and --nats-password-file go together");
+	/* a key of the hbeat_nodes bucket, and a value in JSON without escapes */
+	if (c->nats.node && (!*c->nats.node || strlen(c->nats.node) > 63 ||
+			     c->nats.node[strspn(c->nats.node, "abcdefghijklmnopqrstuvwxyz"
+							       "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+							       "0123456789-_=")]))
+		return hb_opt_error(&prog, "--nats-node must be 1..63 of A-Z a-z 0-9 - _ =");
 	return 0;
 }

@@ -3,13 +3,15 @@
 #include "outq.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "proto.h"
 
-int hbd_outq_push(struct hbd_chunks *ck, uint32_t *head, size_t cap, uint8_t type, uint16_t seq,
-		  const void *payload, uint16_t len, size_t *queued)
+/* Room for need more bytes at the queue's tail: the chunk to write them to, or NULL with *rc. */
+static struct hbd_chunk *tail_room(struct hbd_chunks *ck, uint32_t *head, size_t cap, size_t need,
+				   size_t *queued, uint32_t *tail_idx, int *rc)
 {
-	size_t need = hb_frame_size(HB_TCP, len), unsent = 0;
+	size_t unsent = 0;
 	struct hbd_chunk *k = NULL;
 	uint32_t tail = *head, idx;
 
@@ -23,12 +25,14 @@ int hbd_outq_push(struct hbd_chunks *ck, uint32_t *head, size_t cap, uint8_t typ
 		}
 	}
 	*queued = unsent;
+	*rc = -ENOBUFS;
 	if (unsent + need > cap)
-		return -ENOBUFS;
+		return NULL;
 	if (!k || hbd_chunk_cap(ck, tail) - k->len < need) {
+		*rc = -ENOMEM;
 		idx = hbd_chunk_alloc(ck, need);
 		if (idx == HBD_NONE)
-			return -ENOMEM;
+			return NULL;
 		if (k)
 			k->next = idx;
 		else
@@ -36,8 +40,36 @@ int hbd_outq_push(struct hbd_chunks *ck, uint32_t *head, size_t cap, uint8_t typ
 		k = hbd_chunk(ck, idx);
 		tail = idx;
 	}
+	*tail_idx = tail;
+	return k;
+}
+
+int hbd_outq_push(struct hbd_chunks *ck, uint32_t *head, size_t cap, uint8_t type, uint16_t seq,
+		  const void *payload, uint16_t len, size_t *queued)
+{
+	uint32_t tail;
+	int rc;
+	struct hbd_chunk *k =
+		tail_room(ck, head, cap, hb_frame_size(HB_TCP, len), queued, &tail, &rc);
+
+	if (!k)
+		return rc;
 	k->len += (uint16_t)hb_encode(k->data + k->len, hbd_chunk_cap(ck, tail) - k->len, HB_TCP,
 				      type, seq, 0, payload, len);
+	return 0;
+}
+
+int hbd_outq_push_raw(struct hbd_chunks *ck, uint32_t *head, size_t cap, const void *bytes,
+		      size_t n, size_t *queued)
+{
+	uint32_t tail;
+	int rc;
+	struct hbd_chunk *k = tail_room(ck, head, cap, n, queued, &tail, &rc);
+
+	if (!k)
+		return rc;
+	memcpy(k->data + k->len, bytes, n);
+	k->len += (uint16_t)n;
 	return 0;
 }
 

@@ -21,6 +21,10 @@
 int hbd_outq_push(struct hbd_chunks *ck, uint32_t *head, size_t cap, uint8_t type, uint16_t seq,
 		  const void *payload, uint16_t len, size_t *queued);
 
+/* The same for bytes already encoded (an MQTT packet), at most a large chunk's worth. */
+int hbd_outq_push_raw(struct hbd_chunks *ck, uint32_t *head, size_t cap, const void *bytes,
+		      size_t n, size_t *queued);
+
 /* The unsent bytes of the head chunk (the queue is not empty): what the next send takes. */
 static inline const uint8_t *hbd_outq_peek(const struct hbd_chunks *ck, uint32_t head,
 					   uint32_t *len)

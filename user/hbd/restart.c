@@ -124,6 +124,8 @@ static int adopt_one(struct hbd_daemon *d, uint64_t token, const struct hb_sessi
 	s->device_id = v->device_id;
 	memcpy(s->addr, v->addr, sizeof(s->addr));
 	s->port = v->port;
+	hbd_sess_set_v2(s, v->version == HB_VERSION_2 ? HB_VERSION_2 : HB_VERSION, v->key,
+			v->last_ts);
 	/* last_seen on this daemon's clock: older than our start is negative, which the wrapping
 	 * 32-bit comparisons handle like any past time (a session the dead daemon never heard
 	 * from after its HELLO has that HELLO's stamp)
@@ -171,7 +173,10 @@ unsigned hbd_adopt_sessions(struct hbd_daemon *d, uint64_t floor_ms)
 
 		if (bpf_map_lookup_elem(d->kern.maps.sessions, &k, &v))
 			continue;
+		/* under --require-udp-mac a version 1 session goes: its device says HELLO again
+		 * and is told why it is refused */
 		if (v.state == HB_STATE_AUTHED && v.device_id &&
+		    (v.version == HB_VERSION_2 || !d->cfg->require_udp_mac) &&
 		    !adopt_one(d, k.token, &v, (unsigned)(i % d->plan.workers), floor_ms)) {
 			adopted++;
 			continue;

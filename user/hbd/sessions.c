@@ -3,8 +3,12 @@
 #include "sessions.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "auth.h"
+#include "sesskey.h"
 
 #define NLOCKS 256
 
@@ -78,6 +82,7 @@ int hbd_sess_alloc(struct hbd_sessions *t, unsigned owner, uint32_t *idx)
 	s->token = 0;
 	s->owner = (uint16_t)owner;
 	s->state = HBD_SESS_RESERVED;
+	hbd_sess_set_v2(s, HB_VERSION, NULL, 0);
 	*idx = i;
 	return 0;
 }
@@ -152,6 +157,11 @@ int hbd_sess_touch(struct hbd_sessions *t, uint64_t token, const uint8_t addr[16
 		return -ENOENT;
 	}
 	s = &t->s[i];
+	/* a version 1 frame carries no tag: it speaks for no version 2 session */
+	if (s->version == HB_VERSION_2) {
+		pthread_mutex_unlock(lock_of(t, b));
+		return -EBADMSG;
+	}
 	v->rebound = s->port != port || memcmp(s->addr, addr, 16) != 0;
 	if (v->rebound) {
 		memcpy(s->addr, addr, 16);
@@ -215,6 +225,93 @@ int hbd_sess_get(struct hbd_sessions *t, uint32_t idx, uint16_t gen, bool unhash
 			s->state = HBD_SESS_DEAD;
 		}
 	}
+	pthread_mutex_unlock(lock_of(t, b));
+	return rc;
+}
+
+void hbd_sess_set_v2(struct hbd_sess *s, uint8_t version, const uint8_t key[HB_SESSION_KEY_LEN],
+		     uint64_t last_ts)
+{
+	s->version = version;
+	if (key && version == HB_VERSION_2)
+		memcpy(s->key, key, sizeof(s->key));
+	else
+		OPENSSL_cleanse(s->key, sizeof(s->key));
+	s->last_ts = last_ts;
+	s->path_data = 0;
+	s->path_port = 0;
+	memset(s->path_addr, 0, sizeof(s->path_addr));
+}
+
+/* The replay window of a PING (hbeat_abi.h, HB_V2_TS_AHEAD), as XDP applies it. */
+static bool ts_fresh(uint64_t last, uint64_t ts)
+{
+	return !last || (ts > last && ts - last <= HB_V2_TS_AHEAD);
+}
+
+int hbd_sess_touch_v2(struct hbd_sessions *t, uint64_t token, const uint8_t addr[16], uint16_t port,
+		      uint32_t now, const struct hbd_v2_in *in, struct hbd_sess_view *v)
+{
+	uint32_t b = bucket_of(t, token), i;
+	struct hbd_sess *s;
+	bool here;
+	int rc = 0;
+
+	if (!token)
+		return -ENOENT;
+	memset(v, 0, sizeof(*v));
+	pthread_mutex_lock(lock_of(t, b));
+	i = find(t, b, token);
+	if (i == HB_WHEEL_NONE) {
+		pthread_mutex_unlock(lock_of(t, b));
+		return -ENOENT;
+	}
+	s = &t->s[i];
+	if (s->version != HB_VERSION_2 || !hb_frame_tag_ok(s->key, in->frame, in->len)) {
+		rc = -EBADMSG;
+		goto out;
+	}
+	if (in->ping && !ts_fresh(s->last_ts > in->floor_ts ? s->last_ts : in->floor_ts, in->ts)) {
+		rc = -EALREADY;
+		goto out;
+	}
+	if (in->ping)
+		s->last_ts = in->ts;
+	here = s->port == port && !memcmp(s->addr, addr, 16);
+	if (!here && in->response && s->path_data && s->path_port == port &&
+	    !memcmp(s->path_addr, addr, 16) &&
+	    CRYPTO_memcmp(&s->path_data, in->response, sizeof(s->path_data)) == 0) {
+		/* the device answered from the new address what was sent only there */
+		memcpy(s->addr, addr, 16);
+		s->port = port;
+		s->path_data = 0;
+		v->rebound = here = true;
+	}
+	if (!here) {
+		v->elsewhere = true;
+		if (!s->path_data || s->path_port != port || memcmp(s->path_addr, addr, 16) ||
+		    (uint32_t)(now - s->path_ms) >= in->challenge_gap_ms) {
+			uint64_t data = 0;
+
+			while (!data && !hb_random(&data, sizeof(data)))
+				;
+			s->path_data = data;
+			memcpy(s->path_addr, addr, 16);
+			s->path_port = port;
+			s->path_ms = now;
+			v->challenge = data;
+		}
+	}
+	if (here || in->ping)
+		__atomic_store_n(&s->last_seen, now, __ATOMIC_RELAXED);
+	v->idx = i;
+	v->gen = s->gen;
+	v->owner = s->owner;
+	v->device_id = s->device_id;
+	memcpy(v->key, s->key, sizeof(v->key));
+	memcpy(v->addr, s->addr, 16);
+	v->port = s->port;
+out:
 	pthread_mutex_unlock(lock_of(t, b));
 	return rc;
 }

@@ -138,11 +138,14 @@ void hbd_sink_free(struct hbd_sink *s)
 	memset(s->b, 0, sizeof(s->b));
 }
 
-size_t hbd_sink_format(char *out, size_t cap, uint64_t device, bool udp, uint16_t seq,
-		       const struct timespec *ts, const void *payload, size_t len)
+/* The line of a frame; topic (MQTT) is ASCII the caller checked, or NULL for none. */
+static size_t format_line(char *out, size_t cap, uint64_t device, const char *transport,
+			  const char *topic, size_t tlen, uint16_t seq, const struct timespec *ts,
+			  const void *payload, size_t len)
 {
 	char b64[(HB_MAX_PAYLOAD + 2) / 3 * 4 + 1], time[96]; /* 24 bytes for any real date */
 	struct tm tm;
+	json_t *o;
 	int n;
 
 	if (len > HB_MAX_PAYLOAD || !gmtime_r(&ts->tv_sec, &tm))
@@ -153,20 +156,26 @@ size_t hbd_sink_format(char *out, size_t cap, uint64_t device, bool udp, uint16_
 		 ts->tv_nsec / 1000000);
 	/* the device id stays a number over the whole u64 range, as consumers have always read it;
 	 * base64 and the time are ASCII, which the library need not check */
-	n = hb_json_line_u64_first(out, cap, "device", device,
-				   json_pack("{s:s,s:i,s:o,s:o}", "transport", udp ? "udp" : "tcp",
-					     "seq", (int)seq, "time", json_string_nocheck(time),
-					     "payload", json_stringn_nocheck(b64, (size_t)n)));
+	o = topic ? json_pack("{s:s,s:o,s:i,s:o,s:o}", "transport", transport, "topic",
+			      json_stringn_nocheck(topic, tlen), "seq", (int)seq, "time",
+			      json_string_nocheck(time), "payload",
+			      json_stringn_nocheck(b64, (size_t)n))
+		  : json_pack("{s:s,s:i,s:o,s:o}", "transport", transport, "seq", (int)seq, "time",
+			      json_string_nocheck(time), "payload",
+			      json_stringn_nocheck(b64, (size_t)n));
+	n = hb_json_line_u64_first(out, cap, "device", device, o);
 	return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
 
-int hbd_sink_add(struct hbd_sink *s, uint64_t device, bool udp, uint16_t seq,
-		 const struct timespec *now, const void *payload, size_t len,
-		 const struct hbd_ack *ack)
+size_t hbd_sink_format(char *out, size_t cap, uint64_t device, bool udp, uint16_t seq,
+		       const struct timespec *ts, const void *payload, size_t len)
 {
-	struct hbd_sink_batch *b = &s->b[s->fill];
-	size_t n;
+	return format_line(out, cap, device, udp ? "udp" : "tcp", NULL, 0, seq, ts, payload, len);
+}
 
+/* Room in the filling batch for one more line and its ACK: 0 or -ENOMEM. */
+static int batch_room(struct hbd_sink_batch *b)
+{
 	if (b->cap - b->len < HBD_SINK_LINE_MAX) {
 		size_t cap = b->cap ? b->cap * 2 : 16384;
 		char *p = realloc(b->buf, cap);
@@ -185,12 +194,52 @@ int hbd_sink_add(struct hbd_sink *s, uint64_t device, bool udp, uint16_t seq,
 		b->acks = a;
 		b->acap = acap;
 	}
+	return 0;
+}
+
+static void batch_put(struct hbd_sink_batch *b, size_t n, size_t len, const struct hbd_ack *ack,
+		      uint64_t device)
+{
+	b->len += n;
+	b->bytes += len;
+	b->acks[b->nacks] = *ack;
+	/* fleet mode publishes each line on its own subject (fleet_data.c) */
+	b->acks[b->nacks].device = device;
+	b->acks[b->nacks++].end = (uint32_t)b->len;
+}
+
+int hbd_sink_add(struct hbd_sink *s, uint64_t device, bool udp, uint16_t seq,
+		 const struct timespec *now, const void *payload, size_t len,
+		 const struct hbd_ack *ack)
+{
+	struct hbd_sink_batch *b = &s->b[s->fill];
+	size_t n;
+
+	if (batch_room(b))
+		return -ENOMEM;
 	n = hbd_sink_format(b->buf + b->len, b->cap - b->len, device, udp, seq, now, payload, len);
 	if (!n)
 		return -EINVAL;
-	b->len += n;
-	b->bytes += len;
-	b->acks[b->nacks++] = *ack;
+	batch_put(b, n, len, ack, device);
+	return 0;
+}
+
+int hbd_sink_add_topic(struct hbd_sink *s, uint64_t device, const char *transport,
+		       const char *topic, size_t tlen, uint16_t seq, const struct timespec *now,
+		       const void *payload, size_t len, const struct hbd_ack *ack)
+{
+	struct hbd_sink_batch *b = &s->b[s->fill];
+	size_t n;
+
+	if (tlen > HBD_SINK_TOPIC_MAX)
+		return -EINVAL;
+	if (batch_room(b))
+		return -ENOMEM;
+	n = format_line(b->buf + b->len, b->cap - b->len, device, transport, topic, tlen, seq, now,
+			payload, len);
+	if (!n)
+		return -EINVAL;
+	batch_put(b, n, len, ack, device);
 	return 0;
 }
 

@@ -13,6 +13,8 @@
  */
 struct hbd_ack {
 	uint64_t token; /* UDP */
+	uint64_t device; /* filled in by hbd_sink_add */
+	uint32_t end; /* filled in by hbd_sink_add: where its line ends in the batch's buf */
 	uint32_t slot; /* TCP */
 	uint16_t gen; /* TCP */
 	uint16_t seq;
@@ -53,6 +55,14 @@ void hbd_sink_free(struct hbd_sink *s);
 int hbd_sink_add(struct hbd_sink *s, uint64_t device, bool udp, uint16_t seq,
 		 const struct timespec *now, const void *payload, size_t len,
 		 const struct hbd_ack *ack);
+/* The same with a topic (MQTT): {"device":ID,"transport":T,"topic":"...","seq":N,...}. The
+ * topic is at most HBD_SINK_TOPIC_MAX bytes of characters JSON needs no escape for (the caller
+ * checks), so every line stays within HBD_SINK_LINE_MAX.
+ */
+#define HBD_SINK_TOPIC_MAX 64
+int hbd_sink_add_topic(struct hbd_sink *s, uint64_t device, const char *transport,
+		       const char *topic, size_t tlen, uint16_t seq, const struct timespec *now,
+		       const void *payload, size_t len, const struct hbd_ack *ack);
 /* The batch being written, or NULL if none. */
 static inline struct hbd_sink_batch *hbd_sink_inflight(struct hbd_sink *s)
 {

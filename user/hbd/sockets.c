@@ -175,3 +175,32 @@ int hbd_sockets_open(const char *bind, uint16_t want_port, unsigned n, int *tcp,
 	}
 	return rc;
 }
+
+int hbd_sockets_open_tcp(const char *bind, uint16_t port, unsigned n, int *tcp, char *why,
+			 size_t whylen)
+{
+	struct sockaddr_storage ss;
+	const char *what = "";
+	socklen_t len;
+	int rc;
+
+	for (unsigned i = 0; i < n; i++)
+		tcp[i] = -1;
+	if (parse_bind(bind, port, &ss, &len)) {
+		snprintf(why, whylen, "--bind %s: not an IPv4 or IPv6 address", bind);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		rc = open_one(SOCK_STREAM, &ss, len, &what);
+		if (rc < 0) {
+			snprintf(why, whylen, "%s: %s", what, strerror(-rc));
+			for (unsigned j = 0; j < i; j++) {
+				close(tcp[j]);
+				tcp[j] = -1;
+			}
+			return rc;
+		}
+		tcp[i] = rc;
+	}
+	return 0;
+}

@@ -13,5 +13,8 @@
 int hbd_sockets_open(const char *bind, uint16_t want_port, unsigned n, int *tcp, int *udp,
 		     uint16_t *port, int *family, char *why, size_t whylen);
 void hbd_sockets_close(unsigned n, int *tcp, int *udp);
+/* n TCP listeners alone on bind:port (the MQTT port), into tcp[]: 0 or -errno (why says). */
+int hbd_sockets_open_tcp(const char *bind, uint16_t port, unsigned n, int *tcp, char *why,
+			 size_t whylen);
 
 #endif

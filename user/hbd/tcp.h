@@ -3,7 +3,7 @@
  *
  * The pieces; each calls only those after it in this list: tcp_handoff.c (the upgrade
  * handoff), tcp_frames.c (received bytes, frames, replies), tcp_open.c (admission),
- * tcp_expire.c (the expiry wheel), tcp_conn.c (the lifecycle), tcp_kernel.c (cookie, conns
+ * mqtt.c (MQTT connections' packets), tcp_expire.c (the expiry wheel), tcp_conn.c (the lifecycle), tcp_kernel.c (cookie, conns
  * entry, sockhash, the kernel's stamps), outq.c (the output queue). tcp_impl.h is what they
  * share.
  *
@@ -50,8 +50,9 @@ struct hbd_ho_conn;
 struct io_uring_cqe;
 
 /* tcp_open.c */
-/* A connection accepted into slot from addr (16 bytes, IPv4 v4-mapped). */
-void hbd_tcp_open(struct hbd_worker *w, uint32_t slot, const uint8_t addr[16]);
+/* A connection accepted into slot from addr (16 bytes, IPv4 v4-mapped); mqtt: on the MQTT
+ * port (its bytes go to mqtt.c). */
+void hbd_tcp_open(struct hbd_worker *w, uint32_t slot, const uint8_t addr[16], bool mqtt);
 
 /* tcp_conn.c */
 void hbd_tcp_on_cookie(struct hbd_worker *w, struct io_uring_cqe *cqe);

@@ -173,17 +173,22 @@ int hbd_tcp_close_direct(struct hbd_worker *w, uint32_t slot)
 /* Queues a frame. Returns what hbd_outq_push() does; a connection whose output failed is
  * marked broken (its output is dropped) and counted, but closing it is the caller's choice.
  */
-static int queue_frame(struct hbd_worker *w, uint32_t slot, uint8_t type, uint16_t seq,
-		       const void *payload, uint16_t len)
+static int queue_out(struct hbd_worker *w, uint32_t slot, uint8_t type, uint16_t seq,
+		     const void *payload, uint16_t len, bool raw)
 {
 	struct hbd_conn *c = &w->conns[slot];
 	size_t queued;
 	int rc;
 
-	if (c->flags & CF_BROKEN)
+	/* an hbeat frame never goes into an MQTT stream (the final BYE/ERROR of a close) */
+	if ((c->flags & CF_BROKEN) || (!raw && (c->flags & CF_MQTT)))
 		return 0;
-	rc = hbd_outq_push(&w->chunks, &c->out, w->d->cfg->max_output, type, seq, payload, len,
-			   &queued);
+	if (raw)
+		rc = hbd_outq_push_raw(&w->chunks, &c->out, w->d->cfg->max_output, payload, len,
+				       &queued);
+	else
+		rc = hbd_outq_push(&w->chunks, &c->out, w->d->cfg->max_output, type, seq, payload,
+				   len, &queued);
 	if (!rc) {
 		hbd_tcp_mark_dirty(w, slot);
 		return 0;
@@ -202,6 +207,12 @@ static int queue_frame(struct hbd_worker *w, uint32_t slot, uint8_t type, uint16
 		HBD_STAT_ADD(w->st, errors, 1);
 	}
 	return rc;
+}
+
+static int queue_frame(struct hbd_worker *w, uint32_t slot, uint8_t type, uint16_t seq,
+		       const void *payload, uint16_t len)
+{
+	return queue_out(w, slot, type, seq, payload, len, false);
 }
 
 static void submit_send(struct hbd_worker *w, uint32_t slot)
@@ -261,6 +272,28 @@ void hbd_tcp_advance(struct hbd_worker *w, uint32_t slot)
 	}
 }
 
+/* An MQTT session that ends without its DISCONNECT (which spends the Will first): its Will
+ * goes into the sink, acknowledged to no one (a slot no connection has). Not when hbd itself
+ * ends the session by shutting down or handing over: the device did nothing wrong, and a
+ * restart would otherwise write one Will per device. */
+static void will(struct hbd_worker *w, uint32_t slot)
+{
+	struct hbd_conn *c = &w->conns[slot];
+	struct hbd_ack a = { .slot = UINT32_MAX };
+	int rc;
+
+	if (w->draining || hbd_handing_off(w)) {
+		hbd_mqtt_sess_reset(&w->mq[slot]);
+		return;
+	}
+	rc = hbd_mqtt_sess_fire_will(&w->mq[slot], &w->sink, c->device_id, &a);
+
+	if (rc > 0)
+		HBD_STAT_ADD(w->st, mqtt_wills, 1);
+	else if (rc < 0)
+		HBD_STAT_ADD(w->st, errors, 1);
+}
+
 void hbd_tcp_close(struct hbd_worker *w, uint32_t slot, uint8_t final_type, uint16_t code)
 {
 	struct hbd_conn *c = &w->conns[slot];
@@ -278,6 +311,8 @@ void hbd_tcp_close(struct hbd_worker *w, uint32_t slot, uint8_t final_type, uint
 			HBD_STAT_ADD(w->st, revoked, 1);
 		hbd_presence(w, hbd_presence_end(reason), c->device_id, loc, NULL, 0);
 		hbd_down_gone(w, loc);
+		if (c->flags & CF_MQTT)
+			will(w, slot);
 	}
 	c->state = CONN_CLOSING;
 	c->final_type = final_type;
@@ -296,6 +331,12 @@ void hbd_tcp_send(struct hbd_worker *w, uint32_t slot, uint8_t type, uint16_t se
 		  const void *payload, uint16_t len)
 {
 	if (queue_frame(w, slot, type, seq, payload, len) == -ENOBUFS)
+		hbd_tcp_close(w, slot, 0, 0);
+}
+
+void hbd_tcp_send_raw(struct hbd_worker *w, uint32_t slot, const void *bytes, uint16_t len)
+{
+	if (queue_out(w, slot, 0, 0, bytes, len, true) == -ENOBUFS)
 		hbd_tcp_close(w, slot, 0, 0);
 }
 

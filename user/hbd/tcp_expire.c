@@ -25,6 +25,15 @@ static void close_timed_out(struct hbd_worker *w, uint32_t slot)
 	hbd_tcp_advance(w, slot);
 }
 
+/* An authenticated connection's silence limit: the heartbeat timeout, or for MQTT 1.5 times
+ * the keepalive its CONNECT asked for. */
+static uint64_t timeout_of(const struct hbd_worker *w, uint32_t slot)
+{
+	if (w->conns[slot].flags & CF_MQTT)
+		return hbd_mqtt_timeout_ms(&w->mq[slot]);
+	return w->d->lim.timeout_ms;
+}
+
 /* Expires the silent connections among those due and puts the others back at last_seen +
  * timeout. In offload mode the kernel answers heartbeats, so last_seen comes from the kernel's
  * stamp when that is newer: a read of the seen array for each connection due, and a conns
@@ -40,6 +49,7 @@ void hbd_tcp_expire(struct hbd_worker *w)
 		for (uint32_t i = 0; i < n; i++) {
 			uint32_t slot = w->due[i], silent;
 			struct hbd_conn *c = &w->conns[slot];
+			uint64_t timeout;
 			bool kernel;
 
 			if (!hbd_conn_live(c)) {
@@ -64,23 +74,26 @@ void hbd_tcp_expire(struct hbd_worker *w)
 				}
 				continue;
 			}
-			kernel = c->state == CONN_AUTHED && d->kern.tcp_offload && c->cookie;
+			timeout = timeout_of(w, slot);
+			/* an MQTT connection has kernel stamps only if the kernel answers on its
+			 * port; otherwise its seen slot may hold an earlier connection's */
+			kernel = c->state == CONN_AUTHED && d->kern.tcp_offload && c->cookie &&
+				 (!(c->flags & CF_MQTT) || d->kern.mqtt_kernel);
 			if (kernel)
 				hbd_tcp_kernel_last_seen(w, slot, false);
 			silent = hbd_silence(w, c->last_seen);
-			if (silent >= d->lim.timeout_ms && kernel && hbd_seen_tcp(w, slot)) {
+			if (silent >= timeout && kernel && hbd_seen_tcp(w, slot)) {
 				/* conns is the record: a stamp can lag it after an adoption */
 				hbd_tcp_kernel_last_seen(w, slot, true);
 				silent = hbd_silence(w, c->last_seen);
 			}
-			if (silent >= d->lim.timeout_ms) {
+			if (silent >= timeout) {
 				HBD_STAT_ADD(w->st, expired_tcp, 1);
 				hb_dbg("tcp: device %" PRIu64 " silent for %u ms: expired",
 				       c->device_id, silent);
 				hbd_tcp_close(w, slot, HB_BYE, HB_BYE_EXPIRED);
 			} else {
-				hb_wheel_add(&w->tcp_wheel, slot,
-					     w->now_ms - silent + d->lim.timeout_ms);
+				hb_wheel_add(&w->tcp_wheel, slot, w->now_ms - silent + timeout);
 			}
 		}
 	} while (n == HBD_DUE_BATCH);

@@ -7,6 +7,7 @@
 
 #include "hello.h"
 #include "log.h"
+#include "mqtt_conn.h"
 #include "reasm.h"
 #include "tcp_impl.h"
 #include "vg.h"
@@ -20,7 +21,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	struct hbd_daemon *d = w->d;
 	struct hbd_hello_result r;
 	uint8_t wel[HB_WELCOME_FLAGS_LEN];
-	struct hb_hello h;
+	struct hb_hello_msg h;
 	uint32_t src;
 	unsigned n, pending;
 	bool over;
@@ -43,7 +44,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_FULL);
 		return;
 	}
-	memcpy(&h, f->payload, sizeof(h)); /* the payload may sit at any alignment */
+	hb_hello_parse(f->payload, f->len, &h); /* the decoder let only its two lengths by */
 	src = w->src ? w->src[slot] : HBD_KEY_NONE;
 	/* An address that failed too often is still checked: devices behind one NAT share it
 	 * with whoever spent its budget, and one that proves itself gets in. What the budget
@@ -214,8 +215,13 @@ int hbd_tcp_feed(struct hbd_worker *w, uint32_t slot, const uint8_t *p, size_t n
 static void tcp_input(struct hbd_worker *w, uint32_t slot, const uint8_t *p, size_t n)
 {
 	enum hb_decode bad;
-	int rc = hbd_tcp_feed(w, slot, p, n, &bad);
+	int rc;
 
+	if (w->conns[slot].flags & CF_MQTT) {
+		hbd_mqtt_input(w, slot, p, n);
+		return;
+	}
+	rc = hbd_tcp_feed(w, slot, p, n, &bad);
 	if (rc == -ENOMEM) {
 		HBD_STAT_ADD(w->st, errors, 1);
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_INTERNAL);
@@ -379,7 +385,10 @@ void hbd_tcp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok)
 	if (!c || !c->sink_pending)
 		return;
 	c->sink_pending--;
-	if (ok) {
+	if (ok && (c->flags & CF_MQTT)) {
+		hbd_mqtt_ack(w, a->slot, a->seq);
+		HBD_STAT_ADD(w->st, data_acked, 1);
+	} else if (ok) {
 		hbd_tcp_send(w, a->slot, HB_ACK, a->seq, NULL, 0);
 		HBD_STAT_ADD(w->st, data_acked, 1);
 	} else {
@@ -395,6 +404,8 @@ int hbd_tcp_send_down(struct hbd_worker *w, uint32_t slot, uint16_t gen, uint16_
 
 	if (!c || c->state != CONN_AUTHED)
 		return -ENOENT;
+	if (c->flags & CF_MQTT)
+		return hbd_mqtt_send_down(w, slot, seq, payload, len);
 	hbd_tcp_send(w, slot, HB_DOWN, seq, payload, len);
 	return c->flags & CF_BROKEN ? -ENOMEM : 0;
 }

@@ -15,6 +15,12 @@ enum hbd_tcp_quiet hbd_tcp_quiesce(struct hbd_worker *w, uint32_t slot)
 
 	if (!hbd_conn_live(c))
 		return HBD_TCP_GONE;
+	/* an MQTT session does not travel (its state is in mqtt_sess): it is closed, and the
+	 * device reconnects to the new daemon */
+	if (c->flags & CF_MQTT) {
+		hbd_tcp_close(w, slot, 0, 0);
+		return HBD_TCP_BUSY;
+	}
 	/* whatever arrives before the cancel is handled here; the rest waits in the socket */
 	hbd_tcp_cancel_recv(w, slot);
 	if (c->flags & (CF_RECV | CF_SEND | CF_COOKIE | CF_INSERT | CF_DIRTY | CF_REARM) ||

@@ -90,6 +90,8 @@ void hbd_tcp_advance(struct hbd_worker *w, uint32_t slot);
 void hbd_tcp_send(struct hbd_worker *w, uint32_t slot, uint8_t type, uint16_t seq,
 		  const void *payload, uint16_t len);
 void hbd_tcp_send_error(struct hbd_worker *w, uint32_t slot, uint16_t code);
+/* Queues bytes already encoded (an MQTT packet), as hbd_tcp_send does a frame. */
+void hbd_tcp_send_raw(struct hbd_worker *w, uint32_t slot, const void *bytes, uint16_t len);
 
 /* tcp_frames.c */
 /* Received bytes to the frame decoder, frames to their handlers. 0, -ENOMEM (no chunk for an

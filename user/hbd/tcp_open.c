@@ -78,7 +78,7 @@ static void pending_start(struct hbd_worker *w, uint32_t slot)
  * then the cookie (offload mode) and the first recv, hard-linked so the cookie is known before
  * the first frame is handled.
  */
-void hbd_tcp_open(struct hbd_worker *w, uint32_t slot, const uint8_t addr[16])
+void hbd_tcp_open(struct hbd_worker *w, uint32_t slot, const uint8_t addr[16], bool mqtt)
 {
 	struct hbd_daemon *d = w->d;
 	unsigned n, count = 0, pending;
@@ -87,6 +87,10 @@ void hbd_tcp_open(struct hbd_worker *w, uint32_t slot, const uint8_t addr[16])
 
 	if (!hbd_tcp_slot_take(w, slot, "accept into", &n))
 		return;
+	if (mqtt) {
+		w->conns[slot].flags |= CF_MQTT;
+		hbd_mqtt_sess_reset(&w->mq[slot]);
+	}
 	HBD_STAT_ADD(w->st, tcp_accepted, 1);
 	/* until it authenticates, a connection has --hello-timeout, not the heartbeat timeout;
 	 * pending_start() sets it (the closes below have their own deadline) */

@@ -43,6 +43,7 @@ enum hbd_op {
 	HBD_OP_HO_RECV, /* upgrade: recvmsg of a batch of handed-over connections */
 	HBD_OP_HO_UPDATE, /* upgrade: their fds registered as direct descriptors */
 	HBD_OP_POLL, /* keepalive mode: multishot poll of a connection; index = slot */
+	HBD_OP_SINK_FLEET, /* incoming: the fleet thread published the sink batch (res 0) or not */
 };
 
 static inline uint64_t hbd_ud(enum hbd_op op, uint32_t index, uint16_t gen, uint8_t aux)

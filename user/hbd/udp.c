@@ -6,33 +6,28 @@
  * unknown_session). The only answers to an unauthenticated source are to a well-formed HELLO:
  * WELCOME or ERROR, both smaller than the HELLO itself, so there is no amplification.
  *
- * NAT rebinding: a frame with a live session's token from a new address or port is accepted
- * and the session moves there (table and sessions map), because devices behind NAT change
- * ports. The token is a 64-bit CSPRNG secret shared only with the device, so moving a session
- * takes knowing the token; an on-path attacker who sees it could redirect the session's
- * answers, which is the price of rebinding without re-authentication.
+ * NAT rebinding, version 1: a frame with a live session's token from a new address or port is
+ * accepted and the session moves there (table and sessions map), because devices behind NAT
+ * change ports. Moving a session takes knowing the token, which an on-path attacker sees in
+ * any frame: one could redirect the session's answers, the price of rebinding without a key.
+ * Version 2 (udp_v2.c) moves a session only once the device answered a path challenge sent
+ * to the new address, under the session key.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <openssl/crypto.h>
 #include <string.h>
 
 #include "hello.h"
+#include "sesskey.h"
 #include "log.h"
 #include "udp.h"
+#include "udp_tx.h"
+#include "udp_v2.h"
 #include "vg.h"
 #include "worker.h"
-
-/* What a datagram send keeps alive until its CQE: the msghdr, iovec, address and frame. */
-struct udp_tx {
-	struct msghdr msg;
-	struct iovec iov;
-	struct sockaddr_in6 to;
-};
-
-_Static_assert(sizeof(struct udp_tx) + 48 <= 256 - sizeof(struct hbd_chunk),
-	       "a WELCOME/PONG/ACK/BYE datagram fits a medium chunk");
 
 int hbd_udp_arm(struct hbd_worker *w)
 {
@@ -46,25 +41,6 @@ int hbd_udp_arm(struct hbd_worker *w)
 	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_UDP_RECV, 0, 0, 0));
 	w->udp_armed = true;
 	return 0;
-}
-
-/* The socket's own address form for a session address (v4-mapped when the socket is IPv4). */
-static socklen_t to_sockaddr(const struct hbd_worker *w, const uint8_t addr[16], uint16_t port,
-			     struct sockaddr_in6 *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (w->d->family == AF_INET) {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)out;
-
-		s4->sin_family = AF_INET;
-		s4->sin_port = port;
-		memcpy(&s4->sin_addr, addr + 12, 4);
-		return sizeof(*s4);
-	}
-	out->sin6_family = AF_INET6;
-	out->sin6_port = port;
-	memcpy(&out->sin6_addr, addr, 16);
-	return sizeof(*out);
 }
 
 static int from_sockaddr(const struct sockaddr *sa, socklen_t len, uint8_t addr[16], uint16_t *port)
@@ -88,55 +64,6 @@ static int from_sockaddr(const struct sockaddr *sa, socklen_t len, uint8_t addr[
 	return -EAFNOSUPPORT;
 }
 
-static int udp_send(struct hbd_worker *w, const uint8_t addr[16], uint16_t port, uint8_t type,
-		    uint16_t seq, uint64_t token, const void *payload, uint16_t len)
-{
-	size_t need = sizeof(struct udp_tx) + hb_frame_size(HB_UDP, len);
-	uint32_t idx = hbd_chunk_alloc(&w->chunks, need);
-	struct io_uring_sqe *sqe;
-	struct udp_tx *tx;
-	struct hbd_chunk *k;
-	uint8_t *frame;
-	size_t n;
-
-	if (idx == HBD_NONE) {
-		HBD_STAT_ADD(w->st, errors, 1);
-		return -ENOMEM;
-	}
-	k = hbd_chunk(&w->chunks, idx);
-	tx = (struct udp_tx *)k->data;
-	frame = k->data + sizeof(*tx);
-	n = hb_encode(frame, hbd_chunk_cap(&w->chunks, idx) - sizeof(*tx), HB_UDP, type, seq, token,
-		      payload, len);
-	sqe = hbd_sqe(w);
-	if (!n || !sqe) {
-		hbd_chunk_put(&w->chunks, idx);
-		HBD_STAT_ADD(w->st, errors, 1);
-		return -ENOMEM;
-	}
-	tx->iov.iov_base = frame;
-	tx->iov.iov_len = n;
-	memset(&tx->msg, 0, sizeof(tx->msg));
-	tx->msg.msg_name = &tx->to;
-	tx->msg.msg_namelen = to_sockaddr(w, addr, port, &tx->to);
-	tx->msg.msg_iov = &tx->iov;
-	tx->msg.msg_iovlen = 1;
-	io_uring_prep_sendmsg(sqe, w->ufd, &tx->msg, 0);
-	io_uring_sqe_set_data64(sqe, hbd_ud(HBD_OP_UDP_SEND, idx, 0, 0));
-	w->udp_inflight++;
-	return 0;
-}
-
-void hbd_udp_on_send(struct hbd_worker *w, struct io_uring_cqe *cqe)
-{
-	hbd_chunk_put(&w->chunks, hbd_ud_index(cqe->user_data));
-	w->udp_inflight--;
-	if (cqe->res < 0) {
-		HBD_STAT_ADD(w->st, errors, 1);
-		hb_dbg("udp: worker %u: sendmsg: %s", w->id, strerror(-cqe->res));
-	}
-}
-
 /* Writes the kernel's copy of a session (move: only over the one there, see
  * hbd_udp_rebind_entry). Returns nonzero if the client must be refused (the map is full and
  * --on-map-full says refuse); other failures leave it to userspace.
@@ -150,17 +77,42 @@ static int put_map_entry(struct hbd_worker *w, const struct hbd_sess *s, uint32_
 		.device_id = s->device_id,
 		.last_seen_ns = hb_mono_ns(),
 		.seen_slot = hbd_seen_udp(w->d, idx),
-	};
+		.version = s->version,
+		.last_ts = s->last_ts,
+	}, old;
 	int rc;
 
 	memcpy(v.addr, s->addr, sizeof(v.addr));
+	memcpy(v.key, s->key, sizeof(v.key));
 	hbd_peer_str(s->addr, s->port, v.peer);
 	if (move) {
+		/* the replay window goes along: what XDP answered stays answered */
+		rc = hbd_maps_sess_get(&w->d->kern.maps, token, &old);
+		if (rc)
+			return rc;
+		if (old.last_ts > v.last_ts)
+			v.last_ts = old.last_ts;
+		v.pings = old.pings;
 		rc = hbd_maps_sess_move(&w->d->kern.maps, token, &v);
 		return rc == -ENOENT ? rc : rc ? hbd_map_full(w, rc, "sessions", s->device_id) : 0;
 	}
 	rc = hbd_maps_sess_put(&w->d->kern.maps, token, &v);
 	return rc ? hbd_map_full(w, rc, "sessions", s->device_id) : 0;
+}
+
+/* Frames of a version 2 HELLO's refusal: no session key yet (hbclient.c says why). */
+static const uint8_t no_key[HB_SESSION_KEY_LEN];
+
+/* The version 2 WELCOME: the 20-byte form, then the server's nonce. */
+static size_t welcome2(struct hbd_worker *w, uint64_t token, const uint8_t nonce[HB_NONCE_LEN],
+		       struct hb_welcome2 *out)
+{
+	uint8_t b[HB_WELCOME_FLAGS_LEN] = { 0 };
+
+	hbd_welcome(w, token, 0, b);
+	memcpy(out, b, sizeof(b));
+	memcpy(out->nonce, nonce, HB_NONCE_LEN);
+	return sizeof(*out);
 }
 
 static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t port,
@@ -169,16 +121,35 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	struct hbd_daemon *d = w->d;
 	struct hbd_sessions *t = &d->sessions;
 	struct hb_error err = { .code = htobe16(HB_ERR_AUTH) };
+	bool v2 = f->version == HB_VERSION_2;
+	const uint8_t *ek = v2 ? no_key : NULL; /* the key of an ERROR to this HELLO */
 	struct hbd_hello_result r;
-	struct hb_welcome wel;
-	struct hb_hello h;
+	struct hb_welcome2 wel;
+	struct hb_hello_msg h;
 	struct hbd_sess *s;
 	uint32_t idx;
 	uint64_t loc, now_us = hb_mono_us();
-	uint8_t key[16];
+	uint8_t key[16], nonce[HB_NONCE_LEN];
+	size_t wlen;
 	bool over;
 	int rc, tries;
 
+	/* version 2 signs its HELLO bound (to a server, or to none) */
+	if (v2 && f->len != sizeof(struct hb_hello_bound)) {
+		HBD_STAT_ADD(w->st, frames_bad, 1);
+		return;
+	}
+	if (!v2 && d->cfg->require_udp_mac) {
+		static uint64_t last_log;
+
+		HBD_STAT_ADD(w->st, udp_v1_refused, 1);
+		if (hbd_log_due(&last_log, w->now_ms, 1000))
+			hb_info("udp: version 1 HELLO refused: --require-udp-mac takes version 2 "
+				"only (logged at most once a second)");
+		err.code = htobe16(HB_ERR_VERSION);
+		hbd_udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err), NULL);
+		return;
+	}
 	/* A source that failed too often is still checked (a device sharing the address, or
 	 * whose address is spoofed, gets in with a good MAC), but a failure from it gets nothing,
 	 * not even an ERROR: the source may be spoofed.
@@ -189,12 +160,12 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 		HBD_STAT_ADD(w->st, full, 1);
 		err.code = htobe16(HB_ERR_FULL);
 		if (!over)
-			udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err));
+			hbd_udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err), ek);
 		return;
 	}
 	s = &t->s[idx];
 	loc = hbd_loc(1, w->id, s->gen, idx);
-	memcpy(&h, f->payload, sizeof(h));
+	hb_hello_parse(f->payload, f->len, &h);
 	rc = hbd_hello_check(w, &h, loc, &r);
 	if (rc && over) {
 		hbd_sess_release(t, idx);
@@ -215,7 +186,7 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 				r.device_id, hbd_auth_str(rc));
 		if (rc < 0)
 			err.code = htobe16(HB_ERR_INTERNAL);
-		udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err));
+		hbd_udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err), ek);
 		return;
 	}
 	s->device_id = r.device_id;
@@ -225,6 +196,24 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 	/* 2^64 tokens: a collision is astronomically rare, but never hand out a live one */
 	for (tries = 0; (rc = hbd_sess_publish(t, idx, r.token)) == -EEXIST && tries < 8; tries++)
 		hb_random(&r.token, sizeof(r.token));
+	/* the session key needs the final token; no frame can name the session before the
+	 * device learns it from the WELCOME below */
+	if (!rc && v2) {
+		uint8_t sk[HB_SESSION_KEY_LEN];
+
+		rc = hb_random(nonce, sizeof(nonce));
+		if (!rc)
+			rc = hb_session_key(r.prk, nonce, r.token, sk);
+		if (!rc)
+			hbd_sess_set_v2(s, HB_VERSION_2, sk, 0);
+		OPENSSL_cleanse(sk, sizeof(sk));
+		if (rc) {
+			struct hbd_sess gone;
+
+			hbd_sess_get(t, idx, s->gen, true, &gone);
+		}
+	}
+	OPENSSL_cleanse(r.prk, sizeof(r.prk));
 	if (rc) {
 		hbd_devices_release(d->devices, r.device_id, loc);
 		hbd_sess_release(t, idx);
@@ -239,16 +228,18 @@ static void udp_hello(struct hbd_worker *w, const uint8_t addr[16], uint16_t por
 		hbd_sess_get(t, idx, s->gen, true, &gone); /* out of the token hash */
 		hbd_devices_release(d->devices, r.device_id, loc);
 		hbd_sess_release(t, idx);
-		udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err));
+		hbd_udp_send(w, addr, port, HB_ERROR, f->seq, 0, &err, sizeof(err), ek);
 		return;
 	}
 	hb_wheel_add(&w->udp_wheel, idx, w->now_ms + d->lim.timeout_ms);
 	HBD_STAT_ADD(w->st, udp_sessions, 1);
 	HBD_STAT_ADD(w->st, udp_active, 1);
 	HBD_STAT_ADD(w->st, auth_ok, 1);
-	hbd_welcome(w, r.token, 0, &wel);
-	udp_send(w, addr, port, HB_WELCOME, f->seq, r.token, &wel, sizeof(wel));
-	hb_dbg("udp: device %" PRIu64 " authenticated (session %u)", r.device_id, idx);
+	wlen = v2 ? welcome2(w, r.token, nonce, &wel) : hbd_welcome(w, r.token, 0, &wel);
+	hbd_udp_send(w, addr, port, HB_WELCOME, f->seq, r.token, &wel, (uint16_t)wlen,
+		     v2 ? s->key : NULL);
+	hb_dbg("udp: device %" PRIu64 " authenticated (session %u, version %u)", r.device_id, idx,
+	       f->version);
 	hbd_presence(w, HBD_EV_ONLINE, r.device_id, loc, addr, port);
 	hbd_supersede(w, r.old_loc);
 }
@@ -276,10 +267,11 @@ static void rebind(struct hbd_worker *w, uint64_t token, uint32_t idx)
 static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, socklen_t salen,
 			 const uint8_t *p, size_t n)
 {
-	struct hbd_sess_view v;
+	struct hbd_sess_view v = { 0 };
+	const uint8_t *key = NULL, *to = NULL;
 	struct hb_frame f;
 	uint8_t addr[16];
-	uint16_t port;
+	uint16_t port, to_port;
 	int rc;
 
 	if (from_sockaddr(sa, salen, addr, &port) || (rc = hb_decode_dgram(p, n, &f))) {
@@ -309,13 +301,37 @@ static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, sockle
 		break;
 	case HB_ACK: /* of a downlink */
 		break;
+	case HB_PATH_RESPONSE:
+		if (f.version == HB_VERSION_2)
+			break;
+		/* version 1 has no path validation */
+		HBD_STAT_ADD(w->st, frames_other, 1);
+		return;
 	default:
 		HBD_STAT_ADD(w->st, frames_other, 1);
 		return;
 	}
-	if (hbd_sess_touch(&w->d->sessions, f.token, addr, port, (uint32_t)w->now_ms, &v)) {
-		HBD_STAT_ADD(w->st, unknown_session, 1);
-		return; /* never answered */
+	if (f.version == HB_VERSION_2) {
+		if (hbd_udp_v2_session(w, addr, port, &f, &v))
+			return; /* never answered */
+		key = v.key;
+		to = v.addr;
+		to_port = v.port;
+	} else if (w->d->cfg->require_udp_mac) {
+		HBD_STAT_ADD(w->st, udp_v1_refused, 1);
+		return;
+	} else {
+		rc = hbd_sess_touch(&w->d->sessions, f.token, addr, port, (uint32_t)w->now_ms, &v);
+		if (rc == -EBADMSG) {
+			HBD_STAT_ADD(w->st, udp_bad_tag, 1);
+			return;
+		}
+		if (rc) {
+			HBD_STAT_ADD(w->st, unknown_session, 1);
+			return; /* never answered */
+		}
+		to = addr;
+		to_port = port;
 	}
 	if (v.rebound) {
 		hb_dbg("udp: session of device %" PRIu64 " moved to a new address", v.device_id);
@@ -323,19 +339,25 @@ static void udp_datagram(struct hbd_worker *w, const struct sockaddr *sa, sockle
 	}
 	switch (f.type) {
 	case HB_PING:
+		/* from a source not yet validated: a heartbeat, but the answer waits for the
+		 * path (an unanswered PING is what a device sees of a NAT change anyway) */
+		if (v.elsewhere)
+			break;
 		HBD_STAT_ADD(w->st, pings_user, 1);
-		udp_send(w, addr, port, HB_PONG, f.seq, f.token, f.payload, f.len);
+		hbd_udp_send(w, to, to_port, HB_PONG, f.seq, f.token, f.payload, f.len, key);
 		break;
 	case HB_ECHO:
-		udp_send(w, addr, port, HB_ECHO, f.seq, f.token, f.payload, f.len);
+		if (!v.elsewhere)
+			hbd_udp_send(w, to, to_port, HB_ECHO, f.seq, f.token, f.payload, f.len,
+				     key);
 		break;
 	case HB_DATA: {
 		struct hbd_ack a = { .token = f.token, .seq = f.seq, .udp = 1 };
 		struct timespec now;
-		uint8_t key[16];
+		uint8_t rk[16];
 
-		hbd_key_u64(v.device_id, key);
-		if (!hbd_keytab_take(&w->d->data_rl, key, hb_mono_us())) {
+		hbd_key_u64(v.device_id, rk);
+		if (!hbd_keytab_take(&w->d->data_rl, rk, hb_mono_us())) {
 			/* not ACKed: the device sends it again later */
 			HBD_STAT_ADD(w->st, data_rate_limited, 1);
 			break;
@@ -396,6 +418,12 @@ void hbd_udp_on_recv(struct hbd_worker *w, struct io_uring_cqe *cqe)
 	}
 }
 
+/* The key a session's frames are tagged with (NULL: version 1, none). */
+static const uint8_t *sess_key(const struct hbd_sess *s)
+{
+	return s->version == HB_VERSION_2 ? s->key : NULL;
+}
+
 /* Ends a session this worker owns: BYE (unless reason is HBD_NO_BYE), map entry and table
  * entry removed, device released.
  */
@@ -409,7 +437,7 @@ void hbd_udp_kill(struct hbd_worker *w, uint32_t idx, uint16_t gen, uint8_t reas
 	if (reason != HBD_NO_BYE) {
 		struct hb_bye b = { .reason = htobe16(reason) };
 
-		udp_send(w, s.addr, s.port, HB_BYE, 0, s.token, &b, sizeof(b));
+		hbd_udp_send(w, s.addr, s.port, HB_BYE, 0, s.token, &b, sizeof(b), sess_key(&s));
 	}
 	if (d->kern.offload) {
 		int rc = hbd_maps_sess_delete(&d->kern.maps, s.token);
@@ -436,7 +464,7 @@ int hbd_udp_send_down(struct hbd_worker *w, uint32_t idx, uint16_t gen, uint16_t
 
 	if (hbd_sess_get(&w->d->sessions, idx, gen, false, &s) || s.owner != w->id)
 		return -ENOENT;
-	return udp_send(w, s.addr, s.port, HB_DOWN, seq, s.token, payload, len);
+	return hbd_udp_send(w, s.addr, s.port, HB_DOWN, seq, s.token, payload, len, sess_key(&s));
 }
 
 void hbd_udp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok)
@@ -445,7 +473,7 @@ void hbd_udp_ack(struct hbd_worker *w, const struct hbd_ack *a, bool ok)
 
 	if (!ok || hbd_sess_lookup(&w->d->sessions, a->token, &s))
 		return; /* not ACKed: the device sends the DATA again */
-	udp_send(w, s.addr, s.port, HB_ACK, a->seq, a->token, NULL, 0);
+	hbd_udp_send(w, s.addr, s.port, HB_ACK, a->seq, a->token, NULL, 0, sess_key(&s));
 	HBD_STAT_ADD(w->st, data_acked, 1);
 }
 

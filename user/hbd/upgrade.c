@@ -283,8 +283,11 @@ static int send_state(struct hbd_daemon *d)
 			continue;
 		rec[n] = (struct hbd_ho_sess){ .token = s.token,
 					       .device_id = s.device_id,
-					       .port = s.port };
+					       .port = s.port,
+					       .version = s.version,
+					       .last_ts = s.last_ts };
 		memcpy(rec[n].addr, s.addr, sizeof(s.addr));
+		memcpy(rec[n].key, s.key, sizeof(s.key));
 		rec[n].age_ms = (int32_t)(now - s.last_seen) > 0 ? now - s.last_seen : 0;
 		if (++n == per) {
 			rc = hbd_ho_send(u->sock, HBD_HO_SESSIONS, (uint16_t)n, rec,
@@ -517,6 +520,7 @@ static void take_session(struct hbd_daemon *d, const struct hbd_ho_sess *r, unsi
 	s->device_id = r->device_id;
 	memcpy(s->addr, r->addr, sizeof(s->addr));
 	s->port = r->port;
+	hbd_sess_set_v2(s, r->version, r->key, r->last_ts);
 	last = (uint32_t)hbd_clock_ms(d) - r->age_ms;
 	s->last_seen = last;
 	if (hbd_sess_publish(t, idx, r->token) ||

@@ -109,6 +109,8 @@ static int setup(struct hbd_worker *w)
 	w->rearm = malloc(w->nslots * sizeof(*w->rearm));
 	if (!w->conns || !w->links || !w->dirty || !w->rearm)
 		return -ENOMEM;
+	if (w->mlfd >= 0 && !(w->mq = hbd_mqtt_sess_alloc(w->nslots)))
+		return -ENOMEM;
 	hb_wheel_links_init(w->links, w->nslots);
 	worker_clock(w);
 	hbd_accept_init(w);
@@ -144,6 +146,7 @@ void hbd_worker_free(struct hbd_worker *w)
 	free(w->ux_br);
 	free(w->rx_mem);
 	free(w->ux_mem);
+	hbd_mqtt_sess_free(w->mq, w->nslots);
 	free(w->conns);
 	free(w->links);
 	free(w->src);
@@ -159,6 +162,12 @@ static void sink_flush(struct hbd_worker *w)
 
 	if (!b)
 		return;
+	if (w->d->fleet.on) {
+		/* to JetStream instead of the file: the fleet thread answers with SINK_FLEET */
+		w->sink_t0_ns = hb_mono_ns();
+		hbd_fleet_batch_ready(&w->d->fleet, w->id);
+		return;
+	}
 	sqe = hbd_sqe(w);
 	if (!sqe) {
 		/* cannot write now: drop nothing, retry next iteration (undo the start) */
@@ -299,6 +308,12 @@ static void handle_cqe(struct hbd_worker *w, struct io_uring_cqe *cqe)
 		break;
 	case HBD_OP_SINK_SYNC:
 		on_sink_sync(w, cqe);
+		break;
+	case HBD_OP_SINK_FLEET:
+		if (cqe->res < 0)
+			HBD_STAT_ADD(w->st, errors, 1);
+		if (hbd_sink_inflight(&w->sink))
+			sink_complete(w, cqe->res >= 0);
 		break;
 	case HBD_OP_MSG_SENT:
 		hb_warn("worker %u: message to worker %u failed: %s", w->id, hbd_ud_index(ud),

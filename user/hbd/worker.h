@@ -21,6 +21,7 @@
 #include "timing.h"
 #include "ud.h"
 #include "hb_wheel.h"
+#include "mqtt_sess.h"
 
 /* TCP connection state; the lifecycle is written down in tcp.h. */
 enum hbd_conn_state {
@@ -50,6 +51,7 @@ enum {
 	CF_POLL = 1 << 11, /* multishot poll armed */
 	CF_READ = 1 << 12, /* one-shot recv in flight */
 	CF_MORE = 1 << 13, /* read again: the poll fired meanwhile, or the last read had data */
+	CF_MQTT = 1 << 14, /* accepted on the MQTT port: MQTT packets both ways (mqtt.c) */
 };
 
 /* Per-slot connection state: 40 bytes, plus 8 bytes of wheel links in a parallel array, for
@@ -111,6 +113,8 @@ struct hbd_worker {
 	/* the CQE handler (worker.c); ring.c hands it messages this worker sends itself */
 	void (*dispatch)(struct hbd_worker *w, struct io_uring_cqe *cqe);
 	int lfd, ufd; /* listener and UDP socket (regular fds, owned by the daemon) */
+	int mlfd; /* the MQTT listener (hbd --mqtt-port), -1 if none */
+	struct hbd_mqtt_sess *mq; /* per slot: MQTT session state, NULL without --mqtt-port */
 
 	/* TCP: one entry per direct-descriptor slot */
 	struct hbd_conn *conns;

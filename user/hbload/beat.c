@@ -49,12 +49,38 @@ int hbl_send(struct hbl_ring *r, uint32_t l, int id, unsigned len)
 	return hbl_is_tcp(r) ? hbl_tcp_send(r, l, id, len) : hbl_udp_send(r, l, id, len);
 }
 
-/* Which frames heartbeat number n carries: always a PING, DATA/ECHO every N heartbeats. */
-static unsigned beat_frames(const struct hbl_opts *o, uint32_t n, uint8_t kinds[3])
+/* 1 while client c's session is in keepalive mode (a TCP WELCOME with HB_WELCOME_KEEPALIVE)
+ * and it leaves the heartbeat to the kernels: the server's probes, answered by this host's
+ * kernel, tell the server it is alive. --force-pings keeps the PINGs on. The sockets get no
+ * keepalive of their own: their probes would be answered by the server's kernel and reset its
+ * idle timer, and what a run in this mode measures is the server's own check.
+ */
+int hbl_keepalive(const struct hbl_ring *r, const struct hbl_client *c)
+{
+	return !r->cfg->o.force_pings && hbc_keepalive(&c->c);
+}
+
+/* 1 if client c has anything to send on its schedule: not silent, and PINGs, or DATA/ECHO
+ * in keepalive mode.
+ */
+int hbl_beats(const struct hbl_ring *r, const struct hbl_client *c)
+{
+	const struct hbl_opts *o = &r->cfg->o;
+
+	if (c->flags & HBL_F_SILENT)
+		return 0;
+	return !hbl_keepalive(r, c) || o->data_every || o->echo_every;
+}
+
+/* Which frames heartbeat number n carries: a PING (none in keepalive mode), DATA/ECHO every N
+ * heartbeats.
+ */
+static unsigned beat_frames(const struct hbl_opts *o, uint32_t n, int ping, uint8_t kinds[3])
 {
 	unsigned k = 0;
 
-	kinds[k++] = HB_PING;
+	if (ping)
+		kinds[k++] = HB_PING;
 	if (o->data_every && n % o->data_every == 0)
 		kinds[k++] = HB_DATA;
 	if (o->echo_every && n % o->echo_every == 0)
@@ -70,7 +96,8 @@ static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t
 	int n;
 
 	if (kind == HB_PING) {
-		n = hbc_ping(&c->c, p, cap, c->beat_ns, NULL);
+		n = o->mqtt ? hbl_mqtt_ping(c, p, cap, c->beat_ns)
+			    : hbc_ping(&c->c, p, cap, c->beat_ns, NULL);
 		if (n > 0) {
 			int w = hbl_window_of(&r->sh->win, c->beat_ns);
 
@@ -91,7 +118,8 @@ static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t
 	/* the pattern is keyed by the seq the frame is about to get */
 	hbl_pattern(pay, o->payload, c->c.device_id, c->c.seq);
 	if (kind == HB_DATA) {
-		n = hbc_data(&c->c, p, cap, pay, (uint16_t)o->payload, NULL);
+		n = o->mqtt ? hbl_mqtt_publish(r, c, p, cap, pay, o->payload)
+			    : hbc_data(&c->c, p, cap, pay, (uint16_t)o->payload, NULL);
 		if (n > 0)
 			HBL_INC(r, data_sent);
 	} else {
@@ -113,7 +141,7 @@ void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now)
 	struct hbl_client *c = &r->cl[l];
 	const struct hbl_opts *o = &r->cfg->o;
 	uint64_t run_end = __atomic_load_n(&r->sh->run_end_ns, __ATOMIC_RELAXED);
-	int tcp = hbl_is_tcp(r), id = -1, k = 0, stalled = 0;
+	int tcp = hbl_is_tcp(r), id = -1, k = 0, stalled = 0, ping = !hbl_keepalive(r, c);
 	unsigned len = 0;
 
 	if (tcp && (c->flags & HBL_F_SENDING)) {
@@ -122,12 +150,20 @@ void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now)
 	}
 	for (; c->beat_ns <= now && c->beat_ns < run_end && k < HBL_MAX_CATCHUP; k++) {
 		uint8_t kinds[3];
-		unsigned nk = beat_frames(o, c->beats + 1, kinds), size = 0;
+		unsigned nk = beat_frames(o, c->beats + 1, ping, kinds), size = 0;
 
+		if (!nk) {
+			/* keepalive mode, and no DATA or ECHO on this beat */
+			c->beats++;
+			c->beat_ns = next_beat(r, c->beat_ns);
+			continue;
+		}
 		for (unsigned i = 0; i < nk; i++)
 			size += (unsigned)hb_frame_size((enum hb_transport)o->proto,
-							kinds[i] == HB_PING ? 8
-									    : (uint16_t)o->payload);
+							kinds[i] == HB_PING
+								? 8
+								: (uint16_t)o->payload) +
+				(o->mqtt ? HBL_MQTT_OVERHEAD : 0);
 		if (tcp && id < 0 && (id = hbl_sbuf_get(&r->sb)) < 0) {
 			stalled = 1;
 			break;

@@ -22,8 +22,13 @@ static void tcp_frames(struct hbl_ring *r, uint32_t l, const uint8_t *data, size
 	uint16_t gen = c->gen;
 	struct hbl_tcp_rx rx;
 	struct hb_frame f;
-	int rc = hbl_tcp_rx_begin(r, l, data, n, &rx);
+	int rc;
 
+	if (hbl_is_mqtt(r)) {
+		hbl_mqtt_bytes(r, l, data, n, now);
+		return;
+	}
+	rc = hbl_tcp_rx_begin(r, l, data, n, &rx);
 	while (!rc && (rc = hbl_tcp_rx_next(r, l, &rx, &f)) > 0) {
 		hbl_frame(r, l, &f, now);
 		/* the frame may have ended the connection: the rest of the bytes are moot */

@@ -8,11 +8,14 @@
  *   run.c          the main thread of a run: ring threads, phases, windows, results
  *   ring.c         a ring's thread: setup, the event loop, teardown
  *   dispatch.c     what each completion means, for the wire and for the session
+ *   mqtt.c         --proto mqtt: what the server's MQTT packets mean (CONNACK, PINGRESP...)
  *   sweep.c        passes over every client: storm, rate change, BYE
  *   replies.c      what a client does with each frame from the server
- *   session.c      session lifecycle: admission, HELLO, end, retry, BYE, wakeups
+ *   session.c downs.c   session lifecycle: admission, HELLO, end, retry, BYE, wakeups;
+ *                  the ACKs of downlinks (DOWN frames)
  *   beat.c         heartbeats on their fixed schedule
  *   tcp.c udp.c    transports: a session's wire I/O (SQEs, stream reassembly, the UDP pool)
+ *   mqtt_wire.c    MQTT packets a client builds, MQTT stream reassembly
  *   uring.c        ring plumbing: SQEs, the provided receive-buffer ring, errno counts
  *   utilities      sbuf (send buffers), rand.h, wakeups (the wheel), tokmap, window;
  *                  user/common (clock.h, hbclient, proto, hist, auth, log)
@@ -64,7 +67,13 @@ _Static_assert(HBL_MAX_STEPS_OPT == HBL_MAX_STEPS, "one limit for --steps and th
 #define HBL_CQE_BATCH 4096 /* CQEs reaped per iteration */
 #define HBL_RBUF_COUNT 1024 /* provided receive buffers per ring (power of two) */
 #define HBL_RBUF_SIZE 2048 /* > HB_MAX_FRAME: a datagram is never truncated */
-#define HBL_CARRY_CAP (HB_MAX_FRAME + HBL_RBUF_SIZE) /* partial frame + one receive */
+/* the largest MQTT packet a client accepts: a downlink PUBLISH of HB_MAX_PAYLOAD bytes */
+#define HBL_MQTT_MAX_REMAIN (HB_MAX_PAYLOAD + 64)
+#define HBL_MAX_INBOUND \
+	(HBL_MQTT_MAX_REMAIN + 5 > HB_MAX_FRAME ? HBL_MQTT_MAX_REMAIN + 5 : HB_MAX_FRAME)
+/* what an MQTT PUBLISH adds to a DATA frame's size at most: header, topic, packet id */
+#define HBL_MQTT_OVERHEAD 64
+#define HBL_CARRY_CAP (HBL_MAX_INBOUND + HBL_RBUF_SIZE) /* partial frame + one receive */
 /* one heartbeat with its DATA and ECHO always fits one send buffer, or it could never leave */
 _Static_assert(HB_PING_UDP_BYTES + 2 * (HB_TOKEN_LEN + 8 + HBL_MAX_PAYLOAD) <= HBL_SBUF_SIZE,
 	       "a full heartbeat must fit a send buffer");
@@ -131,6 +140,10 @@ struct hbl_shared {
 	X(send_stalls)		/* a send waited: no free buffer or the previous one in flight */  \
 	X(beats_skipped)	/* scheduled heartbeats dropped after a stall of > 4 intervals */   \
 	X(bye_sent)                                                                              \
+	X(keepalive_devices)	/* devices with a session in keepalive mode (no PINGs), once each */ \
+	X(downs_received)	/* DOWN frames (downlinks) from the server */                       \
+	X(downs_acked)		/* ACKs of them sent (a DOWN is ACKed once it was taken) */         \
+	X(downs_dropped)	/* DOWNs not ACKed: the session ended before the ACK could go */    \
 	X(err_addrnotavail) X(err_connrefused) X(err_timeout) X(err_other)                      \
 	X(storm_dropped) X(storm_back) X(storm_failures)                                        \
 	X(usock_ready) X(usock_failed)	/* UDP pool sockets set up / failed */                   \
@@ -177,6 +190,7 @@ enum hbl_after_close {
 #define HBL_F_STORM 0x10 /* dropped by the storm, not back yet */
 #define HBL_F_INFLIGHT 0x20 /* counted in the ring's connects+HELLOs in flight */
 #define HBL_F_QUEUED 0x40 /* in the admission queue */
+#define HBL_F_KA_SEEN 0x80 /* had a session in keepalive mode (counted in keepalive_devices) */
 
 /* One simulated device. A ring holds one per client (with its wheel entry), so every field
  * counts at a million clients: keep it small.
@@ -245,6 +259,12 @@ static inline uint32_t hbl_ud_idx(uint64_t ud)
 	return (uint32_t)(ud & 0xffffff);
 }
 
+/* An ACK owed for a downlink: the client, its connection generation, the DOWN's seq. */
+struct hbl_ack {
+	uint32_t l;
+	uint16_t gen, seq;
+};
+
 /* One ring and the thread that drives it. */
 struct hbl_ring {
 	unsigned id;
@@ -294,6 +314,11 @@ struct hbl_ring {
 	int warned_key; /* logged once: a device missing from the key store */
 	int warned_sock; /* logged once: a UDP pool socket could not be set up */
 
+	/* ACKs of downlinks waiting for the connection (a TCP send in flight) or a buffer: a
+	 * FIFO that grows as needed (downs.c) */
+	struct hbl_ack *acks;
+	uint32_t ack_head, ack_len, ack_cap;
+
 	struct hbl_stats st;
 	struct hb_hist rtt;
 	struct hb_hist lag; /* how late each PING left after its scheduled time (us) */
@@ -303,6 +328,11 @@ struct hbl_ring {
 static inline int hbl_is_tcp(const struct hbl_ring *r)
 {
 	return r->cfg->o.proto == HB_TCP;
+}
+
+static inline int hbl_is_mqtt(const struct hbl_ring *r)
+{
+	return r->cfg->o.mqtt;
 }
 
 /* Client l of a ring is client l * rings + id of the run. */
@@ -325,8 +355,15 @@ void hbl_storm(struct hbl_ring *r, uint64_t now);
 void hbl_rate_change(struct hbl_ring *r);
 void hbl_sweep(struct hbl_ring *r, uint64_t now);
 
+/* mqtt.c: the bytes of one receive on an MQTT client's connection */
+void hbl_mqtt_bytes(struct hbl_ring *r, uint32_t l, const uint8_t *data, size_t n, uint64_t now);
+
 /* replies.c */
 void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_t now);
+/* The session is open (WELCOME, or an MQTT CONNACK 0): start the heartbeat schedule. */
+void hbl_session_open(struct hbl_ring *r, uint32_t l, uint64_t now);
+/* An answered PING scheduled at ts; measured: rtt_ns is known and goes into the histograms. */
+void hbl_count_pong(struct hbl_ring *r, uint64_t ts, uint64_t rtt_ns, int measured);
 
 /* session.c: transport-independent client logic */
 void hbl_admit(struct hbl_ring *r, uint32_t l);
@@ -340,7 +377,14 @@ void hbl_end_session(struct hbl_ring *r, uint32_t l, uint64_t now, enum hbl_afte
 void hbl_tcp_close(struct hbl_ring *r, uint32_t l, enum hbl_after_close after);
 void hbl_closed(struct hbl_ring *r, uint32_t l, uint64_t now);
 
+/* downs.c: ACKs of downlinks, at once or as soon as the connection can take them */
+void hbl_downs_free(struct hbl_ring *r);
+void hbl_down(struct hbl_ring *r, uint32_t l, uint16_t seq);
+void hbl_downs_run(struct hbl_ring *r);
+
 /* beat.c: what a client sends on its own schedule */
+int hbl_keepalive(const struct hbl_ring *r, const struct hbl_client *c);
+int hbl_beats(const struct hbl_ring *r, const struct hbl_client *c);
 uint64_t hbl_interval_ns(const struct hbl_ring *r);
 void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now);
 int hbl_send(struct hbl_ring *r, uint32_t l, int id, unsigned len);
@@ -367,8 +411,22 @@ int hbl_tcp_rx_begin(struct hbl_ring *r, uint32_t l, const uint8_t *data, size_t
 		     struct hbl_tcp_rx *rx);
 int hbl_tcp_rx_next(struct hbl_ring *r, uint32_t l, struct hbl_tcp_rx *rx, struct hb_frame *f);
 
+/* mqtt_wire.c: builders return the packet's size or a negative errno */
+struct hb_mqtt_pkt;
+uint16_t hbl_mqtt_keepalive(const struct hbl_opts *o);
+int hbl_mqtt_connect(struct hbl_ring *r, uint32_t l, uint8_t *buf, size_t cap);
+int hbl_mqtt_ping(struct hbl_client *c, uint8_t *buf, size_t cap, uint64_t ts);
+uint64_t hbl_mqtt_pong(struct hbl_client *c);
+int hbl_mqtt_publish(struct hbl_ring *r, struct hbl_client *c, uint8_t *buf, size_t cap,
+		     const uint8_t *payload, size_t len);
+int hbl_mqtt_disconnect(struct hbl_client *c, uint8_t *buf, size_t cap);
+int hbl_mqtt_puback(struct hbl_client *c, uint8_t *buf, size_t cap, uint16_t packet_id);
+int hbl_mqtt_rx_next(struct hbl_ring *r, uint32_t l, struct hbl_tcp_rx *rx, struct hb_mqtt_pkt *p);
+
 /* udp.c */
 int hbl_udp_init(struct hbl_ring *r);
+/* Client l of a UDP run speaks the --udp-version (version 2 unless 1 is asked for). */
+void hbl_udp_client_init(struct hbl_ring *r, uint32_t l);
 void hbl_udp_free(struct hbl_ring *r);
 void hbl_udp_open_sockets(struct hbl_ring *r);
 void hbl_udp_arm_recv(struct hbl_ring *r, uint32_t s);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mqtt.h"
 #include "opt.h"
 
 #define STR_(x) #x
@@ -59,7 +60,7 @@ static int parse_steps(const char *arg, void *cfg)
 
 /* clang-format off */
 static const struct hb_opt_choice protos[] = {
-	{ "tcp", HB_TCP }, { "udp", HB_UDP }, { NULL, 0 },
+	{ "tcp", HB_TCP }, { "udp", HB_UDP }, { "mqtt", HBL_PROTO_MQTT }, { NULL, 0 },
 };
 /* clang-format on */
 
@@ -75,8 +76,13 @@ static const struct hb_opt options[] = {
 	{ "clients", 0, "N", "simulated devices", HB_OPT_UINT, AT(clients), .umin = 1,
 	  .umax = 10000000, .required = true },
 	{ "proto", 0, NULL, "TCP: one connection per device; UDP: devices share a pool of sockets "
-	  "per thread and are told apart by session token", HB_OPT_CHOICE, AT(proto),
-	  .choices = protos, .def.i = HB_TCP },
+	  "per thread and are told apart by session token; MQTT: MQTT 3.1.1 over TCP, user name "
+	  "the device id, PINGREQ each --interval (the CONNECT's keepalive), DATA as PUBLISH QoS 1",
+	  HB_OPT_CHOICE, AT(proto), .choices = protos, .def.i = HB_TCP },
+	{ "mqtt-realm", 0, "NAME", "MQTT: the server's realm the derived password is bound to",
+	  HB_OPT_STRING, AT(mqtt_realm), .def.s = HB_MQTT_DEFAULT_REALM },
+	{ "mqtt-days", 0, "N", "MQTT: days the derived password stays valid from today",
+	  HB_OPT_UINT, AT(mqtt_days), .def.u = HB_MQTT_DEFAULT_DAYS, .umin = 0, .umax = 3650 },
 	{ "interval", 0, "S", "heartbeat interval in seconds (fractions allowed)", HB_OPT_DOUBLE,
 	  AT(interval_s), SECONDS(0.001, 86400), .required = true },
 	{ "duration", 0, "S", "heartbeating time, counted from the end of setup", HB_OPT_DOUBLE,
@@ -108,6 +114,9 @@ static const struct hb_opt options[] = {
 	  AT(payload), .def.u = DEF_PAYLOAD, .umin = 8, .umax = HBL_MAX_PAYLOAD },
 	{ "silent", 0, "N", "the first N clients authenticate and never heartbeat", HB_OPT_UINT,
 	  AT(silent), .umin = 0, .umax = 10000000 },
+	{ "force-pings", 0, NULL, "TCP: send PINGs even in sessions whose WELCOME asks for "
+	  "keepalive mode (the server's kernel probes instead; by default such a device sends "
+	  "no PINGs)", HB_OPT_FLAG, AT(force_pings) },
 	{ "drain", 0, "S", "wait this long for outstanding replies at the end", HB_OPT_DOUBLE,
 	  AT(drain_s), .def.d = DEF_DRAIN_S, SECONDS(0, 3600) },
 	{ "warmup", 0, "S", "leave heartbeats scheduled before setup end + S out of rtt_us (they "
@@ -126,6 +135,9 @@ static const struct hb_opt options[] = {
 	  .def.d = DEF_HELLO_TIMEOUT_S, SECONDS(0.01, 3600) },
 	{ "udp-sockets", 0, "N", "UDP sockets per thread, at most one per client", HB_OPT_UINT,
 	  AT(udp_sockets), .def.u = DEF_UDP_SOCKETS, .umin = 1, .umax = 16384 },
+	{ "udp-version", 0, "N", "UDP protocol version: 2 tags every frame under a session key "
+	  "(docs/PROTOCOL.md), 1 is for servers before it", HB_OPT_UINT, AT(udp_version),
+	  .def.u = 2, .umin = 1, .umax = 2 },
 	{ .type = HB_OPT_HEADING,
 	  .help = "Measurement windows (reported apart under \"steady\" and \"steps\"):" },
 	{ "steady", 0, "S", "the steady window: S seconds from the end of the warmup",
@@ -159,7 +171,7 @@ static const struct hb_opt options[] = {
 
 static const struct hb_opt_prog prog = {
 	.name = "hbload",
-	.synopsis = "--server ADDR --port N --clients N --proto tcp|udp --interval S\n"
+	.synopsis = "--server ADDR --port N --clients N --proto tcp|udp|mqtt --interval S\n"
 		    "              --duration S [--json] [options]",
 	.about = "Simulates N heartbeating devices against an hbeat server and measures\n"
 		 "round-trip time from each heartbeat's scheduled send time (so neither a slow\n"
@@ -201,6 +213,12 @@ int hbl_parse_args(int argc, char **argv, struct hbl_opts *o)
 				    "--step-settle %g leaves nothing of a %g s step to "
 				    "measure",
 				    o->step_settle_s, o->step_s);
+	if ((int)o->proto == HBL_PROTO_MQTT) {
+		o->proto = HB_TCP;
+		o->mqtt = true;
+		if (o->echo_every)
+			return hb_opt_error(&prog, "--echo-every: MQTT has no echo");
+	}
 	if (o->storm_at_s >= 0 && o->proto != HB_TCP)
 		return hb_opt_error(&prog, "--storm-at applies to TCP clients (a UDP session has "
 					   "no connection to drop)");

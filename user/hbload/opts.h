@@ -15,12 +15,16 @@
 #define HBL_MAX_SOURCES 65536
 #define HBL_MAX_PAYLOAD 200 /* DATA/ECHO payload hbload sends (the protocol allows 1024) */
 #define HBL_MAX_STEPS_OPT 32 /* --steps entries (window.h: HBL_MAX_STEPS) */
+#define HBL_PROTO_MQTT 2 /* --proto mqtt: parsed into proto = HB_TCP and mqtt = true */
 
 struct hbl_opts {
 	const char *server; /* --server: IPv4/IPv6 literal or host name */
 	uint16_t port; /* --port */
 	uint32_t clients; /* --clients */
-	enum hb_transport proto; /* --proto tcp|udp */
+	enum hb_transport proto; /* --proto tcp|udp (mqtt: TCP, with mqtt set) */
+	bool mqtt; /* --proto mqtt: MQTT 3.1.1 devices, PINGREQ as the heartbeat */
+	const char *mqtt_realm; /* --mqtt-realm: the server's realm in the derived password */
+	uint32_t mqtt_days; /* --mqtt-days: the password's validity from today */
 	double interval_s; /* --interval: heartbeat period */
 	double duration_s; /* --duration: heartbeating time after setup */
 	bool json; /* --json: one-line JSON summary on stdout */
@@ -35,6 +39,7 @@ struct hbl_opts {
 	uint32_t echo_every; /* --echo-every: an ECHO frame every N heartbeats (0 = never) */
 	uint32_t payload; /* --payload: DATA/ECHO payload bytes */
 	uint32_t silent; /* --silent: the first N clients never heartbeat */
+	bool force_pings; /* --force-pings: PINGs even when the WELCOME asks for keepalive mode */
 	double drain_s; /* --drain: wait for outstanding replies at the end */
 	double warmup_s; /* --warmup: RTTs of heartbeats scheduled before setup end + S are not
 			  * recorded (<0: record all) */
@@ -44,6 +49,7 @@ struct hbl_opts {
 	double connect_timeout_s; /* --connect-timeout: TCP connect */
 	double hello_timeout_s; /* --hello-timeout: HELLO -> WELCOME */
 	uint32_t udp_sockets; /* --udp-sockets: UDP sockets per ring */
+	uint32_t udp_version; /* --udp-version: 2 (frames under a session key) or 1 */
 	double steady_s; /* --steady: length of the steady window after the warmup (<0: until
 			  * --duration ends) */
 	double steps

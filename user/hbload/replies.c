@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* What a client does with each frame the server sends: WELCOME opens the session and starts
- * the heartbeat schedule, PONG/ACK/ECHO are counted and measured, BYE and ERROR end it.
+ * the heartbeat schedule (none in keepalive mode without DATA or ECHO), PONG/ACK/ECHO are
+ * counted and measured, a DOWN is ACKed, BYE and ERROR end it.
  */
 #include <string.h>
 
 #include "hbload.h"
 
-static void on_welcome(struct hbl_ring *r, uint32_t l, uint64_t now)
+void hbl_session_open(struct hbl_ring *r, uint32_t l, uint64_t now)
 {
 	struct hbl_client *c = &r->cl[l];
 
@@ -30,11 +31,15 @@ static void on_welcome(struct hbl_ring *r, uint32_t l, uint64_t now)
 		if (r->st.storm_back == r->st.storm_dropped && r->sweep != HBL_SWEEP_STORM)
 			HBL_ST_SET(&r->st, storm_done_ns, now);
 	}
+	if (hbl_keepalive(r, c) && !(c->flags & HBL_F_KA_SEEN)) {
+		c->flags |= HBL_F_KA_SEEN;
+		HBL_INC(r, keepalive_devices);
+	}
 	if (r->phase >= HBL_PH_BYE) {
 		hbl_send_bye(r, l, now);
 		return;
 	}
-	if (c->flags & HBL_F_SILENT || r->phase != HBL_PH_RUN) {
+	if (!hbl_beats(r, c) || r->phase != HBL_PH_RUN) {
 		hbl_wheel_del(&r->wheel, l);
 		return;
 	}
@@ -42,6 +47,21 @@ static void on_welcome(struct hbl_ring *r, uint32_t l, uint64_t now)
 	c->last_ns = now;
 	c->beat_ns = now + hbl_rand(&r->rng) % hbl_interval_ns(r);
 	hbl_wheel_set(&r->wheel, l, c->beat_ns);
+}
+
+void hbl_count_pong(struct hbl_ring *r, uint64_t ts, uint64_t rtt_ns, int measured)
+{
+	int w = hbl_window_of(&r->sh->win, ts);
+
+	HBL_INC(r, pongs);
+	/* the echoed timestamp is the scheduled time: --warmup leaves early ones out */
+	if (measured && ts >= __atomic_load_n(&r->sh->measure_from_ns, __ATOMIC_RELAXED))
+		hb_hist_add(&r->rtt, rtt_ns / 1000);
+	if (w >= 0) {
+		if (measured)
+			hb_hist_add(&r->win[w].rtt, rtt_ns / 1000);
+		__atomic_store_n(&r->win[w].pongs, r->win[w].pongs + 1, __ATOMIC_RELEASE);
+	}
 }
 
 /* One frame for client l, received at now (TCP: from its connection; UDP: matched by token). */
@@ -53,21 +73,11 @@ void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_
 
 	switch (hbc_input(&c->c, f, now, &ev)) {
 	case HBC_EV_WELCOME:
-		on_welcome(r, l, now);
+		hbl_session_open(r, l, now);
 		break;
-	case HBC_EV_PONG: {
-		int w = hbl_window_of(&r->sh->win, ev.ts);
-
-		HBL_INC(r, pongs);
-		/* the echoed timestamp is the scheduled time: --warmup leaves early ones out */
-		if (ev.ts >= __atomic_load_n(&r->sh->measure_from_ns, __ATOMIC_RELAXED))
-			hb_hist_add(&r->rtt, ev.rtt_ns / 1000);
-		if (w >= 0) {
-			hb_hist_add(&r->win[w].rtt, ev.rtt_ns / 1000);
-			__atomic_store_n(&r->win[w].pongs, r->win[w].pongs + 1, __ATOMIC_RELEASE);
-		}
+	case HBC_EV_PONG:
+		hbl_count_pong(r, ev.ts, ev.rtt_ns, 1);
 		break;
-	}
 	case HBC_EV_ACK:
 		HBL_INC(r, data_acked);
 		break;
@@ -78,6 +88,9 @@ void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_
 			HBL_INC(r, echo_ok);
 		else
 			HBL_INC(r, echo_bad);
+		break;
+	case HBC_EV_DOWN:
+		hbl_down(r, l, ev.seq);
 		break;
 	case HBC_EV_BYE:
 		if (ev.code == HB_BYE_EXPIRED)

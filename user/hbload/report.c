@@ -14,7 +14,9 @@
  *   (sessions the server ended with BYE(EXPIRED)),
  *   reconnects, server_closed, server_errors, stray, errors, send_stalls, beats_skipped,
  *   errno {addrnotavail, connrefused, timeout, other}, and with --storm-at:
- *   storm {dropped, back, seconds (-1: not all back), failures}.
+ *   storm {dropped, back, seconds (-1: not all back), failures}; keepalive_devices (devices
+ *   that had a session in keepalive mode, sending no PINGs), downs_received, downs_acked,
+ *   downs_dropped (downlinks from the server, ACKed, not ACKed as the session ended first).
  * Measurement windows (window.h; PINGs by scheduled time, their PONGs with them):
  *   steady {from_s (after setup), seconds, rate (wanted), hb_per_s (sent), pings, pongs, lost,
  *   rtt_us {p50, p99, p999, max}}; with --steps: steps [{rate, hb_per_s, pings, pongs, lost,
@@ -164,19 +166,23 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 			"s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:{s:o,s:o,s:o},"
 			"s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,"
 			"s:{s:o,s:o,s:o,s:o}}",
-			"proto", cfg->o.proto == HB_TCP ? "tcp" : "udp", "clients",
-			(json_int_t)cfg->o.clients, "threads", (json_int_t)res->rings, "interval_s",
-			num_g(cfg->o.interval_s), "duration_s", num(res->duration_s, 3), "setup_s",
-			num(res->setup_s, 3), "setup_complete", res->setup_complete, "connected",
-			U(t->connected), "connected_end", U(res->connected_end), "pings",
-			U(t->pings), "pongs", U(t->pongs), "lost", U(lost(t)), "lost_closed",
-			U(t->lost_closed), "rtt_us", "p50", U(hb_hist_percentile(h, 50)), "p99",
-			U(hb_hist_percentile(h, 99)), "p999", U(hb_hist_percentile(h, 99.9)), "max",
-			U(h->max), "min", U(h->count ? h->min : 0), "mean", num(hb_hist_mean(h), 1),
-			"count", U(h->count), "lag_us", "p50", U(hb_hist_percentile(&res->lag, 50)),
-			"p99", U(hb_hist_percentile(&res->lag, 99)), "max", U(res->lag.max),
-			"auth_failed", U(t->auth_failed), "connect_failed", U(t->connect_failed),
-			"timeouts", U(t->timeouts), "data_sent", U(t->data_sent), "data_acked",
+			"proto",
+			cfg->o.mqtt		 ? "mqtt"
+			: cfg->o.proto == HB_TCP ? "tcp"
+						 : "udp",
+			"clients", (json_int_t)cfg->o.clients, "threads", (json_int_t)res->rings,
+			"interval_s", num_g(cfg->o.interval_s), "duration_s",
+			num(res->duration_s, 3), "setup_s", num(res->setup_s, 3), "setup_complete",
+			res->setup_complete, "connected", U(t->connected), "connected_end",
+			U(res->connected_end), "pings", U(t->pings), "pongs", U(t->pongs), "lost",
+			U(lost(t)), "lost_closed", U(t->lost_closed), "rtt_us", "p50",
+			U(hb_hist_percentile(h, 50)), "p99", U(hb_hist_percentile(h, 99)), "p999",
+			U(hb_hist_percentile(h, 99.9)), "max", U(h->max), "min",
+			U(h->count ? h->min : 0), "mean", num(hb_hist_mean(h), 1), "count",
+			U(h->count), "lag_us", "p50", U(hb_hist_percentile(&res->lag, 50)), "p99",
+			U(hb_hist_percentile(&res->lag, 99)), "max", U(res->lag.max), "auth_failed",
+			U(t->auth_failed), "connect_failed", U(t->connect_failed), "timeouts",
+			U(t->timeouts), "data_sent", U(t->data_sent), "data_acked",
 			U(t->data_acked), "echo_sent", U(t->echo_sent), "echo_ok", U(t->echo_ok),
 			"echo_bad", U(t->echo_bad), "expired", U(t->expired), "reconnects",
 			U(t->reconnects), "server_closed", U(t->server_closed), "server_errors",
@@ -190,6 +196,14 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 				json_pack("{s:o,s:o,s:o,s:o}", "dropped", U(t->storm_dropped),
 					  "back", U(t->storm_back), "seconds", num(res->storm_s, 3),
 					  "failures", U(t->storm_failures)))) {
+		json_decref(doc);
+		doc = NULL;
+	}
+	/* keepalive mode and downlinks */
+	if (doc && (json_object_set_new(doc, "keepalive_devices", U(t->keepalive_devices)) ||
+		    json_object_set_new(doc, "downs_received", U(t->downs_received)) ||
+		    json_object_set_new(doc, "downs_acked", U(t->downs_acked)) ||
+		    json_object_set_new(doc, "downs_dropped", U(t->downs_dropped)))) {
 		json_decref(doc);
 		doc = NULL;
 	}
@@ -209,7 +223,10 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 	const struct hb_hist *h = &res->rtt;
 
 	fprintf(f, "hbload: %u %s clients, %u threads, interval %g s\n", cfg->o.clients,
-		cfg->o.proto == HB_TCP ? "TCP" : "UDP", res->rings, cfg->o.interval_s);
+		cfg->o.mqtt		 ? "MQTT"
+		: cfg->o.proto == HB_TCP ? "TCP"
+					 : "UDP",
+		res->rings, cfg->o.interval_s);
 	fprintf(f, "  setup      %.3f s%s; connected %llu, open at the end %llu\n", res->setup_s,
 		res->setup_complete ? "" : " (incomplete)", (ull)t->connected,
 		(ull)res->connected_end);
@@ -241,6 +258,12 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		"%llu reconnects\n",
 		(ull)t->expired, (ull)t->server_bye, (ull)t->server_closed, (ull)t->server_error,
 		(ull)t->reconnects);
+	if (t->keepalive_devices || t->downs_received)
+		fprintf(f,
+			"  keepalive  %llu devices without PINGs; downlinks %llu received, %llu "
+			"acked, %llu dropped\n",
+			(ull)t->keepalive_devices, (ull)t->downs_received, (ull)t->downs_acked,
+			(ull)t->downs_dropped);
 	fprintf(f,
 		"  local      %llu errors, %llu stray replies, %llu send stalls, "
 		"%llu beats skipped\n",

@@ -26,6 +26,7 @@ static int setup_clients(struct hbl_ring *r)
 		uint64_t g = hbl_global_index(r, l);
 
 		hbc_init(&r->cl[l].c, cfg->o.first_device + g, cfg->o.proto);
+		hbl_udp_client_init(r, l);
 		if (g < cfg->o.silent)
 			r->cl[l].flags |= HBL_F_SILENT;
 	}
@@ -92,6 +93,7 @@ static void ring_teardown(struct hbl_ring *r)
 		for (uint32_t l = 0; l < r->n; l++)
 			free(r->cl[l].carry);
 	hbl_udp_free(r);
+	hbl_downs_free(r);
 	hbl_wheel_free(&r->wheel);
 	free(r->cl);
 	free(r->queue);
@@ -136,12 +138,20 @@ static void loop(struct hbl_ring *r)
 		if (cfg->o.proto == HB_UDP)
 			hbl_udp_tick(r, now);
 		hbl_admit_run(r, now);
+		if (r->ack_len)
+			hbl_downs_run(r);
 
 		/* sleep until the next wakeup, at most 50 ms so phase changes are seen quickly;
-		 * 1 ms while rate-limited admissions wait for tokens
+		 * 1 ms while admissions wait for connect-rate tokens or a UDP socket, or ACKs of
+		 * downlinks for their connection. Admissions held back by the in-flight bound need
+		 * no tick: each connect's or HELLO's end is a completion, or a wakeup in the wheel
+		 * (a tick for each of 26 rings at 500k clients was a thousand wakeups a second per
+		 * ring through all of setup and the storm)
 		 */
 		wait_ns = r->sweep ? 0 : hbl_wheel_next_ns(&r->wheel, now, 50);
-		if (r->qlen && r->phase == HBL_PH_RUN && wait_ns > 1000000)
+		if (((r->qlen && r->phase == HBL_PH_RUN && r->inflight < r->inflight_max) ||
+		     r->ack_len) &&
+		    wait_ns > 1000000)
 			wait_ns = 1000000;
 		if (r->rbuf_returns) {
 			io_uring_buf_ring_advance(r->br, (int)r->rbuf_returns);

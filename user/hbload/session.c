@@ -219,7 +219,12 @@ void hbl_tcp_connect_done(struct hbl_ring *r, uint32_t l, int res, uint64_t now)
 	}
 	hbl_tcp_arm_recv(r, l);
 	id = hbl_sbuf_get(&r->sb);
-	n = id < 0 ? -ENOBUFS : build_hello(r, l, hbl_sbuf(&r->sb, id), HBL_SBUF_SIZE);
+	if (id < 0)
+		n = -ENOBUFS;
+	else if (hbl_is_mqtt(r))
+		n = hbl_mqtt_connect(r, l, hbl_sbuf(&r->sb, id), HBL_SBUF_SIZE);
+	else
+		n = build_hello(r, l, hbl_sbuf(&r->sb, id), HBL_SBUF_SIZE);
 	if (n < 0) {
 		if (id >= 0)
 			hbl_sbuf_put(&r->sb, id);
@@ -296,7 +301,10 @@ void hbl_send_bye(struct hbl_ring *r, uint32_t l, uint64_t now)
 		hbl_wheel_set(&r->wheel, l, now + 1000000);
 		return;
 	}
-	n = hbc_bye(&c->c, hbl_sbuf(&r->sb, id), HBL_SBUF_SIZE, HB_BYE_NORMAL);
+	if (hbl_is_mqtt(r))
+		n = hbl_mqtt_disconnect(c, hbl_sbuf(&r->sb, id), HBL_SBUF_SIZE);
+	else
+		n = hbc_bye(&c->c, hbl_sbuf(&r->sb, id), HBL_SBUF_SIZE, HB_BYE_NORMAL);
 	if (n < 0) {
 		hbl_sbuf_put(&r->sb, id);
 		hbl_end_session(r, l, now, HBL_AFTER_DONE);

@@ -51,7 +51,7 @@ static void sweep_rate(struct hbl_ring *r, uint32_t l, uint64_t now)
 {
 	struct hbl_client *c = &r->cl[l];
 
-	if (c->ls != HBL_LS_AUTHED || (c->flags & HBL_F_SILENT) || r->phase != HBL_PH_RUN)
+	if (c->ls != HBL_LS_AUTHED || !hbl_beats(r, c) || r->phase != HBL_PH_RUN)
 		return;
 	uint64_t wait = c->beat_ns > now ? c->beat_ns - now : 0;
 
@@ -67,7 +67,8 @@ static void sweep_rate(struct hbl_ring *r, uint32_t l, uint64_t now)
 		r->sweep_to_iv_ns > r->sweep_from_iv_ns ? r->sweep_to_iv_ns : r->sweep_from_iv_ns;
 	uint64_t cap = c->last_ns + iv + iv / 5;
 
-	if (b > cap)
+	/* in keepalive mode the schedule carries DATA/ECHO only: no silence to bound */
+	if (b > cap && !hbl_keepalive(r, c))
 		b = cap > now ? cap : now;
 	c->beat_ns = b;
 	hbl_wheel_set(&r->wheel, l, c->beat_ns);

@@ -46,6 +46,12 @@ void hbl_udp_free(struct hbl_ring *r)
 	hbl_tokmap_free(&r->tm);
 }
 
+void hbl_udp_client_init(struct hbl_ring *r, uint32_t l)
+{
+	if (r->cfg->o.proto == HB_UDP && r->cfg->o.udp_version == HB_VERSION_2)
+		hbc_use_v2(&r->cl[l].c);
+}
+
 /* Pool socket s: SOCKET (direct, slot s) -> BIND (source) -> CONNECT (server), linked. */
 void hbl_udp_open_sockets(struct hbl_ring *r)
 {

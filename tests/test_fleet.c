@@ -1,0 +1,607 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Fleet mode against real servers: one nats-server with JetStream (on a free 127.0.0.1 port,
+ * a store in a temp directory, ended by its PID), two hbd --nats nodes, a few hundred hbload
+ * devices and device-library devices. Presence on the right node, fleet-wide supersede, a
+ * downlink through a NATS request, DATA in HBEAT_DATA exactly as ACKed, NATS down (heartbeats
+ * answered, DATA not ACKed, presence caught up once it is back), a node killed with -9 (its
+ * devices offline within the bound).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <nats/nats.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
+
+#include "hbdev.h"
+#include "lib/hbd_harness.h"
+#include "lib/ht_assert.h"
+
+#define NODE_TTL "2" /* s: hbd --nats-node-ttl */
+#define OFFLINE_BOUND_MS 8000 /* TTL + two listings a second apart + the write, with room */
+#define N_TCP 150 /* hbload devices on node A, TCP */
+#define N_UDP 150 /* hbload devices on node B, UDP */
+#define FIRST_TCP 1000
+#define FIRST_UDP 2000
+
+static struct ht_daemon A, B;
+static pid_t nats_pid, load_tcp, load_udp;
+static uint16_t nats_port;
+static char store[64] = "/tmp/hbfl-nats.XXXXXX", keys[96], url[64], client_url[128], pwfile[96];
+#define NATS_USER "hbfl"
+#define NATS_PASS "fleet-test-password" /* the nodes read it from a file: --nats-password-file */
+static natsConnection *nc;
+static jsCtx *js;
+static kvStore *presence;
+
+static uint16_t free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len)) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+static bool port_open(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(0x7f000001),
+				  .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	bool ok = fd >= 0 && !connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static pid_t spawn(const char *const *argv, const char *log)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* SIGTERM (or sig), then SIGKILL if it is still there after 5 s. */
+static void end_pid(pid_t *pid, int sig)
+{
+	uint64_t end = ht_now_ms() + 5000;
+
+	if (*pid <= 0)
+		return;
+	kill(*pid, sig);
+	while (ht_now_ms() < end && waitpid(*pid, NULL, WNOHANG) != *pid)
+		ht_sleep_ms(10);
+	if (ht_now_ms() >= end) {
+		kill(*pid, SIGKILL);
+		waitpid(*pid, NULL, 0);
+	}
+	*pid = 0;
+}
+
+static int nats_start(void)
+{
+	char port[8], log[96];
+	const char *argv[] = { "nats-server", "-a",	 "127.0.0.1", "-p",	port,
+			       "-js",	      "-sd",	 store,	      "--user", NATS_USER,
+			       "--pass",      NATS_PASS, NULL };
+	uint64_t end = ht_now_ms() + 10000;
+
+	snprintf(port, sizeof(port), "%u", nats_port);
+	snprintf(log, sizeof(log), "%s/nats.log", store);
+	nats_pid = spawn(argv, log);
+	while (ht_now_ms() < end && !port_open(nats_port))
+		ht_sleep_ms(20);
+	return port_open(nats_port) ? 0 : -1;
+}
+
+static int write_keys(void)
+{
+	FILE *f;
+
+	snprintf(keys, sizeof(keys), "%s/keys", store);
+	if (ht_write_keys(keys))
+		return -1;
+	/* beside the harness's devices (1..9, 100..199): the hbload ones */
+	f = fopen(keys, "a");
+	if (!f)
+		return -1;
+	fprintf(f, "%d-%d derive %s\n", FIRST_TCP, FIRST_UDP + N_UDP, HT_MASTER);
+	if (fclose(f))
+		return -1;
+	snprintf(pwfile, sizeof(pwfile), "%s/nats-password", store);
+	f = fopen(pwfile, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%s\n", NATS_PASS);
+	return fclose(f);
+}
+
+static int start_node(struct ht_daemon *d, const char *name)
+{
+	const char *const args[] = { "--no-offload",
+				     "--workers",
+				     "2",
+				     "--interval",
+				     "1",
+				     "--expiry-mult",
+				     "10",
+				     "--keys",
+				     keys,
+				     "--nats",
+				     url,
+				     "--nats-node",
+				     name,
+				     "--nats-node-ttl",
+				     NODE_TTL,
+				     "--nats-user",
+				     NATS_USER,
+				     "--nats-password-file",
+				     pwfile,
+				     NULL };
+
+	return ht_start(d, args);
+}
+
+static pid_t start_load(uint16_t port, const char *proto, unsigned n, unsigned first)
+{
+	char hbload[PATH_MAX], sport[8], sn[16], sfirst[16], log[96];
+	const char *argv[] = { hbload, "--server",	 "127.0.0.1", "--port",
+			       sport,  "--proto",	 proto,	      "--clients",
+			       sn,     "--first-device", sfirst,      "--interval",
+			       "1",    "--duration",	 "120",	      "--keys",
+			       keys,   "--no-progress",	 NULL };
+	char *slash;
+
+	ht_hbd_path(hbload, sizeof(hbload) - 8);
+	slash = strrchr(hbload, '/');
+	snprintf(slash ? slash + 1 : hbload, 8, "hbload");
+	snprintf(sport, sizeof(sport), "%u", port);
+	snprintf(sn, sizeof(sn), "%u", n);
+	snprintf(sfirst, sizeof(sfirst), "%u", first);
+	snprintf(log, sizeof(log), "%s/hbload-%s.log", store, proto);
+	return spawn(argv, log);
+}
+
+static int nats_client(void)
+{
+	if (natsConnection_ConnectTo(&nc, client_url) != NATS_OK ||
+	    natsConnection_JetStream(&js, nc, NULL) != NATS_OK)
+		return -1;
+	/* the nodes make the bucket; wait for it */
+	for (int i = 0; i < 100; i++) {
+		if (js_KeyValue(&presence, js, "hbeat_presence") == NATS_OK)
+			return 0;
+		ht_sleep_ms(100);
+	}
+	return -1;
+}
+
+static void nats_client_close(void)
+{
+	if (presence)
+		kvStore_Destroy(presence);
+	if (js)
+		jsCtx_Destroy(js);
+	if (nc)
+		natsConnection_Destroy(nc);
+	presence = NULL;
+	js = NULL;
+	nc = NULL;
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	if (!mkdtemp(store) || write_keys() || !(nats_port = free_port()))
+		return -1;
+	snprintf(url, sizeof(url), "nats://127.0.0.1:%u", nats_port);
+	snprintf(client_url, sizeof(client_url), "nats://%s:%s@127.0.0.1:%u", NATS_USER, NATS_PASS,
+		 nats_port);
+	if (nats_start()) {
+		fprintf(stderr, "nats-server did not start (scripts/deps.sh installs it)\n");
+		return -1;
+	}
+	if (start_node(&A, "node-a") || start_node(&B, "node-b"))
+		return -1;
+	return nats_client();
+}
+
+static int group_teardown(void **state)
+{
+	char cmd[128];
+
+	end_pid(&load_tcp, SIGTERM);
+	end_pid(&load_udp, SIGTERM);
+	nats_client_close();
+	ht_cleanup(&A);
+	ht_cleanup(&B);
+	end_pid(&nats_pid, SIGTERM);
+	nats_Close();
+	if (!getenv("HT_KEEP")) {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", store);
+		if (system(cmd)) {
+		}
+	}
+	return ht_reap(state);
+}
+
+/* A device's entry: its state and node into the buffers; false if it has none. */
+static bool entry(uint64_t dev, char *state, char *node, uint64_t *rev)
+{
+	char key[24];
+	kvEntry *e = NULL;
+	json_t *v;
+
+	snprintf(key, sizeof(key), "%" PRIu64, dev);
+	if (kvStore_Get(&e, presence, key) != NATS_OK)
+		return false;
+	v = json_loadb(kvEntry_Value(e), (size_t)kvEntry_ValueLen(e), 0, NULL);
+	snprintf(state, 32, "%s", json_string_value(json_object_get(v, "state")) ?: "");
+	snprintf(node, 64, "%s", json_string_value(json_object_get(v, "node")) ?: "");
+	if (rev)
+		*rev = kvEntry_Revision(e);
+	json_decref(v);
+	kvEntry_Destroy(e);
+	return true;
+}
+
+/* How many of n devices from first are online on node (one pass). */
+static unsigned count_on(unsigned first, unsigned n, const char *node, const char *want_state)
+{
+	unsigned ok = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		char st[32], nd[64];
+
+		if (entry(first + i, st, nd, NULL) && !strcmp(st, want_state) && !strcmp(nd, node))
+			ok++;
+	}
+	return ok;
+}
+
+static unsigned wait_count(unsigned first, unsigned n, const char *node, const char *st, int ms)
+{
+	uint64_t end = ht_now_ms() + (uint64_t)ms;
+	unsigned got = 0;
+
+	while (ht_now_ms() < end && (got = count_on(first, n, node, st)) < n)
+		ht_sleep_ms(200);
+	return got;
+}
+
+static struct hbdev *open_dev(uint16_t port, uint64_t id, enum hb_transport t)
+{
+	uint8_t secret[HB_SECRET_MAX];
+	struct hbdev_config cfg = {
+		.host = "127.0.0.1",
+		.port = port,
+		.transport = t,
+		.device_id = id,
+		.secret = secret,
+		.secret_len = (size_t)ht_secret(id, secret),
+		.io_timeout_ms = 3000,
+		.data_retry_ms = 300,
+	};
+	struct hbdev *d = NULL;
+
+	HT_EQ(hbdev_open(&d, &cfg), 0, "hbdev_open of device %llu", (unsigned long long)id);
+	HT_EQ(hbdev_connect(d), 0, "device %llu connects", (unsigned long long)id);
+	return d;
+}
+
+/* Runs a built program (hbd, hbctl) to its end; its exit code, stderr into err. */
+static int run_prog(const char *name, const char *const *args, char *err, size_t cap)
+{
+	char path[PATH_MAX], log[96], *slash;
+	const char *argv[16];
+	int st, n = 0, fd;
+	pid_t pid;
+	ssize_t r;
+
+	ht_hbd_path(path, sizeof(path) - 8);
+	slash = strrchr(path, '/');
+	snprintf(slash ? slash + 1 : path, 8, "%s", name);
+	argv[n++] = path;
+	for (int i = 0; args[i] && n < 15; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	snprintf(log, sizeof(log), "%s/run.log", store);
+	unlink(log);
+	pid = spawn(argv, log);
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return -1;
+	fd = open(log, O_RDONLY);
+	r = fd >= 0 ? read(fd, err, cap - 1) : 0;
+	err[r > 0 ? r : 0] = 0;
+	if (fd >= 0)
+		close(fd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Bad fleet options are usage errors; hbctl fleet without a NATS server says so. */
+static void test_bad_input(void **state)
+{
+	static const char *const bad_node[] = {
+		"--keys", keys, "--nats", "nats://127.0.0.1:1", "--nats-node", "a.b", NULL
+	};
+	static const char *const no_nats[] = { "--keys", keys, "--nats-node", "a", NULL };
+	static const char *const half_user[] = {
+		"--keys", keys, "--nats", "nats://127.0.0.1:1", "--nats-user", "u", NULL
+	};
+	char err[4096], none[64];
+	const char *const unreachable[] = { "fleet", "status", "--nats", none, NULL };
+
+	(void)state;
+	HT_EQ(run_prog("hbd", bad_node, err, sizeof(err)), 2, "a node name with a dot: %s", err);
+	HT_TRUE(strstr(err, "--nats-node") != NULL, "says which option: %s", err);
+	HT_EQ(run_prog("hbd", no_nats, err, sizeof(err)), 2, "--nats-node without --nats: %s", err);
+	HT_EQ(run_prog("hbd", half_user, err, sizeof(err)), 2,
+	      "--nats-user without a password file: %s", err);
+	snprintf(none, sizeof(none), "nats://127.0.0.1:%u", free_port());
+	HT_EQ(run_prog("hbctl", unreachable, err, sizeof(err)), 3, "hbctl fleet, no NATS: %s", err);
+	HT_TRUE(strstr(err, "cannot reach NATS") != NULL, "a clear error: %s", err);
+}
+
+static void test_presence(void **state)
+{
+	(void)state;
+	load_tcp = start_load(A.port, "tcp", N_TCP, FIRST_TCP);
+	load_udp = start_load(B.port, "udp", N_UDP, FIRST_UDP);
+	HT_EQ(wait_count(FIRST_TCP, N_TCP, "node-a", "online", 20000), N_TCP,
+	      "hbload's TCP devices online on node-a in hbeat_presence");
+	HT_EQ(wait_count(FIRST_UDP, N_UDP, "node-b", "online", 20000), N_UDP,
+	      "hbload's UDP devices online on node-b in hbeat_presence");
+}
+
+/* Device 7 on node A, then on node B: A cuts its session, B's entry stands. */
+static void test_supersede(void **state)
+{
+	struct hbdev *a = open_dev(A.port, 7, HB_TCP), *b;
+	uint64_t end = ht_now_ms() + 5000;
+	struct hbdev_ev ev = { 0 }, evb;
+	char st[32], nd[64];
+	bool cut = false;
+
+	(void)state;
+	HT_EQ(wait_count(7, 1, "node-a", "online", 5000), 1, "device 7 online on node-a");
+	b = open_dev(B.port, 7, HB_UDP);
+	while (!cut && ht_now_ms() < end) {
+		if (hbdev_poll(a, 50, &ev) == 1 && ev.type == HBDEV_EV_DISCONNECTED)
+			cut = true;
+		hbdev_poll(b, 0, &evb);
+	}
+	HT_TRUE(cut, "node-a cut its older session of device 7");
+	HT_EQ(ev.code, HB_BYE_SUPERSEDED, "with BYE(SUPERSEDED)");
+	hbdev_close(a);
+	ht_sleep_ms(500);
+	HT_TRUE(entry(7, st, nd, NULL), "device 7 has an entry");
+	HT_TRUE(!strcmp(nd, "node-b") && !strcmp(st, "online"),
+		"device 7 online on node-b after the cut, not '%s' on '%s'", st, nd);
+	HT_TRUE(hbdev_connected(b), "the newer session lives on");
+	hbdev_close(b);
+}
+
+static void test_downlink(void **state)
+{
+	struct hbdev *dev = open_dev(B.port, 5, HB_TCP);
+	natsSubscription *sub = NULL;
+	natsInbox *inbox = NULL;
+	uint64_t end = ht_now_ms() + 5000;
+	struct hbdev_ev ev;
+	natsMsg *reply = NULL;
+	bool got = false;
+	json_t *v;
+
+	(void)state;
+	HT_EQ(wait_count(5, 1, "node-b", "online", 5000), 1, "device 5 online on node-b");
+	HT_EQ(natsInbox_Create(&inbox), NATS_OK, "an inbox");
+	HT_EQ(natsConnection_SubscribeSync(&sub, nc, inbox), NATS_OK, "subscribed to it");
+	HT_EQ(natsConnection_PublishRequest(nc, "hbeat.down.5", inbox, "hello-5", 7), NATS_OK,
+	      "the downlink request");
+	while (!reply && ht_now_ms() < end) {
+		if (hbdev_poll(dev, 20, &ev) == 1 && ev.type == HBDEV_EV_DOWNLINK)
+			got = ev.len == 7 && !memcmp(ev.payload, "hello-5", 7);
+		if (natsSubscription_NextMsg(&reply, sub, 10) != NATS_OK)
+			reply = NULL;
+	}
+	HT_TRUE(got, "the device received the downlink");
+	HT_TRUE(reply != NULL, "an answer to the request");
+	v = json_loadb(natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply), 0, NULL);
+	HT_TRUE(!strcmp(json_string_value(json_object_get(v, "status")) ?: "", "delivered") &&
+			!strcmp(json_string_value(json_object_get(v, "node")) ?: "", "node-b"),
+		"delivered by node-b: %.*s", natsMsg_GetDataLength(reply), natsMsg_GetData(reply));
+	json_decref(v);
+	natsMsg_Destroy(reply);
+	/* a device no node holds: one answer, offline */
+	HT_EQ(natsConnection_RequestString(&reply, nc, "hbeat.down.9", "x", 3000), NATS_OK,
+	      "an answer for device 9, which is not connected");
+	HT_TRUE(strstr(natsMsg_GetData(reply), "\"offline\"") != NULL, "offline: %s",
+		natsMsg_GetData(reply));
+	natsMsg_Destroy(reply);
+	natsSubscription_Destroy(sub);
+	natsInbox_Destroy(inbox);
+	hbdev_close(dev);
+}
+
+/* Every payload of HBEAT_DATA on subject hbeat.data.<dev>, decoded, into out (NUL-separated
+ * after one another); returns how many. */
+static int stream_payloads(uint64_t dev, char out[][64], int max)
+{
+	natsSubscription *sub = NULL;
+	jsSubOptions so;
+	char subj[48];
+	int n = 0;
+
+	snprintf(subj, sizeof(subj), "hbeat.data.%" PRIu64, dev);
+	jsSubOptions_Init(&so);
+	so.Ordered = true;
+	if (js_SubscribeSync(&sub, js, subj, NULL, &so, NULL) != NATS_OK)
+		return -1;
+	for (;;) {
+		natsMsg *m = NULL;
+		json_t *v;
+		uint64_t d = 0;
+		const char *b64;
+
+		if (natsSubscription_NextMsg(&m, sub, 1000) != NATS_OK)
+			break;
+		v = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), 0, NULL);
+		b64 = json_string_value(json_object_get(v, "payload"));
+		d = (uint64_t)json_integer_value(json_object_get(v, "device"));
+		if (n < max && b64 && d == dev && strlen(b64) < 80) {
+			int len = EVP_DecodeBlock((unsigned char *)out[n],
+						  (const unsigned char *)b64, (int)strlen(b64));
+
+			if (len > 0 && len < 64) {
+				/* EVP_DecodeBlock keeps the padding's zero bytes: cut at the first */
+				out[n][len] = 0;
+				n++;
+			}
+		}
+		json_decref(v);
+		natsMsg_Destroy(m);
+	}
+	natsSubscription_Destroy(sub);
+	return n;
+}
+
+static bool has(char got[][64], int n, const char *want)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(got[i], want))
+			return true;
+	return false;
+}
+
+static void test_data(void **state)
+{
+	struct hbdev *t = open_dev(A.port, 2, HB_TCP), *u = open_dev(B.port, 3, HB_UDP);
+	char got[64][64], p[32];
+	int n;
+
+	(void)state;
+	for (int i = 0; i < 5; i++) {
+		snprintf(p, sizeof(p), "tcp-2-%d", i);
+		HT_EQ(hbdev_send(t, p, (uint16_t)strlen(p), 5000), 0, "DATA %s ACKed", p);
+		snprintf(p, sizeof(p), "udp-3-%d", i);
+		HT_EQ(hbdev_send(u, p, (uint16_t)strlen(p), 5000), 0, "DATA %s ACKed", p);
+	}
+	n = stream_payloads(2, got, 64);
+	for (int i = 0; i < 5; i++) {
+		snprintf(p, sizeof(p), "tcp-2-%d", i);
+		HT_TRUE(has(got, n, p), "%s in HBEAT_DATA (%d messages of device 2)", p, n);
+	}
+	n = stream_payloads(3, got, 64);
+	for (int i = 0; i < 5; i++) {
+		snprintf(p, sizeof(p), "udp-3-%d", i);
+		HT_TRUE(has(got, n, p), "%s in HBEAT_DATA (%d messages of device 3)", p, n);
+	}
+	hbdev_close(t);
+	hbdev_close(u);
+}
+
+/* NATS goes away: heartbeats are answered, DATA is not ACKed; a device that connects meanwhile
+ * is in presence once NATS is back, and DATA is ACKed again. */
+static void test_nats_down(void **state)
+{
+	struct hbdev *u = open_dev(A.port, 4, HB_UDP), *t, *late;
+	uint64_t end;
+	struct hbdev_ev ev;
+	unsigned pongs = 0;
+	char got[64][64];
+	int n;
+
+	(void)state;
+	t = open_dev(B.port, 6, HB_TCP);
+	nats_client_close();
+	end_pid(&nats_pid, SIGTERM);
+	HT_EQ(hbdev_send(u, "while-down", 10, 2500), -ETIMEDOUT,
+	      "DATA is not ACKed while NATS is down");
+	end = ht_now_ms() + 3000;
+	while (ht_now_ms() < end) {
+		if (hbdev_poll(t, 20, &ev) == 1 && ev.type == HBDEV_EV_PONG)
+			pongs++;
+		if (hbdev_poll(u, 20, &ev) == 1 && ev.type == HBDEV_EV_PONG)
+			pongs++;
+	}
+	HT_GE(pongs, 4u, "heartbeats answered while NATS is down");
+	HT_TRUE(hbdev_connected(t), "the TCP device's session lives on");
+	late = open_dev(A.port, 8, HB_TCP);
+	HT_EQ(nats_start(), 0, "nats-server back on the same port and store");
+	HT_EQ(nats_client(), 0, "the test's NATS client again");
+	HT_EQ(wait_count(8, 1, "node-a", "online", 15000), 1,
+	      "device 8, connected while NATS was down, in presence once it is back");
+	HT_EQ(hbdev_send(u, "after-up", 8, 10000), 0, "DATA ACKed again");
+	n = stream_payloads(4, got, 64);
+	HT_TRUE(has(got, n, "after-up"), "and in HBEAT_DATA");
+	hbdev_close(u);
+	hbdev_close(t);
+	hbdev_close(late);
+}
+
+static void test_node_killed(void **state)
+{
+	uint64_t t0;
+	unsigned got;
+
+	(void)state;
+	HT_EQ(wait_count(FIRST_UDP, N_UDP, "node-b", "online", 10000), N_UDP,
+	      "node-b's devices online before the kill");
+	kill(B.pid, SIGKILL);
+	t0 = ht_now_ms();
+	got = wait_count(FIRST_UDP, N_UDP, "node-b", "offline", OFFLINE_BOUND_MS);
+	HT_EQ(got, N_UDP, "node-b's devices offline within %d ms of its death", OFFLINE_BOUND_MS);
+	fprintf(stderr, "# node-b's %u devices offline in presence %llu ms after kill -9\n", got,
+		(unsigned long long)(ht_now_ms() - t0));
+	/* (a loaded machine may make hbload reconnect one: a few seconds for that) */
+	HT_EQ(wait_count(FIRST_TCP, N_TCP, "node-a", "online", 5000), N_TCP,
+	      "node-a's devices still online");
+	waitpid(B.pid, NULL, 0);
+	B.pid = 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_input),   cmocka_unit_test(test_presence),
+		cmocka_unit_test(test_supersede),   cmocka_unit_test(test_downlink),
+		cmocka_unit_test(test_data),	    cmocka_unit_test(test_nats_down),
+		cmocka_unit_test(test_node_killed),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Fleet mode's internals, for fleet_*.c only (fleet.h is what the life cycle calls).
+ *
+ * Threads. The workers never block on NATS: they hand over through fleet_q.h. Two threads of
+ * ours and libnats' own ones share struct hbd_fleet under lock:
+ *   fleet thread (fleet.c)     takes the workers' queue: presence events become asynchronous
+ *                              JetStream publishes into hbeat_presence, DATA batches are
+ *                              published to HBEAT_DATA, downlink outcomes become NATS replies;
+ *   admin thread (fleet_admin.c) everything that waits for a NATS round trip: set-up of the
+ *                              stream and buckets, the node's entry in hbeat_nodes, the list
+ *                              of live nodes, the watch of hbeat_presence (supersede, a dead
+ *                              node's devices), the catch-up after a reconnection;
+ *   libnats' threads           publish acknowledgements (fleet_data.c, fleet_presence.c) and
+ *                              downlink requests (fleet_down.c).
+ * Messages to the workers (a batch answered, a downlink queued, a session cut) go through the
+ * fleet's own io_uring by MSG_RING, under ring_lock.
+ */
+#ifndef HBD_FLEET_IMPL_H
+#define HBD_FLEET_IMPL_H
+
+#include <liburing.h>
+#include <nats/nats.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fleet_map.h"
+#include "hbd.h"
+
+#define FLEET_BUCKET_PRESENCE "hbeat_presence"
+#define FLEET_BUCKET_NODES "hbeat_nodes"
+#define FLEET_STREAM_DATA "HBEAT_DATA"
+#define FLEET_SUBJ_DATA "hbeat.data."
+#define FLEET_SUBJ_DOWN "hbeat.down."
+#define FLEET_SUBJ_PRESENCE "$KV." FLEET_BUCKET_PRESENCE "."
+#define FLEET_MAX_NODES 256
+#define FLEET_NODE_LEN 64
+#define FLEET_DOWN_MAX 4096 /* NATS downlinks in flight on a node */
+
+/* A device this node holds (or held, until its last state is written). */
+struct fleet_held {
+	uint64_t loc; /* its session here */
+	uint64_t rev; /* the presence revision of our last acknowledged write, 0: none yet */
+	uint64_t other_rev; /* the newest online entry of another node seen meanwhile */
+	uint64_t since_ms;
+	uint16_t npend; /* our writes not acknowledged yet */
+	uint8_t udp;
+	uint8_t gone; /* the session ended: end_kind is to be written */
+	uint8_t end_kind; /* enum hbd_ev_kind */
+	uint8_t end_sent; /* the end write is out */
+	uint8_t dirty; /* a write failed: the catch-up writes it again */
+	char addr[HB_PEER_STR];
+};
+
+/* The newest presence entry of a device, from the watch. */
+struct fleet_seen {
+	uint64_t rev;
+	uint64_t recv_ms; /* our monotonic clock when it arrived */
+	uint16_t node; /* index into nodes[] */
+	uint8_t online;
+	uint8_t udp;
+};
+
+struct fleet_node {
+	char name[FLEET_NODE_LEN];
+	bool live; /* in the last listing of hbeat_nodes */
+	bool live_before; /* in the one before */
+};
+
+struct fleet_down {
+	char *reply; /* NULL: free */
+	uint64_t device;
+	uint16_t gen;
+};
+
+struct fleet_offline {
+	char *reply;
+	uint64_t device;
+	uint64_t due_ms;
+};
+
+/* One worker's sink batch on its way to JetStream. */
+struct fleet_batch {
+	jsCtx *js; /* a context of its own: its acknowledgements are this worker's */
+	uint32_t outstanding; /* publishes not answered yet */
+	bool failed;
+	bool busy;
+};
+
+struct hbd_fleet {
+	struct hbd_daemon *d;
+	const struct hbd_nats_config *cfg;
+	char node[FLEET_NODE_LEN];
+	char addr[HB_PEER_STR + 8];
+	pthread_t thread, admin;
+	bool thread_ok, admin_ok;
+	int stop; /* atomic */
+	int efd_stop; /* wakes the fleet thread for the stop */
+
+	natsOptions *opts;
+	natsConnection *nc;
+	jsCtx *js; /* admin calls and presence writes */
+	kvStore *kv_presence, *kv_nodes;
+	kvWatcher *watch;
+	natsSubscription *down_sub;
+	int connected; /* atomic */
+	int ready; /* atomic: stream and buckets are there, publishing may start */
+	int reconnected; /* atomic: catch up on presence */
+	int table_resync; /* atomic: presence events were lost: compare with the device table */
+	bool synced; /* the watch delivered every existing entry */
+	uint64_t started_ms;
+
+	pthread_mutex_t lock; /* everything below */
+	struct fleet_map held, seen; /* device -> struct fleet_held / struct fleet_seen */
+	struct fleet_node nodes[FLEET_MAX_NODES];
+	unsigned nnodes;
+	uint16_t me; /* our index in nodes[] */
+	struct fleet_down down[FLEET_DOWN_MAX];
+	uint32_t down_next;
+	struct fleet_offline offline[FLEET_DOWN_MAX]; /* "offline" answers waiting their grace */
+	uint32_t offline_head, noffline;
+	struct fleet_batch *batch; /* per worker */
+	void *data_ctx; /* fleet_data.c: the acknowledgement handlers' closures */
+
+	pthread_mutex_t ring_lock;
+	struct io_uring ring;
+	bool ring_ok;
+
+	/* counters, logged at the stop */
+	uint64_t pres_written, pres_failed, data_published, data_failed, down_in, down_replied,
+		superseded, node_lost_marked;
+};
+
+static inline uint64_t fleet_now_ms(void)
+{
+	return hb_mono_ms();
+}
+
+/* fleet_ring.c */
+void fleet_msg(struct hbd_fleet *f, unsigned worker, uint64_t ud, int res);
+/* the index of a node name in f->nodes (added if new), under f->lock; 0xffff if full */
+uint16_t fleet_node_idx(struct hbd_fleet *f, const char *name);
+
+/* fleet_presence.c: presence events from the workers, and the writes' acknowledgements */
+void fleet_presence_event(struct hbd_fleet *f, const struct hbd_event *ev);
+void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure);
+/* writes again what failed, and what the device table says that we lost (catch-up) */
+void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table);
+/* an entry from the watch of hbeat_presence */
+void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, const char *val,
+			 int len, bool deleted);
+/* our stale entries (a previous life of this node) and those of dead nodes become offline */
+void fleet_presence_sweep(struct hbd_fleet *f, uint64_t listed_before_ms);
+
+/* fleet_data.c */
+int fleet_data_init(struct hbd_fleet *f);
+int fleet_data_connect(struct hbd_fleet *f); /* once connected: the workers' contexts */
+void fleet_data_free(struct hbd_fleet *f);
+void fleet_data_publish(struct hbd_fleet *f, unsigned worker);
+
+/* fleet_down.c */
+int fleet_down_subscribe(struct hbd_fleet *f);
+void fleet_down_result(struct hbd_fleet *f, const struct hbd_event *ev);
+void fleet_down_tick(struct hbd_fleet *f); /* fleet thread: the "offline" answers due */
+void fleet_down_free(struct hbd_fleet *f);
+
+/* fleet_admin.c */
+void *fleet_admin_main(void *arg);
+
+/* A presence value: {"node","transport","state","since_ms","addr"} into buf; its length or
+ * -1. */
+int fleet_presence_json(char *buf, size_t cap, const char *node, bool udp, const char *state,
+			uint64_t since_ms, const char *addr);
+
+#endif

@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Presence in the hbeat_presence bucket: key = the device id in decimal, value
+ * {"node","transport","state","since_ms","addr"}.
+ *
+ * Writes are asynchronous JetStream publishes on the bucket's subjects ($KV.hbeat_presence.ID),
+ * so a reconnect storm costs no round trip per device. Which write wins:
+ *   - online is written as it is: the newest session of a device is where it is;
+ *   - an end (offline, expired, revoked, shutdown) is written only over this node's own last
+ *     write (Nats-Expected-Last-Subject-Sequence = its revision), so it never hides a session
+ *     the device opened meanwhile on another node: JetStream refuses the write then;
+ *   - superseded is the end of a session a newer one replaced, and the newer one's online
+ *     entry is already in the bucket: it is never written over it (that write is the refused
+ *     kind above, whether the newer session is on this node or another).
+ * An end whose online write is still unacknowledged waits for that acknowledgement (its
+ * revision). Fleet-wide supersede: when the watch shows the device online on another node with
+ * a newer revision than our session's, our session is cut with BYE(SUPERSEDED).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet_impl.h"
+#include "json_out.h"
+#include "log.h"
+#include "worker.h"
+
+#define SWEEP_MAX 65536 /* entries one sweep writes */
+
+int fleet_presence_json(char *buf, size_t cap, const char *node, bool udp, const char *state,
+			uint64_t since_ms, const char *addr)
+{
+	int n = hb_json_line(buf, cap,
+			     json_pack("{s:s,s:s,s:s,s:o,s:o}", "node", node, "transport",
+				       udp ? "udp" : "tcp", "state", state, "since_ms",
+				       hb_json_u64(since_ms), "addr", hb_json_str(addr)));
+
+	return n > 0 ? n - 1 : -1; /* without the newline */
+}
+
+/* One write prepared under the lock and published after it. */
+struct pres_write {
+	uint64_t device;
+	uint64_t expect; /* 0: unconditional */
+	int len;
+	char val[256];
+};
+
+static void publish(struct hbd_fleet *f, const struct pres_write *pw)
+{
+	jsPubOptions po;
+	char subj[64];
+	natsStatus s;
+
+	jsPubOptions_Init(&po);
+	po.MaxWait = (int64_t)(f->cfg->timeout_s * 1000);
+	po.ExpectLastSubjectSeq = pw->expect;
+	snprintf(subj, sizeof(subj), FLEET_SUBJ_PRESENCE "%" PRIu64, pw->device);
+	s = js_PublishAsync(f->js, subj, pw->val, pw->len, &po);
+	if (s != NATS_OK) {
+		struct fleet_held *h;
+
+		pthread_mutex_lock(&f->lock);
+		f->pres_failed++;
+		h = fleet_map_get(&f->held, pw->device);
+		if (h) {
+			h->npend--;
+			h->dirty = 1;
+			h->end_sent = 0;
+		}
+		pthread_mutex_unlock(&f->lock);
+	}
+}
+
+/* Under the lock: the write of h's state, counted as pending. false if there is none to make
+ * (not ready: the catch-up writes it). */
+static bool prepare(struct hbd_fleet *f, uint64_t device, struct fleet_held *h,
+		    struct pres_write *pw)
+{
+	const char *state = h->gone ? hbd_ev_kind_str((enum hbd_ev_kind)h->end_kind) : "online";
+
+	if (!__atomic_load_n(&f->ready, __ATOMIC_ACQUIRE)) {
+		h->dirty = 1;
+		return false;
+	}
+	pw->device = device;
+	pw->expect = 0;
+	if (h->gone) {
+		struct fleet_seen *s = fleet_map_get(&f->seen, device);
+
+		pw->expect = h->rev;
+		if (!pw->expect && s)
+			pw->expect = s->rev; /* our online write never made it: the entry there */
+		h->end_sent = 1;
+	}
+	pw->len = fleet_presence_json(pw->val, sizeof(pw->val), f->node, h->udp, state, h->since_ms,
+				      h->addr);
+	if (pw->len < 0)
+		return false;
+	h->npend++;
+	h->dirty = 0;
+	return true;
+}
+
+static void cut(struct hbd_fleet *f, uint64_t loc)
+{
+	f->superseded++;
+	fleet_msg(f, hbd_loc_worker(loc),
+		  hbd_ud(loc & HBD_LOC_UDP ? HBD_OP_MSG_KILL_UDP : HBD_OP_MSG_KILL_TCP,
+			 hbd_loc_index(loc), hbd_loc_gen(loc), HB_BYE_SUPERSEDED),
+		  0);
+}
+
+void fleet_presence_event(struct hbd_fleet *f, const struct hbd_event *ev)
+{
+	struct pres_write pw;
+	struct fleet_held *h;
+	bool send = false;
+
+	pthread_mutex_lock(&f->lock);
+	if (ev->kind == HBD_EV_ONLINE) {
+		h = fleet_map_put(&f->held, ev->device);
+		if (!h) {
+			__atomic_store_n(&f->table_resync, 1, __ATOMIC_RELEASE);
+			goto out;
+		}
+		h->loc = ev->session;
+		h->udp = ev->udp;
+		h->since_ms = ev->ts_ms;
+		h->gone = h->end_sent = 0;
+		h->other_rev = 0;
+		snprintf(h->addr, sizeof(h->addr), "%s", ev->peer);
+		send = prepare(f, ev->device, h, &pw);
+	} else {
+		h = fleet_map_get(&f->held, ev->device);
+		/* not our current session of it: a newer one (here) already wrote online */
+		if (!h || h->loc != ev->session || h->gone)
+			goto out;
+		h->gone = 1;
+		h->end_kind = ev->kind;
+		h->since_ms = ev->ts_ms;
+		if (ev->kind == HBD_EV_SUPERSEDED) {
+			/* replaced by a session on another node, whose entry stands */
+			fleet_map_del(&f->held, ev->device);
+			goto out;
+		}
+		if (!h->npend)
+			send = prepare(f, ev->device, h, &pw);
+	}
+out:
+	pthread_mutex_unlock(&f->lock);
+	if (send)
+		publish(f, &pw);
+}
+
+void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
+{
+	struct hbd_fleet *f = closure;
+	const char *subj = natsMsg_GetSubject(msg);
+	uint64_t device = 0, cut_loc = 0;
+	struct pres_write pw;
+	struct fleet_held *h;
+	bool send = false;
+
+	if (subj && !strncmp(subj, FLEET_SUBJ_PRESENCE, strlen(FLEET_SUBJ_PRESENCE)))
+		device = strtoull(subj + strlen(FLEET_SUBJ_PRESENCE), NULL, 10);
+	natsMsg_Destroy(msg);
+	pthread_mutex_lock(&f->lock);
+	if (pa && !pae)
+		f->pres_written++;
+	h = fleet_map_get(&f->held, device);
+	if (!h)
+		goto out; /* a sweep's write, or a device no longer ours */
+	if (h->npend)
+		h->npend--;
+	if (pa && !pae) {
+		h->rev = pa->Sequence;
+	} else if (pae && pae->ErrCode == JSStreamWrongLastSequenceErr) {
+		/* someone wrote after us: the device is elsewhere now, nothing of ours stands */
+		if (h->gone)
+			fleet_map_del(&f->held, device);
+		goto out;
+	} else {
+		f->pres_failed++;
+		h->dirty = 1;
+		h->end_sent = 0;
+		goto out;
+	}
+	if (h->npend)
+		goto out;
+	if (h->gone && h->end_sent) {
+		fleet_map_del(&f->held, device); /* its last state is written */
+	} else if (h->gone) {
+		send = prepare(f, device, h, &pw);
+	} else if (h->other_rev > h->rev) {
+		cut_loc = h->loc; /* the device went online elsewhere after this session */
+	}
+out:
+	pthread_mutex_unlock(&f->lock);
+	if (send)
+		publish(f, &pw);
+	if (cut_loc)
+		cut(f, cut_loc);
+}
+
+void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, const char *val,
+			 int len, bool deleted)
+{
+	json_t *doc = deleted ? NULL : json_loadb(val, (size_t)len, 0, NULL);
+	const char *node = NULL, *state = NULL, *transport = NULL;
+	uint64_t cut_loc = 0;
+	struct fleet_seen *s;
+	struct fleet_held *h;
+
+	if (!deleted && (!doc || json_unpack(doc, "{s:s,s:s,s?s}", "node", &node, "state", &state,
+					     "transport", &transport))) {
+		json_decref(doc);
+		return; /* not ours to read: left alone */
+	}
+	pthread_mutex_lock(&f->lock);
+	if (deleted) {
+		fleet_map_del(&f->seen, device);
+		goto out;
+	}
+	s = fleet_map_put(&f->seen, device);
+	if (!s)
+		goto out;
+	s->rev = rev;
+	s->recv_ms = fleet_now_ms();
+	s->node = fleet_node_idx(f, node);
+	s->online = !strcmp(state, "online");
+	s->udp = transport && !strcmp(transport, "udp");
+	if (!s->online || s->node == f->me)
+		goto out;
+	h = fleet_map_get(&f->held, device);
+	if (!h || h->gone)
+		goto out;
+	if (h->rev && h->rev < rev && !h->npend)
+		cut_loc = h->loc;
+	else if (rev > h->other_rev)
+		h->other_rev = rev; /* decided when our write's revision is known */
+out:
+	pthread_mutex_unlock(&f->lock);
+	json_decref(doc);
+	if (cut_loc)
+		cut(f, cut_loc);
+}
+
+/* The offline entries the sweep writes, prepared under the lock. */
+static size_t sweep_collect(struct hbd_fleet *f, struct pres_write *out, size_t max,
+			    uint64_t listed_before_ms)
+{
+	bool leader = true;
+	uint64_t key, now = hb_realtime_ms();
+	size_t pos = 0, n = 0;
+	struct fleet_seen *s;
+
+	/* the live node first in name order writes for the dead ones: one writer, not all */
+	for (unsigned i = 0; i < f->nnodes; i++)
+		if (i != f->me && f->nodes[i].live && strcmp(f->nodes[i].name, f->node) < 0)
+			leader = false;
+	while (n < max && (s = fleet_map_next(&f->seen, &pos, &key))) {
+		const struct fleet_node *nd;
+		bool mine = s->node == f->me;
+
+		if (!s->online || s->node >= f->nnodes)
+			continue;
+		nd = &f->nodes[s->node];
+		if (mine ? fleet_map_get(&f->held, key) != NULL
+			 : !leader || nd->live || nd->live_before || s->recv_ms >= listed_before_ms)
+			continue;
+		out[n].device = key;
+		out[n].expect = s->rev;
+		out[n].len = fleet_presence_json(out[n].val, sizeof(out[n].val), nd->name, s->udp,
+						 "offline", now, "");
+		if (out[n].len > 0)
+			n++;
+		if (!mine)
+			f->node_lost_marked++;
+	}
+	return n;
+}
+
+void fleet_presence_sweep(struct hbd_fleet *f, uint64_t listed_before_ms)
+{
+	struct pres_write *pw = malloc(SWEEP_MAX * sizeof(*pw));
+	size_t n;
+
+	if (!pw)
+		return;
+	pthread_mutex_lock(&f->lock);
+	n = sweep_collect(f, pw, SWEEP_MAX, listed_before_ms);
+	pthread_mutex_unlock(&f->lock);
+	for (size_t i = 0; i < n; i++)
+		publish(f, &pw[i]);
+	free(pw);
+}
+
+struct ids {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static void collect_id(void *ctx, uint64_t id, uint64_t last_ts_ms)
+{
+	struct ids *ids = ctx;
+
+	if (ids->n == ids->cap) {
+		size_t cap = ids->cap ? ids->cap * 2 : 4096;
+		uint64_t *v = realloc(ids->v, cap * sizeof(*v));
+
+		if (!v)
+			return;
+		ids->v = v;
+		ids->cap = cap;
+	}
+	ids->v[ids->n++] = id;
+}
+
+/* Presence events were lost: the device table is the truth about what this node holds. */
+static void compare_table(struct hbd_fleet *f)
+{
+	struct ids ids = { 0 };
+	uint64_t key, now = hb_realtime_ms();
+	struct fleet_held *h;
+	size_t pos = 0;
+
+	hbd_devices_foreach(f->d->devices, collect_id, &ids);
+	for (size_t i = 0; i < ids.n; i++) {
+		uint64_t loc = hbd_devices_loc(f->d->devices, ids.v[i]);
+
+		if (!loc)
+			continue;
+		pthread_mutex_lock(&f->lock);
+		h = fleet_map_get(&f->held, ids.v[i]);
+		if (!h || h->loc != loc) {
+			h = fleet_map_put(&f->held, ids.v[i]);
+			if (h) {
+				memset(h, 0, sizeof(*h));
+				h->loc = loc;
+				h->udp = !!(loc & HBD_LOC_UDP);
+				h->since_ms = now;
+				h->dirty = 1;
+			}
+		}
+		pthread_mutex_unlock(&f->lock);
+	}
+	free(ids.v);
+	pthread_mutex_lock(&f->lock);
+	while ((h = fleet_map_next(&f->held, &pos, &key))) {
+		if (!h->gone && hbd_devices_loc(f->d->devices, key) != h->loc) {
+			h->gone = 1;
+			h->end_kind = HBD_EV_OFFLINE;
+			h->since_ms = now;
+			h->dirty = 1;
+			h->end_sent = 0;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
+{
+	struct pres_write *pw;
+	uint64_t key, *cuts = NULL;
+	size_t pos = 0, n = 0, ncut = 0, cap;
+	struct fleet_held *h;
+
+	if (with_table)
+		compare_table(f);
+	pthread_mutex_lock(&f->lock);
+	cap = f->held.count + 1;
+	pw = malloc(cap * sizeof(*pw));
+	cuts = malloc(cap * sizeof(*cuts));
+	while (pw && cuts && (h = fleet_map_next(&f->held, &pos, &key))) {
+		struct fleet_seen *s = fleet_map_get(&f->seen, key);
+
+		if (!h->dirty || h->npend)
+			continue;
+		/* our online never made it, and the device is online elsewhere: that one stands */
+		if (!h->gone && !h->rev && s && s->online && s->node != f->me) {
+			cuts[ncut++] = h->loc;
+			h->dirty = 0;
+			continue;
+		}
+		if (prepare(f, key, h, &pw[n]))
+			n++;
+	}
+	pthread_mutex_unlock(&f->lock);
+	for (size_t i = 0; i < n; i++)
+		publish(f, &pw[i]);
+	for (size_t i = 0; i < ncut; i++)
+		cut(f, cuts[i]);
+	free(pw);
+	free(cuts);
+}
