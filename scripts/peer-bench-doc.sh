@@ -111,8 +111,12 @@ done
 
 # the targets: the default TCP mode (kernel) >= 1.5x less server CPU than Mosquitto, keepalive >= 3x
 judge() { # MODE FACTOR
-	jq -r --arg m "$1" --argjson f "$2" '.hbeat[$m].mosquitto_over_this.cpu_median as $r
+	jq -r --arg m "$1" --argjson f "$2" '.steady_s as $w
+		| ([(.mosquitto // empty), .hbeat[] | .rounds[] | select(.machine_cpu_us_per_hb != null)
+		    | .machine_cpu_us_per_hb * .hb / 1e6 / $w | select(. >= 1.8)] | length) as $sat
+		| .hbeat[$m].mosquitto_over_this.cpu_median as $r
 		| if $r == null then "not measured in this run"
+		  elif $sat > 0 then "not judged: the machine was saturated (below) (\($r)×)"
 		  elif (.hbeat[$m].all_answered | not) or (.mosquitto.all_answered | not) then
 		    "not judged: in some round not every heartbeat was answered or a connection was lost (\($r)×)"
 		  elif $r >= $f then "**yes**: \($r)× (median of the rounds'"'"' ratios)"
@@ -127,6 +131,11 @@ cat <<EOF
 | default TCP mode (\`--tcp kernel\`): ≥ 1.5× less server CPU per heartbeat than Mosquitto | $(v '.hbeat.kernel.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge kernel 1.5) |
 | keepalive mode: ≥ 3× less server CPU per liveness check than Mosquitto per heartbeat | $(v '.hbeat.keepalive.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge keepalive 3) |
 | (for comparison) hbd answering in userspace | $(v '.hbeat.user.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(jq -r '.hbeat.user.mosquitto_over_this.cpu_median // "n/a"' "$R")× |
+
+$(jq -r --argjson w "$(q .steady_s)" '[(.mosquitto // empty), .hbeat[] | .rounds[]
+	| select(.machine_cpu_us_per_hb != null) | .machine_cpu_us_per_hb * .hb / 1e6 / $w] as $b
+	| ($b | map(select(. >= 1.8)) | length) as $n
+	| if $n > 0 then "**The machine was saturated**: in \($n) of \($b | length) runs both CPUs together were at least 90% busy over the window (\($b | min * 100 | round / 100)–\($b | max * 100 | round / 100) CPUs busy in all runs). The server figures then hold whatever else ran (the noise table) and a starved server falls behind, so no target is judged from them." else empty end' "$R")
 
 $(q '.hbeat.keepalive.kind // empty | if . == "app" then "**Keepalive mode was measured with a client that still sent PINGs** (its WELCOME said keepalive, the client PINGed anyway and hbd answered them): its figures are per PING, not per keepalive probe, and say nothing about the target." else empty end')
 
@@ -158,10 +167,17 @@ $(q '.hbeat.keepalive.kind // empty | if . == "app" then "**Keepalive mode was m
 - **Client and load**: \`hbload --proto tcp\` for hbeat (HELLO with a derived key, then a PING
   per interval on a fixed schedule; in keepalive mode no PINGs once the WELCOME carries the
   KEEPALIVE flag); for Mosquitto the MQTT client named above (CONNECT, then a PINGREQ per
-  interval on the same fixed schedule). RTT runs from the scheduled send time to the answer.
+  interval on a fixed schedule: hbload's with its jitter, mqttload's with the connections'
+  phases spread evenly over the interval). RTT runs from the scheduled send time to the answer.
   Keepalive mode has no application answer: its RTT column is the client kernel's smoothed RTT
   of each connection (\`ss -ti\` at the window's end; p50/p99 over connections), which probe
   ACKs do not necessarily refresh, so it is not comparable to the others' per-heartbeat RTT.
+- **Setup and slack**: every client connects at $(q '.connect_rate // "n/a"') connections a second (Mosquitto
+  2.0 listens with a backlog of 100; an unpaced burst of 18,000 connects is partly dropped and
+  retried). A server drops a device after $(q '.slack_intervals // "n/a"') intervals of silence (hbd
+  \`--expiry-mult\`; the MQTT client's keep alive is that / 1.5, as Mosquitto disconnects after
+  1.5 keep alives), so that a stall of the shared machine ends no connection. Keepalive mode
+  keeps hbd's probe timing (\`--keepalive-probes\` 2).
 - **Order**: round r runs the servers in the order of \`--modes\` rotated by r - 1, so no
   server always runs first or after the same neighbour.
 - **Placement**: setup on both CPUs; from the end of setup the server on CPU 1 (every thread
@@ -170,7 +186,11 @@ $(q '.hbeat.keepalive.kind // empty | if . == "app" then "**Keepalive mode was m
   there).
 - **Heartbeats**: PING/PONG and MQTT: the PINGs (PINGREQs) the client scheduled inside the
   steady window; *all answered* means every one got its answer and every connection was up.
-  Keepalive: the probes the server's kernel sent in the window (\`TcpExt TCPKeepAlive\` of
+  Keepalive: a heartbeat is a liveness check, one connection for one interval (the figures are
+  per connection per interval, as Mosquitto's are per PINGREQ); the probes the server's kernel
+  sent in the window are counted beside it (\`probes_per_check\`, \`cpu_us_per_probe\` in
+  result.json: the kernel may send a second probe soon after one whose ACK came back just
+  before its timer fired) from \`TcpExt TCPKeepAlive\` of
   the server namespace's \`/proc/net/netstat\`, which is per namespace: the client namespace's
   count is recorded beside it, \`probes_cli\`); *all answered* means every connection was still
   up at the end, none expired, and the server sent at least 90% of one probe per connection

@@ -38,6 +38,7 @@ MQTT_HBLOAD=${PEER_MQTT_HBLOAD:-} # another hbload for MQTT (a branch's build), 
 TOOL_BUILD=${PEER_TOOL_BUILD:-$BUILD} # where tools/mqttload is
 TUNE=0
 PUBLISH=0
+REPORT_ONLY=0
 declare -A VARIANT_MODE=() VARIANT_ARGS=()
 NAME=hbpr
 PORT=7680
@@ -70,6 +71,8 @@ usage: scripts/peer-bench.sh [options]
                      (build/tools/mqttload); default auto: hbload if it speaks MQTT
   --publish          copy result.json to docs/peer-result.json and put its section into
                      docs/BENCHMARKS.md (scripts/peer-bench-doc.sh)
+  --report-only      no runs: the figures again from the raw outputs under PEER_OUT (with the
+                     options of that run), then result.json (and --publish)
   --tune             apply scripts/tune.sh's host-wide settings for the run (changes the
                      whole machine: not on a machine others are measuring on)
 Server CPU per heartbeat = (both CPUs' busy time - the client's own CPU time, its rusage)
@@ -99,6 +102,7 @@ while [ $# -gt 0 ]; do
 	--mqtt-client) MQTT_CLIENT=$2; shift ;;
 	--tune) TUNE=1 ;;
 	--publish) PUBLISH=1 ;;
+	--report-only) REPORT_ONLY=1 ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "peer-bench: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -165,7 +169,7 @@ if [ "$(ulimit -Hn)" -lt $((CONNS + 64)) ]; then
 	exit 1
 fi
 ulimit -n "$(ulimit -Hn)"
-if [ -e "$PIN" ]; then
+if [ "$REPORT_ONLY" = 0 ] && [ -e "$PIN" ]; then
 	echo "peer-bench: $PIN exists: another peer bench runs or one was killed (hbctl unload --pin-path $PIN)" >&2
 	exit 1
 fi
@@ -417,6 +421,7 @@ run_one() { # ROUND SERVER
 		> "$dir/hbload.json" 2> "$dir/hbload.log" &
 	HBL_PID=$!
 	RUN_SRV_PID=$SRV_PID RUN_CLI_PID=$HBL_PID
+	printf 'RUN_SRV_PID=%s RUN_CLI_PID=%s\n' "$RUN_SRV_PID" "$RUN_CLI_PID" > "$dir/pids"
 	place_none
 	peer_sampler "$dir/events.fifo" "$dir" "${VARIANT_MODE[$server]:-$server}" &
 	SAMPLER_PID=$!
@@ -446,7 +451,8 @@ run_one() { # ROUND SERVER
 # (iowait, where io_uring waits show, is idle; steal is the hypervisor's).
 run_json() { # DIR SERVER ROUND MODE HBD-ARGS
 	local dir=$1 ss=null other=null
-	if [ -s "$dir/procs-window_start.txt" ] && [ -s "$dir/procs-window_end.txt" ]; then
+	if [ -n "$RUN_SRV_PID" ] && [ -s "$dir/procs-window_start.txt" ] &&
+		[ -s "$dir/procs-window_end.txt" ]; then
 		# neither the server, the client nor a kernel thread (ppid 2: kworkers, ksoftirqd
 		# are part of what the server costs)
 		other=$(awk -v srv="$RUN_SRV_PID" -v cli="$RUN_CLI_PID" 'NR == FNR { a[$1] = $3; c[$1] = $4; next }
@@ -482,13 +488,19 @@ run_json() { # DIR SERVER ROUND MODE HBD-ARGS
 	  | (if $other_ticks then $other_ticks[0] * $tick else null end) as $other_ns
 	  | (if $other_ticks then $other_ticks[1] * $tick else null end) as $reaped_ns
 	  | (if $mode == "keepalive" and ($hl.steady.pings // 0) == 0 then "keepalive" else "app" end) as $kind
-	  | (if $kind == "keepalive" then $probes else $hl.steady.pings end) as $hb
+	  # keepalive: a liveness check is one connection for one interval (as a PINGREQ is);
+	  # the kernel may send more probes than one per interval (a probe whose ACK came back
+	  # a moment before the timer fired is followed by another soon after)
+	  | ($conns * $secs / $interval) as $checks
+	  | (if $kind == "keepalive" then $checks else $hl.steady.pings end) as $hb
 	  | {server: $server, mode: $mode, hbd_args: $hbd_args, round: $round, kind: $kind, secs: ($secs | r2),
 	     conns: $conns, connected: $hl.connected,
-	     hb: $hb, hb_per_s: (if $secs > 0 then ($hb / $secs | round) else null end),
+	     hb: ($hb | round), hb_per_s: (if $secs > 0 then ($hb / $secs | round) else null end),
 	     expected_hb: ($conns * $secs / $interval | round),
 	     pings: $hl.steady.pings, pongs: $hl.steady.pongs, lost: $hl.steady.lost,
 	     probes_srv: $probes, probes_cli: ($z.ka_cli - $a.ka_cli),
+	     probes_per_check: (if $kind == "keepalive" then ($probes / $checks | r2) else null end),
+	     cpu_us_per_probe: (if $kind == "keepalive" then per($machine_ns - $client_ns; $probes) else null end),
 	     answered: (if $kind == "keepalive" then
 	         ($hl.connected == $conns and $hl.connected_end == $conns and $hl.expired == 0
 	          and $probes > 0.9 * $conns * $secs / $interval)
@@ -507,6 +519,29 @@ run_json() { # DIR SERVER ROUND MODE HBD-ARGS
 	     client_lag_p99_us: $hl.lag_us.p99}'
 }
 
+if [ "$REPORT_ONLY" = 1 ]; then
+	# the figures again from the raw samples of an earlier run (after a change to run_json)
+	[ -s "$OUT/result.json" ] || { echo "peer-bench: no $OUT/result.json to report again" >&2; exit 1; }
+	CMDLINE=$(jq -r .command "$OUT/result.json")
+	eval "$(jq -r '@sh "CONNS=\(.conns) ROUNDS=\(.rounds) STEADY=\(.steady_s) INTERVAL=\(.interval_s) MQTT_CLIENT=\(.mqtt_client) CONNECT_RATE=\(.connect_rate // 0) SLACK=\(.slack_intervals // 0)"' "$OUT/result.json")"
+	START=0 END=$(jq -r '.seconds // 0' "$OUT/result.json")
+	for d in "$OUT"/r[0-9]*-*/; do
+		d=${d%/}
+		b=${d##*/r}
+		RUN_SRV_PID= RUN_CLI_PID=
+		# shellcheck disable=SC1091
+		[ -s "$d/pids" ] && . "$d/pids"
+		run_json "$d" "${b#*-}" "${b%%-*}" "$(jq -r ".mode // \"${b#*-}\"" "$d/run.json")" \
+			"$(jq -r '.hbd_args // ""' "$d/run.json")" > "$d/run.json.new"
+		if [ -z "$RUN_SRV_PID" ]; then
+			# a run from before the pids were kept: its noise figures as it computed them
+			jq -s '.[1] + (.[0] | {other_cpu_pct, other_reaped_cpu_pct})' "$d/run.json" \
+				"$d/run.json.new" > "$d/run.json.tmp" && mv "$d/run.json.tmp" "$d/run.json.new"
+		fi
+		mv "$d/run.json.new" "$d/run.json"
+	done
+	trap - EXIT
+else
 mkdir -p "$OUT"
 rm -rf "$OUT/result.json" "$OUT"/r[0-9]*-*/
 START=$(date +%s)
@@ -533,6 +568,7 @@ cleanup
 trap - EXIT
 NETNS=0 TUNED=0
 END=$(date +%s)
+fi
 
 # result.json: per server the medians over rounds, the per-round figures, and per round the
 # ratio Mosquitto / hbeat mode of the server CPU per heartbeat (> 1: hbeat costs less)
@@ -560,7 +596,7 @@ jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
       all_answered: ($runs | all(.answered)),
       kind: $runs[0].kind, mode: $runs[0].mode, hbd_args: $runs[0].hbd_args,
       rounds: ($runs | map({round, hb, pings, pongs, lost, probes_srv, probes_cli, connected,
-          answered, cpu_us_per_hb, machine_cpu_us_per_hb, client_cpu_us_per_hb,
+          answered, probes_per_check, cpu_us_per_probe, cpu_us_per_hb, machine_cpu_us_per_hb, client_cpu_us_per_hb,
           split_cpu_us_per_hb, server_proc_cpu_us_per_hb,
           rtt_p99: .rtt_us.p99, other_cpu_pct, other_reaped_cpu_pct, steal_pct, forks, load1}))};
   def ratio($m; $x): if $m and $x and $x > 0 then ($m / $x | r2) else null end;

@@ -81,14 +81,30 @@ static void broker_start(struct broker *b)
 
 static void broker_stop(struct broker *b)
 {
-	kill(b->pid, SIGTERM);
-	hbt_reap(b->pid, time(NULL) + 10);
-	unlink(b->conf);
+	if (b->pid > 0) {
+		kill(b->pid, SIGTERM);
+		hbt_reap(b->pid, time(NULL) + 10);
+		b->pid = 0;
+	}
+	if (b->conf[0])
+		unlink(b->conf);
+	b->conf[0] = '\0';
+}
+
+/* The broker is the fixture's, so that a failed check (which leaves the test at once) still
+ * ends it.
+ */
+static struct broker the_broker;
+
+static int broker_teardown(void **state)
+{
+	broker_stop(&the_broker);
+	return 0;
 }
 
 static void test_pings_answered(void **state)
 {
-	struct broker b;
+	struct broker *b = &the_broker;
 	char port[8], events[] = "/tmp/test_mqttload_ev.XXXXXX", out[4096], ev[4096] = "";
 	int fd = mkstemp(events);
 	const char *argv[] = { tool,	    "--server", "127.0.0.1",  "--port",	  port,
@@ -98,10 +114,10 @@ static void test_pings_answered(void **state)
 	long long pings;
 
 	HT_GE(fd, 0, "an events file");
-	broker_start(&b);
-	snprintf(port, sizeof(port), "%u", b.port);
+	broker_start(b);
+	snprintf(port, sizeof(port), "%u", b->port);
 	HT_EQ(hbt_run(tool, argv, RUN_TIMEOUT_S, out, sizeof(out)), 0, "mqttload runs: %s", out);
-	broker_stop(&b);
+	broker_stop(b);
 	HT_EQ(hbt_num(out, "connected"), 50, "every client got its CONNACK: %s", out);
 	HT_EQ(hbt_num(out, "connected_end"), 50, "and was connected at the end: %s", out);
 	pings = hbt_num(out, "pings");
@@ -149,7 +165,7 @@ static void test_bad_args(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_pings_answered),
+		cmocka_unit_test_teardown(test_pings_answered, broker_teardown),
 		cmocka_unit_test(test_no_broker),
 		cmocka_unit_test(test_bad_args),
 	};
