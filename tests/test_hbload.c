@@ -190,6 +190,38 @@ static void test_udp(void **state)
 	HT_GT(jnum(fx, "echo_sent"), 0, "hbload's echo_sent with --echo-every 5 (summary above)");
 }
 
+/* One lost PONG is not a dead server: every UDP session's second PING goes unanswered, and
+ * no device gives its session up (the default --udp-rehello-after is 3 unanswered PINGs in a
+ * row). The same loss with --udp-rehello-after 1 makes every device send a new HELLO: the
+ * drop is real, and it is the threshold that tells it apart.
+ */
+static void test_udp_one_lost_pong(void **state)
+{
+	struct fx *fx = *state;
+
+	fx->r.udp_drop_ping = 2;
+	run(fx, "--server", "127.0.0.1", "--clients", "100", "--proto", "udp", "--interval", "0.2",
+	    "--duration", "2", "--json", "--threads", "2", NULL);
+	HT_EQ(fx->status, 0, "exit code of hbload (summary above)");
+	HT_EQ(jnum(fx, "connected"), 100, "hbload's connected (summary above)");
+	HT_EQ((long long)fx->r.pongs_dropped, 100, "PONGs the responder dropped: one a device");
+	HT_EQ(jnum(fx, "lost"), 100, "hbload's lost: the dropped PONGs (summary above)");
+	HT_EQ(jnum(fx, "pongs"), jnum(fx, "pings") - 100, "hbload's pongs (summary above)");
+	HT_EQ(jnum(fx, "rehellos"), 0, "hbload's rehellos after one lost PONG (summary above)");
+	HT_EQ(jnum(fx, "reconnects"), 0, "hbload's reconnects (summary above)");
+	HT_EQ(jnum(fx, "connected_end"), 100, "hbload's connected_end (summary above)");
+	HT_EQ(jnum(fx, "errors"), 0, "hbload's errors (summary above)");
+
+	run(fx, "--server", "127.0.0.1", "--clients", "100", "--proto", "udp", "--interval", "0.2",
+	    "--duration", "2", "--json", "--threads", "2", "--udp-rehello-after", "1", NULL);
+	HT_EQ(fx->status, 0, "exit code of hbload --udp-rehello-after 1 (summary above)");
+	HT_GE(jnum(fx, "rehellos"), 100,
+	      "hbload's rehellos with --udp-rehello-after 1: every device (summary above)");
+	HT_GE(jnum(fx, "reconnects"), 100,
+	      "hbload's reconnects: each re-HELLO got a new session (summary above)");
+	HT_EQ(jnum(fx, "auth_failed"), 0, "hbload's auth_failed (summary above)");
+}
+
 static void test_ipv6(void **state)
 {
 	struct fx *fx = *state;
@@ -569,6 +601,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_tcp, setup4, teardown),
 		cmocka_unit_test_setup_teardown(test_udp, setup4, teardown),
+		cmocka_unit_test_setup_teardown(test_udp_one_lost_pong, setup4, teardown),
 		cmocka_unit_test_setup_teardown(test_ipv6, setup6, teardown),
 		cmocka_unit_test_setup_teardown(test_silent_expire, setup4_fast, teardown),
 		cmocka_unit_test_setup_teardown(test_storm, setup4, teardown),

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include <limits.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "lib/ht_assert.h"
@@ -69,6 +70,34 @@ static int listening(int port)
 	return rc == 0;
 }
 
+/* Starts hbd on fx->port with its pins (and control socket) under pins, waits until it
+ * listens; the test fails if it does not.
+ */
+static void spawn_hbd(struct fx *fx, const char *pins)
+{
+	int port = atoi(fx->port);
+
+	snprintf(fx->ctl, sizeof(fx->ctl), "%s/hbd.sock", pins);
+	/* interval 0.2 s, expiry after 3 intervals (0.6 s): the silent devices expire well
+	 * within the run, the others never, even on a loaded machine
+	 */
+	const char *argv[] = {
+		hbd_path, "--no-offload", "--port", fx->port, "--keys", fx->keys, "--interval",
+		"0.2", "--expiry-mult", "3", "--sink", fx->sink, "--max-clients", "2000",
+		"--workers", "2", "--control", fx->ctl,
+		/* never the default pins of a really loaded hbeat (a running demo) */
+		"--pin-path", pins, NULL
+	};
+	fx->hbd = hbt_spawn(hbd_path, argv, &fx->hbd_out, fx->log);
+	HT_GT(fx->hbd, 0, "hbd spawned (its log: %s)", fx->log);
+	for (int i = 0; i < 100 && !listening(port); i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 50000000 }, NULL);
+	if (!listening(port)) {
+		kill(fx->hbd, SIGKILL);
+		fail_msg("hbd did not start listening on %d (see %s)", port, fx->log);
+	}
+}
+
 static int setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
@@ -82,30 +111,12 @@ static int setup(void **state)
 	snprintf(fx->keys, sizeof(fx->keys), "%s/keys", fx->dir);
 	snprintf(fx->sink, sizeof(fx->sink), "%s/sink.jsonl", fx->dir);
 	snprintf(fx->log, sizeof(fx->log), "%s/hbd.log", fx->dir);
-	snprintf(fx->ctl, sizeof(fx->ctl), "%s/hbd.sock", fx->dir);
 	f = fopen(fx->keys, "w");
 	assert_non_null(f);
 	fprintf(f, "1-100000 derive %s\n", MASTER);
 	fclose(f);
-	/* interval 0.2 s, expiry after 3 intervals (0.6 s): the silent devices expire well
-	 * within the run, the others never, even on a loaded machine
-	 */
-	const char *argv[] = {
-		hbd_path, "--no-offload", "--port", fx->port, "--keys", fx->keys, "--interval",
-		"0.2", "--expiry-mult", "3", "--sink", fx->sink, "--max-clients", "2000",
-		"--workers", "2", "--control", fx->ctl,
-		/* never the default pins of a really loaded hbeat (a running demo) */
-		"--pin-path", fx->dir, NULL
-	};
-	fx->hbd = hbt_spawn(hbd_path, argv, &fx->hbd_out, fx->log);
-	HT_GT(fx->hbd, 0, "hbd spawned (its log: %s)", fx->log);
-	for (int i = 0; i < 100 && !listening(port); i++)
-		nanosleep(&(struct timespec){ .tv_nsec = 50000000 }, NULL);
-	if (!listening(port)) {
-		kill(fx->hbd, SIGKILL);
-		fail_msg("hbd did not start listening on %d (see %s)", port, fx->log);
-	}
 	*state = fx;
+	spawn_hbd(fx, fx->dir);
 	return 0;
 }
 
@@ -301,11 +312,70 @@ static void test_downlinks_are_acked(void **state)
 	}
 }
 
+#define REHOME_CLIENTS 200
+
+/* A UDP server that dies loses its sessions, and a new one on the same port (same keys, fresh
+ * state) does not answer their tokens: hbload's UDP devices notice the silence and send new
+ * HELLOs, every one of them, well within the run. hbd is killed 2 s into an 8 s run; a device
+ * gives up after 3 unanswered PINGs (0.6 s), waits its backoff (at most 0.5 s) and is back, so
+ * the 5 s left are a generous bound. PINGs lost in the gap all belong to the dead sessions.
+ */
+static void test_udp_rehomes_after_restart(void **state)
+{
+	struct fx *fx = *state;
+	char n[12], pins2[96];
+	const char *argv[] = {
+		hbload_path, "--server",   "127.0.0.1", "--port",  fx->port,	    "--keys",
+		fx->keys,    "--clients",  n,		"--proto", "udp",	    "--interval",
+		"0.2",	     "--duration", "8",		"--json",  "--no-progress", NULL
+	};
+	time_t deadline;
+	pid_t pid;
+	int out, rc;
+
+	snprintf(n, sizeof(n), "%d", REHOME_CLIENTS);
+	snprintf(pins2, sizeof(pins2), "%s/second", fx->dir);
+	HT_EQ(mkdir(pins2, 0700), 0, "second hbd's directory %s", pins2);
+	pid = hbt_spawn(hbload_path, argv, &out, NULL);
+	HT_GT(pid, 0, "hbload spawned");
+	deadline = time(NULL) + 60;
+	sleep(2);
+	kill(fx->hbd, SIGKILL);
+	hbt_reap(fx->hbd, time(NULL) + 10);
+	close(fx->hbd_out);
+	fx->hbd = 0;
+	spawn_hbd(fx, pins2);
+	hbt_drain(out, fx->out, sizeof(fx->out), deadline);
+	close(out);
+	rc = hbt_reap(pid, deadline);
+	print_message("hbload udp across an hbd restart -> exit %d\n%s", rc, fx->out);
+	HT_EQ(rc, 0, "exit code of hbload (summary above)");
+	HT_EQ(num(fx->out, "connected"), REHOME_CLIENTS, "hbload's connected");
+	HT_EQ(num(fx->out, "rehellos"), REHOME_CLIENTS,
+	      "hbload's rehellos: every device once, after the first hbd died");
+	HT_EQ(num(fx->out, "reconnects"), REHOME_CLIENTS,
+	      "hbload's reconnects: every re-HELLO got a session from the second hbd");
+	HT_EQ(num(fx->out, "connected_end"), REHOME_CLIENTS, "hbload's connected_end");
+	HT_EQ(num(fx->out, "auth_failed"), 0, "hbload's auth_failed");
+	HT_EQ(num(fx->out, "errors"), 0, "hbload's errors");
+	/* the dead sessions' PINGs do not hold the drain until hbd expires everyone */
+	HT_EQ(num(fx->out, "expired"), 0, "hbload's expired");
+	HT_GE(num(fx->out, "lost"), 3 * REHOME_CLIENTS,
+	      "hbload's lost: at least the 3 unanswered PINGs of each device");
+	HT_EQ(num(fx->out, "lost"), num(fx->out, "lost_closed"),
+	      "every lost PING was on a dead session, none after the rehoming");
+	HT_EQ(stop_hbd(fx), 0, "exit code of the second hbd after SIGTERM (log: %s)", fx->log);
+	print_message("second hbd: %s\n", fx->hbd_json);
+	HT_EQ(num(fx->hbd_json, "auth_ok"), REHOME_CLIENTS,
+	      "the second hbd's auth_ok: every device came to it");
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_tcp_then_udp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_downlinks_are_acked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_udp_rehomes_after_restart, setup, teardown),
 	};
 
 	(void)argc;

@@ -811,6 +811,7 @@ static void hbload_help_lists_every_option(void **state)
 		{ "      --connect-timeout S", "(default 5)" },
 		{ "      --hello-timeout S", "(default 5)" },
 		{ "      --udp-sockets N", "(default 1024)" },
+		{ "      --udp-rehello-after N", "(default 3)" },
 		{ "      --steady S", "(default until --duration ends)" },
 		{ "      --steps R1,R2,...", NULL },
 		{ "      --steps-at S", "(default --duration)" },

@@ -32,6 +32,7 @@ struct rsp_udp {
 	struct sockaddr_storage peer;
 	socklen_t plen;
 	uint64_t last_ms;
+	uint32_t pings; /* PINGs of this session so far */
 };
 
 static uint64_t rsp_ms(int clock)
@@ -190,6 +191,7 @@ static void rsp_udp_read(struct responder *r)
 			s->peer = peer;
 			s->plen = plen;
 			s->last_ms = rsp_ms(CLOCK_MONOTONIC);
+			s->pings = 0;
 			n = hb_encode(out, sizeof(out), HB_UDP, HB_WELCOME, f.seq, s->token, &w,
 				      sizeof(w));
 		}
@@ -203,6 +205,10 @@ static void rsp_udp_read(struct responder *r)
 	switch (f.type) {
 	case HB_PING:
 		s->last_ms = rsp_ms(CLOCK_MONOTONIC);
+		if (++s->pings == r->udp_drop_ping) {
+			r->pongs_dropped++;
+			return;
+		}
 		r->pongs++;
 		type = HB_PONG;
 		break;

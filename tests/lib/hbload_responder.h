@@ -17,6 +17,7 @@ struct rsp_udp;
 struct responder {
 	const struct hb_keystore *ks;
 	uint32_t interval_ms, timeout_ms;
+	uint32_t udp_drop_ping; /* UDP: the Nth PING of each session gets no PONG (0: none) */
 	int family;
 	int lfd, ufd, ep;
 	uint16_t port;
@@ -26,6 +27,7 @@ struct responder {
 	unsigned nudp;
 	/* what happened, for the tests */
 	uint64_t hellos, auth_fail, pongs, acks, echoes, byes_rx, expired_tcp, expired_udp;
+	uint64_t pongs_dropped; /* PONGs not sent (udp_drop_ping) */
 	uint64_t tcp_open, tcp_peak;
 };
 

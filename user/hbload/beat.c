@@ -103,6 +103,8 @@ static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t
 
 			HBL_INC(r, pings);
 			c->last_ns = c->beat_ns;
+			if (c->unanswered < UINT8_MAX)
+				c->unanswered++;
 			if (w >= 0)
 				__atomic_store_n(&r->win[w].pings, r->win[w].pings + 1,
 						 __ATOMIC_RELEASE);

@@ -136,6 +136,7 @@ struct hbl_shared {
 	X(server_closed)	/* connections the server closed or reset */                        \
 	X(server_error)		/* ERROR frames other than AUTH */                                  \
 	X(reconnects)		/* new sessions after a lost one */                                 \
+	X(rehellos)		/* UDP sessions given up after --udp-rehello-after unanswered PINGs */ \
 	X(errors)		/* local I/O errors, malformed frames, protocol violations */       \
 	X(send_stalls)		/* a send waited: no free buffer or the previous one in flight */  \
 	X(beats_skipped)	/* scheduled heartbeats dropped after a stall of > 4 intervals */   \
@@ -207,6 +208,7 @@ struct hbl_client {
 	uint8_t ls; /* enum hbl_lstate */
 	uint8_t flags; /* HBL_F_* */
 	uint8_t after; /* enum hbl_after_close: what to do when the close completes */
+	uint8_t unanswered; /* PINGs sent since the server last answered this session */
 };
 
 /* UDP pool socket. */

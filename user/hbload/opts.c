@@ -29,6 +29,7 @@
 #define DEF_CONNECT_TIMEOUT_S 5
 #define DEF_HELLO_TIMEOUT_S 5
 #define DEF_UDP_SOCKETS 1024
+#define DEF_UDP_REHELLO_AFTER 3
 #define DEF_STEP_S 15
 #define DEF_STEP_SETTLE_S 3
 #define DEF_STEP_STOP_MS 10
@@ -138,6 +139,11 @@ static const struct hb_opt options[] = {
 	{ "udp-version", 0, "N", "UDP protocol version: 2 tags every frame under a session key "
 	  "(docs/PROTOCOL.md), 1 is for servers before it", HB_OPT_UINT, AT(udp_version),
 	  .def.u = 2, .umin = 1, .umax = 2 },
+	{ "udp-rehello-after", 0, "N", "UDP: a device whose last N PINGs all went unanswered (the "
+	  "server restarted, or a balancer moved it to a node that does not know its token) drops "
+	  "its session and sends a new HELLO after a backoff, as real devices do; counted in "
+	  "rehellos. 0 = never", HB_OPT_UINT, AT(udp_rehello_after),
+	  .def.u = DEF_UDP_REHELLO_AFTER, .umin = 0, .umax = 32 },
 	{ .type = HB_OPT_HEADING,
 	  .help = "Measurement windows (reported apart under \"steady\" and \"steps\"):" },
 	{ "steady", 0, "S", "the steady window: S seconds from the end of the warmup",

@@ -50,6 +50,8 @@ struct hbl_opts {
 	double hello_timeout_s; /* --hello-timeout: HELLO -> WELCOME */
 	uint32_t udp_sockets; /* --udp-sockets: UDP sockets per ring */
 	uint32_t udp_version; /* --udp-version: 2 (frames under a session key) or 1 */
+	uint32_t udp_rehello_after; /* --udp-rehello-after: a UDP session whose last N PINGs went
+				     * unanswered is dropped for a new HELLO (0: never) */
 	double steady_s; /* --steady: length of the steady window after the warmup (<0: until
 			  * --duration ends) */
 	double steps

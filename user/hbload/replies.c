@@ -18,6 +18,7 @@ void hbl_session_open(struct hbl_ring *r, uint32_t l, uint64_t now)
 	}
 	hbl_set_ls(r, l, HBL_LS_AUTHED);
 	HBL_INC(r, authed);
+	c->unanswered = 0;
 	if (!(c->flags & HBL_F_EVER)) {
 		c->flags |= HBL_F_EVER;
 		HBL_INC(r, connected);
@@ -76,12 +77,15 @@ void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_
 		hbl_session_open(r, l, now);
 		break;
 	case HBC_EV_PONG:
+		c->unanswered = 0;
 		hbl_count_pong(r, ev.ts, ev.rtt_ns, 1);
 		break;
 	case HBC_EV_ACK:
+		c->unanswered = 0;
 		HBL_INC(r, data_acked);
 		break;
 	case HBC_EV_ECHO:
+		c->unanswered = 0;
 		if (ev.len == r->cfg->o.payload &&
 		    (hbl_pattern(want, ev.len, c->c.device_id, ev.seq),
 		     !memcmp(want, ev.payload, ev.len)))
@@ -90,6 +94,7 @@ void hbl_frame(struct hbl_ring *r, uint32_t l, const struct hb_frame *f, uint64_
 			HBL_INC(r, echo_bad);
 		break;
 	case HBC_EV_DOWN:
+		c->unanswered = 0;
 		hbl_down(r, l, ev.seq);
 		break;
 	case HBC_EV_BYE:

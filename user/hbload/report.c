@@ -16,7 +16,9 @@
  *   errno {addrnotavail, connrefused, timeout, other}, and with --storm-at:
  *   storm {dropped, back, seconds (-1: not all back), failures}; keepalive_devices (devices
  *   that had a session in keepalive mode, sending no PINGs), downs_received, downs_acked,
- *   downs_dropped (downlinks from the server, ACKed, not ACKed as the session ended first).
+ *   downs_dropped (downlinks from the server, ACKed, not ACKed as the session ended first),
+ *   rehellos (UDP sessions given up after --udp-rehello-after unanswered PINGs, each followed
+ *   by a new HELLO; a WELCOME after one also counts in reconnects).
  * Measurement windows (window.h; PINGs by scheduled time, their PONGs with them):
  *   steady {from_s (after setup), seconds, rate (wanted), hb_per_s (sent), pings, pongs, lost,
  *   rtt_us {p50, p99, p999, max}}; with --steps: steps [{rate, hb_per_s, pings, pongs, lost,
@@ -203,7 +205,8 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 	if (doc && (json_object_set_new(doc, "keepalive_devices", U(t->keepalive_devices)) ||
 		    json_object_set_new(doc, "downs_received", U(t->downs_received)) ||
 		    json_object_set_new(doc, "downs_acked", U(t->downs_acked)) ||
-		    json_object_set_new(doc, "downs_dropped", U(t->downs_dropped)))) {
+		    json_object_set_new(doc, "downs_dropped", U(t->downs_dropped)) ||
+		    json_object_set_new(doc, "rehellos", U(t->rehellos)))) {
 		json_decref(doc);
 		doc = NULL;
 	}
@@ -255,9 +258,9 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		(ull)t->echo_bad);
 	fprintf(f,
 		"  server     %llu expired, %llu other BYE, %llu closed, %llu ERROR; "
-		"%llu reconnects\n",
+		"%llu reconnects (%llu UDP re-HELLOs after silence)\n",
 		(ull)t->expired, (ull)t->server_bye, (ull)t->server_closed, (ull)t->server_error,
-		(ull)t->reconnects);
+		(ull)t->reconnects, (ull)t->rehellos);
 	if (t->keepalive_devices || t->downs_received)
 		fprintf(f,
 			"  keepalive  %llu devices without PINGs; downlinks %llu received, %llu "

@@ -318,6 +318,22 @@ void hbl_send_bye(struct hbl_ring *r, uint32_t l, uint64_t now)
 		hbl_end_session(r, l, now, HBL_AFTER_DONE);
 }
 
+/* UDP has no connection to break when the server goes away: a server that restarted, or a
+ * balancer that moved the device to a node that never saw its token, simply stays silent. A
+ * device whose last --udp-rehello-after PINGs all went unanswered (checked when the next one is
+ * due, so the newest had a whole interval for its PONG) gives the session up and, after the
+ * backoff, sends a new HELLO, as the device library does after silence. One lost PONG never
+ * does it: the next PING's PONG clears the count. Its PINGs still outstanding count as
+ * lost_closed, and no PING goes out while the new HELLO waits, so nothing of the wait is
+ * measured as RTT.
+ */
+static int rehello_due(const struct hbl_ring *r, const struct hbl_client *c)
+{
+	uint32_t k = r->cfg->o.udp_rehello_after;
+
+	return !hbl_is_tcp(r) && k && c->unanswered >= k && !hbl_keepalive(r, c);
+}
+
 /* The client's wheel entry is due: what that means depends on where it is (see the top). */
 void hbl_wake(struct hbl_ring *r, uint32_t l, uint64_t now)
 {
@@ -347,7 +363,12 @@ void hbl_wake(struct hbl_ring *r, uint32_t l, uint64_t now)
 			else
 				hbl_send_bye(r, l, now);
 		} else if (r->phase == HBL_PH_RUN && !(c->flags & HBL_F_SILENT)) {
-			hbl_beat(r, l, now);
+			if (rehello_due(r, c)) {
+				HBL_INC(r, rehellos);
+				hbl_session_lost(r, l, now, 0);
+			} else {
+				hbl_beat(r, l, now);
+			}
 		}
 		break;
 	default:
