@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -405,7 +406,9 @@ int hbd_maps_stamp(struct hbd_maps *m, uint64_t now_ns, uint64_t grace_ns)
 	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
 }
 
-int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload)
+/* One u32 field of the config: straight into the mmapped value where the map has one, else a
+ * read-modify-write of the whole value. */
+static int config_set_u32(struct hbd_maps *m, size_t off, uint32_t v)
 {
 	__u32 k = 0;
 
@@ -414,31 +417,23 @@ int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload)
 	if (m->config_size < sizeof(struct hb_config))
 		return -EOPNOTSUPP;
 	if (m->config_mem) {
-		__atomic_store_n(&m->config_mem->max_payload, max_payload, __ATOMIC_RELAXED);
+		__atomic_store_n((uint32_t *)((char *)m->config_mem + off), v, __ATOMIC_RELAXED);
 		return 0;
 	}
 	if (bpf_map_lookup_elem(m->config, &k, &m->config_cache))
 		return -errno;
-	m->config_cache.max_payload = max_payload;
+	memcpy((char *)&m->config_cache + off, &v, sizeof(v));
 	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
+}
+
+int hbd_maps_set_max_payload(struct hbd_maps *m, uint32_t max_payload)
+{
+	return config_set_u32(m, offsetof(struct hb_config, max_payload), max_payload);
 }
 
 int hbd_maps_set_flags(struct hbd_maps *m, uint32_t flags)
 {
-	__u32 k = 0;
-
-	if (m->config < 0)
-		return -EBADF;
-	if (m->config_size < sizeof(struct hb_config))
-		return -EOPNOTSUPP;
-	if (m->config_mem) {
-		__atomic_store_n(&m->config_mem->flags, flags, __ATOMIC_RELAXED);
-		return 0;
-	}
-	if (bpf_map_lookup_elem(m->config, &k, &m->config_cache))
-		return -errno;
-	m->config_cache.flags = flags;
-	return bpf_map_update_elem(m->config, &k, &m->config_cache, BPF_ANY) ? -errno : 0;
+	return config_set_u32(m, offsetof(struct hb_config, flags), flags);
 }
 
 int hbd_maps_config(struct hbd_maps *m, struct hb_config *out)

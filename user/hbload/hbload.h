@@ -412,6 +412,9 @@ struct hbl_tcp_rx {
 int hbl_tcp_rx_begin(struct hbl_ring *r, uint32_t l, const uint8_t *data, size_t n,
 		     struct hbl_tcp_rx *rx);
 int hbl_tcp_rx_next(struct hbl_ring *r, uint32_t l, struct hbl_tcp_rx *rx, struct hb_frame *f);
+/* The end of a receive's reassembly, for every TCP protocol: what is left from rx->off on (a
+ * partial frame or packet) goes to the client's carry; 0 or -ENOMEM. */
+int hbl_tcp_rx_keep_rest(struct hbl_client *c, const struct hbl_tcp_rx *rx);
 
 /* mqtt_wire.c: builders return the packet's size or a negative errno */
 struct hb_mqtt_pkt;

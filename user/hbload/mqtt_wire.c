@@ -154,16 +154,5 @@ int hbl_mqtt_rx_next(struct hbl_ring *r, uint32_t l, struct hbl_tcp_rx *rx, stru
 			return 1;
 		}
 	}
-	if (rx->off == rx->avail) {
-		c->carry_len = 0;
-		return 0;
-	}
-	if (!c->carry) {
-		c->carry = malloc(HBL_CARRY_CAP);
-		if (!c->carry)
-			return -ENOMEM;
-	}
-	memmove(c->carry, rx->p + rx->off, rx->avail - rx->off);
-	c->carry_len = (uint16_t)(rx->avail - rx->off);
-	return 0;
+	return hbl_tcp_rx_keep_rest(c, rx);
 }

@@ -171,6 +171,23 @@ int hbl_tcp_rx_begin(struct hbl_ring *r, uint32_t l, const uint8_t *data, size_t
 	return 0;
 }
 
+int hbl_tcp_rx_keep_rest(struct hbl_client *c, const struct hbl_tcp_rx *rx)
+{
+	/* the rest is a partial frame or packet (or nothing): keep it for the next receive */
+	if (rx->off == rx->avail) {
+		c->carry_len = 0;
+		return 0;
+	}
+	if (!c->carry) {
+		c->carry = malloc(HBL_CARRY_CAP);
+		if (!c->carry)
+			return -ENOMEM;
+	}
+	memmove(c->carry, rx->p + rx->off, rx->avail - rx->off);
+	c->carry_len = (uint16_t)(rx->avail - rx->off);
+	return 0;
+}
+
 int hbl_tcp_rx_next(struct hbl_ring *r, uint32_t l, struct hbl_tcp_rx *rx, struct hb_frame *f)
 {
 	struct hbl_client *c = &r->cl[l];
@@ -189,17 +206,5 @@ int hbl_tcp_rx_next(struct hbl_ring *r, uint32_t l, struct hbl_tcp_rx *rx, struc
 			return 1;
 		}
 	}
-	/* the rest is a partial frame (or nothing): keep it for the next receive */
-	if (rx->off == rx->avail) {
-		c->carry_len = 0;
-		return 0;
-	}
-	if (!c->carry) {
-		c->carry = malloc(HBL_CARRY_CAP);
-		if (!c->carry)
-			return -ENOMEM;
-	}
-	memmove(c->carry, rx->p + rx->off, rx->avail - rx->off);
-	c->carry_len = (uint16_t)(rx->avail - rx->off);
-	return 0;
+	return hbl_tcp_rx_keep_rest(c, rx);
 }
