@@ -78,11 +78,12 @@ static pid_t spawn_hbload(const char *clients, const char *duration, const char 
 			  int *fd)
 {
 	char ns[96];
-	const char *argv[40] = { "nsenter",   ns,	 hbload_path, "--server", HN_SRV_ADDR,
-				 "--port",    PORT_S,	 "--keys",    D.keys,	  "--first-device",
-				 FIRST,	      "--clients", clients,	      "--proto",  "tcp",
-				 "--interval", "1",	 "--duration", duration,  "--json",
-				 "--no-progress" };
+	const char *argv[40] = {
+		"nsenter", ns,	      hbload_path,    "--server",	HN_SRV_ADDR, "--port",
+		PORT_S,	   "--keys",  D.keys,	      "--first-device", FIRST,	     "--clients",
+		clients,   "--proto", "tcp",	      "--interval",	"1",	     "--duration",
+		duration,  "--json",  "--no-progress"
+	};
 	size_t n = 0;
 
 	snprintf(ns, sizeof(ns), "--net=/run/netns/%s", E.cli_ns);
@@ -120,8 +121,10 @@ static long long num(const char *key)
 static int send_down(unsigned dev)
 {
 	char id[16], buf[1024];
-	const char *argv[] = { hbctl_path, "send", "--control", CTL, "--timeout", "3000", "--json",
-			       id,	   "to-a-keepalive-device", NULL };
+	const char *argv[] = { hbctl_path, "send",	"--control",
+			       CTL,	   "--timeout", "3000",
+			       "--json",   id,		"to-a-keepalive-device",
+			       NULL };
 	int rc = -1;
 
 	snprintf(id, sizeof(id), "%u", dev);
@@ -152,7 +155,8 @@ static void devices_stay_without_pings(void **state)
 	HT_EQ(finish_hbload(pid, fd), 0, "exit code of hbload (summary above)");
 	p1 = probes_sent(E.srv_ns);
 	HT_EQ(num("connected"), 40, "hbload's connected");
-	HT_EQ(num("keepalive_devices"), 40, "hbload's keepalive_devices: every WELCOME had the flag");
+	HT_EQ(num("keepalive_devices"), 40,
+	      "hbload's keepalive_devices: every WELCOME had the flag");
 	HT_EQ(num("pings"), 0, "PINGs hbload sent in keepalive mode");
 	HT_EQ(num("expired"), 0, "hbload's expired after 9 s without a PING (bound 3 s)");
 	HT_EQ(num("server_closed"), 0, "hbload's server_closed");
@@ -165,8 +169,8 @@ static void devices_stay_without_pings(void **state)
 	HT_EQ(hn_stat(&E, "user.expired_tcp"), 0, "hbd's expired_tcp");
 	/* idle 1 s, then a probe a second: each connection is probed about 8 times in 9 s; half
 	 * of that leaves room for a loaded machine */
-	HT_GE(p1 - p0, 40 * 4, "keepalive probes the server sent (TcpExt TCPKeepAlive %lld -> %lld)",
-	      p0, p1);
+	HT_GE(p1 - p0, 40 * 4,
+	      "keepalive probes the server sent (TcpExt TCPKeepAlive %lld -> %lld)", p0, p1);
 	stop_hbd();
 }
 
