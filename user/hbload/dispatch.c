@@ -43,6 +43,22 @@ static void tcp_frames(struct hbl_ring *r, uint32_t l, const uint8_t *data, size
 	}
 }
 
+/* The receive of a live connection failed or hit EOF. */
+static void server_ended(struct hbl_ring *r, uint32_t l, int res)
+{
+	struct hbl_client *c = &r->cl[l];
+
+	/* EOF or reset: the server ended the connection; after a BYE (ours or its own) that is
+	 * the expected end, not a failure
+	 */
+	if (c->c.state != HBC_CLOSED) {
+		HBL_INC(r, server_closed);
+		if (res < 0)
+			hbl_count_errno(r, res);
+	}
+	hbl_tcp_close(r, l, c->ls == HBL_LS_HELLO ? HBL_AFTER_FAILED : HBL_AFTER_RETRY);
+}
+
 static void tcp_recv(struct hbl_ring *r, uint32_t l, const struct io_uring_cqe *cqe, uint64_t now)
 {
 	struct hbl_client *c = &r->cl[l];
@@ -53,27 +69,27 @@ static void tcp_recv(struct hbl_ring *r, uint32_t l, const struct io_uring_cqe *
 
 		tcp_frames(r, l, hbl_rbuf(r, bid), (size_t)cqe->res, now);
 		live = c->ls == HBL_LS_HELLO || c->ls == HBL_LS_AUTHED;
-		/* multishot stops on its own now and then (e.g. CQ overflow): re-arm it */
-		if (live && !(cqe->flags & IORING_CQE_F_MORE))
-			hbl_tcp_arm_recv(r, l);
+	} else if (live && (cqe->res == -ENOBUFS || cqe->res == -ECANCELED)) {
+		/* the connection is fine, only its receive ended: every receive buffer was lent
+		 * out (they come back before the next wait), or a cancel that was not ours (we
+		 * cancel only on a close, and a closing client is not live)
+		 */
+		if (cqe->res == -ENOBUFS)
+			HBL_INC(r, recv_nobufs);
+		else
+			HBL_INC(r, recv_cancelled);
+	} else {
+		if (live)
+			server_ended(r, l, cqe->res);
 		return;
 	}
-	if (!live || cqe->res == -ECANCELED)
-		return;
-	if (cqe->res == -ENOBUFS) {
-		/* every receive buffer is lent out; they come back before the next wait */
-		hbl_tcp_arm_recv(r, l);
-		return;
-	}
-	/* EOF or reset: the server ended the connection; after a BYE (ours or its own) that is
-	 * the expected end, not a failure
+	/* multishot stops on its own now and then (a full CQ, no buffer): a live client whose
+	 * receive ended and is not armed again would never hear from the server again
 	 */
-	if (c->c.state != HBC_CLOSED) {
-		HBL_INC(r, server_closed);
-		if (cqe->res < 0)
-			hbl_count_errno(r, cqe->res);
+	if (live && !(cqe->flags & IORING_CQE_F_MORE)) {
+		HBL_INC(r, recv_rearmed);
+		hbl_tcp_arm_recv(r, l);
 	}
-	hbl_tcp_close(r, l, c->ls == HBL_LS_HELLO ? HBL_AFTER_FAILED : HBL_AFTER_RETRY);
 }
 
 static void tcp_cqe(struct hbl_ring *r, const struct io_uring_cqe *cqe, uint64_t now)

@@ -140,6 +140,11 @@ struct hbl_shared {
 	X(errors)		/* local I/O errors, malformed frames, protocol violations */       \
 	X(send_stalls)		/* a send waited: no free buffer or the previous one in flight */  \
 	X(beats_skipped)	/* scheduled heartbeats dropped after a stall of > 4 intervals */   \
+	X(recv_rearmed)		/* multishot receives that ended on a live connection, armed again */ \
+	X(recv_nobufs)		/* of them: every receive buffer was lent out (-ENOBUFS) */        \
+	X(recv_cancelled)	/* of them: cancelled (-ECANCELED), not by a close of ours */       \
+	X(cq_overflow)		/* loop passes that found completions in the kernel's overflow list */ \
+	X(cq_dropped)		/* loop passes told the kernel had dropped completions (-EBADR) */  \
 	X(bye_sent)                                                                              \
 	X(keepalive_devices)	/* devices with a session in keepalive mode (no PINGs), once each */ \
 	X(downs_received)	/* DOWN frames (downlinks) from the server */                       \

@@ -18,7 +18,11 @@
  *   that had a session in keepalive mode, sending no PINGs), downs_received, downs_acked,
  *   downs_dropped (downlinks from the server, ACKed, not ACKed as the session ended first),
  *   rehellos (UDP sessions given up after --udp-rehello-after unanswered PINGs, each followed
- *   by a new HELLO; a WELCOME after one also counts in reconnects).
+ *   by a new HELLO; a WELCOME after one also counts in reconnects);
+ *   uring {recv_rearmed (multishot receives that ended on a live connection and were armed
+ *   again), recv_nobufs, recv_cancelled (of them: no free receive buffer, a cancel not ours),
+ *   cq_overflow (loop passes that found completions in the kernel's overflow list),
+ *   cq_dropped (passes told the kernel had dropped completions: clients may hang)}.
  * Measurement windows (window.h; PINGs by scheduled time, their PONGs with them):
  *   steady {from_s (after setup), seconds, rate (wanted), hb_per_s (sent), pings, pongs, lost,
  *   rtt_us {p50, p99, p999, max}}; with --steps: steps [{rate, hb_per_s, pings, pongs, lost,
@@ -210,6 +214,16 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		json_decref(doc);
 		doc = NULL;
 	}
+	/* the ring plumbing: what went wrong below the sessions, and was or was not recovered */
+	if (doc &&
+	    json_object_set_new(doc, "uring",
+				json_pack("{s:o,s:o,s:o,s:o,s:o}", "recv_rearmed",
+					  U(t->recv_rearmed), "recv_nobufs", U(t->recv_nobufs),
+					  "recv_cancelled", U(t->recv_cancelled), "cq_overflow",
+					  U(t->cq_overflow), "cq_dropped", U(t->cq_dropped)))) {
+		json_decref(doc);
+		doc = NULL;
+	}
 #undef U
 	if (doc && windows_json(doc, cfg, res)) {
 		json_decref(doc);
@@ -271,6 +285,12 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		"  local      %llu errors, %llu stray replies, %llu send stalls, "
 		"%llu beats skipped\n",
 		(ull)t->errors, (ull)t->stray, (ull)t->send_stalls, (ull)t->beats_skipped);
+	if (t->recv_rearmed || t->cq_overflow || t->cq_dropped)
+		fprintf(f,
+			"  uring      %llu receives armed again (%llu without a buffer, %llu "
+			"cancelled), %llu passes with CQ overflow, %llu with dropped completions\n",
+			(ull)t->recv_rearmed, (ull)t->recv_nobufs, (ull)t->recv_cancelled,
+			(ull)t->cq_overflow, (ull)t->cq_dropped);
 	if (cfg->o.storm_at_s >= 0)
 		fprintf(f, "  storm      %llu dropped, %llu back in %.3f s, %llu failures\n",
 			(ull)t->storm_dropped, (ull)t->storm_back, res->storm_s,

@@ -159,7 +159,17 @@ static void loop(struct hbl_ring *r)
 		}
 		ts.tv_sec = (long long)(wait_ns / 1000000000ULL);
 		ts.tv_nsec = (long long)(wait_ns % 1000000000ULL);
-		io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, &ts, NULL);
+		/* -EBADR: the kernel found no memory for an overflowing completion and dropped it;
+		 * whatever client it was for waits forever, so say so (once) and count it
+		 */
+		if (io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, &ts, NULL) == -EBADR) {
+			if (!r->st.cq_dropped)
+				hb_err("ring %u: the kernel dropped completions: clients may hang",
+				       r->id);
+			HBL_INC(r, cq_dropped);
+		}
+		if (io_uring_cq_has_overflow(&r->ring))
+			HBL_INC(r, cq_overflow);
 
 		/* one clock read for the batch: RTTs include at most the batch's handling time */
 		now = hb_mono_ns();
