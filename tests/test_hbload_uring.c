@@ -43,7 +43,8 @@ struct rig {
 static void load_keys(struct hbl_cfg *cfg)
 {
 	char path[] = "/tmp/hbl-uring-keys-XXXXXX", err[256] = "";
-	const char *text = "1-64 derive 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+	const char *text =
+		"1-64 derive 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
 	int fd = mkstemp(path);
 
 	HT_TRUE(fd >= 0, "mkstemp");
@@ -59,8 +60,7 @@ static void rbufs_partial(struct hbl_ring *r, unsigned nbufs)
 	struct io_uring_buf_reg reg = { 0 };
 
 	r->br_bytes = HBL_RBUF_COUNT * sizeof(struct io_uring_buf);
-	r->br = mmap(NULL, r->br_bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1,
-		     0);
+	r->br = mmap(NULL, r->br_bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
 	HT_TRUE(r->br != MAP_FAILED, "mmap of the buffer ring");
 	r->rbufs = malloc((size_t)HBL_RBUF_COUNT * HBL_RBUF_SIZE);
 	HT_TRUE(r->rbufs != NULL, "receive buffers");
