@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # The end-to-end demo behind `make demo`: two namespaces on a veth pair, hbctl load on the
-# server's veth, hbd, then hbload with TCP and UDP devices. Ends by printing, each on its own
-# line: the TCP run's JSON summary, the UDP run's, and `hbctl stats --json`.
+# server's veth, hbd, then hbload with TCP, UDP and MQTT devices. Ends by printing, each on its
+# own line: the TCP run's JSON summary, the UDP run's, the MQTT run's and `hbctl stats --json`.
 # Everything it creates is removed on exit, also on failure or Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,7 @@ CLIENTS=${CLIENTS:-1000}
 DURATION=${DURATION:-10}
 INTERVAL=${INTERVAL:-1}
 PORT=${PORT:-7600}
+MQTT_PORT=${MQTT_PORT:-1883}
 NAME=hbdemo
 PIN=/sys/fs/bpf/hbeat
 OUT=$BUILD/demo
@@ -50,15 +51,17 @@ printf '1-%d derive %s\n' 1000000 "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'
 umask 022
 
 # --tcp kernel is the default, spelled out: the demo shows both fast paths (README, "Measured")
-step "hbctl load --dev $SRV_IF --tcp kernel (XDP native on the veth, sockmap, sock_ops)"
-in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --mode native --port "$PORT" --tcp kernel >&2
+step "hbctl load --dev $SRV_IF --tcp kernel --mqtt-port $MQTT_PORT (XDP native on the veth, sockmap, sock_ops)"
+in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --mode native --port "$PORT" --tcp kernel \
+	--mqtt-port "$MQTT_PORT" >&2
 in_srv "$BUILD/hbctl" status >&2
 
-step "hbd on port $PORT, heartbeat interval ${INTERVAL}s"
+step "hbd on port $PORT (MQTT on $MQTT_PORT), heartbeat interval ${INTERVAL}s"
 # started directly (not through a shell function) so that $! is hbd itself; no per-source
 # limit: hbload puts hundreds of simulated devices behind each of its few source addresses
-nsenter --net=/run/netns/$SRV_NS "$BUILD/hbd" --port "$PORT" --keys "$OUT/keys" --sink "$OUT/sink.jsonl" \
-	--interval "$INTERVAL" --max-clients $((4 * CLIENTS)) --max-per-source 0 2> "$OUT/hbd.log" &
+nsenter --net=/run/netns/$SRV_NS "$BUILD/hbd" --port "$PORT" --mqtt-port "$MQTT_PORT" --keys "$OUT/keys" \
+	--sink "$OUT/sink.jsonl" --interval "$INTERVAL" --max-clients $((4 * CLIENTS)) --max-per-source 0 \
+	> "$OUT/hbd-exit.json" 2> "$OUT/hbd.log" &
 hbd_pid=$!
 for _ in $(seq 100); do
 	in_srv ss -Hltn "sport = :$PORT" | grep -q . && break
@@ -66,14 +69,14 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 
-run_load() { # proto
-	in_cli "$BUILD/hbload" --server "$SRV_ADDR" --port "$PORT" --clients "$CLIENTS" --proto "$1" \
+run_load() { # proto port [options]
+	in_cli "$BUILD/hbload" --server "$SRV_ADDR" --port "$2" --clients "$CLIENTS" --proto "$1" \
 		--interval "$INTERVAL" --duration "$DURATION" --keys "$OUT/keys" --source "10.77.1.1-10.77.1.4" \
-		--data-every 5 --echo-every 7 --json
+		--data-every 5 "${@:3}" --json
 }
 
 step "hbload: $CLIENTS TCP devices for ${DURATION}s"
-run_load tcp > "$OUT/tcp.json" &
+run_load tcp "$PORT" --echo-every 7 > "$OUT/tcp.json" &
 load_pid=$!
 sleep $((DURATION / 2))
 step "hbctl conns (first 12 lines) while they heartbeat"
@@ -83,7 +86,12 @@ tail -n 1 "$OUT/conns.txt" >&2
 wait $load_pid
 
 step "hbload: $CLIENTS UDP devices for ${DURATION}s"
-run_load udp > "$OUT/udp.json"
+run_load udp "$PORT" --echo-every 7 > "$OUT/udp.json"
+
+# MQTT 3.1.1 devices (user name = device id, password derived from its secret): PINGREQs are
+# answered by the sk_skb verdict, PUBLISHes to devices/<id>/up go to the sink (docs/MQTT.md)
+step "hbload: $CLIENTS MQTT devices for ${DURATION}s (PINGREQ answered in the kernel)"
+run_load mqtt "$MQTT_PORT" --first-device $((CLIENTS + 1)) > "$OUT/mqtt.json"
 
 step "hbctl stats"
 in_srv "$BUILD/hbctl" stats >&2
@@ -93,4 +101,4 @@ step "DATA frames in the sink: $(wc -l < "$OUT/sink.jsonl") lines ($OUT/sink.jso
 cleanup
 trap - EXIT
 printf '\n'
-cat "$OUT/tcp.json" "$OUT/udp.json" "$OUT/stats.json"
+cat "$OUT/tcp.json" "$OUT/udp.json" "$OUT/mqtt.json" "$OUT/stats.json"
