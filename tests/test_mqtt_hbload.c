@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -62,6 +63,10 @@ static int wait_listening(uint16_t port, int ms)
 /* Mosquitto on a free loopback port; anonymous: whether it accepts clients without a
  * password file (it then ignores the password they send).
  */
+/* The broker a test started, until broker_stop(): a failed check leaves the test function at
+ * once, and the teardown then ends the broker, so none outlives the test. */
+static struct broker *live_broker;
+
 static struct broker *broker_start(int anonymous)
 {
 	struct broker *b = calloc(1, sizeof(*b));
@@ -83,17 +88,35 @@ static struct broker *broker_start(int anonymous)
 	snprintf(b->port_s, sizeof(b->port_s), "%u", b->port);
 	b->pid = hbt_spawn(mosq_path, argv, &b->out_fd, NULL);
 	HT_GT(b->pid, 0, "mosquitto started");
+	live_broker = b;
 	HT_EQ(wait_listening(b->port, 5000), 0, "mosquitto listening on port %u", b->port);
 	return b;
 }
 
 static void broker_stop(struct broker *b)
 {
+	live_broker = NULL;
 	kill(b->pid, SIGTERM);
 	HT_EQ(hbt_reap(b->pid, time(NULL) + 10), 0, "mosquitto's exit code after SIGTERM");
 	close(b->out_fd);
 	unlink(b->conf);
 	free(b);
+}
+
+static int broker_reap(void **state)
+{
+	struct broker *b = live_broker;
+
+	(void)state;
+	if (!b)
+		return 0;
+	live_broker = NULL;
+	kill(b->pid, SIGKILL);
+	waitpid(b->pid, NULL, 0);
+	close(b->out_fd);
+	unlink(b->conf);
+	free(b);
+	return 0;
 }
 
 static void run(struct broker *b, ...)
@@ -190,8 +213,8 @@ int main(int argc, char **argv)
 		return 1;
 	close(fd);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_thousand_devices),
-		cmocka_unit_test(test_refused),
+		cmocka_unit_test_teardown(test_thousand_devices, broker_reap),
+		cmocka_unit_test_teardown(test_refused, broker_reap),
 		cmocka_unit_test(test_bad_args),
 	};
 	rc = cmocka_run_group_tests_name("mqtt_hbload", tests, NULL, NULL);
