@@ -442,21 +442,16 @@ static int summary(double setup_s, uint64_t connected_end)
 		(json_int_t)hb_hist_percentile(&rtt, 99.9), "max", (json_int_t)rtt.max, "lag_us",
 		"p50", (json_int_t)hb_hist_percentile(&lag, 50), "p99",
 		(json_int_t)hb_hist_percentile(&lag, 99), "max", (json_int_t)lag.max);
-	int rc;
 
 	if (!doc)
 		return -ENOMEM;
-	if (o.json) {
-		rc = hb_json_print(stdout, doc);
-	} else {
-		printf("mqttload: %llu of %u connected in %.3f s; %llu pings, %llu pongs, p99 %llu us\n",
-		       (unsigned long long)ct.connected, o.clients, setup_s,
-		       (unsigned long long)ct.pings, (unsigned long long)ct.pongs,
-		       (unsigned long long)hb_hist_percentile(&rtt, 99));
-		rc = 0;
-	}
+	if (o.json)
+		return hb_json_print(stdout, doc); /* it releases doc */
+	printf("mqttload: %llu of %u connected in %.3f s; %llu pings, %llu pongs, p99 %llu us\n",
+	       (unsigned long long)ct.connected, o.clients, setup_s, (unsigned long long)ct.pings,
+	       (unsigned long long)ct.pongs, (unsigned long long)hb_hist_percentile(&rtt, 99));
 	json_decref(doc);
-	return rc;
+	return 0;
 }
 
 static void write_hist(void)
