@@ -43,23 +43,6 @@ struct broker {
 	int status;
 };
 
-static int wait_listening(uint16_t port, int ms)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	for (int i = 0; i < ms / 10; i++) {
-		int fd = socket(AF_INET, SOCK_STREAM, 0), rc;
-
-		rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
-		close(fd);
-		if (!rc)
-			return 0;
-		usleep(10000);
-	}
-	return -1;
-}
-
 /* Mosquitto on a free loopback port; anonymous: whether it accepts clients without a
  * password file (it then ignores the password they send).
  */
@@ -89,7 +72,7 @@ static struct broker *broker_start(int anonymous)
 	b->pid = hbt_spawn(mosq_path, argv, &b->out_fd, NULL);
 	HT_GT(b->pid, 0, "mosquitto started");
 	live_broker = b;
-	HT_EQ(wait_listening(b->port, 5000), 0, "mosquitto listening on port %u", b->port);
+	HT_EQ(ht_wait_listening(b->port, 5000), 0, "mosquitto listening on port %u", b->port);
 	return b;
 }
 

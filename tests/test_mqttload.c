@@ -38,23 +38,6 @@ struct broker {
 	char conf[64];
 };
 
-static int wait_listening(uint16_t port, int ms)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	for (int i = 0; i < ms / 10; i++) {
-		int fd = socket(AF_INET, SOCK_STREAM, 0), rc;
-
-		rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
-		close(fd);
-		if (!rc)
-			return 0;
-		usleep(10000);
-	}
-	return -1;
-}
-
 static void broker_start(struct broker *b)
 {
 	const char *argv[] = { mosq, "-c", b->conf, NULL };
@@ -76,7 +59,7 @@ static void broker_start(struct broker *b)
 	b->pid = hbt_spawn(mosq, argv, &out, "/dev/null");
 	HT_GT(b->pid, 0, "mosquitto starts");
 	close(out);
-	HT_EQ(wait_listening(b->port, 5000), 0, "mosquitto listens on 127.0.0.1:%u", b->port);
+	HT_EQ(ht_wait_listening(b->port, 5000), 0, "mosquitto listens on 127.0.0.1:%u", b->port);
 }
 
 static void broker_stop(struct broker *b)

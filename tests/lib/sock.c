@@ -138,3 +138,20 @@ uint16_t ht_free_port(void)
 	close(fd);
 	return ntohs(a.sin_port);
 }
+
+int ht_wait_listening(uint16_t port, int ms)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (int i = 0; i < ms / 10; i++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0), rc;
+
+		rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
+		close(fd);
+		if (!rc)
+			return 0;
+		usleep(10000);
+	}
+	return -1;
+}

@@ -37,4 +37,8 @@ void ht_expect_silence(int fd, int ms, const char *what);
 /* A TCP port on 127.0.0.1 that nothing is bound to right now. */
 uint16_t ht_free_port(void);
 
+/* Waits up to ms for a TCP listener on 127.0.0.1:port (a server the test started): 0 once a
+ * connect succeeds, -1 after ms. */
+int ht_wait_listening(uint16_t port, int ms);
+
 #endif /* HT_SOCK_H */
