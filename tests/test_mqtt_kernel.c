@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "lib/ht_assert.h"
+#include "lib/run_prog.h"
 #include "lib/sh.h"
 
 #define CLIENTS 1000
@@ -89,22 +90,13 @@ static void password(unsigned long long id, char *out, size_t cap)
 	out[strcspn(out, "\n")] = 0;
 }
 
+/* SIGTERM, then hbt_reap()'s bounded wait (SIGKILL after 10 s). */
 static void stop_hbd(void)
 {
-	int status;
-
 	if (E.hbd <= 0)
 		return;
 	kill(E.hbd, SIGTERM);
-	for (int i = 0; i < 100; i++) {
-		if (waitpid(E.hbd, &status, WNOHANG) == E.hbd) {
-			E.hbd = 0;
-			return;
-		}
-		usleep(100 * 1000);
-	}
-	kill(E.hbd, SIGKILL);
-	waitpid(E.hbd, &status, 0);
+	hbt_reap(E.hbd, time(NULL) + 10);
 	E.hbd = 0;
 }
 
