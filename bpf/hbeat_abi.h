@@ -58,7 +58,12 @@ enum hb_type {
 	 * random bytes; device: PATH_RESPONSE with the same bytes, both tagged */
 	HB_PATH_CHALLENGE = 11,
 	HB_PATH_RESPONSE = 12,
-	HB_TYPE_MAX = HB_PATH_RESPONSE,
+	/* TCP, client: a heartbeat that wants no answer frame. The server records it as it does a
+	 * PING; the device's proof that the server holds the connection is TCP's ACK of the frame
+	 * (with TCP_USER_TIMEOUT on the device), its RTT the kernel's (TCP_INFO). Empty payload.
+	 * Over UDP, which has no ACK, a BEAT is ignored. docs/PROTOCOL.md: what it proves. */
+	HB_BEAT = 13,
+	HB_TYPE_MAX = HB_BEAT,
 };
 
 #define HB_TOKEN_LEN 8 /* UDP session token after the header */
@@ -185,6 +190,7 @@ static inline __attribute__((always_inline)) int hb_payload_len_ok(__u8 type, __
 	case HB_DOWN:
 		return len >= 1 && len <= HB_MAX_PAYLOAD;
 	case HB_ACK:
+	case HB_BEAT:
 		return len == 0;
 	case HB_BYE:
 		return len == sizeof(struct hb_bye);
@@ -257,7 +263,7 @@ struct hb_conn {
 	char peer[HB_PEER_STR]; /* "10.0.0.2:40000", formatted once by sock_ops */
 	__u64 device_id; /* 0 until authenticated */
 	__u64 last_seen_ns; /* CLOCK_MONOTONIC time of the last heartbeat (or of creation) */
-	__u64 pings; /* heartbeats answered in the kernel */
+	__u64 pings; /* heartbeats the kernel took: PINGs answered, BEATs recorded */
 	__u64 echoes; /* ECHO frames reflected in the kernel */
 	enum hb_state state;
 	__u32 last_seq; /* seq of the last heartbeat */
@@ -415,8 +421,8 @@ enum hb_config_flag {
 	X(sk_pong)		/* TCP PING answered by the sk_skb verdict */                     \
 	X(sk_echo)		/* TCP ECHO reflected by the sk_skb verdict */                    \
 	X(sk_pass)		/* TCP frame passed to the daemon */                              \
-	X(sk_not_authed)	/* TCP PING/ECHO on a connection not AUTHED: passed */          \
-	X(sk_daemon_dead)	/* TCP PING while the daemon's stamp is stale: passed */        \
+	X(sk_not_authed)	/* TCP PING/ECHO/BEAT on a connection not AUTHED: passed */     \
+	X(sk_daemon_dead)	/* TCP PING/ECHO/BEAT while the daemon's stamp is stale: passed */ \
 	X(sk_malformed)		/* bad frame: the rest of the stream goes to the daemon */      \
 	X(sk_redirect_err)	/* redirect failed: frame went to the daemon by SK_PASS */       \
 	X(sk_no_conn)		/* frame on a socket with no conns entry */                       \
@@ -431,7 +437,8 @@ enum hb_config_flag {
 	X(sockops_close_normal)	/* closed without an error (FIN, or closed by the daemon) */     \
 	X(sockops_close_error)	/* closed with another socket error */                           \
 	X(mq_pong)		/* MQTT PINGREQ answered with PINGRESP by the sk_skb verdict */   \
-	X(mq_pass)		/* MQTT packet passed to the daemon */
+	X(mq_pass)		/* MQTT packet passed to the daemon */                            \
+	X(sk_beat)		/* TCP BEAT taken by the sk_skb verdict: recorded, no answer frame */
 /* clang-format on */
 
 /* clang-format off */
@@ -483,7 +490,9 @@ enum hb_config_flag {
 	X(mqtt_refused)		/* MQTT CONNECTs refused with a CONNACK code */                  \
 	X(mqtt_bad)		/* MQTT connections closed for a malformed or forbidden packet */ \
 	X(mqtt_publish)		/* MQTT PUBLISHes taken into the sink */                          \
-	X(mqtt_wills)		/* MQTT Will messages recorded (abnormal ends) */
+	X(mqtt_wills)		/* MQTT Will messages recorded (abnormal ends) */                 \
+	X(frames_beat)		/* TCP BEATs that reached the daemon */                           \
+	X(beats_user)		/* BEATs of authenticated devices the daemon recorded itself */
 /* clang-format on */
 
 #define HB_STAT_FIELD(name) __u64 name;

@@ -13,6 +13,8 @@
  * Verdict per frame (one strparser message):
  *  - PING on an AUTHED connection, daemon alive: type byte rewritten to PONG, redirected to the
  *    same socket's egress (bpf_sk_redirect_hash, flags 0), conn heartbeat fields updated (sk_pong);
+ *  - BEAT on an AUTHED connection, daemon alive: conn heartbeat fields updated and the frame
+ *    consumed (SK_DROP, sk_beat): TCP has already ACKed it, and that ACK is all a BEAT asks for;
  *  - ECHO on an AUTHED connection, daemon alive, payload within the daemon's --max-payload
  *    (config.max_payload): redirected back unchanged (sk_echo);
  *  - everything else: into the daemon's receive queue, redirected to the socket's own ingress
@@ -122,7 +124,7 @@ int hb_verdict(struct __sk_buff *skb)
 	}
 	/* an ECHO larger than the daemon takes is the daemon's to refuse (ERROR(TOO_LARGE)): the
 	 * kernel must not reflect what the daemon would not */
-	if ((h.type != HB_PING && h.type != HB_ECHO) ||
+	if ((h.type != HB_PING && h.type != HB_ECHO && h.type != HB_BEAT) ||
 	    (h.type == HB_ECHO && bpf_ntohs(h.len) > hb_max_payload())) {
 		HB_COUNT(sk_pass);
 		return to_daemon(skb, &key);
@@ -137,6 +139,16 @@ int hb_verdict(struct __sk_buff *skb)
 		return to_daemon(skb, &key);
 	}
 
+	if (h.type == HB_BEAT) {
+		/* Nothing goes back: the verdict runs after TCP accepted (and ACKed) the segment,
+		 * so dropping the frame here only spares the daemon and the kworker. */
+		conn->last_seen_ns = now;
+		conn->last_seq = bpf_ntohs(h.seq);
+		__sync_fetch_and_add(&conn->pings, 1);
+		hb_stamp_seen(conn->seen_slot, now);
+		HB_COUNT(sk_beat);
+		return SK_DROP;
+	}
 	if (h.type == HB_PING) {
 		/* Rewrite first, then redirect: if the redirect fails the type is put back, so the
 		 * daemon receives the PING it can answer, never a half-made PONG. */

@@ -9,7 +9,9 @@
 # answering in userspace, no BPF loaded: hbd --no-offload, as bench.sh's userspace phase),
 # kernel (hbctl load --tcp kernel: the sockmap verdict answers), keepalive (hbctl load --tcp
 # keepalive: the kernels' TCP keepalive probes are the heartbeat; the client sends no PINGs
-# once the WELCOME says so); not by default: user-loaded (hbctl load --tcp user, then hbd:
+# once the WELCOME says so), beat (hbctl load --tcp kernel, and the client heartbeats with BEAT
+# frames: the verdict records them and TCP's ACK is the only answer); not by default: user-beat
+# (the same BEATs taken by hbd in userspace, --no-offload), user-loaded (hbctl load --tcp user, then hbd:
 # userspace answers with hbeat's XDP program on the server's NIC, which passes TCP), and
 # mqtt-user / mqtt-kernel (hbd serving MQTT devices, --mqtt-port, under the same MQTT client
 # as Mosquitto: hbd answers their PINGREQs, or the sockmap verdict does).
@@ -31,7 +33,7 @@ WARMUP=10
 INTERVAL=1
 CONNECT_RATE=3000
 SLACK=10
-MODES=mosquitto,user,kernel,keepalive
+MODES=mosquitto,user,kernel,keepalive,beat
 HBD_WORKERS=
 MQTT_CLIENT=auto
 MQTT_HBLOAD=${PEER_MQTT_HBLOAD:-} # another hbload for MQTT (a branch's build), else $BUILD/hbload
@@ -93,7 +95,7 @@ while [ $# -gt 0 ]; do
 	--modes) MODES=$2; shift ;;
 	--hbd-workers) HBD_WORKERS=$2; shift ;;
 	--variant)
-		[[ $2 =~ ^([a-z0-9_-]+)=(user|kernel|keepalive|user-loaded|mqtt-user|mqtt-kernel):(.*)$ ]] ||
+		[[ $2 =~ ^([a-z0-9_-]+)=(user|kernel|keepalive|beat|user-beat|user-loaded|mqtt-user|mqtt-kernel):(.*)$ ]] ||
 			{ echo "peer-bench: --variant NAME=MODE:ARGS (MODE an hbeat mode of --modes)" >&2; exit 2; }
 		VARIANT_MODE[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
 		VARIANT_ARGS[${BASH_REMATCH[1]}]=${BASH_REMATCH[3]}
@@ -122,9 +124,9 @@ IFS=, read -r -a SERVERS <<< "$MODES"
 [ ${#SERVERS[@]} -gt 0 ] || { echo "peer-bench: --modes is empty" >&2; exit 2; }
 for s in "${SERVERS[@]}"; do
 	case $s in
-	mosquitto | user | kernel | keepalive | user-loaded | mqtt-user | mqtt-kernel) ;;
+	mosquitto | user | kernel | keepalive | beat | user-beat | user-loaded | mqtt-user | mqtt-kernel) ;;
 	*) [ -n "${VARIANT_MODE[$s]:-}" ] && continue
-		echo "peer-bench: unknown mode '$s' (mosquitto, user, kernel, keepalive, user-loaded, mqtt-user, mqtt-kernel)" >&2; exit 2 ;;
+		echo "peer-bench: unknown mode '$s' (mosquitto, user, kernel, keepalive, beat, user-beat, user-loaded, mqtt-user, mqtt-kernel)" >&2; exit 2 ;;
 	esac
 done
 if [ "$(id -u)" -ne 0 ]; then
@@ -254,6 +256,8 @@ start_hbd() { # DIR MODE [HBD-ARGS...]
 	args+=("$@")
 	local load=()
 	case $mode in
+	beat) mode=kernel ;; # BEATs: the client's choice, the kernel path's verdict takes them
+	user-beat) mode=user ;;
 	mqtt-*)
 		# hbd as an MQTT endpoint: the same client and protocol as Mosquitto gets
 		args+=(--mqtt-port $MQTT_PORT)
@@ -345,7 +349,8 @@ proc_list() { # FILE
 }
 
 # The client kernel's smoothed RTT of every established connection (ss), in µs, one a line:
-# keepalive mode's only RTT, as the client sends no PINGs there
+# keepalive mode's only RTT, as the client sends no PINGs there, and the beat modes' (their
+# BEATs' ACKs refresh it)
 ss_rtt() { # FILE
 	in_cli ss -Htin state established "dport = :$PORT" |
 		sed -n 's/.* rtt:\([0-9.]*\)\/.*/\1/p' | awk '{ printf "%d\n", $1 * 1000 }' > "$1"
@@ -363,7 +368,9 @@ peer_sampler() { # FIFO DIR SERVER
 			peer_snapshot "${ev%% *}"
 			proc_list "$2/procs-${ev%% *}.txt"
 			bench_snapshot "$ev"
-			[ "$3" = keepalive ] && [[ $ev == window_end* ]] && ss_rtt "$2/ss-rtt.txt"
+			case $3 in keepalive | beat | user-beat)
+				[[ $ev == window_end* ]] && ss_rtt "$2/ss-rtt.txt" ;;
+			esac
 			;;
 		setup_done*)
 			bench_snapshot setup_done
@@ -411,6 +418,9 @@ run_one() { # ROUND SERVER
 		;;
 	esac
 	[ "$proto" = tcp ] && extra+=(--keys "$OUT/keys")
+	case ${VARIANT_MODE[$server]:-$server} in
+	beat | user-beat) extra+=(--beat) ;;
+	esac
 	log "round $round, $server: $CONNS connections, 1 heartbeat / ${INTERVAL} s each"
 	mkfifo "$dir/events.fifo"
 	nsenter --net="/run/netns/$CLI_NS" "$client" --server "$SRV_ADDR" --port $port --clients "$CONNS" --proto $proto \
@@ -450,7 +460,15 @@ run_one() { # ROUND SERVER
 # peer-samples lines. CPU busy = user + nice + system + irq + softirq ticks of /proc/stat
 # (iowait, where io_uring waits show, is idle; steal is the hypervisor's).
 run_json() { # DIR SERVER ROUND MODE HBD-ARGS
-	local dir=$1 ss=null other=null
+	local dir=$1 ss=null other=null took=0
+	# BEATs the server took: the verdict's (hbctl stats, read before hbd stopped) and hbd's
+	# own (its exit summary); a BEAT has no answer the client could count
+	if [ -s "$dir/hbctl-stats.json" ]; then
+		took=$((took + $(jq '.kernel.sk_beat // 0' "$dir/hbctl-stats.json")))
+	fi
+	if grep -q '"beats_user"' "$dir/hbd-stats.json" 2> /dev/null; then
+		took=$((took + $(grep '"beats_user"' "$dir/hbd-stats.json" | tail -n 1 | jq '.. | .beats_user? // empty' | head -n 1)))
+	fi
 	if [ -n "$RUN_SRV_PID" ] && [ -s "$dir/procs-window_start.txt" ] &&
 		[ -s "$dir/procs-window_end.txt" ]; then
 		# neither the server, the client nor a kernel thread (ppid 2: kworkers, ksoftirqd
@@ -467,7 +485,7 @@ run_json() { # DIR SERVER ROUND MODE HBD-ARGS
 	jq -n --slurpfile p "$dir/peer-samples.jsonl" --slurpfile b "$dir/samples.jsonl" \
 		--slurpfile h "$dir/hbload.json" --arg server "$2" --argjson round "$3" --arg mode "$4" --arg hbd_args "$5" \
 		--argjson tck "$CLK_TCK" --argjson conns "$CONNS" --argjson interval "$INTERVAL" \
-		--argjson ss "$ss" --argjson other_ticks "$other" '
+		--argjson ss "$ss" --argjson other_ticks "$other" --argjson took "$took" '
 	  def r2: if . == null then null else (. * 100 | round) / 100 end;
 	  def per($ns; $n): if $n > 0 then ($ns / 1000 / $n | r2) else null end;
 	  ($p | map(select(.ev == "window_start")) | first) as $a
@@ -487,31 +505,38 @@ run_json() { # DIR SERVER ROUND MODE HBD-ARGS
 	  # tasks of neither side alive at both edges (a shared machine), from the schedstat walk
 	  | (if $other_ticks then $other_ticks[0] * $tick else null end) as $other_ns
 	  | (if $other_ticks then $other_ticks[1] * $tick else null end) as $reaped_ns
-	  | (if $mode == "keepalive" and ($hl.steady.pings // 0) == 0 then "keepalive" else "app" end) as $kind
+	  | (if $mode == "keepalive" and ($hl.steady.pings // 0) == 0 then "keepalive"
+	     elif ($hl.steady.beats // 0) > 0 then "beat" else "app" end) as $kind
 	  # keepalive: a liveness check is one connection for one interval (as a PINGREQ is);
 	  # the kernel may send more probes than one per interval (a probe whose ACK came back
 	  # a moment before the timer fired is followed by another soon after)
 	  | ($conns * $secs / $interval) as $checks
-	  | (if $kind == "keepalive" then $checks else $hl.steady.pings end) as $hb
+	  | (if $kind == "keepalive" then $checks elif $kind == "beat" then $hl.steady.beats
+	     else $hl.steady.pings end) as $hb
 	  | {server: $server, mode: $mode, hbd_args: $hbd_args, round: $round, kind: $kind, secs: ($secs | r2),
 	     conns: $conns, connected: $hl.connected,
 	     hb: ($hb | round), hb_per_s: (if $secs > 0 then ($hb / $secs | round) else null end),
 	     expected_hb: ($conns * $secs / $interval | round),
 	     pings: $hl.steady.pings, pongs: $hl.steady.pongs, lost: $hl.steady.lost,
+	     beats: $hl.steady.beats, beats_sent: $hl.beats, beats_taken: $took,
 	     probes_srv: $probes, probes_cli: ($z.ka_cli - $a.ka_cli),
 	     probes_per_check: (if $kind == "keepalive" then ($probes / $checks | r2) else null end),
 	     cpu_us_per_probe: (if $kind == "keepalive" then per($machine_ns - $client_ns; $probes) else null end),
 	     answered: (if $kind == "keepalive" then
 	         ($hl.connected == $conns and $hl.connected_end == $conns and $hl.expired == 0
 	          and $probes > 0.9 * $conns * $secs / $interval)
+	       # every BEAT the client sent was taken by the server, and every connection stayed
+	       elif $kind == "beat" then
+	         ($hl.connected == $conns and $hl.connected_end == $conns and $hl.expired == 0
+	          and $took >= $hl.beats)
 	       else ($hl.steady.pings > 0 and $hl.steady.lost == 0 and $hl.connected == $conns) end),
 	     cpu_us_per_hb: per($machine_ns - $client_ns; $hb),
 	     machine_cpu_us_per_hb: per($machine_ns; $hb),
 	     client_cpu_us_per_hb: per($client_ns; $hb),
 	     split_cpu_us_per_hb: per($cpu1_ns; $hb),
 	     server_proc_cpu_us_per_hb: per($server_proc_ns; $hb),
-	     rtt_us: (if $kind == "keepalive" then $ss else $hl.steady.rtt_us end),
-	     rtt_source: (if $kind == "keepalive" then "client kernel srtt (ss), per connection" else "client, per heartbeat" end),
+	     rtt_us: (if $kind == "app" then $hl.steady.rtt_us else $ss end),
+	     rtt_source: (if $kind == "app" then "client, per heartbeat" else "client kernel srtt (ss), per connection" end),
 	     other_cpu_pct: (if $other_ns then (100 * $other_ns / ($secs * 1e9) | round) else null end),
 	     other_reaped_cpu_pct: (if $reaped_ns then (100 * $reaped_ns / ($secs * 1e9) | round) else null end),
 	     steal_pct: ([$cpu[] | if .total > 0 then 100 * .steal / .total else 0 end] | max | round),

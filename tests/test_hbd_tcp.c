@@ -142,6 +142,9 @@ static void ping_before_hello(void **state)
 	HT_EQ(ht_send_frame(fd, HB_DATA, 3, "x", 1), 0, "DATA before HELLO sent");
 	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_NOT_AUTHED),
 		"ERROR(NOT_AUTHED) for DATA before HELLO");
+	HT_EQ(ht_send_frame(fd, HB_BEAT, 4, NULL, 0), 0, "BEAT before HELLO sent");
+	HT_TRUE(ht_expect(fd, HB_ERROR, HB_ERR_NOT_AUTHED),
+		"ERROR(NOT_AUTHED) for a BEAT before HELLO");
 	close(fd);
 }
 
@@ -454,6 +457,37 @@ static void silent_client_expires(void **state)
 	ht_cleanup(&d);
 }
 
+/* BEATs keep a device alive as PINGs do, and get no answer frame. */
+static void beats_keep_alive(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--interval", "0.2", NULL };
+	uint8_t buf[HB_MAX_FRAME];
+	struct ht_daemon d;
+	struct hb_frame f;
+	int quiet, beating;
+
+	(void)state;
+	HT_EQ(ht_start(&d, args), 0, "hbd with --interval 0.2 started");
+	quiet = ht_tcp_login(d.port, 1, false, NULL);
+	beating = ht_tcp_login(d.port, 2, false, NULL);
+	HT_TRUE(quiet >= 0 && beating >= 0, "quiet (%d) and beating (%d) devices", quiet, beating);
+	/* 12 BEATs 100 ms apart: 1.2 s, four times the 300 ms timeout */
+	for (int i = 0; i < 12; i++) {
+		HT_EQ(ht_send_frame(beating, HB_BEAT, (uint16_t)i, NULL, 0), 0, "BEAT %d sent", i);
+		f.type = 0;
+		HT_EQ(ht_recv_frame(beating, buf, &f, 100), -1,
+		      "nothing (no frame, no close) in answer to BEAT %d (got type %u)", i, f.type);
+	}
+	HT_TRUE(ht_expect(quiet, HB_BYE, HB_BYE_EXPIRED), "BYE(EXPIRED) to the quiet device");
+	ping(beating, 99, 99); /* still admitted */
+	close(quiet);
+	close(beating);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	HT_EQ(ht_exit_stat(&d, "beats_user"), 12, "the beats_user exit counter");
+	HT_EQ(ht_exit_stat(&d, "frames_beat"), 12, "the frames_beat exit counter");
+	ht_cleanup(&d);
+}
+
 /* Needs its own daemon: SIGTERM while clients are connected. */
 static void sigterm_drains_with_bye(void **state)
 {
@@ -531,6 +565,7 @@ int main(void)
 	const struct CMUnitTest own[] = {
 		cmocka_unit_test_teardown(full_refuses_cleanly, ht_reap),
 		cmocka_unit_test_teardown(silent_client_expires, ht_reap),
+		cmocka_unit_test_teardown(beats_keep_alive, ht_reap),
 		cmocka_unit_test_teardown(sigterm_drains_with_bye, ht_reap),
 		cmocka_unit_test_teardown(sink_fsync_still_acks, ht_reap),
 	};

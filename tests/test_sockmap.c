@@ -27,10 +27,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <linux/sockios.h>
 
 #include <bpf/bpf.h>
 
@@ -236,6 +239,90 @@ static void test_ping_v6(void **state)
 	ping_authed(AF_INET6, "::1");
 }
 
+static void authed_pair(struct ht_pair *p, struct hb_kstats *k0);
+
+/* Bytes the client sent that its peer's TCP has not yet acknowledged (SIOCOUTQ counts sent
+ * and unsent; nothing is unsent here). */
+static int unacked(int fd)
+{
+	int n = -1;
+
+	HT_EQ(ioctl(fd, SIOCOUTQ, &n), 0, "SIOCOUTQ");
+	return n;
+}
+
+/* A BEAT of an admitted connection: recorded like a PING, consumed in the kernel (no frame to
+ * either side), and acknowledged by TCP, which is the device's whole answer. */
+static void test_beat(void **state)
+{
+	struct hb_kstats k0, k1;
+	struct hb_conn c;
+	struct ht_pair p;
+	__u8 beat[8];
+	__u64 t0, t1;
+	int left = -1;
+
+	authed_pair(&p, &k0);
+	hbt_frame(beat, HB_BEAT, 0x4242, NULL, 0);
+	t0 = hbt_now_ns();
+	ht_send_segment(p.cli, beat, sizeof(beat));
+	for (int i = 0; i < 200 && (left = unacked(p.cli)) != 0; i++)
+		usleep(5000);
+	t1 = hbt_now_ns();
+	HT_EQ(left, 0, "BEAT bytes the server's TCP has not acknowledged after 1 s");
+	ht_expect_silence(p.srv, 50, "server socket after a BEAT the kernel took");
+	ht_expect_silence(p.cli, 50, "client (a BEAT gets no answer frame)");
+	hbt_kstats(H, &k1);
+	HT_KSTATS(&k0, &k1, "sk_beat", 1, "sk_pong", 0, "sk_pass", 0);
+	HT_EQ(conn_get(p.cookie, &c), 0, "conns entry after the BEAT");
+	HT_EQ(c.pings, 1, "heartbeats the kernel counted for the connection");
+	HT_EQ(c.last_seq, 0x4242, "sequence number of the last heartbeat");
+	HT_TRUE(c.last_seen_ns >= t0 && c.last_seen_ns <= t1,
+		"last_seen_ns %llu stamped between the BEAT and its ACK [%llu, %llu]",
+		(unsigned long long)c.last_seen_ns, (unsigned long long)t0, (unsigned long long)t1);
+	HT_EQ(seen_of(&c), c.last_seen_ns, "seen slot stamped by the BEAT");
+	close_pair(&p);
+}
+
+/* Not admitted, or the daemon looks dead: the BEAT goes to the daemon, which decides (hbd
+ * refuses it before the HELLO), exactly as a PING would. */
+static void beat_to_daemon(bool dead)
+{
+	struct hb_kstats k0, k1;
+	struct ht_pair p;
+	__u8 beat[8], got[8];
+	int lfd = ht_listener(AF_INET, "127.0.0.1", PORT);
+
+	ht_connect_pair(lfd, AF_INET, "127.0.0.1", PORT, &p);
+	close(lfd);
+	if (dead)
+		authenticate(&p);
+	else
+		join(&p);
+	hbt_kstats(H, &k0);
+	if (dead)
+		set_daemon_dead(true);
+	hbt_frame(beat, HB_BEAT, 9, NULL, 0);
+	ht_send_segment(p.cli, beat, sizeof(beat));
+	ht_recv_exact(p.srv, got, sizeof(got), 2000, "BEAT at the server");
+	if (dead)
+		set_daemon_dead(false);
+	assert_memory_equal(got, beat, sizeof(beat));
+	hbt_kstats(H, &k1);
+	HT_KSTATS(&k0, &k1, "sk_beat", 0, dead ? "sk_daemon_dead" : "sk_not_authed", 1);
+	close_pair(&p);
+}
+
+static void test_beat_not_authed(void **state)
+{
+	beat_to_daemon(false);
+}
+
+static void test_beat_daemon_dead(void **state)
+{
+	beat_to_daemon(true);
+}
+
 static void test_echo(void **state)
 {
 	struct hb_kstats k0, k1;
@@ -339,7 +426,7 @@ static void coalesced(const struct fr *frs, int n, bool split_bytewise)
 	__u8 wire[4096], to_cli[4096], to_srv[4096], got[4096], pl[1024];
 	size_t w = 0, c = 0, s = 0;
 	struct hb_kstats k0, k1;
-	int pongs = 0, echoes = 0, passes = 0;
+	int pongs = 0, echoes = 0, passes = 0, beats = 0;
 	struct ht_pair p;
 
 	for (size_t i = 0; i < sizeof(pl); i++)
@@ -354,6 +441,8 @@ static void coalesced(const struct fr *frs, int n, bool split_bytewise)
 		} else if (frs[i].type == HB_ECHO) {
 			memcpy(to_cli + c, wire + w, len);
 			c += len, echoes++;
+		} else if (frs[i].type == HB_BEAT) {
+			beats++; /* consumed: neither side sees it */
 		} else {
 			memcpy(to_srv + s, wire + w, len);
 			s += len, passes++;
@@ -379,8 +468,23 @@ static void coalesced(const struct fr *frs, int n, bool split_bytewise)
 	ht_expect_silence(p.srv, 30, "server after its frames");
 	ht_expect_silence(p.cli, 50, "client after its answers");
 	hbt_kstats(H, &k1);
-	HT_KSTATS(&k0, &k1, "sk_pong", pongs, "sk_echo", echoes, "sk_pass", passes);
+	HT_KSTATS(&k0, &k1, "sk_pong", pongs, "sk_echo", echoes, "sk_pass", passes, "sk_beat",
+		  beats);
 	close_pair(&p);
+}
+
+/* BEATs between frames for the daemon and PINGs: each consumed where it stands, the stream
+ * around it intact, whole or one byte per segment */
+static void test_coalesced_beats(void **state)
+{
+	const struct fr frs[] = { { HB_BEAT, 1, 0 },
+				  { HB_DATA, 2, 20 },
+				  { HB_BEAT, 3, 0 },
+				  { HB_PING, 4, 8 },
+				  { HB_BEAT, 5, 0 } };
+
+	coalesced(frs, 5, false);
+	coalesced(frs, 5, true);
 }
 
 static void test_coalesced_ping_data(void **state)
@@ -911,6 +1015,10 @@ int main(void)
 		cmocka_unit_test(test_ping_v4),
 		cmocka_unit_test(test_ping_v6),
 		cmocka_unit_test(test_echo),
+		cmocka_unit_test(test_beat),
+		cmocka_unit_test(test_beat_not_authed),
+		cmocka_unit_test(test_beat_daemon_dead),
+		cmocka_unit_test(test_coalesced_beats),
 		cmocka_unit_test(test_data_reaches_server),
 		cmocka_unit_test(test_echo_over_max_payload),
 		cmocka_unit_test(test_coalesced_ping_data),

@@ -131,6 +131,15 @@ int hbc_ping(struct hbc *c, void *buf, size_t cap, uint64_t ts, uint16_t *seq)
 	return n;
 }
 
+int hbc_beat(struct hbc *c, void *buf, size_t cap, uint16_t *seq)
+{
+	if (c->state != HBC_AUTHED)
+		return -ENOTCONN;
+	if (c->transport != HB_TCP)
+		return -EPROTONOSUPPORT; /* nothing would acknowledge it */
+	return emit(c, buf, cap, HB_BEAT, NULL, 0, seq);
+}
+
 int hbc_data(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t len, uint16_t *seq)
 {
 	int n;

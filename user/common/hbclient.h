@@ -120,6 +120,8 @@ int hbc_hello_to(struct hbc *c, void *buf, size_t cap, const uint8_t *secret, si
  * open session (-ENOTCONN otherwise). *seq (if not NULL) receives the frame's seq.
  */
 int hbc_ping(struct hbc *c, void *buf, size_t cap, uint64_t ts, uint16_t *seq);
+/* Builds a BEAT (TCP): a heartbeat the server answers with no frame, only TCP's ACK. */
+int hbc_beat(struct hbc *c, void *buf, size_t cap, uint16_t *seq);
 int hbc_data(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t len,
 	     uint16_t *seq);
 int hbc_echo(struct hbc *c, void *buf, size_t cap, const void *payload, uint16_t len,

@@ -164,6 +164,7 @@ const char *hb_type_str(uint8_t type)
 		[HB_DOWN] = "DOWN",
 		[HB_PATH_CHALLENGE] = "PATH_CHALLENGE",
 		[HB_PATH_RESPONSE] = "PATH_RESPONSE",
+		[HB_BEAT] = "BEAT",
 	};
 
 	if (type > HB_TYPE_MAX || !names[type])

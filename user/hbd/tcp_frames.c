@@ -138,6 +138,14 @@ static void handle_frame(struct hbd_worker *w, uint32_t slot, const struct hb_fr
 		HBD_STAT_ADD(w->st, pings_user, 1);
 		hbd_tcp_send(w, slot, HB_PONG, f->seq, f->payload, f->len);
 		return;
+	case HB_BEAT:
+		/* a heartbeat that wants no answer: last_seen above is all it does (before the
+		 * HELLO it is refused like any frame) */
+		HBD_STAT_ADD(w->st, frames_beat, 1);
+		if (!authed)
+			break;
+		HBD_STAT_ADD(w->st, beats_user, 1);
+		return;
 	case HB_ECHO:
 		HBD_STAT_ADD(w->st, frames_echo, 1);
 		if (!authed)

@@ -80,7 +80,7 @@ static unsigned beat_frames(const struct hbl_opts *o, uint32_t n, int ping, uint
 	unsigned k = 0;
 
 	if (ping)
-		kinds[k++] = HB_PING;
+		kinds[k++] = o->beat ? HB_BEAT : HB_PING;
 	if (o->data_every && n % o->data_every == 0)
 		kinds[k++] = HB_DATA;
 	if (o->echo_every && n % o->echo_every == 0)
@@ -95,6 +95,19 @@ static int build(struct hbl_ring *r, struct hbl_client *c, uint8_t kind, uint8_t
 	uint8_t pay[HBL_MAX_PAYLOAD];
 	int n;
 
+	if (kind == HB_BEAT) {
+		n = hbc_beat(&c->c, p, cap, NULL);
+		if (n > 0) {
+			int w = hbl_window_of(&r->sh->win, c->beat_ns);
+
+			HBL_INC(r, beats);
+			c->last_ns = c->beat_ns;
+			if (w >= 0)
+				__atomic_store_n(&r->win[w].beats, r->win[w].beats + 1,
+						 __ATOMIC_RELEASE);
+		}
+		return n;
+	}
 	if (kind == HB_PING) {
 		n = o->mqtt ? hbl_mqtt_ping(c, p, cap, c->beat_ns)
 			    : hbc_ping(&c->c, p, cap, c->beat_ns, NULL);
@@ -162,8 +175,9 @@ void hbl_beat(struct hbl_ring *r, uint32_t l, uint64_t now)
 		}
 		for (unsigned i = 0; i < nk; i++)
 			size += (unsigned)hb_frame_size((enum hb_transport)o->proto,
-							kinds[i] == HB_PING
-								? 8
+							kinds[i] == HB_PING ? 8
+							: kinds[i] == HB_BEAT
+								? 0
 								: (uint16_t)o->payload) +
 				(o->mqtt ? HBL_MQTT_OVERHEAD : 0);
 		if (tcp && id < 0 && (id = hbl_sbuf_get(&r->sb)) < 0) {

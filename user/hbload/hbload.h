@@ -127,6 +127,7 @@ struct hbl_shared {
 	X(auth_failed)		/* clients refused with ERROR(AUTH) (not retried) */               \
 	X(timeouts)		/* HELLOs without WELCOME in time */                                \
 	X(pings) X(pongs)                                                                        \
+	X(beats)		/* BEATs sent (--beat): TCP's ACK is their answer */                \
 	X(lost_closed)		/* PINGs outstanding when their session ended (part of lost) */    \
 	X(stray)		/* replies matching nothing outstanding */                          \
 	X(data_sent) X(data_acked) X(echo_sent) X(echo_ok)                                      \

@@ -118,6 +118,9 @@ static const struct hb_opt options[] = {
 	{ "force-pings", 0, NULL, "TCP: send PINGs even in sessions whose WELCOME asks for "
 	  "keepalive mode (the server's kernel probes instead; by default such a device sends "
 	  "no PINGs)", HB_OPT_FLAG, AT(force_pings) },
+	{ "beat", 0, NULL, "TCP: heartbeat with BEAT frames, which the server answers with TCP's "
+	  "ACK only (no PONG, so no rtt_us samples: the kernel's RTT is in ss -ti)", HB_OPT_FLAG,
+	  AT(beat) },
 	{ "drain", 0, "S", "wait this long for outstanding replies at the end", HB_OPT_DOUBLE,
 	  AT(drain_s), .def.d = DEF_DRAIN_S, SECONDS(0, 3600) },
 	{ "warmup", 0, "S", "leave heartbeats scheduled before setup end + S out of rtt_us (they "
@@ -225,6 +228,9 @@ int hbl_parse_args(int argc, char **argv, struct hbl_opts *o)
 		if (o->echo_every)
 			return hb_opt_error(&prog, "--echo-every: MQTT has no echo");
 	}
+	if (o->beat && (o->proto != HB_TCP || o->mqtt))
+		return hb_opt_error(&prog, "--beat applies to hbeat's TCP clients (a BEAT is "
+					   "answered by TCP's ACK)");
 	if (o->storm_at_s >= 0 && o->proto != HB_TCP)
 		return hb_opt_error(&prog, "--storm-at applies to TCP clients (a UDP session has "
 					   "no connection to drop)");

@@ -40,6 +40,7 @@ struct hbl_opts {
 	uint32_t payload; /* --payload: DATA/ECHO payload bytes */
 	uint32_t silent; /* --silent: the first N clients never heartbeat */
 	bool force_pings; /* --force-pings: PINGs even when the WELCOME asks for keepalive mode */
+	bool beat; /* --beat: TCP heartbeats are BEATs (TCP's ACK answers; no RTT samples) */
 	double drain_s; /* --drain: wait for outstanding replies at the end */
 	double warmup_s; /* --warmup: RTTs of heartbeats scheduled before setup end + S are not
 			  * recorded (<0: record all) */

@@ -18,7 +18,8 @@
  *   that had a session in keepalive mode, sending no PINGs), downs_received, downs_acked,
  *   downs_dropped (downlinks from the server, ACKed, not ACKed as the session ended first),
  *   rehellos (UDP sessions given up after --udp-rehello-after unanswered PINGs, each followed
- *   by a new HELLO; a WELCOME after one also counts in reconnects);
+ *   by a new HELLO; a WELCOME after one also counts in reconnects); beats (BEATs sent, --beat;
+ *   each window has its own beats beside pings);
  *   uring {recv_rearmed (multishot receives that ended on a live connection and were armed
  *   again), recv_nobufs, recv_cancelled (of them: no free receive buffer, a cancel not ours),
  *   cq_overflow (loop passes that found completions in the kernel's overflow list),
@@ -93,14 +94,14 @@ static int window_json(json_t *o, const struct hbl_result *res, uint32_t i)
 	const struct hbl_window_def *d = &res->def[i];
 	const struct hbl_wstats *w = &res->win[i];
 	double secs = (double)(d->to_ns - d->from_ns) / 1e9;
-	json_t *m =
-		json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:o}}", "rate", num(d->rate, 0),
-			  "hb_per_s", num(secs > 0 ? (double)w->pings / secs : 0.0, 1), "seconds",
-			  num(secs, 3), "pings", hb_json_u64(w->pings), "pongs",
-			  hb_json_u64(w->pongs), "lost",
-			  hb_json_u64(w->pings > w->pongs ? w->pings - w->pongs : 0), "rtt_us",
-			  "p50", (json_int_t)pct(w, 50), "p99", (json_int_t)pct(w, 99), "p999",
-			  (json_int_t)pct(w, 99.9), "max", hb_json_u64(w->rtt.max));
+	json_t *m = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:o}}", "rate",
+			      num(d->rate, 0), "hb_per_s",
+			      num(secs > 0 ? (double)(w->pings + w->beats) / secs : 0.0, 1),
+			      "seconds", num(secs, 3), "pings", hb_json_u64(w->pings), "beats",
+			      hb_json_u64(w->beats), "pongs", hb_json_u64(w->pongs), "lost",
+			      hb_json_u64(w->pings > w->pongs ? w->pings - w->pongs : 0), "rtt_us",
+			      "p50", (json_int_t)pct(w, 50), "p99", (json_int_t)pct(w, 99), "p999",
+			      (json_int_t)pct(w, 99.9), "max", hb_json_u64(w->rtt.max));
 	int rc = m && !json_object_update(o, m) ? 0 : -ENOMEM;
 
 	json_decref(m);
@@ -210,7 +211,8 @@ void hbl_report_json(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		    json_object_set_new(doc, "downs_received", U(t->downs_received)) ||
 		    json_object_set_new(doc, "downs_acked", U(t->downs_acked)) ||
 		    json_object_set_new(doc, "downs_dropped", U(t->downs_dropped)) ||
-		    json_object_set_new(doc, "rehellos", U(t->rehellos)))) {
+		    json_object_set_new(doc, "rehellos", U(t->rehellos)) ||
+		    json_object_set_new(doc, "beats", U(t->beats)))) {
 		json_decref(doc);
 		doc = NULL;
 	}
@@ -301,11 +303,11 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 		char name[16];
 
 		fprintf(f,
-			"  %-10s %.0f/s wanted, %.0f/s sent: %llu pings, %llu pongs; p50 %.3f ms, "
-			"p99 %.3f ms%s\n",
+			"  %-10s %.0f/s wanted, %.0f/s sent: %llu pings, %llu pongs, %llu beats; "
+			"p50 %.3f ms, p99 %.3f ms%s\n",
 			hbl_window_name(res, i, name, sizeof(name)), res->def[i].rate,
-			secs > 0 ? (double)w->pings / secs : 0.0, (ull)w->pings, (ull)w->pongs,
-			pct(w, 50) / 1e3, pct(w, 99) / 1e3,
+			secs > 0 ? (double)(w->pings + w->beats) / secs : 0.0, (ull)w->pings,
+			(ull)w->pongs, (ull)w->beats, pct(w, 50) / 1e3, pct(w, 99) / 1e3,
 			i && cfg->o.nsteps ? (step_ok(cfg, &res->def[i], w) ? " ok" : " FAILED")
 					   : "");
 	}

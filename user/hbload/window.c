@@ -8,7 +8,7 @@
 void hbl_wstats_init(struct hbl_wstats *s, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		s[i].pings = s[i].pongs = 0;
+		s[i].pings = s[i].pongs = s[i].beats = 0;
 		hb_hist_init(&s[i].rtt);
 	}
 }
@@ -18,6 +18,7 @@ void hbl_wstats_merge(struct hbl_wstats *dst, const struct hbl_wstats *src)
 	/* pongs before pings: a concurrent reader must never see more answers than questions */
 	dst->pongs += __atomic_load_n(&src->pongs, __ATOMIC_ACQUIRE);
 	dst->pings += __atomic_load_n(&src->pings, __ATOMIC_ACQUIRE);
+	dst->beats += __atomic_load_n(&src->beats, __ATOMIC_ACQUIRE);
 	hb_hist_merge(&dst->rtt, &src->rtt);
 }
 
@@ -25,7 +26,7 @@ int hbl_step_short(const struct hbl_window_def *d, const struct hbl_wstats *s)
 {
 	double secs = (double)(d->to_ns - d->from_ns) / 1e9;
 
-	return d->rate > 0 && secs > 0 && (double)s->pings < 0.9 * d->rate * secs;
+	return d->rate > 0 && secs > 0 && (double)(s->pings + s->beats) < 0.9 * d->rate * secs;
 }
 
 uint64_t hbl_wstats_percentile(const struct hbl_wstats *s, double p)

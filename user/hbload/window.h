@@ -32,6 +32,7 @@ struct hbl_windows {
 /* One ring's counts for one window; single writer (the ring). */
 struct hbl_wstats {
 	uint64_t pings, pongs;
+	uint64_t beats; /* --beat: heartbeats with no answer frame (not in pings, no RTT) */
 	struct hb_hist rtt;
 };
 
