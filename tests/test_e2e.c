@@ -186,11 +186,8 @@ fail:
 /* Runs hbload for one transport in the client namespace; while it runs, dumps the pinned map
  * that holds that transport's devices with bpftool into MAP.dump.
  */
-static void run_load(const char *proto, const char *map)
+static void run_load_as(const char *proto, const char *map, const char *extra, const char *out)
 {
-	char out[32];
-
-	snprintf(out, sizeof(out), "%s.json", proto);
 	pid_t pid = fork();
 	HT_GE(pid, 0, "fork for hbload --proto %s", proto);
 	if (pid == 0) {
@@ -201,9 +198,9 @@ static void run_load(const char *proto, const char *map)
 			"timeout --kill-after=5 %d nsenter --net=/run/netns/%s %s/hbload --server 10.77.0.1 --port %d "
 			"--clients %d --proto %s --interval 1 --duration %d --keys %s/keys "
 			"--source 10.77.1.1-10.77.1.4 --data-every 3 --echo-every 4 --silent %d "
-			"--json > %s/%s",
+			"%s --json > %s/%s",
 			DURATION + 60, E.cli_ns, E.build, PORT, CLIENTS, proto, DURATION, E.dir,
-			SILENT, E.dir, out);
+			SILENT, extra, E.dir, out);
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
@@ -216,6 +213,14 @@ static void run_load(const char *proto, const char *map)
 		proto, status, E.dir, out);
 	HT_EQ(WEXITSTATUS(status), 0, "exit code of hbload --proto %s (summary in %s/%s)", proto,
 	      E.dir, out);
+}
+
+static void run_load(const char *proto, const char *map)
+{
+	char out[32];
+
+	snprintf(out, sizeof(out), "%s.json", proto);
+	run_load_as(proto, map, "", out);
 }
 
 static void check_run(const char *proto)
@@ -285,6 +290,43 @@ static void test_tcp(void **state)
 	/* the silent devices were expired by the daemon and told so */
 	HT_EQ(jnum("tcp.json", ".expired"), SILENT,
 	      "TCP devices expired by the daemon (.expired in %s/tcp.json)", E.dir);
+}
+
+/* The same TCP devices heartbeating with BEATs: the verdict takes every one (no answer frame,
+ * nothing for hbd), hbd's expiry reads the stamps they leave and expires only the silent
+ * devices, and DATA and ECHO between the BEATs are served as ever. */
+static void test_tcp_beat(void **state)
+{
+	long long beats, k0, k1;
+
+	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl stats --json --pin-path %s > "
+		     "%s/stats-before-beat.json",
+		     E.srv_ns, E.build, E.pin, E.dir),
+	      0, "hbctl stats --json before the BEAT run");
+	run_load_as("tcp", "conns", "--beat", "tcp-beat.json");
+	sleep(2); /* the silent devices' timeout (1.5 s) and a wheel tick */
+	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl stats --json --pin-path %s > "
+		     "%s/stats-beat.json",
+		     E.srv_ns, E.build, E.pin, E.dir),
+	      0, "hbctl stats --json after the BEAT run");
+	beats = jnum("tcp-beat.json", ".beats");
+	HT_EQ(jnum("tcp-beat.json", ".connected"), CLIENTS, ".connected in tcp-beat.json");
+	HT_EQ(jnum("tcp-beat.json", ".pings"), 0, "PINGs sent with --beat");
+	HT_GT(beats, (CLIENTS - SILENT) * DURATION / 2, "BEATs of the %d talking devices in %d s",
+	      CLIENTS - SILENT, DURATION);
+	k0 = jnum("stats-before-beat.json", ".kernel.sk_beat");
+	k1 = jnum("stats-beat.json", ".kernel.sk_beat");
+	HT_EQ(k1 - k0, beats, "BEATs the verdict took against hbload's BEATs");
+	HT_EQ(jnum("stats-beat.json", ".user.beats_user"), 0, "BEATs that reached hbd");
+	HT_EQ(jnum("tcp-beat.json", ".expired"), SILENT, "devices expired in the BEAT run");
+	HT_EQ(jnum("stats-beat.json", ".user.expired_tcp") -
+		      jnum("stats-before-beat.json", ".user.expired_tcp"),
+	      SILENT, "TCP devices hbd expired in the BEAT run");
+	HT_GT(jnum("tcp-beat.json", ".data_sent"), 0, "DATA frames between the BEATs");
+	HT_EQ(jnum("tcp-beat.json", ".data_acked"), jnum("tcp-beat.json", ".data_sent"),
+	      "DATA ACKed against DATA sent between BEATs");
+	HT_EQ(jnum("tcp-beat.json", ".echo_ok"), jnum("tcp-beat.json", ".echo_sent"),
+	      "ECHOs answered against ECHOs sent between BEATs");
 }
 
 static void test_udp(void **state)
@@ -502,6 +544,7 @@ int main(void)
 		cmocka_unit_test(test_tcp),
 		cmocka_unit_test(test_udp),
 		cmocka_unit_test(test_stats_and_sink),
+		cmocka_unit_test(test_tcp_beat),
 		cmocka_unit_test(test_device_tcp),
 		cmocka_unit_test(test_device_udp),
 		cmocka_unit_test(test_drain),

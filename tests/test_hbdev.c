@@ -40,8 +40,8 @@ static int group_teardown(void **state)
 	return rc;
 }
 
-static struct hbdev *open_dev(uint16_t port, uint64_t id, enum hb_transport t,
-			      const struct hbc_backoff *bo)
+static struct hbdev *open_dev_beat(uint16_t port, uint64_t id, enum hb_transport t,
+				   const struct hbc_backoff *bo, bool beat)
 {
 	uint8_t secret[HB_SECRET_MAX];
 	struct hbdev_config cfg = {
@@ -53,6 +53,7 @@ static struct hbdev *open_dev(uint16_t port, uint64_t id, enum hb_transport t,
 		.secret_len = (size_t)ht_secret(id, secret),
 		.io_timeout_ms = (uint32_t)HT_IO_MS,
 		.data_retry_ms = 200,
+		.beat = beat,
 	};
 	struct hbdev *d = NULL;
 
@@ -60,6 +61,12 @@ static struct hbdev *open_dev(uint16_t port, uint64_t id, enum hb_transport t,
 		cfg.backoff = *bo;
 	HT_EQ(hbdev_open(&d, &cfg), 0, "hbdev_open of device %llu", (unsigned long long)id);
 	return d;
+}
+
+static struct hbdev *open_dev(uint16_t port, uint64_t id, enum hb_transport t,
+			      const struct hbc_backoff *bo)
+{
+	return open_dev_beat(port, id, t, bo, false);
 }
 
 /* Polls until an event of type arrives (others are passed over); fails after ms. */
@@ -173,6 +180,41 @@ static void refused_hello_backs_off(void **state)
 	/* configuration errors are caught before any I/O */
 	cfg.secret_len = 3;
 	HT_EQ(hbdev_open(&d, &cfg), -EINVAL, "hbdev_open with a 3-byte secret");
+}
+
+/* Beat mode: BEATs keep the session alive through many of the server's timeouts with no frame
+ * coming back; the RTT is the kernel's; DATA still works. */
+static void beat_session(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--interval", "0.2", NULL };
+	struct ht_daemon a;
+	struct hbdev *d;
+	struct hbdev_ev ev;
+	uint32_t rtt = 0;
+	int events = 0;
+	uint64_t end;
+
+	(void)state;
+	HT_EQ(ht_start(&a, args), 0, "hbd with --interval 0.2 started");
+	d = open_dev_beat(a.port, 6, HB_TCP, NULL, true);
+	HT_EQ(hbdev_connect(d), 0, "hbdev_connect of device 6 in beat mode");
+	/* 1.5 s: five of the server's 300 ms timeouts; an expiry would be a DISCONNECTED */
+	for (end = ht_now_ms() + 1500; ht_now_ms() < end;)
+		if (hbdev_poll(d, (int)(end - ht_now_ms()), &ev) == 1) {
+			fprintf(stderr, "event %d code %u in beat mode\n", ev.type, ev.code);
+			events++;
+		}
+	HT_EQ(events, 0, "events in 1.5 s of beat mode (no PONG, no expiry)");
+	HT_TRUE(hbdev_connected(d), "still connected after 1.5 s of BEATs");
+	HT_EQ(hbdev_rtt_us(d, &rtt), 0, "the kernel's RTT of the connection");
+	HT_GT(rtt, 0, "RTT in beat mode");
+	HT_EQ(hbdev_send(d, "beat", 4, HT_IO_MS), 0, "DATA in beat mode sent and ACKed");
+	hbdev_close(d);
+	HT_EQ(ht_stop(&a), 0, "exit code of hbd after SIGTERM");
+	HT_GE(ht_exit_stat(&a, "beats_user"), 6, "BEATs hbd took (80-100%% of 0.2 s apart)");
+	HT_EQ(ht_exit_stat(&a, "pings_user"), 0, "PINGs hbd answered (none in beat mode)");
+	HT_EQ(ht_exit_stat(&a, "expired_tcp"), 0, "devices hbd expired");
+	ht_cleanup(&a);
 }
 
 static void reconnects_after_restart(void **state)
@@ -292,6 +334,7 @@ int main(void)
 	};
 	const struct CMUnitTest own[] = {
 		cmocka_unit_test_teardown(reconnects_after_restart, ht_reap),
+		cmocka_unit_test_teardown(beat_session, ht_reap),
 	};
 	int rc;
 

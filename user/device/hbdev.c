@@ -48,6 +48,7 @@ struct hbdev {
 	uint64_t next_ping_ms, last_rx_ms, retry_at_ms; /* CLOCK_MONOTONIC */
 	unsigned session; /* bumped at every WELCOME */
 	bool keepalive; /* this session is in keepalive mode and the socket has the options */
+	bool beat; /* this session heartbeats with BEATs and the socket has the user timeout */
 	size_t rxlen; /* TCP: bytes of the stream buffered in rx */
 	uint8_t rx[2 * HB_MAX_FRAME];
 	uint8_t tx[HB_MAX_FRAME];
@@ -330,6 +331,18 @@ static int set_keepalive(struct hbdev *d)
 	return 0;
 }
 
+/* Beat mode: the server's kernel ACKs each BEAT; a BEAT unacknowledged for the server's
+ * timeout ends the connection (TCP_USER_TIMEOUT), which poll() then reports. 0 or -errno (the
+ * session then heartbeats with PINGs). */
+static int set_beat(struct hbdev *d)
+{
+	int uto = (int)d->c.timeout_ms;
+
+	if (setsockopt(d->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto)))
+		return -errno;
+	return 0;
+}
+
 int hbdev_rtt_us(const struct hbdev *d, uint32_t *rtt_us)
 {
 	struct tcp_info ti;
@@ -361,6 +374,7 @@ int hbdev_connect(struct hbdev *d)
 		close(d->fd);
 	d->rxlen = 0;
 	d->keepalive = false;
+	d->beat = false;
 	hbc_reset(&d->c);
 	d->fd = socket(d->addr.ss_family,
 		       (d->cfg.transport == HB_TCP ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
@@ -397,6 +411,8 @@ int hbdev_connect(struct hbdev *d)
 				d->session++;
 				d->last_rx_ms = now;
 				d->keepalive = hbc_keepalive(&d->c) && !set_keepalive(d);
+				d->beat = !d->keepalive && d->cfg.beat &&
+					  d->cfg.transport == HB_TCP && !set_beat(d);
 				schedule_ping(d, now);
 				return 0;
 			}
@@ -466,14 +482,17 @@ static int step(struct hbdev *d, uint64_t until_ms, bool queue_downlinks, struct
 		return handle(d, &f, queue_downlinks, ev);
 	}
 	if (!d->keepalive && now >= d->next_ping_ms) {
-		n = hbc_ping(&d->c, d->tx, sizeof(d->tx), mono_ns(), NULL);
+		n = d->beat ? hbc_beat(&d->c, d->tx, sizeof(d->tx), NULL)
+			    : hbc_ping(&d->c, d->tx, sizeof(d->tx), mono_ns(), NULL);
 		if (n < 0 || send_all(d, d->tx, (size_t)n))
 			goto lost;
 		schedule_ping(d, now);
 	}
-	/* the server answers every heartbeat: silence past its own timeout means it is gone (in
-	 * keepalive mode silence is normal, and the kernel reports a dead server as an error) */
-	if (!d->keepalive && now > d->last_rx_ms + d->c.timeout_ms + d->cfg.io_timeout_ms)
+	/* the server answers every PING: silence past its own timeout means it is gone (in
+	 * keepalive and beat modes silence is normal, and the kernel reports a dead server as an
+	 * error) */
+	if (!d->keepalive && !d->beat &&
+	    now > d->last_rx_ms + d->c.timeout_ms + d->cfg.io_timeout_ms)
 		goto lost;
 	wake = !d->keepalive && d->next_ping_ms < until_ms ? d->next_ping_ms : until_ms;
 	p = (struct pollfd){ .fd = d->fd, .events = POLLIN };

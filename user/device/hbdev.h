@@ -15,6 +15,7 @@
 #ifndef HB_HBDEV_H
 #define HB_HBDEV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,11 @@ struct hbdev_config {
 	/* UDP: protocol version 2 (every frame under a session key, docs/PROTOCOL.md) unless
 	 * this is 1, for a server older than version 2; zero: 2 */
 	uint8_t udp_version;
+	/* TCP: heartbeat with BEAT frames, which the server answers with TCP's ACK alone (no
+	 * PONG: cheaper for both sides). The socket gets TCP_USER_TIMEOUT = the server's timeout,
+	 * so a server that stops acknowledging ends the session; RTT is hbdev_rtt_us(). A server
+	 * without BEAT support closes the session with ERROR(MALFORMED): use PINGs there. */
+	bool beat;
 };
 
 enum hbdev_event {
@@ -46,7 +52,7 @@ enum hbdev_event {
 	HBDEV_EV_AUTH_FAILED, /* the server refused our HELLO (unknown, revoked, clock): retried
 			       * with backoff like any failed attempt */
 	HBDEV_EV_DOWNLINK, /* a message from the application: payload, len (already ACKed) */
-	HBDEV_EV_PONG, /* a heartbeat came back: rtt_ns (none in keepalive mode) */
+	HBDEV_EV_PONG, /* a heartbeat came back: rtt_ns (none in keepalive and beat modes) */
 };
 
 #define HBDEV_CODE_ERROR 0x100
