@@ -31,7 +31,7 @@ q() { jq -r "$1" "$R"; }
 # a figure, or n/a where the run has none
 v() { jq -r "(try ($1) catch null) as \$x | if \$x == null then \"n/a\" else \$x end" "$R"; }
 
-modes=$(q '.hbeat | ["user", "user-loaded", "kernel", "keepalive", "mqtt-user", "mqtt-kernel"] as $o
+modes=$(q '.hbeat | ["user", "user-loaded", "kernel", "beat", "user-beat", "keepalive", "mqtt-user", "mqtt-kernel"] as $o
 	| ([$o[] as $m | select(has($m)) | $m] + (keys - $o)) | join(" ")')
 has_mq=$(q 'if .mosquitto then 1 else 0 end')
 
@@ -72,6 +72,8 @@ for m in $modes; do
 	user-loaded) label="hbeat user (hbctl load --tcp user)" ;;
 	kernel) label="hbeat kernel (hbctl load --tcp kernel, default)" ;;
 	keepalive) label="hbeat keepalive (hbctl load --tcp keepalive)" ;;
+	beat) label="hbeat BEAT frames, the verdict takes them (hbctl load --tcp kernel; hbload --beat)" ;;
+	user-beat) label="hbeat BEAT frames, hbd takes them (hbd --no-offload; hbload --beat)" ;;
 	mqtt-user) label="hbd as MQTT endpoint, hbd answers (--no-offload --mqtt-port)" ;;
 	mqtt-kernel) label="hbd as MQTT endpoint, the verdict answers (hbctl load --tcp kernel --mqtt-port)" ;;
 	*) label="hbeat $m ($(q ".hbeat[\"$m\"] | \"\(.mode), hbd \(.hbd_args)\""))" ;;
@@ -129,6 +131,7 @@ cat <<EOF
 | target | this run | met |
 |---|---|---|
 | default TCP mode (\`--tcp kernel\`): ≥ 1.5× less server CPU per heartbeat than Mosquitto | $(v '.hbeat.kernel.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge kernel 1.5) |
+| the default TCP mode (\`--tcp kernel\`) with devices that heartbeat with BEAT frames (answered by TCP's ACK, no PONG): ≥ 1.5× | $(v '.hbeat.beat.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge beat 1.5) |
 | keepalive mode: ≥ 3× less server CPU per liveness check than Mosquitto per heartbeat | $(v '.hbeat.keepalive.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge keepalive 3) |
 | (for comparison) hbd answering in userspace | $(v '.hbeat.user.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(jq -r '.hbeat.user.mosquitto_over_this.cpu_median // "n/a"' "$R")× |
 
@@ -145,8 +148,12 @@ $(q '.hbeat.keepalive.kind // empty | if . == "app" then "**Keepalive mode was m
   receive, the answer's send and the ACKs. What differs is what is added on top: Mosquitto's
   and hbd's userspace loop (a wakeup, a receive and a send syscall or io_uring completion per
   heartbeat), or on the sockmap path the verdict and a kworker work item that sends each PONG
-  with \`tcp_sendmsg\` (the verdict cannot send from softirq). Keepalive mode has no
-  application frame at all: per check, the server's probe and the device kernel's ACK.
+  with \`tcp_sendmsg\` (the verdict cannot send from softirq). A BEAT has no answer frame:
+  the server's TCP ACKs it as it arrives (its receive path sends the ACK at once, as the
+  connection is quiet for longer than its RTO between two BEATs) and the verdict, or hbd,
+  records it; there is no PONG to send, so no kworker, no send syscall and no PONG to receive
+  on the client. Keepalive mode has no application frame at all: per check, the server's
+  probe and the device kernel's ACK.
 - A figure from a window in which the noise table shows other work, or in which not every
   heartbeat was answered, is not a measurement of the server: compare rounds, not single runs.
 
@@ -172,6 +179,13 @@ $(q '.hbeat.keepalive.kind // empty | if . == "app" then "**Keepalive mode was m
   Keepalive mode has no application answer: its RTT column is the client kernel's smoothed RTT
   of each connection (\`ss -ti\` at the window's end; p50/p99 over connections), which probe
   ACKs do not necessarily refresh, so it is not comparable to the others' per-heartbeat RTT.
+  The beat modes (\`hbload --beat\`: a BEAT instead of each PING) have no answer frame either:
+  their RTT column is the same \`ss\` figure, which each BEAT's ACK refreshes (an average
+  with 1/8 weight per sample, so it is still close to the setup's RTTs after few samples).
+  A BEAT counts as answered when the server took it: *all answered* there means every
+  connection stayed up, none expired, and the server's count of BEATs it took (the verdict's
+  \`sk_beat\` from \`hbctl stats\`, hbd's \`beats_user\`) reached the client's count of
+  BEATs sent.
 - **Setup and slack**: every client connects at $(q '.connect_rate // "n/a"') connections a second (Mosquitto
   2.0 listens with a backlog of 100; an unpaced burst of 18,000 connects is partly dropped and
   retried). A server drops a device after $(q '.slack_intervals // "n/a"') intervals of silence (hbd
