@@ -584,7 +584,8 @@ static int presence_counters(const struct ht_daemon *d, unsigned long long *writ
 	while (fp && fgets(line, sizeof(line), fp)) {
 		const char *p = strstr(line, "fleet: presence writes ");
 
-		if (p && sscanf(p, "fleet: presence writes %llu (failed %llu)", written, failed) == 2)
+		if (p &&
+		    sscanf(p, "fleet: presence writes %llu (failed %llu)", written, failed) == 2)
 			found = 0;
 	}
 	if (fp)
