@@ -120,7 +120,8 @@ report() {
 	  | $meta[0] + {
 	   setup: (burst($m.start; $m.storm; $n) + {hbload_setup_s: $h[0].setup_s, connected: $h[0].connected}),
 	   storm: (burst($m.storm; $m.storm_quiet; 2 * $n)
-	      + {note: "target = every device offline and online again (2N writes); target_s: from the drop",
+	      | . + {all_online_s: (if ($a[0].by_state.online // 0) == $n then .last_write_s else null end),
+	         note: "from the drop; target = every device offline and online again (2N writes; an offline the reconnect overtook is not written); all_online_s: the last write of the storm, when the read after it found every device online",
 	         hbload: $h[0].storm, presence: $a[0]}),
 	   catch_up: (burst($m.nats_start; $m.catchup_quiet; $n)
 	      + {note: "from the start of nats-server (its JetStream recovery and hbd'"'"'s reconnection are inside); target = N offline writes",
@@ -265,9 +266,9 @@ SAMPLER_PID=$!
 mkfifo "$OUT/events.fifo"
 (while read -r _ ev; do mark "$ev"; done < "$OUT/events.fifo") &
 EVREADER_PID=$!
-# hbload's run: setup, SETTLE s, the storm, then long enough for the storm, a quiet bucket, a
-# read of it and NATS's stop (below); at its end every device closes
-DUR=$((SETTLE + WINDOW + 60 + N / 2500))
+# hbload's run: setup, SETTLE s, the storm, then until this script ends it with SIGTERM (after
+# NATS's stop, below: every device closes); DUR only bounds it
+DUR=$((SETTLE + WINDOW + 300 + N / 1000))
 mark start
 nsenter --net="/run/netns/$CLI_NS" "$BUILD/hbload" --server "$SRV_ADDR" --port $PORT \
 	--clients "$N" --proto tcp --interval 30 --duration $DUR --storm-at "$SETTLE" \
@@ -298,18 +299,24 @@ log "after the storm: $(jq -c . "$OUT/presence-after-storm.json")"
 
 # the catch-up: NATS away while every device leaves
 if ! kill -0 "$HBL_PID" 2> /dev/null; then
-	echo "fleet-storm: hbload ended before the NATS stop (duration too short)" >&2
+	echo "fleet-storm: hbload ended before the NATS stop (its --duration bound was too short)" >&2
 	exit 1
 fi
-log "stopping NATS; the devices leave when hbload's run ends"
+log "stopping NATS, then hbload (every device leaves)"
 stop_pid "$NATS_PID" 10
 NATS_PID=
 mark nats_stopped
+sleep 2 # hbd has noticed (its NATS pings: 1 s)
 rc=0
+# hbload ends its run (BYE, close), prints its summary; killed if not gone in 120 s
+kill -TERM "$HBL_PID"
+for _ in $(seq 1200); do kill -0 "$HBL_PID" 2> /dev/null || break; sleep 0.1; done
+kill -KILL "$HBL_PID" 2> /dev/null || true
 wait "$HBL_PID" || rc=$?
 HBL_PID=
 mark hbload_ended
-[ "$rc" -eq 0 ] || { tail "$OUT/hbload.log" >&2; echo "fleet-storm: hbload failed ($rc)" >&2; exit 1; }
+[ "$rc" -eq 0 ] || log "hbload exited with $rc (its summary: $OUT/hbload.json); going on with the catch-up"
+jq -e . "$OUT/hbload.json" > /dev/null 2>&1 || echo '{}' > "$OUT/hbload.json"
 # hbd has seen every close once the server namespace holds no established connection
 for _ in $(seq 600); do
 	n=$(in_srv ss -Htn state established "( sport = :$PORT )" | wc -l)
@@ -342,5 +349,5 @@ mv "$OUT/meta.json.new" "$OUT/meta.json"
 report
 cleanup
 trap - EXIT
-log "$(jq -c '{setup: .setup | {writes, peak_per_s_1s, mean_per_s}, storm: .storm | {writes, peak_per_s_1s, mean_per_s, target_s}, catch_up: .catch_up | {writes, peak_per_s_1s, mean_per_s, target_s}}' "$OUT/result.json")"
+log "$(jq -c '{setup: .setup | {writes, peak_per_s_1s, mean_per_s}, storm: .storm | {writes, peak_per_s_1s, mean_per_s, all_online_s}, catch_up: .catch_up | {writes, peak_per_s_1s, mean_per_s, target_s}}' "$OUT/result.json")"
 log "done: $OUT/result.json"
