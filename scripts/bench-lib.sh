@@ -10,8 +10,8 @@
 # moved to the server. Per-task run times (/proc/PID/task/TID/schedstat) are recorded too, to
 # see who used the CPU.
 
-# Called with: SRV_IF, CLI_IF set; HBD_PID, HBL_PID set when those run; XDP_ID the server's
-# XDP program when loaded; SAMPLES the output.
+# Called with: SRV_IF, CLI_IF set; HBD_PID, HBL_PID (and NATS_PID with bench.sh --nats) set
+# when those run; XDP_ID the server's XDP program when loaded; SAMPLES the output.
 
 # One JSON line: the event, the time, /proc/stat per CPU, CPU ns per task group, slab and hbd
 # memory, the server namespace's keepalive probes. Runs in ~20 ms (a walk over every thread's schedstat).
@@ -27,6 +27,8 @@ bench_snapshot() {
 			grp=hbd
 		elif [ "$tgid" = "${HBL_PID:-x}" ]; then
 			grp=hbload
+		elif [ "$tgid" = "${NATS_PID:-x}" ]; then
+			grp=nats # bench.sh --nats: fleet mode's NATS server, part of the server
 		else
 			case $comm in
 			"napi/$SRV_IF-"*) grp=napi_srv ;;

@@ -19,6 +19,9 @@
 # exit, also when interrupted. Needs root; on a shared machine run it under the machine lock.
 # HB_BENCH_NS_PREFIX (default hbsb) names the namespaces (PREFIX-srv, PREFIX-cli) and
 # HB_BENCH_PIN (default /sys/fs/bpf/hbeat-scale-bench) the pins, for a run beside another.
+# --nats: fleet mode on (docs/FLEET.md): each phase also gets a fresh nats-server with
+# JetStream on 127.0.0.1 of the server namespace, pinned with the server, and hbd runs with
+# --nats; nothing changes without it (scripts/fleet-ab.sh runs the phases both ways).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench-lib.sh
@@ -46,6 +49,8 @@ PORT=7650
 PIN=${HB_BENCH_PIN:-/sys/fs/bpf/hbeat-scale-bench}
 SRV_CPU=1 CLI_CPU=0
 FLOOR_S=10 # cyclictest before the phases
+FLEET=0 # --nats: a nats-server per phase and hbd --nats
+NATS_PORT=7660 NATS_MON=8660 # on 127.0.0.1 of the server namespace
 
 usage() {
 	cat <<EOF
@@ -67,6 +72,8 @@ usage: scripts/bench.sh [options]
                        pinned, its veth's receive path by RPS), the client on CPU $CLI_CPU;
                        none: nothing pinned (default $PLACEMENT)
   --phases LIST        subset of $PHASES
+  --nats               fleet mode: a nats-server (JetStream) per phase in the server
+                       namespace, pinned with the server; hbd --nats (default off)
 EOF
 }
 
@@ -87,6 +94,7 @@ while [ $# -gt 0 ]; do
 	--ka-drop-wait) KA_DROP_WAIT=$2; shift ;;
 	--placement) PLACEMENT=$2; shift ;;
 	--phases) PHASES=$2; shift ;;
+	--nats) FLEET=1 ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "bench: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -104,13 +112,17 @@ fi
 for b in hbd hbload hbctl bpf/xdp_pass.bpf.o; do
 	[ -e "$BUILD/$b" ] || { echo "bench: $BUILD/$b missing: run make (or make bench)" >&2; exit 1; }
 done
+if [ "$FLEET" = 1 ] && ! command -v nats-server > /dev/null; then
+	echo "bench: --nats needs nats-server (scripts/deps.sh installs it)" >&2
+	exit 1
+fi
 if [ -e "$PIN" ]; then
 	echo "bench: $PIN exists: another benchmark is running or one was killed (hbctl unload --pin-path $PIN)" >&2
 	exit 1
 fi
 
 eval "$(scripts/netns.sh env $NAME)"
-HBD_PID= HBL_PID= SAMPLER_PID= EVENTS_PID= TUNED=0 NETNS=0 DROP_ON=0
+HBD_PID= HBL_PID= SAMPLER_PID= EVENTS_PID= NATS_PID= NATS_DIR= TUNED=0 NETNS=0 DROP_ON=0
 cleanup() {
 	set +e
 	local p
@@ -119,6 +131,7 @@ cleanup() {
 	done
 	drop_source off
 	stop_hbd
+	stop_nats
 	pin_timers off
 	ka_path off
 	[ -d "$PIN" ] && in_srv "$BUILD/hbctl" unload --dev "$SRV_IF" --pin-path "$PIN" >/dev/null 2>&1
@@ -143,6 +156,7 @@ placement_hook() { # EVENT ARGS...
 }
 place_split() {
 	taskset -a -pc $SRV_CPU "$HBD_PID" > /dev/null
+	[ -z "$NATS_PID" ] || taskset -a -pc $SRV_CPU "$NATS_PID" > /dev/null
 	taskset -a -pc $CLI_CPU "$HBL_PID" > /dev/null
 	bench_rps "$SRV_NS" "$SRV_IF" $((1 << SRV_CPU))
 	bench_rps "$CLI_NS" "$CLI_IF" $((1 << CLI_CPU))
@@ -150,6 +164,7 @@ place_split() {
 place_none() {
 	[ -z "$HBD_PID" ] || taskset -a -pc 0-1 "$HBD_PID" > /dev/null
 	[ -z "$HBL_PID" ] || taskset -a -pc 0-1 "$HBL_PID" > /dev/null
+	[ -z "$NATS_PID" ] || taskset -a -pc 0-1 "$NATS_PID" > /dev/null
 	bench_rps "$SRV_NS" "$SRV_IF" 0
 	bench_rps "$CLI_NS" "$CLI_IF" 0
 }
@@ -166,6 +181,43 @@ stop_hbd() {
 	HBD_PID=
 }
 
+# --nats: a fresh nats-server with JetStream for the phase, on 127.0.0.1 of the server
+# namespace (its store under DIR, removed by stop_nats); ended by its PID.
+start_nats() { # DIR
+	NATS_DIR=$1/nats-store
+	rm -rf "$NATS_DIR"
+	# nsenter itself, not in_srv: a backgrounded function is a subshell, whose PID is not
+	# the server's
+	nsenter --net="/run/netns/$SRV_NS" nats-server -a 127.0.0.1 -p $NATS_PORT -m $NATS_MON \
+		-js -sd "$NATS_DIR" > "$1/nats.log" 2>&1 &
+	NATS_PID=$!
+	for _ in $(seq 100); do
+		in_srv curl -sf "http://127.0.0.1:$NATS_MON/healthz?js-enabled-only=true" > /dev/null 2>&1 && return 0
+		kill -0 "$NATS_PID" 2> /dev/null || break
+		sleep 0.1
+	done
+	cat "$1/nats.log" >&2
+	echo "bench: nats-server did not start" >&2
+	return 1
+}
+stop_nats() {
+	if [ -n "$NATS_PID" ]; then
+		kill -TERM "$NATS_PID" 2> /dev/null
+		for _ in $(seq 100); do kill -0 "$NATS_PID" 2> /dev/null || break; sleep 0.1; done
+		kill -KILL "$NATS_PID" 2> /dev/null || true
+		wait "$NATS_PID" 2> /dev/null || true
+		NATS_PID=
+	fi
+	[ -z "$NATS_DIR" ] || rm -rf "$NATS_DIR"
+	NATS_DIR=
+}
+# --nats: what the bucket and the node say at the end of a phase (DIR/fleet-status.json): that
+# fleet mode was on and wrote presence (presence_rev, the node's devices)
+fleet_status() { # DIR
+	in_srv "$BUILD/hbctl" fleet --nats "nats://127.0.0.1:$NATS_PORT" status --json \
+		> "$1/fleet-status.json" 2> "$1/fleet-status.log" || true
+}
+
 # hbd as deployed, but for the per-source connection limit and the accept rate: 16 client
 # addresses stand for 500k devices (each has its own address in the field), and hbload
 # connects as fast as it can
@@ -173,6 +225,7 @@ start_hbd() { # DIR MODE
 	local dir=$1 mode=$2 args=()
 	[ "$mode" = user ] && args+=(--no-offload)
 	[ "$mode" = keepalive ] && args+=(--keepalive-probes "$KA_PROBES" --control "$dir/hbd.sock")
+	[ "$FLEET" = 1 ] && args+=(--nats "nats://127.0.0.1:$NATS_PORT" --nats-node "bench-$(basename "$dir")")
 	nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbd" --port $PORT \
 		--keys "$OUT/keys" --sink "$dir/sink.jsonl" --pin-path "$PIN" --interval $INTERVAL \
 		--max-clients $((CLIENTS + CLIENTS / 10 + 100)) --max-per-source 0 --accept-rate 0 \
@@ -180,7 +233,9 @@ start_hbd() { # DIR MODE
 		> "$dir/hbd-stats.json" 2> "$dir/hbd.log" &
 	HBD_PID=$!
 	for _ in $(seq 300); do
-		grep -q 'ready:' "$dir/hbd.log" && return 0
+		# --nats: also the stream and buckets, so presence is written from the first client on
+		grep -q 'ready:' "$dir/hbd.log" && { [ "$FLEET" = 0 ] || grep -q 'fleet: .* ready' "$dir/hbd.log"; } &&
+			return 0
 		kill -0 "$HBD_PID" 2>/dev/null || break
 		sleep 0.1
 	done
@@ -340,6 +395,7 @@ run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
 		XDP_ID=$(bench_xdp_id "$SRV_NS" "$SRV_IF")
 	fi
 	[ "$mode" = keepalive ] && pin_timers on && ka_path on
+	[ "$FLEET" = 1 ] && start_nats "$dir"
 	start_hbd "$dir" "$mode"
 	sleep 2
 	bench_snapshot hbd_ready
@@ -388,7 +444,9 @@ run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
 		return 1
 	fi
 	[ "$mode" != user ] && in_srv "$BUILD/hbctl" stats --json --pin-path "$PIN" > "$dir/hbctl-stats.json"
+	[ "$FLEET" = 1 ] && fleet_status "$dir"
 	stop_hbd
+	stop_nats
 	if [ "$mode" != user ]; then
 		in_srv "$BUILD/hbctl" unload --dev "$SRV_IF" --pin-path "$PIN" > /dev/null
 	fi

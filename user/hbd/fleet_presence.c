@@ -27,6 +27,7 @@
 #include "worker.h"
 
 #define SWEEP_MAX 65536 /* entries one sweep writes */
+#define CATCH_UP_CHUNK 4096 /* writes one catch-up prepares under the lock at a time */
 
 int fleet_presence_json(char *buf, size_t cap, const char *node, bool udp, const char *state,
 			uint64_t since_ms, const char *addr)
@@ -74,13 +75,15 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 }
 
 /* Under the lock: the write of h's state, counted as pending. false if there is none to make
- * (not ready: the catch-up writes it). */
+ * (not ready, or NATS away: the catch-up writes it once NATS is back; a publish made now would
+ * only fill libnats' reconnect buffer, fail once it is full and be made again and again). */
 static bool prepare(struct hbd_fleet *f, uint64_t device, struct fleet_held *h,
 		    struct pres_write *pw)
 {
 	const char *state = h->gone ? hbd_ev_kind_str((enum hbd_ev_kind)h->end_kind) : "online";
 
-	if (!__atomic_load_n(&f->ready, __ATOMIC_ACQUIRE)) {
+	if (!__atomic_load_n(&f->ready, __ATOMIC_ACQUIRE) ||
+	    !__atomic_load_n(&f->connected, __ATOMIC_ACQUIRE)) {
 		h->dirty = 1;
 		return false;
 	}
@@ -360,38 +363,53 @@ static void compare_table(struct hbd_fleet *f)
 	pthread_mutex_unlock(&f->lock);
 }
 
+/* Writes again what is marked dirty, CATCH_UP_CHUNK entries at a time: each chunk is
+ * prepared under the lock and published after it, so the acknowledgements (which take the lock)
+ * go on meanwhile and the memory is bounded however many devices the node holds. The walk
+ * resumes at its position in the table after each chunk; an entry the table moved meanwhile (a
+ * deletion's backward shift, a growth) may be missed by this pass and is written by the next
+ * one (every CATCH_UP_EVERY_MS). While NATS is away nothing is written (prepare). */
 void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 {
-	struct pres_write *pw;
-	uint64_t key, *cuts = NULL;
-	size_t pos = 0, n = 0, ncut = 0, cap;
-	struct fleet_held *h;
+	struct pres_write *pw = malloc(CATCH_UP_CHUNK * sizeof(*pw));
+	uint64_t key, *cuts = malloc(CATCH_UP_CHUNK * sizeof(*cuts));
+	size_t pos = 0;
+	bool more = true;
 
-	if (with_table)
+	if (pw && cuts && with_table)
 		compare_table(f);
-	pthread_mutex_lock(&f->lock);
-	cap = f->held.count + 1;
-	pw = malloc(cap * sizeof(*pw));
-	cuts = malloc(cap * sizeof(*cuts));
-	while (pw && cuts && (h = fleet_map_next(&f->held, &pos, &key))) {
-		struct fleet_seen *s = fleet_map_get(&f->seen, key);
+	while (pw && cuts && more && __atomic_load_n(&f->connected, __ATOMIC_ACQUIRE)) {
+		size_t n = 0, ncut = 0;
+		struct fleet_held *h;
 
-		if (!h->dirty || h->npend)
-			continue;
-		/* our online never made it, and the device is online elsewhere: that one stands */
-		if (!h->gone && !h->rev && s && s->online && s->node != f->me) {
-			cuts[ncut++] = h->loc;
-			h->dirty = 0;
-			continue;
+		pthread_mutex_lock(&f->lock);
+		while (n < CATCH_UP_CHUNK && ncut < CATCH_UP_CHUNK) {
+			struct fleet_seen *s;
+
+			h = fleet_map_next(&f->held, &pos, &key);
+			if (!h) {
+				more = false;
+				break;
+			}
+			if (!h->dirty || h->npend)
+				continue;
+			s = fleet_map_get(&f->seen, key);
+			/* our online never made it, and the device is online elsewhere: that one
+			 * stands */
+			if (!h->gone && !h->rev && s && s->online && s->node != f->me) {
+				cuts[ncut++] = h->loc;
+				h->dirty = 0;
+				continue;
+			}
+			if (prepare(f, key, h, &pw[n]))
+				n++;
 		}
-		if (prepare(f, key, h, &pw[n]))
-			n++;
+		pthread_mutex_unlock(&f->lock);
+		for (size_t i = 0; i < n; i++)
+			publish(f, &pw[i]);
+		for (size_t i = 0; i < ncut; i++)
+			cut(f, cuts[i]);
 	}
-	pthread_mutex_unlock(&f->lock);
-	for (size_t i = 0; i < n; i++)
-		publish(f, &pw[i]);
-	for (size_t i = 0; i < ncut; i++)
-		cut(f, cuts[i]);
 	free(pw);
 	free(cuts);
 }
