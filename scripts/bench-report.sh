@@ -140,8 +140,24 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 	        then ($ka.hbctl.user.expired_tcp - $ka.drop.dead_detected) else null end),
 	    kernel_b_per_client: (if $n > 0 then ($ka.mem.slab_delta_kb * 1024 / (2 * $n) | round)
 	        else null end)};
+	# BEAT devices on the default TCP path: server CPU per BEAT against the PING/PONG of hbd in
+	# the tcp-user phase of this run; every BEAT sent must have been taken by the verdict
+	def beat($tb; $tu): $tb.windows.steady as $w | ($tb.hbload.steady.beats // 0) as $b | {
+	    clients: $tb.hbload.clients, connected: $tb.hbload.connected,
+	    setup_s: $tb.hbload.setup_s, beats: $b, beats_sent: ($tb.hbload.beats // null),
+	    beats_kernel: ($tb.hbctl.kernel.sk_beat // null),
+	    beats_user: ($tb.hbctl.user.beats_user // null),
+	    expired: ($tb.hbctl.user.expired_tcp // null),
+	    cpu_us_per_hb: (if $w.server_ns and $b > 0 then ($w.server_ns / 1000 / $b | r2) else null end),
+	    client_cpu_us_per_hb: (if $w.client_ns and $b > 0 then ($w.client_ns / 1000 / $b | r2) else null end),
+	    machine_cpu_us_per_hb: (if $w and $b > 0 then ($w.machine_ns / 1000 / $b | r2) else null end),
+	    user_cpu_us_per_hb: (if $tu then (us_per_hb($tu; "steady") | r2) else null end),
+	    user_over_beat: (if $tu and $w.server_ns and $b > 0
+	        then ratio($w.server_ns / 1000 / $b; us_per_hb($tu; "steady")) else null end),
+	    noise: noise($tb)};
 	. as $p
 	| ($p["tcp-offload"] // null) as $to | ($p["tcp-user"] // null) as $tu
+	| ($p["tcp-beat"] // null) as $tb
 	| ($p["tcp-keepalive"] // null) as $tk
 	| ($p["udp-offload"] // null) as $uo | ($p["udp-user"] // null) as $uu
 	| {command: $cmd, placement: $placement, seconds: $secs,
@@ -149,6 +165,7 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 	   tcp: (if $to then transport($to; $tu) else null end),
 	   udp: (if $uo then transport($uo; $uu) else null end),
 	   keepalive: (if $tk then keepalive($tk; $tu) else null end),
+	   tcp_beat: (if $tb then beat($tb; $tu) else null end),
 	   memory: (if $to then
 	      ($to.hbload.connected) as $n
 	      | {rss_b_per_client: ($to.mem.steady_rss_kb * 1024 / $n | round),

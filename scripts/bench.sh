@@ -38,7 +38,7 @@ STEP=10
 STORM=1
 STORM_MARGIN=40 # after the 30 s storm window, time for the last clients to come back
 PLACEMENT=split
-PHASES=tcp-offload,tcp-user,tcp-keepalive,udp-offload,udp-user
+PHASES=tcp-offload,tcp-user,tcp-beat,tcp-keepalive,udp-offload,udp-user
 INTERVAL=30
 KA_STEADY=60 # steady window of the keepalive phase (no PINGs: the probes are the checks)
 KA_PROBES=2 # hbd --keepalive-probes: dead (probes + 1) intervals after the last packet
@@ -454,7 +454,7 @@ run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
 	XDP_ID=
 	bench_wait_sockets "$SRV_NS" 100 60 || true
 	bench_wait_slab 20000 90 || true
-	log "$name: $(jq -c '{connected, setup_s, steady: {pings: .steady.pings, pongs: .steady.pongs, p99: .steady.rtt_us.p99}}' "$dir/hbload.json")"
+	log "$name: $(jq -c '{connected, setup_s, steady: {pings: .steady.pings, pongs: .steady.pongs, beats: .steady.beats, p99: .steady.rtt_us.p99}}' "$dir/hbload.json")"
 }
 
 mkdir -p "$OUT"
@@ -503,6 +503,9 @@ for ph in "${phases[@]}"; do
 		run_phase tcp-user tcp user "${args[@]}"
 		;;
 	tcp-keepalive) run_phase tcp-keepalive tcp keepalive ;;
+	# the default TCP path with devices that send BEATs instead of PINGs (TCP's ACK answers;
+	# no ramp, no storm: the steady window of the userspace phase, against which it is read)
+	tcp-beat) STEADY_OFFLOAD=$STEADY_USER run_phase tcp-beat tcp offload --beat ;;
 	udp-offload) STEADY_OFFLOAD=$STEADY_UDP run_phase udp-offload udp offload ;;
 	udp-user) run_phase udp-user udp user ;;
 	*) echo "bench: unknown phase '$ph'" >&2; exit 2 ;;
