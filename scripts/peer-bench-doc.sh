@@ -124,6 +124,12 @@ judge() { # MODE FACTOR
 		  elif $r >= $f then "**yes**: \($r)× (median of the rounds'"'"' ratios)"
 		  else "**no**: \($r)× (median of the rounds'"'"' ratios)" end' "$R"
 }
+# keepalive mode out of this run: the figures of the last run that had it, if it is kept
+ka_earlier() {
+	local f=docs/peer-result-keepalive.json
+	[ "$(q '.hbeat.keepalive // null')" = null ] && [ -s "$f" ] || return 0
+	jq -r '"; in the run of \(.date) (docs/peer-result-keepalive.json, `\(.command)`): \(.hbeat.keepalive.cpu_us_per_hb) vs \(.mosquitto.cpu_us_per_hb) µs, \(.hbeat.keepalive.mosquitto_over_this.cpu_median)×"' "$f"
+}
 cat <<EOF
 
 ### Targets
@@ -132,7 +138,7 @@ cat <<EOF
 |---|---|---|
 | default TCP mode (\`--tcp kernel\`): ≥ 1.5× less server CPU per heartbeat than Mosquitto | $(v '.hbeat.kernel.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge kernel 1.5) |
 | the default TCP mode (\`--tcp kernel\`) with devices that heartbeat with BEAT frames (answered by TCP's ACK, no PONG): ≥ 1.5× | $(v '.hbeat.beat.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge beat 1.5) |
-| keepalive mode: ≥ 3× less server CPU per liveness check than Mosquitto per heartbeat | $(v '.hbeat.keepalive.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge keepalive 3) |
+| keepalive mode: ≥ 3× less server CPU per liveness check than Mosquitto per heartbeat | $(v '.hbeat.keepalive.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge keepalive 3)$(ka_earlier) |
 | (for comparison) hbd answering in userspace | $(v '.hbeat.user.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(jq -r '.hbeat.user.mosquitto_over_this.cpu_median // "n/a"' "$R")× |
 
 $(jq -r --argjson w "$(q .steady_s)" '[(.mosquitto // empty), .hbeat[] | .rounds[]
