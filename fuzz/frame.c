@@ -11,9 +11,9 @@
 /* Payload length rule per type, from the protocol document (not from hb_payload_len_ok). */
 static int ref_len_ok(uint8_t type, uint16_t len)
 {
-	static const int fixed[] = { -1, 56, 16, 8, 8, -2, -3, 0, 2, 2, -3 /* DOWN */, 8, 8 };
+	static const int fixed[] = { -1, 56, 16, 8, 8, -2, -3, 0, 2, 2, -3 /* DOWN */, 8, 8, 0 };
 
-	if (type == 0 || type > 12)
+	if (type == 0 || type > 13)
 		return 0;
 	if (type == 1) /* HELLO: 56 bytes, or 64 bound to a server */
 		return len == 56 || len == 64;
@@ -33,7 +33,7 @@ static int ref_hdr(const uint8_t *b, uint16_t *len, int v2)
 		return HB_DECODE_BAD_MAGIC;
 	if (b[2] != 1 && !(v2 && b[2] == 2))
 		return HB_DECODE_BAD_VERSION;
-	if (b[3] == 0 || b[3] > 12)
+	if (b[3] == 0 || b[3] > 13) /* 13: BEAT, the last type */
 		return HB_DECODE_BAD_TYPE;
 	*len = (uint16_t)(b[4] << 8 | b[5]);
 	if (*len > 1024)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # The end-to-end demo behind `make demo`: two namespaces on a veth pair, hbctl load on the
-# server's veth, hbd, then hbload with TCP, UDP and MQTT devices. Ends by printing, each on its
-# own line: the TCP run's JSON summary, the UDP run's, the MQTT run's and `hbctl stats --json`.
+# server's veth, hbd, then hbload with TCP (PING and BEAT), UDP and MQTT devices. Ends by
+# printing, each on its own line: the TCP run's JSON summary, the UDP run's, the MQTT run's and
+# `hbctl stats --json`.
 # Everything it creates is removed on exit, also on failure or Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -75,15 +76,20 @@ run_load() { # proto port [options]
 		--data-every 5 "${@:3}" --json
 }
 
-step "hbload: $CLIENTS TCP devices for ${DURATION}s"
+step "hbload: $CLIENTS TCP devices for ${DURATION}s, and beside them $((CLIENTS / 2)) that send BEATs (TCP's ACK answers)"
 run_load tcp "$PORT" --echo-every 7 > "$OUT/tcp.json" &
 load_pid=$!
+# BEAT devices: the verdict records each BEAT and sends nothing back (docs/PROTOCOL.md)
+CLIENTS=$((CLIENTS / 2)) run_load tcp "$PORT" --beat --first-device $((2 * CLIENTS + 1)) > "$OUT/beat.json" &
+beat_pid=$!
 sleep $((DURATION / 2))
 step "hbctl conns (first 12 lines) while they heartbeat"
 in_srv "$BUILD/hbctl" conns > "$OUT/conns.txt"
 head -n 12 "$OUT/conns.txt" >&2
 tail -n 1 "$OUT/conns.txt" >&2
 wait $load_pid
+wait $beat_pid
+step "BEAT devices: $(jq -r '"\(.connected) connected, \(.beats) BEATs sent, \(.expired) expired"' "$OUT/beat.json"); the kernel took $(in_srv "$BUILD/hbctl" stats --json | jq .kernel.sk_beat) (sk_beat)"
 
 step "hbload: $CLIENTS UDP devices for ${DURATION}s"
 run_load udp "$PORT" --echo-every 7 > "$OUT/udp.json"
