@@ -788,6 +788,7 @@ static void hbload_help_lists_every_option(void **state)
 		{ "      --mqtt-realm NAME", "(default hbeat)" },
 		{ "      --mqtt-days N", "(default 30)" },
 		{ "      --force-pings", NULL },
+		{ "      --beat", NULL },
 		{ "      --udp-version N", "(default 2)" },
 		{ "      --interval S", "(required)" },
 		{ "      --duration S", "(required)" },
