@@ -88,7 +88,8 @@ report() {
 	jq -n --rawfile rev "$OUT/rev.txt" --rawfile ev "$OUT/events.txt" \
 		--slurpfile a "$OUT/presence-after-storm.json" --slurpfile b "$OUT/presence-after-catchup.json" \
 		--slurpfile h "$OUT/hbload.json" --slurpfile meta "$OUT/meta.json" \
-		--arg hbdline "$(grep -o 'fleet: presence writes.*' "$OUT/hbd.log" | tail -n 1)" '
+		--arg hbdline "$(grep -o 'fleet: presence writes.*' "$OUT/hbd.log" | tail -n 1)" \
+		--arg warn "$(grep 'warn: fleet' "$OUT/hbd.log" | head -n 20)" '
 	  def r1: (. * 10 | round) / 10;
 	  ($rev | split("\n") | map(select(length > 0) | split(" ") | select(length == 2 and .[1] != "")
 	      | {t: (.[0] | tonumber), v: (.[1] | tonumber)})) as $s
@@ -128,6 +129,7 @@ report() {
 	         rev_at_stop: ([$s[] | select(.t <= $m.nats_stopped)] | last | .v),
 	         presence: $b[0]}),
 	   hbd_fleet_counters: $hbdline,
+	   hbd_fleet_warnings: ($warn | split("\n") | map(select(length > 0))),
 	   marks_ms: $m}' > "$OUT/result.json"
 }
 if [ "$REPORT_ONLY" = 1 ]; then

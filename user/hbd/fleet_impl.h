@@ -112,6 +112,7 @@ struct hbd_fleet {
 
 	pthread_mutex_t lock; /* everything below */
 	struct fleet_map held, seen; /* device -> struct fleet_held / struct fleet_seen */
+	bool dirty_any; /* an entry of held was marked dirty since the catch-up's last walk */
 	struct fleet_node nodes[FLEET_MAX_NODES];
 	unsigned nnodes;
 	uint16_t me; /* our index in nodes[] */

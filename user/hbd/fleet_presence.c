@@ -48,6 +48,14 @@ struct pres_write {
 	char val[256];
 };
 
+/* Under the lock: h's state is to be written again by the catch-up, which walks the table only
+ * while something is marked (f->dirty_any): the walk of 500k entries every 2 s is not free. */
+static void mark_dirty(struct hbd_fleet *f, struct fleet_held *h)
+{
+	h->dirty = 1;
+	f->dirty_any = true;
+}
+
 static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 {
 	jsPubOptions po;
@@ -67,7 +75,7 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 		h = fleet_map_get(&f->held, pw->device);
 		if (h) {
 			h->npend--;
-			h->dirty = 1;
+			mark_dirty(f, h);
 			h->end_sent = 0;
 		}
 		pthread_mutex_unlock(&f->lock);
@@ -84,7 +92,7 @@ static bool prepare(struct hbd_fleet *f, uint64_t device, struct fleet_held *h,
 
 	if (!__atomic_load_n(&f->ready, __ATOMIC_ACQUIRE) ||
 	    !__atomic_load_n(&f->connected, __ATOMIC_ACQUIRE)) {
-		h->dirty = 1;
+		mark_dirty(f, h);
 		return false;
 	}
 	pw->device = device;
@@ -186,7 +194,7 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 		goto out;
 	} else {
 		f->pres_failed++;
-		h->dirty = 1;
+		mark_dirty(f, h);
 		h->end_sent = 0;
 		goto out;
 	}
@@ -344,7 +352,7 @@ static void compare_table(struct hbd_fleet *f)
 				h->loc = loc;
 				h->udp = !!(loc & HBD_LOC_UDP);
 				h->since_ms = now;
-				h->dirty = 1;
+				mark_dirty(f, h);
 			}
 		}
 		pthread_mutex_unlock(&f->lock);
@@ -356,7 +364,7 @@ static void compare_table(struct hbd_fleet *f)
 			h->gone = 1;
 			h->end_kind = HBD_EV_OFFLINE;
 			h->since_ms = now;
-			h->dirty = 1;
+			mark_dirty(f, h);
 			h->end_sent = 0;
 		}
 	}
@@ -368,7 +376,8 @@ static void compare_table(struct hbd_fleet *f)
  * go on meanwhile and the memory is bounded however many devices the node holds. The walk
  * resumes at its position in the table after each chunk; an entry the table moved meanwhile (a
  * deletion's backward shift, a growth) may be missed by this pass and is written by the next
- * one (every CATCH_UP_EVERY_MS). While NATS is away nothing is written (prepare). */
+ * one (every CATCH_UP_EVERY_MS). No walk at all while nothing is marked (f->dirty_any), and no
+ * write while NATS is away (prepare). */
 void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 {
 	struct pres_write *pw = malloc(CATCH_UP_CHUNK * sizeof(*pw));
@@ -383,6 +392,13 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 		struct fleet_held *h;
 
 		pthread_mutex_lock(&f->lock);
+		if (!pos) {
+			if (!f->dirty_any) {
+				pthread_mutex_unlock(&f->lock);
+				break; /* nothing marked since the last complete walk */
+			}
+			f->dirty_any = false; /* marks from now on are seen by the next walk */
+		}
 		while (n < CATCH_UP_CHUNK && ncut < CATCH_UP_CHUNK) {
 			struct fleet_seen *s;
 
@@ -391,8 +407,12 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 				more = false;
 				break;
 			}
-			if (!h->dirty || h->npend)
+			if (!h->dirty)
 				continue;
+			if (h->npend) {
+				f->dirty_any = true; /* its turn comes after the acknowledgement */
+				continue;
+			}
 			s = fleet_map_get(&f->seen, key);
 			/* our online never made it, and the device is online elsewhere: that one
 			 * stands */
@@ -404,6 +424,10 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 			if (prepare(f, key, h, &pw[n]))
 				n++;
 		}
+		/* the table may change while the lock is not held: an entry it moves behind pos
+		 * is missed by this walk, so a walk in more than one chunk is made again */
+		if (more)
+			f->dirty_any = true;
 		pthread_mutex_unlock(&f->lock);
 		for (size_t i = 0; i < n; i++)
 			publish(f, &pw[i]);
