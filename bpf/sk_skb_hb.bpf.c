@@ -97,6 +97,16 @@ static __always_inline int to_daemon(struct __sk_buff *skb, struct hb_conn_key *
 	return SK_PASS;
 }
 
+/* A heartbeat the kernel took (a PING it answered, a BEAT it recorded): what hbd's expiry and
+ * hbctl conns read. */
+static __always_inline void heartbeat_seen(struct hb_conn *conn, __u64 now, __u16 seq)
+{
+	conn->last_seen_ns = now;
+	conn->last_seq = seq;
+	__sync_fetch_and_add(&conn->pings, 1);
+	hb_stamp_seen(conn->seen_slot, now);
+}
+
 SEC("sk_skb/stream_verdict")
 int hb_verdict(struct __sk_buff *skb)
 {
@@ -142,10 +152,7 @@ int hb_verdict(struct __sk_buff *skb)
 	if (h.type == HB_BEAT) {
 		/* Nothing goes back: the verdict runs after TCP accepted (and ACKed) the segment,
 		 * so dropping the frame here only spares the daemon and the kworker. */
-		conn->last_seen_ns = now;
-		conn->last_seq = bpf_ntohs(h.seq);
-		__sync_fetch_and_add(&conn->pings, 1);
-		hb_stamp_seen(conn->seen_slot, now);
+		heartbeat_seen(conn, now, bpf_ntohs(h.seq));
 		HB_COUNT(sk_beat);
 		return SK_DROP;
 	}
@@ -162,10 +169,7 @@ int hb_verdict(struct __sk_buff *skb)
 			HB_COUNT(sk_redirect_err);
 			return SK_PASS;
 		}
-		conn->last_seen_ns = now;
-		conn->last_seq = bpf_ntohs(h.seq);
-		__sync_fetch_and_add(&conn->pings, 1);
-		hb_stamp_seen(conn->seen_slot, now);
+		heartbeat_seen(conn, now, bpf_ntohs(h.seq));
 		HB_COUNT(sk_pong);
 		return SK_PASS;
 	}
