@@ -17,7 +17,7 @@ if [ "${1:-}" = --splice ]; then
 	# the section runs from its heading to the next level-2 heading or the end
 	awk -v secfile="$sec" '
 		function put() { while ((getline l < secfile) > 0) print l; done = 1 }
-		/^## / { if (skip) skip = 0; if ($0 == "## Peer bench: Mosquitto vs hbeat") { put(); skip = 1; next } }
+		/^## / { if (skip) { skip = 0; print "" }; if ($0 == "## Peer bench: Mosquitto vs hbeat") { put(); skip = 1; next } }
 		!skip { print }
 		END { if (!done) { print ""; put() } }' "$doc" > "$doc.tmp"
 	mv "$doc.tmp" "$doc"
@@ -155,11 +155,11 @@ $(q '.hbeat.keepalive.kind // empty | if . == "app" then "**Keepalive mode was m
   and hbd's userspace loop (a wakeup, a receive and a send syscall or io_uring completion per
   heartbeat), or on the sockmap path the verdict and a kworker work item that sends each PONG
   with \`tcp_sendmsg\` (the verdict cannot send from softirq). A BEAT has no answer frame:
-  the server's TCP ACKs it as it arrives (its receive path sends the ACK at once, as the
-  connection is quiet for longer than its RTO between two BEATs) and the verdict, or hbd,
-  records it; there is no PONG to send, so no kworker, no send syscall and no PONG to receive
-  on the client. Keepalive mode has no application frame at all: per check, the server's
-  probe and the device kernel's ACK.
+  the server's TCP ACKs it as it arrives (not delayed: the beat rows' RTT, the client
+  kernel's smoothed RTT those ACKs refresh, would hold a delayed ACK's 40 ms) and the
+  verdict, or hbd, records it; there is no PONG to send, so no kworker, no send syscall and
+  no PONG to receive on the client. Keepalive mode has no application frame at all: per
+  check, the server's probe and the device kernel's ACK.
 - A figure from a window in which the noise table shows other work, or in which not every
   heartbeat was answered, is not a measurement of the server: compare rounds, not single runs.
 

@@ -463,12 +463,8 @@ run_json() { # DIR SERVER ROUND MODE HBD-ARGS
 	local dir=$1 ss=null other=null took=0
 	# BEATs the server took: the verdict's (hbctl stats, read before hbd stopped) and hbd's
 	# own (its exit summary); a BEAT has no answer the client could count
-	if [ -s "$dir/hbctl-stats.json" ]; then
-		took=$((took + $(jq '.kernel.sk_beat // 0' "$dir/hbctl-stats.json")))
-	fi
-	if grep -q '"beats_user"' "$dir/hbd-stats.json" 2> /dev/null; then
-		took=$((took + $(grep '"beats_user"' "$dir/hbd-stats.json" | tail -n 1 | jq '.. | .beats_user? // empty' | head -n 1)))
-	fi
+	[ -s "$dir/hbctl-stats.json" ] && took=$((took + $(jq '.kernel.sk_beat // 0' "$dir/hbctl-stats.json")))
+	[ -s "$dir/hbd-stats.json" ] && took=$((took + $(jq '.beats_user // 0' "$dir/hbd-stats.json")))
 	if [ -n "$RUN_SRV_PID" ] && [ -s "$dir/procs-window_start.txt" ] &&
 		[ -s "$dir/procs-window_end.txt" ]; then
 		# neither the server, the client nor a kernel thread (ppid 2: kworkers, ksoftirqd

@@ -380,13 +380,20 @@ static void compare_table(struct hbd_fleet *f)
  * write while NATS is away (prepare). */
 void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 {
-	struct pres_write *pw = malloc(CATCH_UP_CHUNK * sizeof(*pw));
-	uint64_t key, *cuts = malloc(CATCH_UP_CHUNK * sizeof(*cuts));
+	struct pres_write *pw;
+	uint64_t key, *cuts;
 	size_t pos = 0;
-	bool more = true;
+	bool more = true, any;
 
-	if (pw && cuts && with_table)
+	if (with_table)
 		compare_table(f);
+	pthread_mutex_lock(&f->lock);
+	any = f->dirty_any;
+	pthread_mutex_unlock(&f->lock);
+	if (!any)
+		return; /* the usual case every CATCH_UP_EVERY_MS: no buffers to allocate */
+	pw = malloc(CATCH_UP_CHUNK * sizeof(*pw));
+	cuts = malloc(CATCH_UP_CHUNK * sizeof(*cuts));
 	while (pw && cuts && more && __atomic_load_n(&f->connected, __ATOMIC_ACQUIRE)) {
 		size_t n = 0, ncut = 0;
 		struct fleet_held *h;

@@ -96,8 +96,8 @@ static int window_json(json_t *o, const struct hbl_result *res, uint32_t i)
 	double secs = (double)(d->to_ns - d->from_ns) / 1e9;
 	json_t *m = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:{s:I,s:I,s:I,s:o}}", "rate",
 			      num(d->rate, 0), "hb_per_s",
-			      num(secs > 0 ? (double)(w->pings + w->beats) / secs : 0.0, 1),
-			      "seconds", num(secs, 3), "pings", hb_json_u64(w->pings), "beats",
+			      num(secs > 0 ? (double)hbl_wstats_sent(w) / secs : 0.0, 1), "seconds",
+			      num(secs, 3), "pings", hb_json_u64(w->pings), "beats",
 			      hb_json_u64(w->beats), "pongs", hb_json_u64(w->pongs), "lost",
 			      hb_json_u64(w->pings > w->pongs ? w->pings - w->pongs : 0), "rtt_us",
 			      "p50", (json_int_t)pct(w, 50), "p99", (json_int_t)pct(w, 99), "p999",
@@ -306,7 +306,7 @@ void hbl_report_text(FILE *f, const struct hbl_cfg *cfg, const struct hbl_result
 			"  %-10s %.0f/s wanted, %.0f/s sent: %llu pings, %llu pongs, %llu beats; "
 			"p50 %.3f ms, p99 %.3f ms%s\n",
 			hbl_window_name(res, i, name, sizeof(name)), res->def[i].rate,
-			secs > 0 ? (double)(w->pings + w->beats) / secs : 0.0, (ull)w->pings,
+			secs > 0 ? (double)hbl_wstats_sent(w) / secs : 0.0, (ull)w->pings,
 			(ull)w->pongs, (ull)w->beats, pct(w, 50) / 1e3, pct(w, 99) / 1e3,
 			i && cfg->o.nsteps ? (step_ok(cfg, &res->def[i], w) ? " ok" : " FAILED")
 					   : "");

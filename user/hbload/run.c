@@ -260,7 +260,7 @@ static void windows_tick(const struct hbl_cfg *cfg, struct hbl_shared *sh, struc
 		if (o->step_stop_ms > 0 && hbl_step_short(&res->def[tl->next_eval], &ws)) {
 			hb_info("step %u (%.0f/s): only %.0f/s sent (hbload saturated?): ramp stopped",
 				tl->next_eval, o->steps[tl->next_eval - 1],
-				(double)(ws.pings + ws.beats) * 1e9 /
+				(double)hbl_wstats_sent(&ws) * 1e9 /
 					(double)(res->def[tl->next_eval].to_ns -
 						 res->def[tl->next_eval].from_ns));
 			res->ramp_stopped = tl->next_eval;

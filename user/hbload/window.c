@@ -26,7 +26,7 @@ int hbl_step_short(const struct hbl_window_def *d, const struct hbl_wstats *s)
 {
 	double secs = (double)(d->to_ns - d->from_ns) / 1e9;
 
-	return d->rate > 0 && secs > 0 && (double)(s->pings + s->beats) < 0.9 * d->rate * secs;
+	return d->rate > 0 && secs > 0 && (double)hbl_wstats_sent(s) < 0.9 * d->rate * secs;
 }
 
 uint64_t hbl_wstats_percentile(const struct hbl_wstats *s, double p)

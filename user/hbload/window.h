@@ -36,6 +36,12 @@ struct hbl_wstats {
 	struct hb_hist rtt;
 };
 
+/* Heartbeats the window sent: PINGs and BEATs. */
+static inline uint64_t hbl_wstats_sent(const struct hbl_wstats *s)
+{
+	return s->pings + s->beats;
+}
+
 /* Index of the window holding scheduled time t, or -1. */
 static inline int hbl_window_of(const struct hbl_windows *w, uint64_t t)
 {
