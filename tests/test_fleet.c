@@ -387,6 +387,28 @@ static void test_presence(void **state)
 	      "hbload's UDP devices online on node-b in hbeat_presence");
 }
 
+/* Another node's sweep took node-a for dead (its hbeat_nodes entry expired during an outage
+ * of NATS, which is how this first showed) and wrote two of its devices offline, or an
+ * operator purged an entry: node-a still holds both sessions and says so again. */
+static void test_false_death(void **state)
+{
+	const char *off = "{\"node\":\"node-a\",\"transport\":\"tcp\",\"state\":\"offline\","
+			  "\"since_ms\":1,\"addr\":\"\"}";
+	char key[24], st[32], nd[64];
+
+	(void)state;
+	HT_EQ(wait_count(FIRST_TCP, 2, "node-a", "online", 5000), 2, "both online on node-a");
+	snprintf(key, sizeof(key), "%u", FIRST_TCP);
+	HT_EQ(kvStore_PutString(NULL, presence, key, off), NATS_OK, "offline written over one");
+	snprintf(key, sizeof(key), "%u", FIRST_TCP + 1);
+	HT_EQ(kvStore_Delete(presence, key), NATS_OK, "the other one's entry deleted");
+	HT_TRUE(!entry(FIRST_TCP, st, nd, NULL) || strcmp(st, "online"), "device %u offline now",
+		FIRST_TCP);
+	/* the catch-up runs every 2 s */
+	HT_EQ(wait_count(FIRST_TCP, 2, "node-a", "online", 6000), 2,
+	      "node-a wrote both online again");
+}
+
 /* Device 7 on node A, then on node B: A cuts its session, B's entry stands. */
 static void test_supersede(void **state)
 {
@@ -631,6 +653,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_input),   cmocka_unit_test(test_presence),
+		cmocka_unit_test(test_false_death),
 		cmocka_unit_test(test_supersede),   cmocka_unit_test(test_downlink),
 		cmocka_unit_test(test_data),	    cmocka_unit_test(test_nats_down),
 		cmocka_unit_test(test_node_killed),

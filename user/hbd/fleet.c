@@ -104,6 +104,7 @@ static void on_reconnected(natsConnection *nc, void *closure)
 
 	__atomic_store_n(&f->connected, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&f->reconnected, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&f->rejoined, 1, __ATOMIC_RELEASE);
 	hb_info("fleet: reconnected to NATS: catching up on presence");
 }
 

@@ -9,6 +9,11 @@
  * each of its devices offline in presence (only over the entry the dead node left, so a device
  * that came back elsewhere keeps its new entry). So a device of a node killed with -9 is shown
  * offline at most TTL + 2 s after the node's last refresh, TTL/3 earlier on average.
+ *
+ * An outage of NATS longer than TTL expires every entry, and the nodes reconnect one after
+ * another: so a node back from one refreshes its own entry at once and judges the others only
+ * on listings made after it. A node taken for dead all the same (a partition from NATS alone)
+ * writes its devices online again when it sees their entries ended (fleet_presence.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -156,6 +161,16 @@ static void list_nodes(struct hbd_fleet *f)
 		kvKeysList_Destroy(&kl);
 }
 
+/* As if every node had been in the last listing: one must be missing from two listings made
+ * after this call to be declared dead. */
+static void trust_nodes(struct hbd_fleet *f)
+{
+	pthread_mutex_lock(&f->lock);
+	for (unsigned i = 0; i < f->nnodes; i++)
+		f->nodes[i].live = true;
+	pthread_mutex_unlock(&f->lock);
+}
+
 /* Entries from the watch until it is quiet; false if the watch broke (made again later). */
 static bool take_watch(struct hbd_fleet *f)
 {
@@ -224,6 +239,12 @@ void *fleet_admin_main(void *arg)
 			continue;
 		}
 		now = fleet_now_ms();
+		if (__atomic_exchange_n(&f->rejoined, 0, __ATOMIC_ACQ_REL)) {
+			/* Every node's entry may have expired during the outage, ours too: ours is
+			 * back at once, and no other node is judged on what was listed before. */
+			trust_nodes(f);
+			next_put = now;
+		}
 		if (now >= next_put) {
 			put_node(f);
 			next_put = now + put_every;

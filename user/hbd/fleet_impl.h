@@ -106,6 +106,7 @@ struct hbd_fleet {
 	int connected; /* atomic */
 	int ready; /* atomic: stream and buckets are there, publishing may start */
 	int reconnected; /* atomic: catch up on presence */
+	int rejoined; /* atomic: back after an outage: refresh our hbeat_nodes entry at once */
 	int table_resync; /* atomic: presence events were lost: compare with the device table */
 	bool synced; /* the watch delivered every existing entry */
 	uint64_t started_ms;

@@ -12,7 +12,8 @@
  *     entry is already in the bucket: it is never written over it (that write is the refused
  *     kind above, whether the newer session is on this node or another).
  * An end whose online write is still unacknowledged waits for that acknowledgement (its
- * revision). Fleet-wide supersede: when the watch shows the device online on another node with
+ * revision). An end another node wrote over a session this node still holds (its sweep took
+ * this node for dead) is written over with online again. Fleet-wide supersede: when the watch shows the device online on another node with
  * a newer revision than our session's, our session is cut with BYE(SUPERSEDED).
  */
 #include <errno.h>
@@ -170,6 +171,7 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 	struct hbd_fleet *f = closure;
 	const char *subj = natsMsg_GetSubject(msg);
 	uint64_t device = 0, cut_loc = 0;
+	struct fleet_seen *seen;
 	struct pres_write pw;
 	struct fleet_held *h;
 	bool send = false;
@@ -206,6 +208,9 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 		send = prepare(f, device, h, &pw);
 	} else if (h->other_rev > h->rev) {
 		cut_loc = h->loc; /* the device went online elsewhere after this session */
+	} else if ((seen = fleet_map_get(&f->seen, device)) && !seen->online &&
+		   seen->rev > h->rev) {
+		mark_dirty(f, h); /* an end written over our online write: see fleet_presence_seen */
 	}
 out:
 	pthread_mutex_unlock(&f->lock);
@@ -230,8 +235,13 @@ void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, con
 		return; /* not ours to read: left alone */
 	}
 	pthread_mutex_lock(&f->lock);
+	h = fleet_map_get(&f->held, device);
+	if (h && h->gone)
+		h = NULL; /* only a session this node holds now matters below */
 	if (deleted) {
 		fleet_map_del(&f->seen, device);
+		if (h)
+			mark_dirty(f, h); /* purged by hand: it is here, say so again */
 		goto out;
 	}
 	s = fleet_map_put(&f->seen, device);
@@ -242,10 +252,13 @@ void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, con
 	s->node = fleet_node_idx(f, node);
 	s->online = !strcmp(state, "online");
 	s->udp = transport && !strcmp(transport, "udp");
-	if (!s->online || s->node == f->me)
-		goto out;
-	h = fleet_map_get(&f->held, device);
-	if (!h || h->gone)
+	/* An end written over a session this node still holds: another node's sweep took this
+	 * node for dead (its hbeat_nodes entry expired while NATS was away, say). The device is
+	 * here, so the catch-up writes it online again; left alone, the entry would say offline
+	 * for as long as the session lasts. */
+	if (h && !s->online && !h->npend && h->rev && rev > h->rev)
+		mark_dirty(f, h); /* (with a write pending, its acknowledgement decides) */
+	if (!h || !s->online || s->node == f->me)
 		goto out;
 	if (h->rev && h->rev < rev && !h->npend)
 		cut_loc = h->loc;
