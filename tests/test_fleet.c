@@ -653,10 +653,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_input),   cmocka_unit_test(test_presence),
-		cmocka_unit_test(test_false_death),
-		cmocka_unit_test(test_supersede),   cmocka_unit_test(test_downlink),
-		cmocka_unit_test(test_data),	    cmocka_unit_test(test_nats_down),
-		cmocka_unit_test(test_node_killed),
+		cmocka_unit_test(test_false_death), cmocka_unit_test(test_supersede),
+		cmocka_unit_test(test_downlink),    cmocka_unit_test(test_data),
+		cmocka_unit_test(test_nats_down),   cmocka_unit_test(test_node_killed),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

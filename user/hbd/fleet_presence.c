@@ -210,7 +210,8 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 		cut_loc = h->loc; /* the device went online elsewhere after this session */
 	} else if ((seen = fleet_map_get(&f->seen, device)) && !seen->online &&
 		   seen->rev > h->rev) {
-		mark_dirty(f, h); /* an end written over our online write: see fleet_presence_seen */
+		/* an end written over our online write: see fleet_presence_seen */
+		mark_dirty(f, h);
 	}
 out:
 	pthread_mutex_unlock(&f->lock);
