@@ -29,6 +29,11 @@
 
 #define SWEEP_MAX 65536 /* entries one sweep writes */
 #define CATCH_UP_CHUNK 4096 /* writes one catch-up prepares under the lock at a time */
+/* A presence write's acknowledgement waits this long, not --nats-timeout (DATA's, which a
+ * device waits on). Up to PRESENCE_MAX_PENDING writes are in flight in a storm, seconds of
+ * JetStream's work: a shorter wait fails writes JetStream made (their acknowledgements are
+ * only late), and making them again is more of the same work. */
+#define PRESENCE_ACK_WAIT_MS 30000
 
 int fleet_presence_json(char *buf, size_t cap, const char *node, bool udp, const char *state,
 			uint64_t since_ms, const char *addr)
@@ -64,7 +69,7 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 	natsStatus s;
 
 	jsPubOptions_Init(&po);
-	po.MaxWait = (int64_t)(f->cfg->timeout_s * 1000);
+	po.MaxWait = PRESENCE_ACK_WAIT_MS;
 	po.ExpectLastSubjectSeq = pw->expect;
 	snprintf(subj, sizeof(subj), FLEET_SUBJ_PRESENCE "%" PRIu64, pw->device);
 	s = js_PublishAsync(f->js, subj, pw->val, pw->len, &po);
@@ -73,6 +78,7 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 
 		pthread_mutex_lock(&f->lock);
 		f->pres_failed++;
+		f->pres_failed_pub++;
 		h = fleet_map_get(&f->held, pw->device);
 		if (h) {
 			h->npend--;
@@ -196,6 +202,12 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 		goto out;
 	} else {
 		f->pres_failed++;
+		if (pae && pae->Err == NATS_TIMEOUT) {
+			f->pres_failed_timeout++;
+		} else {
+			f->pres_failed_js++;
+			f->pres_last_js_err = pae ? (int)pae->ErrCode : 0;
+		}
 		mark_dirty(f, h);
 		h->end_sent = 0;
 		goto out;
