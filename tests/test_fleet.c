@@ -409,6 +409,35 @@ static void test_false_death(void **state)
 	      "node-a wrote both online again");
 }
 
+/* Online entries no live node holds a session for: of node-z, which never announced itself
+ * (dead), written before and after the sweep's last walk for it, and one of node-a's own for
+ * a device it does not hold (an earlier life's). The sweep walks the table only for a node
+ * that had an online entry since its last walk: each of the three is ended all the same. */
+static void test_stale_entries(void **state)
+{
+	char st[32], nd[64];
+	uint64_t end;
+
+	(void)state;
+	HT_EQ(kvStore_PutString(NULL, presence, "9001",
+				"{\"node\":\"node-z\",\"state\":\"online\"}"),
+	      NATS_OK, "an online entry of node-z");
+	HT_EQ(wait_count(9001, 1, "node-z", "offline", 6000), 1, "ended by the sweep");
+	ht_sleep_ms(2500); /* node-z's walks done: nothing new for it since */
+	HT_EQ(kvStore_PutString(NULL, presence, "9002",
+				"{\"node\":\"node-z\",\"state\":\"online\"}"),
+	      NATS_OK, "another one, later");
+	HT_EQ(kvStore_PutString(NULL, presence, "9003",
+				"{\"node\":\"node-a\",\"state\":\"online\"}"),
+	      NATS_OK, "one of node-a's, for a device it does not hold");
+	HT_EQ(wait_count(9002, 1, "node-z", "offline", 6000), 1, "the later one ended too");
+	end = ht_now_ms() + 6000;
+	while (ht_now_ms() < end && entry(9003, st, nd, NULL) && !strcmp(st, "online"))
+		ht_sleep_ms(200);
+	HT_TRUE(entry(9003, st, nd, NULL) && !strcmp(st, "offline") && !strcmp(nd, "node-a"),
+		"node-a ended its stale entry: '%s' on '%s'", st, nd);
+}
+
 /* Device 7 on node A, then on node B: A cuts its session, B's entry stands. */
 static void test_supersede(void **state)
 {
@@ -653,9 +682,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_input),   cmocka_unit_test(test_presence),
-		cmocka_unit_test(test_false_death), cmocka_unit_test(test_supersede),
-		cmocka_unit_test(test_downlink),    cmocka_unit_test(test_data),
-		cmocka_unit_test(test_nats_down),   cmocka_unit_test(test_node_killed),
+		cmocka_unit_test(test_false_death), cmocka_unit_test(test_stale_entries),
+		cmocka_unit_test(test_supersede),   cmocka_unit_test(test_downlink),
+		cmocka_unit_test(test_data),	    cmocka_unit_test(test_nats_down),
+		cmocka_unit_test(test_node_killed),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

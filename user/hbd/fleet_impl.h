@@ -65,6 +65,9 @@ struct fleet_node {
 	char name[FLEET_NODE_LEN];
 	bool live; /* in the last listing of hbeat_nodes */
 	bool live_before; /* in the one before */
+	/* the sweep walks the table only for a node (a dead one, or this one) that may have online
+	 * entries to end: one received (last_online_ms) since its last walk's cut-off (swept_ms) */
+	uint64_t last_online_ms, swept_ms;
 };
 
 struct fleet_down {
@@ -109,6 +112,7 @@ struct hbd_fleet {
 	int rejoined; /* atomic: back after an outage: refresh our hbeat_nodes entry at once */
 	int table_resync; /* atomic: presence events were lost: compare with the device table */
 	bool synced; /* the watch delivered every existing entry */
+	bool sweep_again; /* under the lock: a sweep's write failed: walk again for every node */
 	uint64_t started_ms;
 
 	pthread_mutex_t lock; /* everything below */

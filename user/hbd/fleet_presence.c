@@ -84,6 +84,8 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 			h->npend--;
 			mark_dirty(f, h);
 			h->end_sent = 0;
+		} else {
+			f->sweep_again = true;
 		}
 		pthread_mutex_unlock(&f->lock);
 	}
@@ -189,8 +191,12 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 	if (pa && !pae)
 		f->pres_written++;
 	h = fleet_map_get(&f->held, device);
-	if (!h)
-		goto out; /* a sweep's write, or a device no longer ours */
+	if (!h) {
+		/* a sweep's write, or a device no longer ours: a failed one is made again */
+		if (!(pa && !pae) && !(pae && pae->ErrCode == JSStreamWrongLastSequenceErr))
+			f->sweep_again = true;
+		goto out;
+	}
 	if (h->npend)
 		h->npend--;
 	if (pa && !pae) {
@@ -265,6 +271,8 @@ void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, con
 	s->node = fleet_node_idx(f, node);
 	s->online = !strcmp(state, "online");
 	s->udp = transport && !strcmp(transport, "udp");
+	if (s->online && s->node < f->nnodes)
+		f->nodes[s->node].last_online_ms = s->recv_ms;
 	/* An end written over a session this node still holds: another node's sweep took this
 	 * node for dead (its hbeat_nodes entry expired while NATS was away, say). The device is
 	 * here, so the catch-up writes it online again; left alone, the entry would say offline
@@ -284,19 +292,36 @@ out:
 		cut(f, cut_loc);
 }
 
-/* The offline entries the sweep writes, prepared under the lock. */
-static size_t sweep_collect(struct hbd_fleet *f, struct pres_write *out, size_t max,
-			    uint64_t listed_before_ms)
+/* Under the lock: the nodes this sweep writes for (walk[i]), their number. This node, for
+ * entries of its own it holds no session for (an earlier life's); the dead ones if this node is
+ * the live one first in name order (one writer, not all). Only those that had an online entry
+ * since their last walk. */
+static unsigned sweep_nodes(struct hbd_fleet *f, bool *walk)
 {
 	bool leader = true;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < f->nnodes; i++)
+		if (i != f->me && f->nodes[i].live && strcmp(f->nodes[i].name, f->node) < 0)
+			leader = false;
+	for (unsigned i = 0; i < f->nnodes; i++) {
+		const struct fleet_node *nd = &f->nodes[i];
+
+		walk[i] = (i == f->me || (leader && !nd->live && !nd->live_before)) &&
+			  nd->last_online_ms >= nd->swept_ms;
+		n += walk[i];
+	}
+	return n;
+}
+
+/* The offline entries the sweep writes, prepared under the lock. */
+static size_t sweep_collect(struct hbd_fleet *f, struct pres_write *out, size_t max,
+			    const bool *walk, uint64_t listed_before_ms)
+{
 	uint64_t key, now = hb_realtime_ms();
 	size_t pos = 0, n = 0;
 	struct fleet_seen *s;
 
-	/* the live node first in name order writes for the dead ones: one writer, not all */
-	for (unsigned i = 0; i < f->nnodes; i++)
-		if (i != f->me && f->nodes[i].live && strcmp(f->nodes[i].name, f->node) < 0)
-			leader = false;
 	while (n < max && (s = fleet_map_next(&f->seen, &pos, &key))) {
 		const struct fleet_node *nd;
 		bool mine = s->node == f->me;
@@ -304,8 +329,8 @@ static size_t sweep_collect(struct hbd_fleet *f, struct pres_write *out, size_t 
 		if (!s->online || s->node >= f->nnodes)
 			continue;
 		nd = &f->nodes[s->node];
-		if (mine ? fleet_map_get(&f->held, key) != NULL
-			 : !leader || nd->live || nd->live_before || s->recv_ms >= listed_before_ms)
+		if (!walk[s->node] ||
+		    (mine ? fleet_map_get(&f->held, key) != NULL : s->recv_ms >= listed_before_ms))
 			continue;
 		out[n].device = key;
 		out[n].expect = s->rev;
@@ -319,16 +344,31 @@ static size_t sweep_collect(struct hbd_fleet *f, struct pres_write *out, size_t 
 	return n;
 }
 
+/* A walk of every entry seen (500k on a full node) is not free: it is made only for a node
+ * that had an online entry since its last walk, not at every listing. */
 void fleet_presence_sweep(struct hbd_fleet *f, uint64_t listed_before_ms)
 {
-	struct pres_write *pw = malloc(SWEEP_MAX * sizeof(*pw));
-	size_t n;
+	bool walk[FLEET_MAX_NODES] = { false };
+	struct pres_write *pw = NULL;
+	size_t n = 0;
 
+	pthread_mutex_lock(&f->lock);
+	if (f->sweep_again) {
+		for (unsigned i = 0; i < f->nnodes; i++)
+			f->nodes[i].swept_ms = 0;
+		f->sweep_again = false;
+	}
+	if (sweep_nodes(f, walk))
+		pw = malloc(SWEEP_MAX * sizeof(*pw));
+	if (pw) {
+		n = sweep_collect(f, pw, SWEEP_MAX, walk, listed_before_ms);
+		for (unsigned i = 0; i < f->nnodes && n < SWEEP_MAX; i++)
+			if (walk[i]) /* (a full batch: the rest by the next walk) */
+				f->nodes[i].swept_ms = listed_before_ms;
+	}
+	pthread_mutex_unlock(&f->lock);
 	if (!pw)
 		return;
-	pthread_mutex_lock(&f->lock);
-	n = sweep_collect(f, pw, SWEEP_MAX, listed_before_ms);
-	pthread_mutex_unlock(&f->lock);
 	for (size_t i = 0; i < n; i++)
 		publish(f, &pw[i]);
 	free(pw);
