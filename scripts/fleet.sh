@@ -30,6 +30,7 @@ PORT=7600
 VIP=10.88.100.1
 NATS_ADDR=10.88.9.2
 BUCKETS=64
+HASH_SEED=0x68626561 # any fixed value: the same in every rule the balancer loads
 INTERVAL=${INTERVAL:-2}
 DOWNLINKS=${DOWNLINKS:-200}
 NATS_URLS=nats://$NATS_ADDR:4222,nats://$NATS_ADDR:4223,nats://$NATS_ADDR:4224
@@ -160,7 +161,9 @@ done
 
 # --- the balancer ------------------------------------------------------------------------
 # A fixed table of BUCKETS buckets on a hash of (source address, source port): a node's death
-# moves only its own buckets. Stateless NAT (notrack, addresses rewritten both ways): no
+# moves only its own buckets. The hash has a fixed seed (HASH_SEED): without one the kernel
+# draws a random seed for every rule it loads, and the health checker's rewrite would move
+# every device's bucket, not only the dead node's (docs/FLEET.md, "Figures"). Stateless NAT (notrack, addresses rewritten both ways): no
 # conntrack entry keeps a flow on a dead node once its bucket has moved; a TCP connection whose
 # bucket moved meets a node without its socket, gets a RST and reconnects at once.
 declare -a OWNER
@@ -176,7 +179,7 @@ delete table ip hbfl
 table ip hbfl {
 	chain pre {
 		type filter hook prerouting priority raw; policy accept;
-		ip daddr $VIP meta l4proto { tcp, udp } th dport $PORT notrack ip daddr set jhash ip saddr . th sport mod $BUCKETS map { ${map%, } }
+		ip daddr $VIP meta l4proto { tcp, udp } th dport $PORT notrack ip daddr set jhash ip saddr . th sport mod $BUCKETS seed $HASH_SEED map { ${map%, } }
 		ip saddr { ${nodes%, } } ip daddr { 10.88.1.2, 10.88.2.0/24 } meta l4proto { tcp, udp } th sport $PORT notrack ip saddr set $VIP
 	}
 }
@@ -190,8 +193,8 @@ in_ns $LB nft list table ip hbfl > "$OUT/nft-initial.txt"
 # port; two failures in a row and the node's buckets go round-robin to the live ones.
 cat > "$OUT/health.sh" <<'HEALTH'
 #!/usr/bin/env bash
-# health.sh NODES BUCKETS OUTDIR ADDR... : probe, and rewrite the table when a node dies
-nodes=$1 buckets=$2 out=$3; shift 3
+# health.sh NODES BUCKETS SEED OUTDIR ADDR... : probe, and rewrite the table when a node dies
+nodes=$1 buckets=$2 seed=$3 out=$4; shift 4
 addrs=("$@")
 declare -A fails dead
 while :; do
@@ -223,7 +226,7 @@ delete table ip hbfl
 table ip hbfl {
 	chain pre {
 		type filter hook prerouting priority raw; policy accept;
-		ip daddr 10.88.100.1 meta l4proto { tcp, udp } th dport 7600 notrack ip daddr set jhash ip saddr . th sport mod $buckets map { ${map%, } }
+		ip daddr 10.88.100.1 meta l4proto { tcp, udp } th dport 7600 notrack ip daddr set jhash ip saddr . th sport mod $buckets seed $seed map { ${map%, } }
 		ip saddr { ${all%, } } ip daddr { 10.88.1.2, 10.88.2.0/24 } meta l4proto { tcp, udp } th sport 7600 notrack ip saddr set 10.88.100.1
 	}
 }
@@ -236,7 +239,7 @@ HEALTH
 chmod +x "$OUT/health.sh"
 addrs=()
 for k in $(seq "$NODES"); do addrs+=("$(node_addr $k)"); done
-nsenter --net=/run/netns/$LB "$OUT/health.sh" "$NODES" $BUCKETS "$OUT" "${addrs[@]}" &
+nsenter --net=/run/netns/$LB "$OUT/health.sh" "$NODES" $BUCKETS $HASH_SEED "$OUT" "${addrs[@]}" &
 PIDS+=($!)
 ip -n $CLI route add $VIP/32 via 10.88.1.1 2>/dev/null || true
 
@@ -370,6 +373,11 @@ kinds=$(join "$OUT/victim-devices.txt" <(awk -v n="n$VICTIM" '$3 == "online" && 
 	'{ if ($1 >= f) k = "device-library"; else if ($1 > d) k = "hbload UDP"; else k = "hbload TCP"; c[k]++ }
 	END { for (k in c) printf "%s: %d, ", k, c[k] }')
 echo "not back: ${kinds:-none}" >&2
+# A node's death moves only its own devices: the survivors' devices online on another node
+# than before the kill (a TCP device that reconnected for a reason of its own may move too)
+others_moved=$(awk -v n="n$VICTIM" 'NR == FNR { if ($2 != n) home[$1] = $2; next }
+	($1 in home) && $3 == "online" && $2 != home[$1]' "$OUT/truth.txt" "$OUT/presence.txt" | wc -l)
+echo "devices of the surviving nodes now online on another node: $others_moved" >&2
 cat "$OUT/health.log" >&2 2>/dev/null || true
 
 # --- 5. stop a NATS server ------------------------------------------------------------------
@@ -411,12 +419,14 @@ jq -n --argjson nodes "$NODES" --argjson devices "$total" --argjson connected "$
 	--argjson d_sent "$down_sent" --argjson d_acked "$down_acked" --argjson d_p99 "$down_p99" \
 	--argjson data_acked "$hbd_acked" --argjson in_stream "$in_stream" \
 	--argjson on_victim "$on_victim" --argjson rehomed "$rehomed" --argjson fo_s "$fo_seconds" \
+	--argjson others_moved "$others_moved" \
 	--argjson nf_after "$nf_acked_after" --argjson lost "$lost" '{
 	nodes: $nodes, nats_servers: 3, devices: $devices, connected: $connected,
 	presence: { online: $p_online, correct_node: $p_correct },
 	downlink: { sent: $d_sent, acked: $d_acked, p99_ms: $d_p99 },
 	data: { acked: $data_acked, in_stream: $in_stream },
-	failover: { devices_on_killed_node: $on_victim, rehomed: $rehomed, seconds: $fo_s },
+	failover: { devices_on_killed_node: $on_victim, rehomed: $rehomed, seconds: $fo_s,
+		others_moved: $others_moved },
 	nats_failover: { data_acked_after: $nf_after, lost: $lost }
 }' > "$OUT/result.json"
 step "6. clean-up"

@@ -48,7 +48,7 @@ static char store[64] = "/tmp/hbfl-nats.XXXXXX", keys[96], url[64], client_url[1
 #define NATS_PASS "fleet-test-password" /* the nodes read it from a file: --nats-password-file */
 static natsConnection *nc;
 static jsCtx *js;
-static kvStore *presence;
+static kvStore *presence, *nodes;
 
 static uint16_t free_port(void)
 {
@@ -598,6 +598,19 @@ static void test_nats_down(void **state)
 
 	(void)state;
 	t = open_dev(B.port, 6, HB_TCP);
+	/* Device 8's past: online on node-z, a node that is live for now (so no sweep ends the
+	 * entry before the outage) and whose entry expires during it. Device 8 connects to node-a
+	 * while NATS is away; when it is back, node-a's catch-up finds its own online write never
+	 * made and the entry saying online elsewhere, in a session that began long before its own:
+	 * that is the past, node-a writes over it (before: it cut device 8 as superseded). */
+	HT_EQ(js_KeyValue(&nodes, js, "hbeat_nodes"), NATS_OK, "the test's handle of hbeat_nodes");
+	HT_EQ(kvStore_PutString(NULL, nodes, "node-z", "{}"), NATS_OK, "node-z announced");
+	HT_EQ(kvStore_PutString(NULL, presence, "8",
+				"{\"node\":\"node-z\",\"state\":\"online\",\"since_ms\":1}"),
+	      NATS_OK, "device 8 online on node-z, since long ago");
+	ht_sleep_ms(300); /* the nodes' watches have it */
+	kvStore_Destroy(nodes);
+	nodes = NULL;
 	nats_client_close();
 	end_pid(&nats_pid, SIGTERM);
 	HT_EQ(hbdev_send(u, "while-down", 10, 2500), -ETIMEDOUT,
@@ -616,6 +629,7 @@ static void test_nats_down(void **state)
 	HT_EQ(nats_client(), 0, "the test's NATS client again");
 	HT_EQ(wait_count(8, 1, "node-a", "online", 15000), 1,
 	      "device 8, connected while NATS was down, in presence once it is back");
+	HT_TRUE(hbdev_connected(late), "and its session was not cut as superseded");
 	HT_EQ(hbdev_send(u, "after-up", 8, 10000), 0, "DATA ACKed again");
 	n = stream_payloads(4, got, 64);
 	HT_TRUE(has(got, n, "after-up"), "and in HBEAT_DATA");

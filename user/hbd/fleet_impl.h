@@ -56,6 +56,7 @@ struct fleet_held {
 struct fleet_seen {
 	uint64_t rev;
 	uint64_t recv_ms; /* our monotonic clock when it arrived */
+	uint64_t since_ms; /* the entry's since_ms: Unix time its state began; 0 if it had none */
 	uint16_t node; /* index into nodes[] */
 	uint8_t online;
 	uint8_t udp;

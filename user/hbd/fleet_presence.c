@@ -244,12 +244,14 @@ void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, con
 {
 	json_t *doc = deleted ? NULL : json_loadb(val, (size_t)len, 0, NULL);
 	const char *node = NULL, *state = NULL, *transport = NULL;
+	json_int_t since = 0;
 	uint64_t cut_loc = 0;
 	struct fleet_seen *s;
 	struct fleet_held *h;
 
-	if (!deleted && (!doc || json_unpack(doc, "{s:s,s:s,s?s}", "node", &node, "state", &state,
-					     "transport", &transport))) {
+	if (!deleted &&
+	    (!doc || json_unpack(doc, "{s:s,s:s,s?s,s?I}", "node", &node, "state", &state,
+				 "transport", &transport, "since_ms", &since))) {
 		json_decref(doc);
 		return; /* not ours to read: left alone */
 	}
@@ -271,6 +273,7 @@ void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, con
 	s->node = fleet_node_idx(f, node);
 	s->online = !strcmp(state, "online");
 	s->udp = transport && !strcmp(transport, "udp");
+	s->since_ms = since > 0 ? (uint64_t)since : 0;
 	if (s->online && s->node < f->nnodes)
 		f->nodes[s->node].last_online_ms = s->recv_ms;
 	/* An end written over a session this node still holds: another node's sweep took this
@@ -487,9 +490,12 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 				continue;
 			}
 			s = fleet_map_get(&f->seen, key);
-			/* our online never made it, and the device is online elsewhere: that one
-			 * stands */
-			if (!h->gone && !h->rev && s && s->online && s->node != f->me) {
+			/* our online never made it, and the device is online elsewhere in a session
+			 * that began after ours: that one stands. One that began before ours is the
+			 * device's past (a dead node's entry the sweep has not ended yet, say): ours
+			 * is written over it. */
+			if (!h->gone && !h->rev && s && s->online && s->node != f->me &&
+			    s->since_ms > h->since_ms) {
 				cuts[ncut++] = h->loc;
 				h->dirty = 0;
 				continue;
