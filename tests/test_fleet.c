@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -658,6 +659,36 @@ static int presence_counters(const struct ht_daemon *d, unsigned long long *writ
 	return found;
 }
 
+/* An upgrade (SIGUSR2) of node-b: its successor takes the sessions over without presence
+ * events, and the bucket already says where they are. The successor's sweep for entries of its
+ * own it holds no session for must not end them (it did: every device handed over showed
+ * offline while connected), and it must know them as its own: an end is written when one
+ * leaves. */
+static void test_upgrade(void **state)
+{
+	struct hbdev *dev = open_dev(B.port, 9, HB_TCP);
+	char st[32], nd[64];
+	uint64_t rev0 = 0, rev1 = 0;
+
+	(void)state;
+	HT_EQ(wait_count(9, 1, "node-b", "online", 5000), 1, "device 9 online on node-b");
+	HT_TRUE(entry(9, st, nd, &rev0), "device 9's entry");
+	HT_EQ(wait_count(FIRST_UDP, N_UDP, "node-b", "online", 10000), N_UDP,
+	      "node-b's hbload devices online");
+	HT_EQ(kill(B.pid, SIGUSR2), 0, "SIGUSR2 to node-b");
+	HT_GT(ht_await_successor(&B), 0, "node-b's successor took over");
+	ht_sleep_ms(4000); /* two listings of hbeat_nodes a second apart, a sweep, a catch-up */
+	HT_EQ(count_on(FIRST_UDP, N_UDP, "node-b", "online"), N_UDP,
+	      "node-b's hbload devices still online after the upgrade");
+	HT_TRUE(entry(9, st, nd, &rev1) && !strcmp(st, "online") && !strcmp(nd, "node-b"),
+		"device 9 online on node-b after the upgrade, not '%s' on '%s'", st, nd);
+	HT_EQ(rev1, rev0, "and its entry not written again");
+	HT_TRUE(hbdev_connected(dev), "device 9's connection lives on");
+	hbdev_close(dev);
+	HT_EQ(wait_count(9, 1, "node-b", "offline", 5000), 1,
+	      "the successor wrote device 9's end when it left");
+}
+
 static void test_node_killed(void **state)
 {
 	unsigned long long written = 0, failed = 0;
@@ -694,12 +725,13 @@ static void test_node_killed(void **state)
 
 int main(void)
 {
+	prctl(PR_SET_CHILD_SUBREAPER, 1); /* an upgraded hbd's successor is ours to wait for */
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_input),   cmocka_unit_test(test_presence),
 		cmocka_unit_test(test_false_death), cmocka_unit_test(test_stale_entries),
 		cmocka_unit_test(test_supersede),   cmocka_unit_test(test_downlink),
 		cmocka_unit_test(test_data),	    cmocka_unit_test(test_nats_down),
-		cmocka_unit_test(test_node_killed),
+		cmocka_unit_test(test_upgrade),	    cmocka_unit_test(test_node_killed),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -44,41 +44,10 @@
 
 static struct hn_env E;
 
-/* Waits for d's daemon to exit after an upgrade and makes d the successor; returns its pid
- * (0 on failure).
- */
-static pid_t await_successor(struct ht_daemon *d)
-{
-	char line[1024], cmd[256], *p;
-	int st = -1;
-	pid_t old = d->pid, next = 0;
-	uint64_t end = ht_now_ms() + 30000;
-	FILE *f;
-
-	while (ht_now_ms() < end && waitpid(old, &st, WNOHANG) != old)
-		ht_sleep_ms(5);
-	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st)) {
-		fprintf(stderr, "old hbd exit status %#x\n", st);
-		return 0;
-	}
-	/* the last ready line is the successor's */
-	snprintf(cmd, sizeof(cmd), "grep 'upgrade: taking over' %s | tail -1", d->err);
-	f = popen(cmd, "r");
-	if (f && fgets(line, sizeof(line), f) && (p = strstr(line, "pid=")))
-		next = atoi(p + 4);
-	if (f)
-		pclose(f);
-	d->pid = next;
-	/* a failed test's teardown (ht_reap) ends the daemon now serving, not the one gone */
-	ht_track(d, false);
-	ht_track(d, true);
-	return next;
-}
-
 static pid_t upgrade(struct ht_daemon *d)
 {
 	HT_EQ(kill(d->pid, SIGUSR2), 0, "SIGUSR2 to hbd %d", (int)d->pid);
-	return await_successor(d);
+	return ht_await_successor(d);
 }
 
 /* A counter from the last JSON line hbd printed at exit (the last daemon's). */
@@ -156,7 +125,7 @@ static void userspace(void **state)
 		during[nduring] = ht_tcp_login(d.port, (uint64_t)(160 + nduring), false, NULL);
 		HT_GE(during[nduring], 0, "login of device %d during the handover", 160 + nduring);
 	}
-	HT_GT(await_successor(&d), 0,
+	HT_GT(ht_await_successor(&d), 0,
 	      "the old hbd exited cleanly and named its successor (its log: %s)", d.err);
 
 	/* the half PINGs complete in the new daemon */

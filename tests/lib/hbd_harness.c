@@ -288,3 +288,31 @@ int ht_fd_count(pid_t pid)
 		pclose(p);
 	return n;
 }
+
+pid_t ht_await_successor(struct ht_daemon *d)
+{
+	char line[1024], cmd[256], *p;
+	int st = -1;
+	pid_t old = d->pid, next = 0;
+	uint64_t end = ht_now_ms() + 30000;
+	FILE *f;
+
+	while (ht_now_ms() < end && waitpid(old, &st, WNOHANG) != old)
+		ht_sleep_ms(5);
+	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		fprintf(stderr, "old hbd exit status %#x\n", st);
+		return 0;
+	}
+	/* the last ready line is the successor's */
+	snprintf(cmd, sizeof(cmd), "grep 'upgrade: taking over' %s | tail -1", d->err);
+	f = popen(cmd, "r");
+	if (f && fgets(line, sizeof(line), f) && (p = strstr(line, "pid=")))
+		next = atoi(p + 4);
+	if (f)
+		pclose(f);
+	d->pid = next;
+	/* a failed test's teardown (ht_reap) ends the daemon now serving, not the one gone */
+	ht_track(d, false);
+	ht_track(d, true);
+	return next;
+}

@@ -44,6 +44,10 @@ void ht_cleanup(struct ht_daemon *d);
  * that starts hbd some other way does it itself. */
 void ht_track(const struct ht_daemon *d, bool on);
 
+/* After a SIGUSR2: waits for d's daemon to exit (cleanly) and makes d the successor that took
+ * over, found in d's log; returns its pid, 0 on failure. */
+pid_t ht_await_successor(struct ht_daemon *d);
+
 /* cmocka teardown: kills and removes whatever a failed test left behind. */
 int ht_reap(void **state);
 

@@ -335,6 +335,12 @@ static size_t sweep_collect(struct hbd_fleet *f, struct pres_write *out, size_t 
 		if (!walk[s->node] ||
 		    (mine ? fleet_map_get(&f->held, key) != NULL : s->recv_ms >= listed_before_ms))
 			continue;
+		if (mine && hbd_devices_loc(f->d->devices, key)) {
+			/* a session this daemon took over (an upgrade's, a restart's) with no presence
+			 * event: the entry is true; the catch-up's look at the table adopts it */
+			__atomic_store_n(&f->table_resync, 1, __ATOMIC_RELEASE);
+			continue;
+		}
 		out[n].device = key;
 		out[n].expect = s->rev;
 		out[n].len = fleet_presence_json(out[n].val, sizeof(out[n].val), nd->name, s->udp,
@@ -415,13 +421,22 @@ static void compare_table(struct hbd_fleet *f)
 		pthread_mutex_lock(&f->lock);
 		h = fleet_map_get(&f->held, ids.v[i]);
 		if (!h || h->loc != loc) {
+			struct fleet_seen *s = fleet_map_get(&f->seen, ids.v[i]);
+
 			h = fleet_map_put(&f->held, ids.v[i]);
 			if (h) {
 				memset(h, 0, sizeof(*h));
 				h->loc = loc;
 				h->udp = !!(loc & HBD_LOC_UDP);
 				h->since_ms = now;
-				mark_dirty(f, h);
+				if (s && s->online && s->node == f->me) {
+					/* already says so (a session taken over from the daemon
+					 * before): nothing to write, its revision is ours */
+					h->rev = s->rev;
+					h->since_ms = s->since_ms ? s->since_ms : now;
+				} else {
+					mark_dirty(f, h);
+				}
 			}
 		}
 		pthread_mutex_unlock(&f->lock);
