@@ -163,8 +163,8 @@ done
 # A fixed table of BUCKETS buckets on a hash of (source address, source port): a node's death
 # moves only its own buckets. The hash has a fixed seed (HASH_SEED): without one the kernel
 # draws a random seed for every rule it loads, and the health checker's rewrite would move
-# every device's bucket, not only the dead node's (docs/FLEET.md, "Figures"). Stateless NAT (notrack, addresses rewritten both ways): no
-# conntrack entry keeps a flow on a dead node once its bucket has moved; a TCP connection whose
+# every device's bucket, not only the dead node's (docs/FLEET.md, "Figures"). Stateless NAT
+# (notrack, addresses rewritten both ways): no conntrack entry keeps a flow on a dead node once its bucket has moved; a TCP connection whose
 # bucket moved meets a node without its socket, gets a RST and reconnects at once.
 declare -a OWNER
 for b in $(seq 0 $((BUCKETS - 1))); do OWNER[$b]=$((b % NODES + 1)); done

@@ -277,7 +277,7 @@ int hbd_fleet_start(struct hbd_daemon *d, char *why, size_t whylen)
 void hbd_fleet_stop(struct hbd_daemon *d)
 {
 	struct hbd_fleet *f = d->fleet.f;
-	uint64_t one = 1;
+	uint64_t one = 1, pres_failed;
 
 	if (!f || !d->fleet.on)
 		return;
@@ -308,14 +308,15 @@ void hbd_fleet_stop(struct hbd_daemon *d)
 			kvStore_Delete(f->kv_nodes, f->node);
 		natsConnection_FlushTimeout(f->nc, 1000);
 	}
+	pres_failed = f->pres_failed_pub + f->pres_failed_timeout + f->pres_failed_js;
 	hb_info("fleet: presence writes %llu (failed %llu), DATA published %llu (failed %llu), "
 		"downlinks %llu (answered %llu), superseded fleet-wide %llu, dead nodes' devices "
 		"marked offline %llu",
-		(unsigned long long)f->pres_written, (unsigned long long)f->pres_failed,
+		(unsigned long long)f->pres_written, (unsigned long long)pres_failed,
 		(unsigned long long)f->data_published, (unsigned long long)f->data_failed,
 		(unsigned long long)f->down_in, (unsigned long long)f->down_replied,
 		(unsigned long long)f->superseded, (unsigned long long)f->node_lost_marked);
-	if (f->pres_failed)
+	if (pres_failed)
 		hb_info("fleet: failed presence writes: %llu at the publish, %llu not acknowledged "
 			"in time, %llu refused by JetStream (last error code %d)",
 			(unsigned long long)f->pres_failed_pub,

@@ -134,9 +134,9 @@ struct hbd_fleet {
 	bool ring_ok;
 
 	/* counters, logged at the stop */
-	uint64_t pres_written, pres_failed, data_published, data_failed, down_in, down_replied,
-		superseded, node_lost_marked;
-	/* why presence writes failed: at the publish, no acknowledgement in time, JetStream's
+	uint64_t pres_written, data_published, data_failed, down_in, down_replied, superseded,
+		node_lost_marked;
+	/* failed presence writes, by why: at the publish, no acknowledgement in time, JetStream's
 	 * refusal (its last error code) */
 	uint64_t pres_failed_pub, pres_failed_timeout, pres_failed_js;
 	int pres_last_js_err;

@@ -13,8 +13,9 @@
  *     kind above, whether the newer session is on this node or another).
  * An end whose online write is still unacknowledged waits for that acknowledgement (its
  * revision). An end another node wrote over a session this node still holds (its sweep took
- * this node for dead) is written over with online again. Fleet-wide supersede: when the watch shows the device online on another node with
- * a newer revision than our session's, our session is cut with BYE(SUPERSEDED).
+ * this node for dead) is written over with online again. Fleet-wide supersede: when the watch
+ * shows the device online on another node with a newer revision than our session's, our
+ * session is cut with BYE(SUPERSEDED).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -54,6 +55,13 @@ struct pres_write {
 	char val[256];
 };
 
+/* Under the lock: s, the device's newest entry, is an end written over h's acknowledged online
+ * write (not by us: our own ends are written only once h is gone). */
+static bool ended_over(const struct fleet_held *h, const struct fleet_seen *s)
+{
+	return s && !s->online && !h->npend && h->rev && s->rev > h->rev;
+}
+
 /* Under the lock: h's state is to be written again by the catch-up, which walks the table only
  * while something is marked (f->dirty_any): the walk of 500k entries every 2 s is not free. */
 static void mark_dirty(struct hbd_fleet *f, struct fleet_held *h)
@@ -77,7 +85,6 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 		struct fleet_held *h;
 
 		pthread_mutex_lock(&f->lock);
-		f->pres_failed++;
 		f->pres_failed_pub++;
 		h = fleet_map_get(&f->held, pw->device);
 		if (h) {
@@ -179,7 +186,6 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 	struct hbd_fleet *f = closure;
 	const char *subj = natsMsg_GetSubject(msg);
 	uint64_t device = 0, cut_loc = 0;
-	struct fleet_seen *seen;
 	struct pres_write pw;
 	struct fleet_held *h;
 	bool send = false;
@@ -207,7 +213,6 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 			fleet_map_del(&f->held, device);
 		goto out;
 	} else {
-		f->pres_failed++;
 		if (pae && pae->Err == NATS_TIMEOUT) {
 			f->pres_failed_timeout++;
 		} else {
@@ -226,10 +231,8 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 		send = prepare(f, device, h, &pw);
 	} else if (h->other_rev > h->rev) {
 		cut_loc = h->loc; /* the device went online elsewhere after this session */
-	} else if ((seen = fleet_map_get(&f->seen, device)) && !seen->online &&
-		   seen->rev > h->rev) {
-		/* an end written over our online write: see fleet_presence_seen */
-		mark_dirty(f, h);
+	} else if (ended_over(h, fleet_map_get(&f->seen, device))) {
+		mark_dirty(f, h); /* see fleet_presence_seen */
 	}
 out:
 	pthread_mutex_unlock(&f->lock);
@@ -280,7 +283,7 @@ void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, con
 	 * node for dead (its hbeat_nodes entry expired while NATS was away, say). The device is
 	 * here, so the catch-up writes it online again; left alone, the entry would say offline
 	 * for as long as the session lasts. */
-	if (h && !s->online && !h->npend && h->rev && rev > h->rev)
+	if (h && ended_over(h, s))
 		mark_dirty(f, h); /* (with a write pending, its acknowledgement decides) */
 	if (!h || !s->online || s->node == f->me)
 		goto out;
@@ -433,7 +436,8 @@ static void compare_table(struct hbd_fleet *f)
 					/* already says so (a session taken over from the daemon
 					 * before): nothing to write, its revision is ours */
 					h->rev = s->rev;
-					h->since_ms = s->since_ms ? s->since_ms : now;
+					if (s->since_ms)
+						h->since_ms = s->since_ms;
 				} else {
 					mark_dirty(f, h);
 				}
