@@ -75,6 +75,20 @@ static void start_hbd(void)
 	      "hbd in keepalive mode started in %s", E.srv_ns);
 }
 
+/* hbd with a 4 s interval and 1 probe: an 8 s bound, long enough for the kernel's timer wheel
+ * to round each keepalive timer by up to 256 ms (HZ 250) and short enough for a test. */
+#define SLACK_INTERVAL_S 4
+#define SLACK_BOUND_MS (SLACK_INTERVAL_S * (1 + 1) * 1000)
+
+static void start_hbd_slack(void)
+{
+	const char *args[] = { "--pin-path",	     E.pin, "--port",	 PORT_S, "--interval", "4",
+			       "--keepalive-probes", "1",   "--workers", "1",	 NULL };
+
+	HT_EQ(tc_start(&D, CTL, sizeof(CTL), false, NULL, args), 0,
+	      "hbd in keepalive mode (--interval 4 --keepalive-probes 1) started in %s", E.srv_ns);
+}
+
 static void stop_hbd(void)
 {
 	HT_EQ(ht_stop(&D), 0, "exit code of hbd after SIGTERM");
@@ -402,6 +416,54 @@ static void vanished_device_is_expired(void **state)
 	stop_hbd();
 }
 
+/* The worst case of the bound: the device vanishes just after its kernel answered a probe, so
+ * the last packet the server got is the drop's own moment. Each keepalive timer may fire late
+ * by the timer wheel's granularity, so a probe every interval (the kill exactly interval x
+ * (probes + 1) after the last packet, plus that slack) overshot; hbd's probe period leaves room
+ * for it. */
+static void bound_holds_after_a_probe(void **state)
+{
+	char line[512];
+	uint64_t t0, dt, end;
+	long long p0;
+	int fd, ev;
+
+	(void)state;
+	start_hbd_slack();
+	ev = subscribe();
+	HT_EQ(hn_enter_cli(&E), 0, "into %s", E.cli_ns);
+	fd = ht_tcp_login(PORT, 103, false, NULL);
+	hn_leave(&E);
+	HT_GE(fd, 0, "login of device 103");
+	next_event(ev, 103, line, sizeof(line), HT_IO_MS);
+	HT_TRUE(strstr(line, "\"event\":\"online\"") != NULL, "online event for 103: '%s'", line);
+	/* the drop goes in right after the server's next probe (its answer takes a round trip
+	 * on the veth, well under the poll's few milliseconds) */
+	p0 = keepalive_probes_sent(E.srv_ns);
+	end = ht_now_ms() + 2 * SLACK_INTERVAL_S * 1000;
+	while (keepalive_probes_sent(E.srv_ns) == p0 && ht_now_ms() < end)
+		;
+	HT_GT(keepalive_probes_sent(E.srv_ns), p0, "a probe sent within %d s of the login",
+	      2 * SLACK_INTERVAL_S);
+	ht_sleep_ms(5);
+	drop_device(true);
+	t0 = ht_now_ms();
+	next_event(ev, 103, line, sizeof(line), SLACK_BOUND_MS + 3000);
+	dt = ht_now_ms() - t0;
+	HT_TRUE(strstr(line, "\"event\":\"expired\"") != NULL,
+		"expired event for device 103 within %d ms of the drop: '%s'",
+		SLACK_BOUND_MS + 3000, line);
+	fprintf(stderr,
+		"keepalive detection after a probe: expired %" PRIu64 " ms after the drop "
+		"(bound %d ms)\n",
+		dt, SLACK_BOUND_MS);
+	HT_LE(dt, SLACK_BOUND_MS, "ms from the drop to the expiry: within interval x (probes + 1)");
+	drop_device(false);
+	close(fd);
+	close(ev);
+	stop_hbd();
+}
+
 /* A device that sends a frame and resets the connection at once: the poll may report data and
  * the reset in one go, and hbd reads on past the data to the error, so the connection (off the
  * wheel, and with no keepalive timer once reset) is not left open. The frame asks for no
@@ -706,6 +768,7 @@ int main(void)
 		cmocka_unit_test_teardown(sockops_sets_the_options, each_teardown),
 		cmocka_unit_test_teardown(silent_device_is_kept_and_served, each_teardown),
 		cmocka_unit_test_teardown(vanished_device_is_expired, each_teardown),
+		cmocka_unit_test_teardown(bound_holds_after_a_probe, each_teardown),
 		cmocka_unit_test_teardown(reset_behind_data_is_seen, each_teardown),
 		cmocka_unit_test_teardown(device_library_in_keepalive_mode, each_teardown),
 		cmocka_unit_test_teardown(conns_show_the_kernel_view, each_teardown),

@@ -104,18 +104,26 @@ static bool uring_has_op(int op)
 	return ok;
 }
 
-/* Keepalive mode's timing in the units of the socket options: probes every --interval (whole
- * seconds, TCP_KEEPIDLE and TCP_KEEPINTVL), and the kill once --keepalive-probes went
- * unanswered, TCP_USER_TIMEOUT = interval x (probes + 1) after the last packet received. The
- * user timeout bounds a connection with unacknowledged data the same way (the keepalive timer
- * leaves those to the retransmission timer). */
+/* Keepalive mode's timing in the units of the socket options: a probe every period
+ * (hbd_keepalive_period_s: TCP_KEEPIDLE and TCP_KEEPINTVL), and the kill once --keepalive-probes
+ * went unanswered, TCP_USER_TIMEOUT = period x (probes + 1) after the last packet received (with
+ * a user timeout set, the kernel's keepalive kills on it rather than on TCP_KEEPCNT): within
+ * interval x (probes + 1) with the kernel's timer slack. The user timeout bounds a connection
+ * with unacknowledged data the same way (the keepalive timer leaves those to the
+ * retransmission timer). */
 static int keepalive_timing(struct hbd_daemon *d)
 {
 	const struct hbd_config *cfg = d->cfg;
-	uint64_t idle = (uint64_t)(cfg->interval_s + 0.999), uto;
+	double interval_ms = cfg->interval_s * 1000.0;
+	uint64_t idle, uto;
 
-	if (idle < 1)
-		idle = 1;
+	if (interval_ms > 32767e3 * 9 / 8) {
+		hb_err("--interval %g is beyond TCP keepalive (a probe period of at most 32767 s); "
+		       "use a shorter --interval",
+		       cfg->interval_s);
+		return -EINVAL;
+	}
+	idle = hbd_keepalive_period_s((uint64_t)(interval_ms + 0.5));
 	uto = idle * (cfg->keepalive_probes + 1) * 1000;
 	if (idle > 32767 || uto > INT32_MAX) {
 		hb_err("--interval %g with --keepalive-probes %u is beyond TCP keepalive (idle at most "

@@ -137,6 +137,19 @@ struct hbd_worker;
 struct hbd_api;
 struct hbd_metrics;
 
+/* Keepalive mode's probe period, in whole seconds (TCP_KEEPIDLE's unit), for --interval.
+ * The kernel kills a silent connection at the keepalive timer's (probes + 1)-th firing after
+ * the last packet, and each firing may come up to an eighth of its timeout late (the timer
+ * wheel's granularity, which grows with the timeout): a period of at most 8/9 of the interval
+ * keeps the kill within interval x (probes + 1) of the last packet. Never below 1 s, so under
+ * a 2 s interval the bound can still be exceeded by that slack. */
+static inline uint32_t hbd_keepalive_period_s(uint64_t interval_ms)
+{
+	uint64_t p = interval_ms * 8 / 9 / 1000;
+
+	return p ? (uint32_t)(p < UINT32_MAX ? p : UINT32_MAX) : 1;
+}
+
 /* The daemon's state, grouped by concern. Written by the control thread while it sets up,
  * read by every worker; what changes while workers run is atomic or under a lock.
  */

@@ -107,8 +107,7 @@ static void transport_liveness(struct hbd_worker *w, uint32_t slot)
 	};
 
 	/* read by the kernel when the SQEs run: static storage, the same for every connection */
-	idle = (int)(l->interval_ms + 999) / 1000;
-	idle = idle < 1 ? 1 : idle;
+	idle = (int)hbd_keepalive_period_s(l->interval_ms);
 	cnt = (int)w->d->cfg->keepalive_probes;
 	uto = (int)(idle * (cnt + 1) * 1000);
 	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {

@@ -111,8 +111,8 @@ static const struct hb_opt options[] = {
 	{ "expiry-mult", 0, "X", "expire a device after X intervals of silence", HB_OPT_DOUBLE,
 	  AT(expiry_mult), .def.d = DEF_EXPIRY_MULT, .dmin = 1, .dmax = 100 },
 	{ "keepalive-probes", 0, "N", "with hbctl load --tcp keepalive: the kernel probes a silent "
-	  "connection every --interval and closes it once N probes went unanswered, (N + 1) "
-	  "intervals after the device's last packet", HB_OPT_UINT, AT(keepalive_probes),
+	  "connection every 8/9 of --interval and closes it once N probes went unanswered, "
+	  "within (N + 1) intervals of the device's last packet", HB_OPT_UINT, AT(keepalive_probes),
 	  .def.u = DEF_KEEPALIVE_PROBES, .umin = 1, .umax = 100 },
 	{ "clock-window", 0, "SEC", "accepted HELLO clock skew", HB_OPT_DOUBLE, AT(clock_window_s),
 	  .def.d = DEF_CLOCK_WINDOW_S, .dmin = 0.001, .dmax = 86400 },
