@@ -520,6 +520,30 @@ static void sigterm_drains_with_bye(void **state)
 	ht_cleanup(&d);
 }
 
+/* Needs its own daemon: --no-defer-taskrun sets the worker rings up without DEFER_TASKRUN (the
+ * benchmark knob, and the path kernels before 6.1 take); heartbeats and DATA are still served. */
+static void no_defer_taskrun_serves(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--no-defer-taskrun", "--workers", "1",
+					    NULL };
+	struct ht_daemon d;
+	int fd;
+
+	(void)state;
+	HT_EQ(ht_start(&d, args), 0, "hbd with --no-defer-taskrun started");
+	HT_TRUE(ht_file_contains(d.err, "worker rings: COOP_TASKRUN", NULL, 0),
+		"its log says the rings have no DEFER_TASKRUN: %s", d.err);
+	fd = ht_tcp_login(d.port, 1, false, NULL);
+	HT_GE(fd, 0, "login of device 1");
+	for (uint16_t i = 0; i < 20; i++)
+		ping(fd, i, 1000 + i);
+	HT_EQ(ht_send_frame(fd, HB_DATA, 20, "coop", 4), 0, "DATA sent");
+	HT_TRUE(ht_expect(fd, HB_ACK, -1), "ACK for the DATA");
+	close(fd);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	ht_cleanup(&d);
+}
+
 /* Needs its own daemon: --sink-fsync puts an fdatasync between the write and the ACKs. */
 static void sink_fsync_still_acks(void **state)
 {
@@ -567,6 +591,7 @@ int main(void)
 		cmocka_unit_test_teardown(silent_client_expires, ht_reap),
 		cmocka_unit_test_teardown(beats_keep_alive, ht_reap),
 		cmocka_unit_test_teardown(sigterm_drains_with_bye, ht_reap),
+		cmocka_unit_test_teardown(no_defer_taskrun_serves, ht_reap),
 		cmocka_unit_test_teardown(sink_fsync_still_acks, ht_reap),
 	};
 	int rc;

@@ -742,6 +742,7 @@ static void hbd_help_lists_every_option(void **state)
 		{ "  --sink-fsync", NULL },
 		{ "  --pin-path DIR", "(default /sys/fs/bpf/hbeat)" },
 		{ "  --no-offload", NULL },
+		{ "  --no-defer-taskrun", NULL },
 		{ "  --drain-timeout SEC", "(default 10)" },
 		{ "  --rx-buffers N", "(default 128)" },
 		{ "  --rx-buf-size B", "(default 512)" },

@@ -78,6 +78,7 @@ struct hbd_config {
 	bool sink_fsync;
 	const char *pin_path;
 	bool no_offload;
+	bool no_defer_taskrun; /* worker rings set up the way kernels before 6.1 get them */
 	int log_level;
 	unsigned rx_buffers; /* per worker, TCP provided buffers */
 	unsigned rx_buf_size;

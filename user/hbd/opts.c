@@ -134,6 +134,9 @@ static const struct hb_opt options[] = {
 	  .def.s = HB_PIN_DEFAULT },
 	{ "no-offload", 0, NULL, "answer every heartbeat in userspace; never mark sessions AUTHED "
 	  "in the kernel maps", HB_OPT_FLAG, AT(no_offload) },
+	{ "no-defer-taskrun", 0, NULL, "workers' rings without IORING_SETUP_DEFER_TASKRUN and "
+	  "SINGLE_ISSUER (COOP_TASKRUN instead): to measure what they are worth",
+	  HB_OPT_FLAG, AT(no_defer_taskrun) },
 	{ "drain-timeout", 0, "SEC", "longest a SIGTERM drain may take", HB_OPT_DOUBLE, AT(drain_s),
 	  .def.d = DEF_DRAIN_S, .dmin = 0.1, .dmax = 3600 },
 	{ "rx-buffers", 0, "N", "TCP receive buffers per worker, a power of 2", HB_OPT_UINT,

@@ -71,7 +71,8 @@ static int setup(struct hbd_worker *w)
 	p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_CQSIZE |
 		  IORING_SETUP_SUBMIT_ALL;
 	p.cq_entries = CQ_ENTRIES;
-	rc = io_uring_queue_init_params(SQ_ENTRIES, &w->ring, &p);
+	rc = d->cfg->no_defer_taskrun ? -EINVAL
+				      : io_uring_queue_init_params(SQ_ENTRIES, &w->ring, &p);
 	if (rc == -EINVAL) {
 		memset(&p, 0, sizeof(p));
 		p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
@@ -82,6 +83,10 @@ static int setup(struct hbd_worker *w)
 		hb_err("worker %u: io_uring setup: %s", w->id, strerror(-rc));
 		return rc;
 	}
+	if (w->id == 0)
+		hb_info("worker rings: %s", p.flags & IORING_SETUP_DEFER_TASKRUN
+						    ? "DEFER_TASKRUN, SINGLE_ISSUER"
+						    : "COOP_TASKRUN (no DEFER_TASKRUN)");
 	w->ring_ok = true;
 	rc = io_uring_register_files_sparse(&w->ring, w->nslots);
 	if (rc) {
