@@ -36,7 +36,8 @@ STEADY_USER=60 # steady window of the userspace phases
 RAMP=20000,25000,30000,35000,40000,50000,60000
 STEP=10
 STORM=1
-STORM_MARGIN=40 # after the 30 s storm window, time for the last clients to come back
+STORM_WINDOW=30
+STORM_MARGIN=40 # after the storm window, time for the last clients to come back
 PLACEMENT=split
 PHASES=tcp-offload,tcp-user,tcp-beat,tcp-keepalive,udp-offload,udp-user
 INTERVAL=30
@@ -63,6 +64,8 @@ usage: scripts/bench.sh [options]
   --ramp R1,R2,...     TCP rate ramp, heartbeats/s (default $RAMP); '' for none
   --step S             length of a ramp step (default $STEP)
   --no-storm           skip the reconnect storm
+  --storm-window S     the storm's reconnects spread over S seconds (default $STORM_WINDOW):
+                       the devices' own reconnect jitter; the last one starts S s after the drop
   --interval S         heartbeat interval, and the keepalive probe interval (default $INTERVAL)
   --ka-steady S        steady window of the keepalive phase (default $KA_STEADY)
   --ka-probes N        hbd --keepalive-probes in the keepalive phase (default $KA_PROBES)
@@ -88,6 +91,7 @@ while [ $# -gt 0 ]; do
 	--ramp) RAMP=$2; shift ;;
 	--step) STEP=$2; shift ;;
 	--no-storm) STORM=0 ;;
+	--storm-window) STORM_WINDOW=$2; shift ;;
 	--interval) INTERVAL=$2; shift ;;
 	--ka-steady) KA_STEADY=$2; shift ;;
 	--ka-probes) KA_PROBES=$2; shift ;;
@@ -493,7 +497,8 @@ for ph in "${phases[@]}"; do
 		at=$((WARMUP + STEADY))
 		[ -n "$RAMP" ] && args+=(--steps-at $at) && at=$((at + nsteps * STEP + 15))
 		if [ "$STORM" = 1 ]; then
-			args+=(--storm-at $at --storm-window 30 --duration $((at + 30 + STORM_MARGIN)))
+			args+=(--storm-at $at --storm-window "$STORM_WINDOW"
+				--duration $((at + STORM_WINDOW + STORM_MARGIN)))
 		fi
 		run_phase tcp-offload tcp offload "${args[@]}"
 		;;

@@ -5,15 +5,16 @@
 # seconds inside each phase's steady window (or, with --window setup, from the first connected
 # clients on, while 500k connect); then prints, per phase, the busiest functions and the share of
 # samples under a few frames of interest: of the server's CPU (1, the split placement) in the
-# steady window, of both CPUs during setup (nothing is pinned then).
+# steady window, of both CPUs during setup (nothing is pinned then). --side client reads the
+# steady window's samples of CPU 0 instead: hbload and the client veth's receive path.
 #
 #   scripts/profile-steady.sh [--clients N] [--phases tcp-offload,tcp-user] [--out DIR]
-#                             [--window steady|setup]
+#                             [--window steady|setup] [--side server|client]
 #                             [--summary-only]   (again from DIR's recordings, no new run)
 #
 # perf samples with a software clock here (no PMU in this VM), at 499 Hz: the shares are
 # estimates, and CPU time comes from scripts/bench.sh's /proc/stat figures, not from these.
-# Needs root and perf (Debian: linux-perf). Writes DIR/<phase>.perf and DIR/summary.txt;
+# Needs root and perf (Debian: linux-perf). Writes DIR/<phase>.perf and DIR/summary.txt (summary-client.txt);
 # docs/BENCHMARKS.md is left as it was.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,7 @@ PHASES=tcp-offload,tcp-user
 OUT=build/profile
 PERF_S=30
 WINDOW=steady
+SIDE=server
 RUN=1
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -31,7 +33,8 @@ while [ $# -gt 0 ]; do
 	--out) OUT=$2; shift ;;
 	--summary-only) RUN=0 ;;
 	--window) WINDOW=$2; shift ;;
-	-h | --help) sed -n '3,17p' "$0"; exit 0 ;;
+	--side) SIDE=$2; shift ;;
+	-h | --help) sed -n '3,18p' "$0"; exit 0 ;;
 	*) echo "profile-steady: unknown option '$1'" >&2; exit 2 ;;
 	esac
 	shift
@@ -41,6 +44,13 @@ steady) CPUS='\[001\]' ;;
 setup) CPUS='\[00[01]\]'; PERF_S=16 ;; # the first 16 s: the connections come at ~20k/s
 *) echo "profile-steady: --window steady|setup" >&2; exit 2 ;;
 esac
+case $SIDE in
+server) ;;
+client) [ "$WINDOW" = steady ] || { echo "profile-steady: --side client needs --window steady" >&2; exit 2; }
+	CPUS='\[000\]' ;;
+*) echo "profile-steady: --side server|client" >&2; exit 2 ;;
+esac
+SIDE_NAME=$([ "$SIDE" = client ] && echo "client CPU 0" || echo "server CPU 1")
 IFS=, read -r -a phases <<< "$PHASES"
 if [ "$RUN" = 1 ]; then
 	command -v perf > /dev/null || { echo "profile-steady: perf missing (apt-get install linux-perf)" >&2; exit 1; }
@@ -98,24 +108,28 @@ share() { # STACKS FRAME-REGEX: % of the samples with that frame anywhere in the
 		perf script -i "$OUT/$ph.perf" -F comm,cpu,ip,sym 2> /dev/null |
 			awk -v C="$CPUS" 'BEGIN { RS = ""; FS = "\n" } $1 ~ C { print $0 "\n" }' > "$OUT/$ph.cpu.stacks"
 		echo
-		echo "== $ph, $WINDOW: $([ "$WINDOW" = steady ] && echo "server CPU 1" || echo "both CPUs"), $(grep -c '^[^[:space:]]' "$OUT/$ph.cpu.stacks") samples in ${PERF_S} s"
+		echo "== $ph, $WINDOW: $([ "$WINDOW" = steady ] && echo "$SIDE_NAME" || echo "both CPUs"), $(grep -c '^[^[:space:]]' "$OUT/$ph.cpu.stacks") samples in ${PERF_S} s"
 		echo "-- busiest functions (self)"
 		awk 'BEGIN { RS = ""; FS = "\n" } { l = $2; sub(/^[ \t]*[0-9a-f]+ /, "", l); n[l]++; t++ }
 			END { for (k in n) printf "%5.1f%%  %s\n", 100 * n[k] / t, k }' "$OUT/$ph.cpu.stacks" |
 			sort -rn | sed -n 1,12p # not head: an early close would fail the pipeline
 		rate=$(jq '.steady.hb_per_s' "$OUT/bench/$ph/hbload.json")
-		[ "$WINDOW" = steady ] && awk -F, -v r="$rate" -v s="$PERF_S" '$1 == "CPU1" && $4 ~ /^ipi:/ { n += $2 }
-			END { printf "-- IPIs sent by CPU 1: %d in %d s, %.2f per heartbeat (at %.0f/s)\n", n, s, n / (r * s), r }' \
+		cpu=$([ "$SIDE" = client ] && echo 0 || echo 1)
+		[ "$WINDOW" = steady ] && awk -F, -v r="$rate" -v s="$PERF_S" -v c="CPU$cpu" '$1 == c && $4 ~ /^ipi:/ { n += $2 }
+			END { printf "-- IPIs sent by %s: %d in %d s, %.2f per heartbeat (at %.0f/s)\n", c, n, s, n / (r * s), r }' \
 			"$OUT/$ph.ipi.csv"
 		[ "$WINDOW" = setup ] && grep -E "^\S+ hbload info: +(0\.[0-9]|1\.[0-9]|$((PERF_S + 1))\.[0-9])s" \
 			"$OUT/bench/$ph/hbload.log" | awk '{ print "-- " $4 " " $5 " " $6 }'
 		true
+		awk 'BEGIN { RS = ""; FS = "\n" } { t++; split($2, f, " "); if (f[1] !~ /^ffffffff/) u++ }
+			END { printf "-- leaf in userspace (any process): %.1f%% of the samples\n", t ? 100 * u / t : 0 }' \
+			"$OUT/$ph.cpu.stacks"
 		echo "-- under these frames (inclusive)"
 		for f in net_rps_send_ipi sk_psock_backlog 'bpf_prog_[0-9a-f]+_hb_verdict' strp_data_ready \
 			'hbd_' io_uring_enter tcp_sendmsg_locked tcp_v4_rcv skb_pp_cow_data veth_xdp_rcv_skb \
 			'bpf_prog_[0-9a-f]+_hb_sockops' __sys_bpf hbd_tcp_expire tcp_bpf_recvmsg allocate_slab \
-			'hbload \\['; do
+			'hbload \\[' io_send io_recv io_cqring_wait '[^_]schedule$' 'hbl_|hb_hist|hb_wheel|hbc_'; do
 			share "$OUT/$ph.cpu.stacks" "$f"
 		done
 	done
-} | tee "$OUT/summary.txt"
+} | tee "$OUT/summary$([ "$SIDE" = client ] && echo -client).txt"
