@@ -30,7 +30,10 @@
 #include "worker.h"
 
 #define PRESENCE_MAX_PENDING 262144
-#define WATCH_WAIT_MS 100
+/* the longest the watch is waited on: flags other threads raise (a reconnection, a table to
+ * compare after an upgrade, a stop) wait at most this for the loop; a presence event ends the
+ * wait at once */
+#define WATCH_WAIT_MAX_MS 500
 #define WATCH_BATCH 16384 /* entries taken before the timers are looked at */
 #define LIST_EVERY_MS 1000
 #define CATCH_UP_EVERY_MS 2000 /* writes that failed are made again at least this often */
@@ -171,13 +174,14 @@ static void trust_nodes(struct hbd_fleet *f)
 	pthread_mutex_unlock(&f->lock);
 }
 
-/* Entries from the watch until it is quiet; false if the watch broke (made again later). */
-static bool take_watch(struct hbd_fleet *f)
+/* Entries from the watch until it is quiet, the first waited for up to wait_ms; false if the
+ * watch broke (made again later). */
+static bool take_watch(struct hbd_fleet *f, int64_t wait_ms)
 {
 	for (int i = 0; i < WATCH_BATCH; i++) {
 		kvEntry *e = NULL;
 		/* a timeout of 0 is refused: 1 ms for "what is there already" */
-		natsStatus s = kvWatcher_Next(&e, f->watch, i ? 1 : WATCH_WAIT_MS);
+		natsStatus s = kvWatcher_Next(&e, f->watch, i ? 1 : wait_ms);
 		const char *key;
 
 		if (s == NATS_TIMEOUT)
@@ -210,6 +214,7 @@ void *fleet_admin_main(void *arg)
 	struct hbd_fleet *f = arg;
 	uint64_t next_put = 0, next_list = 0, listed_before = 0, listed_last = 0, next_catch = 0;
 	const uint64_t put_every = (uint64_t)(f->cfg->node_ttl_s * 1000 / 3);
+	int64_t wait_ms;
 
 	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t now = fleet_now_ms();
@@ -226,7 +231,19 @@ void *fleet_admin_main(void *arg)
 			usleep(200 * 1000);
 			continue;
 		}
-		if (!take_watch(f)) {
+		/* until the next scheduled task: an idle node wakes a few times a second, not at
+		 * every short poll (each wakeup is a round of libnats's locks and condition
+		 * variables) */
+		{
+			uint64_t next = next_put < next_list ? next_put : next_list;
+
+			if (f->synced && next_catch < next)
+				next = next_catch;
+			wait_ms = next > now ? (int64_t)(next - now) : 1;
+			if (wait_ms > WATCH_WAIT_MAX_MS)
+				wait_ms = WATCH_WAIT_MAX_MS;
+		}
+		if (!take_watch(f, wait_ms)) {
 			hb_warn("fleet: the watch of %s broke: watching again",
 				FLEET_BUCKET_PRESENCE);
 			kvWatcher_Destroy(f->watch);
