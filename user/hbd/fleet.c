@@ -219,7 +219,9 @@ static void *fleet_main(void *arg)
 			{ .fd = f->efd_stop, .events = POLLIN },
 		};
 
-		if (poll(pfd, 2, 100) < 0 && errno != EINTR) {
+		/* the workers ring the queue's doorbell, stop has its own: the timeout is only for
+		 * the delayed "offline" answers to downlinks */
+		if (poll(pfd, 2, fleet_down_wait_ms(f)) < 0 && errno != EINTR) {
 			hb_err("fleet: poll: %s", strerror(errno));
 			break;
 		}

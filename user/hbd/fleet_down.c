@@ -89,6 +89,19 @@ static void later(struct hbd_fleet *f, const char *reply, uint64_t device)
 	pthread_mutex_unlock(&f->lock);
 }
 
+int fleet_down_wait_ms(struct hbd_fleet *f)
+{
+	uint64_t now = fleet_now_ms(), due = now + OFFLINE_GRACE_MS;
+
+	/* one queued since is due a whole grace after it was queued: a wait of at most the grace
+	 * is never late for it by more than the wait for the head */
+	pthread_mutex_lock(&f->lock);
+	if (f->noffline && f->offline[f->offline_head].due_ms < due)
+		due = f->offline[f->offline_head].due_ms;
+	pthread_mutex_unlock(&f->lock);
+	return due > now ? (int)(due - now) : 0;
+}
+
 void fleet_down_tick(struct hbd_fleet *f)
 {
 	uint64_t now = fleet_now_ms();

@@ -173,6 +173,7 @@ void fleet_data_publish(struct hbd_fleet *f, unsigned worker);
 int fleet_down_subscribe(struct hbd_fleet *f);
 void fleet_down_result(struct hbd_fleet *f, const struct hbd_event *ev);
 void fleet_down_tick(struct hbd_fleet *f); /* fleet thread: the "offline" answers due */
+int fleet_down_wait_ms(struct hbd_fleet *f); /* until the next of them may be due */
 void fleet_down_free(struct hbd_fleet *f);
 
 /* fleet_admin.c */
