@@ -114,17 +114,9 @@ static bool uring_has_op(int op)
 static int keepalive_timing(struct hbd_daemon *d)
 {
 	const struct hbd_config *cfg = d->cfg;
-	double interval_ms = cfg->interval_s * 1000.0;
-	uint64_t idle, uto;
+	uint64_t idle = hbd_keepalive_period_s((uint64_t)(cfg->interval_s * 1000.0 + 0.5));
+	uint64_t uto = idle * (cfg->keepalive_probes + 1) * 1000;
 
-	if (interval_ms > 32767e3 * 9 / 8) {
-		hb_err("--interval %g is beyond TCP keepalive (a probe period of at most 32767 s); "
-		       "use a shorter --interval",
-		       cfg->interval_s);
-		return -EINVAL;
-	}
-	idle = hbd_keepalive_period_s((uint64_t)(interval_ms + 0.5));
-	uto = idle * (cfg->keepalive_probes + 1) * 1000;
 	if (idle > 32767 || uto > INT32_MAX) {
 		hb_err("--interval %g with --keepalive-probes %u is beyond TCP keepalive (idle at most "
 		       "32767 s, interval x (probes + 1) at most %d ms); use a shorter --interval",

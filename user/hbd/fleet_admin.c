@@ -214,10 +214,9 @@ void *fleet_admin_main(void *arg)
 	struct hbd_fleet *f = arg;
 	uint64_t next_put = 0, next_list = 0, listed_before = 0, listed_last = 0, next_catch = 0;
 	const uint64_t put_every = (uint64_t)(f->cfg->node_ttl_s * 1000 / 3);
-	int64_t wait_ms;
 
 	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
-		uint64_t now = fleet_now_ms();
+		uint64_t now = fleet_now_ms(), due, wait_ms;
 
 		if (!__atomic_load_n(&f->ready, __ATOMIC_ACQUIRE)) {
 			if (__atomic_load_n(&f->connected, __ATOMIC_ACQUIRE) && !setup(f)) {
@@ -234,16 +233,12 @@ void *fleet_admin_main(void *arg)
 		/* until the next scheduled task: an idle node wakes a few times a second, not at
 		 * every short poll (each wakeup is a round of libnats's locks and condition
 		 * variables) */
-		{
-			uint64_t next = next_put < next_list ? next_put : next_list;
-
-			if (f->synced && next_catch < next)
-				next = next_catch;
-			wait_ms = next > now ? (int64_t)(next - now) : 1;
-			if (wait_ms > WATCH_WAIT_MAX_MS)
-				wait_ms = WATCH_WAIT_MAX_MS;
-		}
-		if (!take_watch(f, wait_ms)) {
+		due = next_put < next_list ? next_put : next_list;
+		if (f->synced && next_catch < due)
+			due = next_catch;
+		wait_ms = due > now ? due - now : 1;
+		if (!take_watch(f, wait_ms < WATCH_WAIT_MAX_MS ? (int64_t)wait_ms
+							       : WATCH_WAIT_MAX_MS)) {
 			hb_warn("fleet: the watch of %s broke: watching again",
 				FLEET_BUCKET_PRESENCE);
 			kvWatcher_Destroy(f->watch);

@@ -146,9 +146,9 @@ struct hbd_metrics;
  * a 2 s interval the bound can still be exceeded by that slack. */
 static inline uint32_t hbd_keepalive_period_s(uint64_t interval_ms)
 {
-	uint64_t p = interval_ms * 8 / 9 / 1000;
+	uint32_t p = (uint32_t)(interval_ms * 8 / 9 / 1000); /* --interval is at most a day */
 
-	return p ? (uint32_t)(p < UINT32_MAX ? p : UINT32_MAX) : 1;
+	return p ? p : 1;
 }
 
 /* The daemon's state, grouped by concern. Written by the control thread while it sets up,

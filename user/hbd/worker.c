@@ -71,8 +71,9 @@ static int setup(struct hbd_worker *w)
 	p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_CQSIZE |
 		  IORING_SETUP_SUBMIT_ALL;
 	p.cq_entries = CQ_ENTRIES;
-	rc = d->cfg->no_defer_taskrun ? -EINVAL
-				      : io_uring_queue_init_params(SQ_ENTRIES, &w->ring, &p);
+	rc = -EINVAL; /* what a kernel without DEFER_TASKRUN answers */
+	if (!d->cfg->no_defer_taskrun)
+		rc = io_uring_queue_init_params(SQ_ENTRIES, &w->ring, &p);
 	if (rc == -EINVAL) {
 		memset(&p, 0, sizeof(p));
 		p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
