@@ -47,6 +47,7 @@ PORT=7680
 MQTT_PORT=1883
 PIN=${PEER_PIN:-/sys/fs/bpf/peer-bench}
 SRV_CPU=1 CLI_CPU=0
+PLACEMENT="split"
 
 usage() {
 	cat <<EOF
@@ -67,6 +68,10 @@ usage: scripts/peer-bench.sh [options]
                      must not end connections; hbload --proto mqtt keeps its own, = interval)
   --modes LIST       servers, in round 1's order (default $MODES)
   --hbd-workers N    hbd --workers (default: hbd's own, one per CPU)
+  --placement P      while measuring: split (default; the server and its veth's receive path
+                     on CPU 1, the client and its on CPU 0) or spread (nothing pinned by this
+                     script, both veths' receive paths spread over both CPUs by flow hash
+                     (RPS), as a NIC with one queue per CPU does: what hbd --cpus is for)
   --variant NAME=MODE:ARGS  a further server for --modes: hbeat mode MODE with hbd given ARGS
                      too (e.g. ub=user:--wait-batch 16), measured and reported as NAME
   --mqtt-client C    the MQTT load client: hbload (hbload --proto mqtt) or tool
@@ -94,6 +99,7 @@ while [ $# -gt 0 ]; do
 	--slack) SLACK=$2; shift ;;
 	--modes) MODES=$2; shift ;;
 	--hbd-workers) HBD_WORKERS=$2; shift ;;
+	--placement) PLACEMENT=$2; shift ;;
 	--variant)
 		[[ $2 =~ ^([a-z0-9_-]+)=(user|kernel|keepalive|beat|user-beat|user-loaded|mqtt-user|mqtt-kernel):(.*)$ ]] ||
 			{ echo "peer-bench: --variant NAME=MODE:ARGS (MODE an hbeat mode of --modes)" >&2; exit 2; }
@@ -118,6 +124,7 @@ num_ok "$WARMUP" 0 || { echo "peer-bench: --warmup S (whole seconds)" >&2; exit 
 [[ $INTERVAL =~ ^[0-9]+$ ]] && [ "$INTERVAL" -ge 1 ] ||
 	{ echo "peer-bench: --interval S (whole seconds: TCP keepalive has no finer unit)" >&2; exit 2; }
 num_ok "$SLACK" 2 || { echo "peer-bench: --slack N (N >= 2)" >&2; exit 2; }
+case $PLACEMENT in split | spread) ;; *) echo "peer-bench: --placement split|spread" >&2; exit 2 ;; esac
 num_ok "$CONNECT_RATE" 1 || { echo "peer-bench: --connect-rate N (N >= 1)" >&2; exit 2; }
 [ -z "$HBD_WORKERS" ] || num_ok "$HBD_WORKERS" 1 || { echo "peer-bench: --hbd-workers N" >&2; exit 2; }
 IFS=, read -r -a SERVERS <<< "$MODES"
@@ -297,8 +304,18 @@ place_split() {
 	bench_rps "$SRV_NS" "$SRV_IF" $((1 << SRV_CPU))
 	bench_rps "$CLI_NS" "$CLI_IF" $((1 << CLI_CPU))
 }
+# spread: what the server does with two CPUs when flows arrive on both, as a NIC's receive
+# queues spread them; nothing is pinned here (hbd --cpus pins its own workers)
+place_spread() {
+	bench_rps "$SRV_NS" "$SRV_IF" 3
+	bench_rps "$CLI_NS" "$CLI_IF" 3
+}
+place_measure() {
+	if [ "$PLACEMENT" = spread ]; then place_spread; else place_split; fi
+}
+# setup on both CPUs; a fresh hbd's own placement (--cpus) is left as it set it
 place_none() {
-	[ -z "$SRV_PID" ] || taskset -a -pc 0-1 "$SRV_PID" > /dev/null
+	[ -z "$SRV_PID" ] || [ "$PLACEMENT" = spread ] || taskset -a -pc 0-1 "$SRV_PID" > /dev/null
 	[ -z "$HBL_PID" ] || taskset -a -pc 0-1 "$HBL_PID" > /dev/null
 	bench_rps "$SRV_NS" "$SRV_IF" 0
 	bench_rps "$CLI_NS" "$CLI_IF" 0
@@ -374,7 +391,7 @@ peer_sampler() { # FIFO DIR SERVER
 			;;
 		setup_done*)
 			bench_snapshot setup_done
-			place_split
+			place_measure
 			;;
 		esac
 	done < "$1"
@@ -600,7 +617,7 @@ jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
 	--argjson connect_rate "$CONNECT_RATE" --argjson slack "$SLACK" \
 	--arg build_commit "$build_commit" --arg mosq_version "$mosq_version" \
 	--argjson secs $((END - START)) --arg mqtt_client "$MQTT_CLIENT" --argjson steady "$STEADY" \
-	--argjson interval "$INTERVAL" '
+	--argjson interval "$INTERVAL" --arg placement "$PLACEMENT" '
   def median: map(select(. != null)) | sort | if length == 0 then null
       elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   def r2: if . == null then null else (. * 100 | round) / 100 end;
@@ -624,7 +641,7 @@ jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
   . as $all
   | ($all | map(select(.server == "mosquitto"))) as $mq
   | {conns: $conns, rounds: $rounds, steady_s: $steady, interval_s: $interval,
-     command: $cmd, seconds: $secs, mqtt_client: $mqtt_client,
+     command: $cmd, seconds: $secs, mqtt_client: $mqtt_client, placement: $placement,
      build_commit: $build_commit, mosquitto_version: $mosq_version, connect_rate: $connect_rate, slack_intervals: $slack,
      date: (now | strftime("%Y-%m-%d %H:%M UTC"))}
   + (if ($mq | length) > 0 then {mosquitto: fig($mq)} else {} end)

@@ -15,6 +15,8 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1113,6 +1115,139 @@ static void full_map(void **state)
 	unpin_all(&p);
 }
 
+#define CPU_CONNS 16
+
+struct from_cpu {
+	int cpu;
+	uint16_t port;
+	uint64_t dev; /* logs in over UDP */
+	int fd[CPU_CONNS];
+	int ufd;
+	uint64_t token;
+	bool pinned;
+};
+
+/* On loopback the kernel processes a packet (SYN or datagram) on the sending thread's CPU. */
+static void *connect_from_cpu(void *arg)
+{
+	struct from_cpu *f = arg;
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(f->cpu, &one);
+	f->pinned = !sched_setaffinity(0, sizeof(one), &one);
+	for (unsigned i = 0; i < CPU_CONNS; i++)
+		f->fd[i] = f->pinned ? ht_tcp(f->port, false) : -1;
+	f->ufd = ht_udp(false);
+	f->token = f->pinned && f->ufd >= 0 ? ht_udp_login(f->ufd, f->port, false, f->dev) : 0;
+	return NULL;
+}
+
+static void run_from_cpu(struct from_cpu *f)
+{
+	pthread_t t;
+
+	HT_EQ(pthread_create(&t, NULL, connect_from_cpu, f), 0, "client thread for CPU %d", f->cpu);
+	pthread_join(t, NULL);
+	HT_TRUE(f->pinned, "client thread pinned to CPU %d", f->cpu);
+	for (unsigned i = 0; i < CPU_CONNS; i++)
+		HT_GE(f->fd[i], 0, "connection %u from CPU %d", i, f->cpu);
+	HT_NE(f->token, 0, "UDP login of device %" PRIu64 " from CPU %d", f->dev, f->cpu);
+}
+
+static void close_from_cpu(struct from_cpu *f)
+{
+	for (unsigned i = 0; i < CPU_CONNS; i++)
+		if (f->fd[i] >= 0)
+			close(f->fd[i]);
+	if (f->ufd >= 0)
+		close(f->ufd);
+}
+
+/* Waits (at most 2 s) until the workers have accepted want connections in all, then reads
+ * each one's count. */
+static void accepted_by_worker(int ustats, unsigned want, uint64_t got[2], uint64_t udp[2])
+{
+	for (int tries = 0; tries < 200; tries++) {
+		struct hb_ustats st;
+
+		for (__u32 w = 0; w < 2; w++) {
+			HT_EQ(bpf_map_lookup_elem(ustats, &w, &st), 0, "ustats of worker %u", w);
+			got[w] = st.tcp_accepted;
+			udp[w] = st.udp_sessions;
+		}
+		if (got[0] + got[1] >= want)
+			return;
+		ht_sleep_ms(10);
+	}
+}
+
+/* Threads of pid whose allowed CPUs are exactly cpu ("Cpus_allowed_list:\t1"). */
+static int threads_on_cpu(pid_t pid, int cpu)
+{
+	char cmd[160], want[32];
+	FILE *p;
+	int n = 0;
+
+	snprintf(cmd, sizeof(cmd), "cat /proc/%d/task/*/status 2>/dev/null", (int)pid);
+	snprintf(want, sizeof(want), "Cpus_allowed_list:\t%d\n", cpu);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (fgets(cmd, sizeof(cmd), p))
+		n += !strcmp(cmd, want);
+	pclose(p);
+	return n;
+}
+
+/* hbd --cpus 0,1 with 2 workers: worker 0 runs on CPU 0 and worker 1 on CPU 1, and every TCP
+ * connection and UDP session is taken by the worker on the CPU that received it. Without the
+ * steering, SO_REUSEPORT spreads them by hash: 16 connections from one CPU would all land on
+ * its worker once in 2^16 runs.
+ */
+static void workers_take_what_their_cpu_received(void **state)
+{
+	struct from_cpu c0 = { .cpu = 0, .dev = 1 }, c1 = { .cpu = 1, .dev = 2 };
+	uint64_t tcp[2] = { 0, 0 }, udp[2] = { 0, 0 };
+	struct ht_daemon d;
+	struct pins p;
+	char path[160];
+	const char *args[] = { "--pin-path", path, "--workers", "2", "--cpus", "0,1", NULL };
+
+	(void)state;
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		fprintf(stderr, "one CPU online: nothing to steer between\n");
+		skip();
+	}
+	HT_EQ(make_pins(&p, "cpus", true, true, sizeof(struct hb_conn)), 0, "pins for --cpus");
+	snprintf(path, sizeof(path), "%s", p.dir);
+	HT_EQ(ht_start(&d, args), 0, "hbd --workers 2 --cpus 0,1 started");
+	HT_TRUE(ht_file_contains(d.err, "workers on CPUs 0-1", NULL, 0),
+		"hbd's log says where its workers run: %s", d.err);
+	HT_GE(threads_on_cpu(d.pid, 0), 1, "hbd threads allowed CPU 0 alone (worker 0)");
+	HT_GE(threads_on_cpu(d.pid, 1), 1, "hbd threads allowed CPU 1 alone (worker 1)");
+
+	c0.port = c1.port = d.port;
+	run_from_cpu(&c0);
+	accepted_by_worker(p.ustats, CPU_CONNS, tcp, udp);
+	HT_EQ(tcp[0], CPU_CONNS, "connections from CPU 0 that worker 0 (CPU 0) accepted");
+	HT_EQ(tcp[1], 0, "connections from CPU 0 that worker 1 (CPU 1) accepted");
+	HT_EQ(udp[0], 1, "UDP sessions from CPU 0 on worker 0");
+	HT_EQ(udp[1], 0, "UDP sessions from CPU 0 on worker 1");
+
+	run_from_cpu(&c1);
+	accepted_by_worker(p.ustats, 2 * CPU_CONNS, tcp, udp);
+	HT_EQ(tcp[0], CPU_CONNS, "worker 0's connections after CPU 1 connected");
+	HT_EQ(tcp[1], CPU_CONNS, "connections from CPU 1 that worker 1 (CPU 1) accepted");
+	HT_EQ(udp[1], 1, "UDP sessions from CPU 1 on worker 1");
+
+	close_from_cpu(&c0);
+	close_from_cpu(&c1);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	ht_cleanup(&d);
+	unpin_all(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest shared[] = {
@@ -1140,6 +1275,7 @@ int main(void)
 		cmocka_unit_test_teardown(expiry_reads_seen_stamps, reap_all),
 		cmocka_unit_test_teardown(authed_connection_waits_for_its_timeout, reap_all),
 		cmocka_unit_test_teardown(seen_smaller_than_the_daemon, reap_all),
+		cmocka_unit_test_teardown(workers_take_what_their_cpu_received, reap_all),
 	};
 	int rc;
 

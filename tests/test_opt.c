@@ -729,6 +729,7 @@ static void hbd_help_lists_every_option(void **state)
 		{ "  --mqtt-realm NAME", "(default hbeat)" },
 		{ "  --mqtt-max-days N", "(default 30)" },
 		{ "  --workers N", "(default one per CPU" },
+		{ "  --cpus LIST", "(default off: workers float" },
 		{ "  --max-clients N", "(default 10000)" },
 		{ "  --interval SEC", "(default 30)" },
 		{ "  --expiry-mult X", "(default 1.5)" },
@@ -942,6 +943,8 @@ static void expect_complaint(int rc, int want_rc, const char *prog_name, const c
 
 static void bad_command_lines_get_one_shape(void **state)
 {
+	int rc;
+
 	(void)state;
 	/* hbd: exit 2 on a usage error */
 	expect_complaint(run("hbd", "--keys", "k", "--port", "70000", NULL), 2, "hbd",
@@ -950,6 +953,19 @@ static void bad_command_lines_get_one_shape(void **state)
 			 "--interval must be a number in 0.01..86400, not '0'");
 	expect_complaint(run("hbd", "--keys", "k", "--rx-buffers", "100", NULL), 2, "hbd",
 			 "--rx-buffers must be a power of 2 in 16..32768, not '100'");
+	expect_complaint(run("hbd", "--keys", "k", "--cpus", "3-1", NULL), 2, "hbd",
+			 "--cpus must be a CPU list such as 0-3,6, not '3-1'");
+	expect_complaint(run("hbd", "--keys", "k", "--cpus", "0,,1", NULL), 2, "hbd",
+			 "--cpus must be a CPU list such as 0-3,6, not '0,,1'");
+	expect_complaint(run("hbd", "--keys", "k", "--cpus", "1024", NULL), 2, "hbd",
+			 "--cpus must be a CPU list such as 0-3,6, not '1024'");
+	expect_complaint(run("hbd", "--keys", "k", "--cpus", "", NULL), 2, "hbd",
+			 "--cpus must be a CPU list such as 0-3,6, not ''");
+	/* a CPU hbd may not run on: usage, before anything starts (the allowed list varies) */
+	rc = run("hbd", "--keys", "k", "--cpus", "0,1023", NULL);
+	if (rc != 2 || !strstr(err_buf, "hbd: --cpus: CPU 1023 is not one hbd may run on "
+					"(online and allowed: "))
+		fail_msg("--cpus 0,1023: exit %d (expected 2), stderr:\n%s", rc, err_buf);
 	expect_complaint(run("hbd", "--keys", "k", "--log-level", "loud", NULL), 2, "hbd",
 			 "--log-level must be error, warn, info or debug, not 'loud'");
 	expect_complaint(run("hbd", "--keys", "k", "--metrics", "x:y", NULL), 2, "hbd",

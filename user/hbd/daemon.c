@@ -20,6 +20,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "placement.h"
 #include "reload.h"
 #include "restart.h"
 #include "services.h"
@@ -278,6 +279,60 @@ static int open_mqtt(struct hbd_daemon *d, char *why, size_t whylen)
 	return rc;
 }
 
+/* A worker starts on its CPU (--cpus), so its ring and tables are allocated there too. */
+static int start_thread(struct hbd_worker *w)
+{
+	pthread_attr_t attr;
+	cpu_set_t one;
+	int rc;
+
+	if (w->cpu < 0)
+		return -pthread_create(&w->thread, NULL, hbd_worker_main, w);
+	CPU_ZERO(&one);
+	CPU_SET(w->cpu, &one);
+	rc = pthread_attr_init(&attr);
+	if (rc)
+		return -rc;
+	rc = pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
+	if (!rc)
+		rc = pthread_create(&w->thread, &attr, hbd_worker_main, w);
+	pthread_attr_destroy(&attr);
+	return -rc;
+}
+
+/* --cpus: every service socket of worker i gets worker i's CPU (an upgrade's inherited ones
+ * too, which may have had another), so the kernel hands it what that CPU received. */
+static int steer_sockets(struct hbd_daemon *d)
+{
+	const struct hbd_config *cfg = d->cfg;
+	char list[256];
+
+	for (unsigned i = 0; i < d->plan.workers; i++) {
+		int cpu = hbd_placement_cpu(&cfg->cpus, i);
+		int fds[3] = { d->tcp_fds[i], d->udp_fds[i], d->mqtt_fds ? d->mqtt_fds[i] : -1 };
+
+		for (unsigned k = 0; k < 3; k++) {
+			int rc = fds[k] >= 0 ? hbd_placement_steer(fds[k], cpu) : 0;
+
+			if (rc) {
+				hb_err("--cpus: SO_INCOMING_CPU %d on worker %u's socket: %s", cpu,
+				       i, strerror(-rc));
+				return rc;
+			}
+		}
+	}
+	hb_cpus_format(&cfg->cpus, list, sizeof(list));
+	if (hbd_placement_kernel_steers())
+		hb_info("workers on CPUs %s (worker i on the (i mod %d)-th), each steered what its "
+			"CPU receives (SO_INCOMING_CPU)",
+			list, CPU_COUNT(&cfg->cpus));
+	else
+		hb_warn("workers on CPUs %s, but this kernel's SO_REUSEPORT groups ignore "
+			"SO_INCOMING_CPU (Linux 6.1 or later steers): connections are spread by hash",
+			list);
+	return 0;
+}
+
 static int start_workers(struct hbd_daemon *d)
 {
 	const struct hbd_config *cfg = d->cfg;
@@ -308,7 +363,8 @@ static int start_workers(struct hbd_daemon *d)
 		w->rx_count = cfg->rx_buffers;
 		w->rx_size = cfg->rx_buf_size;
 		w->ux_count = HBD_UDP_BUFS;
-		rc = -pthread_create(&w->thread, NULL, hbd_worker_main, w);
+		w->cpu = cfg->cpus_given ? hbd_placement_cpu(&cfg->cpus, i) : -1;
+		rc = start_thread(w);
 		if (rc) {
 			hb_err("worker thread: %s", strerror(-rc));
 			break;
@@ -447,7 +503,10 @@ int hbd_run(const struct hbd_config *cfg)
 		ho_n = 0;
 	else
 		d->replay.until_ms = 0; /* the old daemon hands its replay state over */
-	want = cfg->workers ? cfg->workers : (ncpu > 0 ? (unsigned)ncpu : 1);
+	want = cfg->workers	 ? cfg->workers
+	       : cfg->cpus_given ? (unsigned)CPU_COUNT(&cfg->cpus)
+	       : ncpu > 0	 ? (unsigned)ncpu
+				 : 1;
 	if (want < ho_n)
 		want = ho_n;
 	/* connections without a HELLO have slots of their own: they never take a device's */
@@ -523,6 +582,8 @@ int hbd_run(const struct hbd_config *cfg)
 		goto out;
 	}
 	if (cfg->mqtt_port && open_mqtt(d, why, sizeof(why)))
+		goto out;
+	if (cfg->cpus_given && steer_sockets(d))
 		goto out;
 
 	/* every thread inherits the mask: only the control loop's signalfd takes these signals */

@@ -14,8 +14,9 @@
  *                  presence, downlink
  *   ring plumbing  ring: SQEs, MSG_RING from a worker or from the control thread
  *   core state     devices, sessions, keytab, sink, events, stats, maps, chunk, reasm,
- *                  sockets, nicwatch, mqtt_sess, fleet_q.h (what the workers hand the fleet
- *                  thread); below them user/common (clock, log, proto, auth, mqtt, ...)
+ *                  sockets, placement (--cpus), nicwatch, mqtt_sess, fleet_q.h (what the
+ *                  workers hand the fleet thread); below them user/common (clock, log, proto,
+ *                  auth, mqtt, cpus, ...)
  *
  * The one call up goes through a pointer: ring.c hands a message a worker sends itself to
  * that worker's CQE dispatch (w->dispatch), as if it had come through the ring.
@@ -38,6 +39,7 @@
 
 #include "auth.h"
 #include "clock.h"
+#include "cpus.h"
 #include "devices.h"
 #include "events.h"
 #include "fleet_q.h"
@@ -61,7 +63,9 @@ struct hbd_config {
 	uint16_t mqtt_port; /* 0: no MQTT listener */
 	const char *mqtt_realm; /* the realm MQTT passwords are bound to */
 	unsigned mqtt_max_days; /* the longest validity an MQTT password may claim */
-	unsigned workers; /* 0: one per CPU */
+	unsigned workers; /* 0: one per CPU (of --cpus, if given) */
+	bool cpus_given; /* --cpus: workers pinned to these, sockets steered by SO_INCOMING_CPU */
+	cpu_set_t cpus;
 	unsigned max_clients; /* authenticated TCP connections, and separately UDP sessions */
 	unsigned max_pending; /* TCP connections without a HELLO yet (0 in the defaults: the
 			       * parser fills in its share of max_clients) */

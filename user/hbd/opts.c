@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "mqtt.h"
 #include "opt.h"
+#include "placement.h"
 
 /* hbd's own defaults; the port, pin directory and largest payload are the ABI header's. */
 #define DEF_MAX_CLIENTS 10000
@@ -73,6 +74,16 @@ static int parse_control_group(const char *arg, void *cfg)
 	return 0;
 }
 
+static int parse_cpus(const char *arg, void *cfg)
+{
+	struct hbd_config *c = cfg;
+
+	if (hb_cpus_parse(arg, &c->cpus))
+		return -EINVAL;
+	c->cpus_given = true;
+	return 0;
+}
+
 /* clang-format off */
 static const struct hb_opt_choice log_levels[] = {
 	{ "error", HB_LOG_ERROR }, { "warn", HB_LOG_WARN }, { "info", HB_LOG_INFO },
@@ -103,7 +114,13 @@ static const struct hb_opt options[] = {
 	  HB_OPT_UINT, AT(mqtt_max_days), .def.u = HB_MQTT_DEFAULT_DAYS, .umin = 0, .umax = 3650 },
 	{ "workers", 0, "N", "worker threads, one io_uring ring each", HB_OPT_UINT, AT(workers),
 	  .umin = 1, .umax = HBD_MAX_RINGS,
-	  .def_text = "one per CPU, more if --max-clients needs more direct-descriptor tables" },
+	  .def_text = "one per CPU (of --cpus if given), more if --max-clients needs more "
+	  "direct-descriptor tables" },
+	{ "cpus", 0, "LIST", "pin worker i to the (i mod n)-th of these n CPUs and steer each new "
+	  "connection and datagram to a worker on the CPU that received it (SO_INCOMING_CPU on "
+	  "every service socket; Linux 6.1): its wakeups and answers stay on that CPU",
+	  HB_OPT_CUSTOM, .parse = parse_cpus, .expect = "a CPU list such as 0-3,6",
+	  .def_text = "off: workers float, the kernel spreads connections by hash" },
 	{ "max-clients", 0, "N", "authenticated TCP connections, and UDP sessions, at most",
 	  HB_OPT_UINT, AT(max_clients), .def.u = DEF_MAX_CLIENTS, .umin = 1, .umax = 1 << 24 },
 	{ "interval", 0, "SEC", "heartbeat interval told to devices", HB_OPT_DOUBLE, AT(interval_s),
@@ -275,6 +292,12 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 		c->max_pending = c->max_clients / DEF_MAX_PENDING_DIV;
 		if (c->max_pending < DEF_MAX_PENDING_MIN)
 			c->max_pending = DEF_MAX_PENDING_MIN;
+	}
+	if (c->cpus_given) {
+		char why[512];
+
+		if (hbd_placement_check(&c->cpus, why, sizeof(why)))
+			return hb_opt_error(&prog, "--cpus: %s", why);
 	}
 	if (c->mqtt_port && c->mqtt_port == c->port)
 		return hb_opt_error(&prog, "--mqtt-port %u is --port too", c->mqtt_port);

@@ -106,6 +106,7 @@ struct hbd_acceptq {
 struct hbd_worker {
 	struct hbd_daemon *d;
 	unsigned id;
+	int cpu; /* the one it runs on (--cpus), -1: any */
 	pthread_t thread;
 	struct hb_ustats *st; /* this worker's counter slot */
 	struct io_uring ring;
