@@ -6,11 +6,21 @@
 # store in a temp directory) and hbd --no-offload, one after the other. Everything it starts
 # is ended by PID and removed at the end, also on failure or interrupt.
 #
-#   scripts/fleet-idle.sh [SECONDS]      (default 20) prints one JSON line
+# With DEVICES, each hbd first holds that many UDP devices (hbload in the namespace, one PING a
+# device every 600 s, so about DEVICES / 600 heartbeats a second in both runs): what of fleet
+# mode's background grows with the devices a node holds. PERF=PREFIX records hbd's threads in
+# both windows with DWARF call graphs (libnats has no frame pointers) into PREFIX-alone.data
+# and PREFIX-nats.data, for perf report -i (the CPU figures then include perf's own cost).
+#
+#   scripts/fleet-idle.sh [SECONDS [DEVICES]]   (default 20, 0) prints one JSON line
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 SECS=${1:-20}
+DEVICES=${2:-0}
+DEV_INTERVAL=600
+PERF=${PERF:-}
+[[ $SECS =~ ^[0-9]+$ && $DEVICES =~ ^[0-9]+$ ]] || { echo "usage: scripts/fleet-idle.sh [SECONDS [DEVICES]]" >&2; exit 2; }
 NS=hbfi
 TMP=$(mktemp -d /tmp/hbfi.XXXXXX)
 PIDS=()
@@ -28,39 +38,84 @@ command -v nats-server > /dev/null || { echo "fleet-idle: nats-server missing (s
 
 ip netns add $NS
 ip -n $NS link set lo up
-echo "1-100 derive $(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$TMP/keys"
+echo "1-$((DEVICES + 100)) derive $(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$TMP/keys"
 chmod 600 "$TMP/keys"
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # utime + stime, in clock ticks
-ms_per_s() { # PID: its CPU over SECS seconds, ms a second
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # utime + stime, in clock ticks (PID or PID/task/TID)
+window() { # PID NAME: SECS seconds, recorded by perf with PERF
+	if [ -n "$PERF" ]; then
+		perf record -q --call-graph dwarf,16384 -F 999 -o "$PERF-$2.data" -p "$1" -- sleep "$SECS" 2> /dev/null
+	else
+		sleep "$SECS"
+	fi
+}
+# THREADS=1: each thread's CPU (ticks) and sleeps (voluntary context switches) over the
+# window, to stderr
+thread_ticks() { # PID
+	[ "${THREADS:-0}" = 1 ] || return 0
+	for t in /proc/"$1"/task/*; do
+		echo "${t##*/} $(ticks "$1/task/${t##*/}") $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status")"
+	done | sort
+}
+ms_per_s() { # PID NAME: its CPU over SECS seconds, ms a second
 	local a b
-	a=$(ticks "$1")
-	sleep "$SECS"
-	b=$(ticks "$1")
+	local ta tb
+	a=$(ticks "$1") ta=$(thread_ticks "$1")
+	window "$1" "$2"
+	b=$(ticks "$1") tb=$(thread_ticks "$1")
+	[ -z "$ta" ] || join <(echo "$ta") <(echo "$tb") | awk -v n="$2" '{ print n, "thread", $1, "ticks", $4 - $2, "sleeps", $5 - $3 }' >&2
 	awk -v d=$((b - a)) -v hz="$(getconf CLK_TCK)" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }'
 }
-hbd() { # extra hbd options...: starts it, sets HBD_PID
+hbd() { # extra hbd options...: starts it, sets HBD_PID, and with DEVICES logs them in
 	ip netns exec $NS "$BUILD/hbd" --keys "$TMP/keys" --no-offload --bind 127.0.0.1 --port 7998 \
-		--sink "$TMP/data.jsonl" "$@" > "$TMP/hbd.out" 2>> "$TMP/hbd.log" &
+		--sink "$TMP/data.jsonl" --interval $DEV_INTERVAL --max-clients $((DEVICES + 1000)) \
+		"$@" > "$TMP/hbd.out" 2>> "$TMP/hbd.log" &
 	HBD_PID=$!
 	PIDS+=("$HBD_PID")
 	sleep 3 # ready, and in fleet mode the buckets made
+	[ "$DEVICES" -gt 0 ] || return 0
+	rm -f "$TMP/events"
+	ip netns exec $NS "$BUILD/hbload" --server 127.0.0.1 --port 7998 --proto udp \
+		--clients "$DEVICES" --interval $DEV_INTERVAL --duration $((SECS + 120)) \
+		--keys "$TMP/keys" --events "$TMP/events" --no-progress > /dev/null 2> "$TMP/hbload.log" &
+	HBL_PID=$!
+	PIDS+=("$HBL_PID")
+	for _ in $(seq 900); do
+		grep -q setup_done "$TMP/events" 2> /dev/null && { sleep 2; return 0; }
+		kill -0 "$HBL_PID" 2> /dev/null || break
+		sleep 0.1
+	done
+	echo "fleet-idle: $DEVICES devices did not log in:" >&2
+	tail -5 "$TMP/hbload.log" >&2
+	exit 1
+}
+stop_run() {
+	[ "$DEVICES" -eq 0 ] || { kill "$HBL_PID" 2> /dev/null; wait "$HBL_PID" 2> /dev/null || true; }
+	kill "$HBD_PID" && wait "$HBD_PID" 2> /dev/null || true
 }
 
 hbd
-alone=$(ms_per_s "$HBD_PID")
-kill "$HBD_PID" && wait "$HBD_PID" 2> /dev/null || true
+alone=$(ms_per_s "$HBD_PID" alone)
+stop_run
 
-ip netns exec $NS nats-server -js -sd "$TMP/js" -a 127.0.0.1 -p 4339 > "$TMP/nats.log" 2>&1 &
+ip netns exec $NS nats-server -js -sd "$TMP/js" -a 127.0.0.1 -p 4339 -m 8339 > "$TMP/nats.log" 2>&1 &
 NATS_PID=$!
 PIDS+=("$NATS_PID")
 sleep 1
 hbd --nats nats://127.0.0.1:4339 --nats-node idle
-a_hbd=$(ticks "$HBD_PID") a_nats=$(ticks "$NATS_PID")
-sleep "$SECS"
-b_hbd=$(ticks "$HBD_PID") b_nats=$(ticks "$NATS_PID")
+# messages between hbd and nats-server (its monitoring port: every client connection is hbd's)
+msgs() { ip netns exec $NS curl -s http://127.0.0.1:8339/connz | jq -r '[.connections[].in_msgs] as $i | [.connections[].out_msgs] as $o | "\($i | add // 0) \($o | add // 0)"'; }
+read -r a_in a_out <<< "$(msgs)"
+a_hbd=$(ticks "$HBD_PID") a_nats=$(ticks "$NATS_PID") ta=$(thread_ticks "$HBD_PID")
+window "$HBD_PID" nats
+b_hbd=$(ticks "$HBD_PID") b_nats=$(ticks "$NATS_PID") tb=$(thread_ticks "$HBD_PID")
+[ -z "$ta" ] || join <(echo "$ta") <(echo "$tb") | awk '{ print "nats", "thread", $1, "ticks", $4 - $2, "sleeps", $5 - $3 }' >&2
+read -r b_in b_out <<< "$(msgs)"
 hz=$(getconf CLK_TCK)
 fleet=$(awk -v d=$((b_hbd - a_hbd)) -v hz="$hz" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }')
 nats=$(awk -v d=$((b_nats - a_nats)) -v hz="$hz" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }')
 grep -q "fleet: .* ready" "$TMP/hbd.log" || { echo "fleet-idle: hbd --nats never got ready:" >&2; tail -5 "$TMP/hbd.log" >&2; exit 1; }
-printf '{"seconds":%s,"hbd_ms_per_s":%s,"hbd_nats_ms_per_s":%s,"nats_server_ms_per_s":%s,"clock_ticks_per_s":%s,"loadavg":"%s"}\n' \
-	"$SECS" "$alone" "$fleet" "$nats" "$hz" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf '{"seconds":%s,"devices":%s,"perf":%s,"hbd_ms_per_s":%s,"hbd_nats_ms_per_s":%s,"nats_server_ms_per_s":%s,"hbd_to_nats_msgs_per_s":%s,"nats_to_hbd_msgs_per_s":%s,"clock_ticks_per_s":%s,"loadavg":"%s"}\n' \
+	"$SECS" "$DEVICES" "$([ -n "$PERF" ] && echo true || echo false)" "$alone" "$fleet" "$nats" \
+	"$(awk -v d=$((b_in - a_in)) -v s="$SECS" 'BEGIN { printf "%.1f", d / s }')" \
+	"$(awk -v d=$((b_out - a_out)) -v s="$SECS" 'BEGIN { printf "%.1f", d / s }')" \
+	"$hz" "$(cut -d' ' -f1-3 /proc/loadavg)"

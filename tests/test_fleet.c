@@ -639,9 +639,34 @@ static void test_nats_down(void **state)
 	hbdev_close(late);
 }
 
-/* The fleet's counters from a stopped node's log line "fleet: presence writes W (failed F)". */
+/* A presence write that is sent and never acknowledged: nats-server is stopped (SIGSTOP) while
+ * device 100 logs in, so node-a's write waits in the socket, and then killed, which loses it.
+ * node-a takes back its writes in flight when it reconnects and makes them again, so the device
+ * is online in presence within seconds of NATS being back. Before, libnats's per-publish
+ * MaxWait gave the write up only 30 s after it was made.
+ */
+static void test_lost_write(void **state)
+{
+	struct hbdev *dev;
+
+	(void)state;
+	nats_client_close();
+	HT_EQ(kill(nats_pid, SIGSTOP), 0, "nats-server stopped");
+	dev = open_dev(A.port, 100, HB_TCP);
+	ht_sleep_ms(500); /* node-a's write of device 100 is out, to a server that never reads it */
+	end_pid(&nats_pid, SIGKILL);
+	HT_EQ(nats_start(), 0, "nats-server back on the same port and store");
+	HT_EQ(nats_client(), 0, "the test's NATS client again");
+	HT_EQ(wait_count(100, 1, "node-a", "online", 10000), 1,
+	      "device 100 online in presence within 10 s of NATS being back (its write was lost)");
+	HT_TRUE(hbdev_connected(dev), "and its session lives on");
+	hbdev_close(dev);
+}
+
+/* The fleet's counters from a stopped node's log line "fleet: presence writes W (failed F,
+ * taken back and made again T)". */
 static int presence_counters(const struct ht_daemon *d, unsigned long long *written,
-			     unsigned long long *failed)
+			     unsigned long long *failed, unsigned long long *taken)
 {
 	char line[1024];
 	FILE *fp = fopen(d->err, "re");
@@ -650,8 +675,10 @@ static int presence_counters(const struct ht_daemon *d, unsigned long long *writ
 	while (fp && fgets(line, sizeof(line), fp)) {
 		const char *p = strstr(line, "fleet: presence writes ");
 
-		if (p &&
-		    sscanf(p, "fleet: presence writes %llu (failed %llu)", written, failed) == 2)
+		if (p && sscanf(p,
+				"fleet: presence writes %llu (failed %llu, taken back and made "
+				"again %llu)",
+				written, failed, taken) == 3)
 			found = 0;
 	}
 	if (fp)
@@ -691,7 +718,7 @@ static void test_upgrade(void **state)
 
 static void test_node_killed(void **state)
 {
-	unsigned long long written = 0, failed = 0;
+	unsigned long long written = 0, failed = 0, taken = 0;
 	uint64_t t0;
 	unsigned got;
 
@@ -718,9 +745,13 @@ static void test_node_killed(void **state)
 	 * before, which published into libnats' 8 MB reconnect buffer meanwhile, passes this
 	 * too: one write fits. Its failures began where the buffer overflowed, thousands of
 	 * devices; scripts/fleet-storm.sh shows them, docs/FLEET.md has the figures.) */
-	HT_EQ(presence_counters(&A, &written, &failed), 0, "node-a logged its fleet counters");
+	HT_EQ(presence_counters(&A, &written, &failed, &taken), 0,
+	      "node-a logged its fleet counters");
 	HT_GT(written, (unsigned long long)N_TCP, "node-a wrote presence");
 	HT_EQ(failed, 0ull, "node-a made no presence write while NATS was away (they all failed)");
+	/* test_lost_write: its write of device 100 went down with the server, and node-a took
+	 * it back at the reconnection (with whatever else was in flight then) */
+	HT_GE(taken, 1ull, "node-a's presence writes taken back after the lost one");
 }
 
 int main(void)
@@ -731,7 +762,8 @@ int main(void)
 		cmocka_unit_test(test_false_death), cmocka_unit_test(test_stale_entries),
 		cmocka_unit_test(test_supersede),   cmocka_unit_test(test_downlink),
 		cmocka_unit_test(test_data),	    cmocka_unit_test(test_nats_down),
-		cmocka_unit_test(test_upgrade),	    cmocka_unit_test(test_node_killed),
+		cmocka_unit_test(test_lost_write),  cmocka_unit_test(test_upgrade),
+		cmocka_unit_test(test_node_killed),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -104,6 +104,8 @@ static void on_reconnected(natsConnection *nc, void *closure)
 
 	__atomic_store_n(&f->connected, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&f->reconnected, 1, __ATOMIC_RELEASE);
+	/* acknowledgements of what was in flight when the connection broke are lost */
+	__atomic_store_n(&f->pres_reclaim, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&f->rejoined, 1, __ATOMIC_RELEASE);
 	hb_info("fleet: reconnected to NATS: catching up on presence");
 }
@@ -226,6 +228,7 @@ static void *fleet_main(void *arg)
 			break;
 		}
 		drain_queue(f);
+		fleet_data_expire(f);
 		fleet_down_tick(f);
 	}
 	return NULL;
@@ -311,13 +314,15 @@ void hbd_fleet_stop(struct hbd_daemon *d)
 		natsConnection_FlushTimeout(f->nc, 1000);
 	}
 	pres_failed = f->pres_failed_pub + f->pres_failed_timeout + f->pres_failed_js;
-	hb_info("fleet: presence writes %llu (failed %llu), DATA published %llu (failed %llu), "
+	hb_info("fleet: presence writes %llu (failed %llu, taken back and made again %llu), DATA "
+		"published %llu (failed %llu), "
 		"downlinks %llu (answered %llu), superseded fleet-wide %llu, dead nodes' devices "
 		"marked offline %llu",
 		(unsigned long long)f->pres_written, (unsigned long long)pres_failed,
-		(unsigned long long)f->data_published, (unsigned long long)f->data_failed,
-		(unsigned long long)f->down_in, (unsigned long long)f->down_replied,
-		(unsigned long long)f->superseded, (unsigned long long)f->node_lost_marked);
+		(unsigned long long)f->pres_taken_back, (unsigned long long)f->data_published,
+		(unsigned long long)f->data_failed, (unsigned long long)f->down_in,
+		(unsigned long long)f->down_replied, (unsigned long long)f->superseded,
+		(unsigned long long)f->node_lost_marked);
 	if (pres_failed)
 		hb_info("fleet: failed presence writes: %llu at the publish, %llu not acknowledged "
 			"in time, %llu refused by JetStream (last error code %d)",

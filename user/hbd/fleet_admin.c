@@ -274,6 +274,7 @@ void *fleet_admin_main(void *arg)
 		     __atomic_load_n(&f->table_resync, __ATOMIC_ACQUIRE) | (now >= next_catch))) {
 			bool table = __atomic_exchange_n(&f->table_resync, 0, __ATOMIC_ACQ_REL);
 
+			fleet_presence_reclaim(f); /* first, so the catch-up writes what it took */
 			fleet_presence_catch_up(f, table);
 			next_catch = now + CATCH_UP_EVERY_MS;
 		}

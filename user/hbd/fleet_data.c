@@ -121,12 +121,15 @@ void fleet_data_publish(struct hbd_fleet *f, unsigned worker)
 		complete(f, worker, n > 0);
 		return;
 	}
+	/* No MaxWait: libnats 3.4 would make a "timeout" message for every publish at its
+	 * deadline, answered or not (fleet_presence.c says more); the batch has one deadline of
+	 * its own instead. */
 	jsPubOptions_Init(&po);
-	po.MaxWait = (int64_t)(f->cfg->timeout_s * 1000);
 	pthread_mutex_lock(&f->lock);
 	fb->outstanding = n;
 	fb->failed = false;
 	fb->busy = true;
+	fb->deadline_ms = fleet_now_ms() + (uint64_t)(f->cfg->timeout_s * 1000);
 	pthread_mutex_unlock(&f->lock);
 	for (uint32_t i = 0; i < n; i++) {
 		const struct hbd_ack *a = &b->acks[i];
@@ -163,5 +166,40 @@ void fleet_data_publish(struct hbd_fleet *f, unsigned worker)
 				complete(f, worker, failed);
 			return;
 		}
+	}
+}
+
+void fleet_data_expire(struct hbd_fleet *f)
+{
+	uint64_t now = fleet_now_ms();
+
+	for (unsigned k = 0; f->batch && k < f->d->plan.workers; k++) {
+		struct fleet_batch *fb = &f->batch[k];
+		natsMsgList back = { 0 };
+		bool due, done = false;
+		uint32_t n;
+
+		pthread_mutex_lock(&f->lock);
+		due = fb->busy && now >= fb->deadline_ms;
+		pthread_mutex_unlock(&f->lock);
+		/* an acknowledgement after this is dropped by libnats: each publish is counted once,
+		 * here or in data_ack */
+		if (!due || !fb->js || js_PublishAsyncGetPendingList(&back, fb->js) != NATS_OK)
+			continue;
+		n = back.Count > 0 ? (uint32_t)back.Count : 0;
+		natsMsgList_Destroy(&back);
+		pthread_mutex_lock(&f->lock);
+		if (fb->busy) {
+			n = n < fb->outstanding ? n : fb->outstanding;
+			f->data_failed += n;
+			fb->failed = true;
+			fb->outstanding -= n;
+			done = !fb->outstanding;
+			if (done)
+				fb->busy = false;
+		}
+		pthread_mutex_unlock(&f->lock);
+		if (done)
+			complete(f, k, true);
 	}
 }

@@ -89,6 +89,7 @@ struct fleet_batch {
 	uint32_t outstanding; /* publishes not answered yet */
 	bool failed;
 	bool busy;
+	uint64_t deadline_ms; /* a busy batch not answered by then failed (fleet_data_expire) */
 };
 
 struct hbd_fleet {
@@ -140,6 +141,11 @@ struct hbd_fleet {
 	 * refusal (its last error code) */
 	uint64_t pres_failed_pub, pres_failed_timeout, pres_failed_js;
 	int pres_last_js_err;
+	/* presence writes published and not acknowledged yet, and when that last changed for the
+	 * better (a publish into none in flight, or an acknowledgement): under the lock */
+	uint64_t pres_inflight, pres_progress_ms;
+	uint64_t pres_taken_back; /* writes in flight given up and made again (not failures) */
+	int pres_reclaim; /* atomic: take back every write in flight (NATS reconnected) */
 };
 
 static inline uint64_t fleet_now_ms(void)
@@ -162,12 +168,17 @@ void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, con
 			 int len, bool deleted);
 /* our stale entries (a previous life of this node) and those of dead nodes become offline */
 void fleet_presence_sweep(struct hbd_fleet *f, uint64_t listed_before_ms);
+/* writes in flight whose acknowledgement is not coming (none for PRESENCE_ACK_WAIT_MS, or NATS
+ * reconnected meanwhile) are taken back from libnats and marked to be made again */
+void fleet_presence_reclaim(struct hbd_fleet *f);
 
 /* fleet_data.c */
 int fleet_data_init(struct hbd_fleet *f);
 int fleet_data_connect(struct hbd_fleet *f); /* once connected: the workers' contexts */
 void fleet_data_free(struct hbd_fleet *f);
 void fleet_data_publish(struct hbd_fleet *f, unsigned worker);
+/* batches past their deadline: what libnats still holds of them is taken back, they fail */
+void fleet_data_expire(struct hbd_fleet *f);
 
 /* fleet_down.c */
 int fleet_down_subscribe(struct hbd_fleet *f);

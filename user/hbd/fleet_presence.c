@@ -30,10 +30,17 @@
 
 #define SWEEP_MAX 65536 /* entries one sweep writes */
 #define CATCH_UP_CHUNK 4096 /* writes one catch-up prepares under the lock at a time */
-/* A presence write's acknowledgement waits this long, not --nats-timeout (DATA's, which a
- * device waits on). Up to PRESENCE_MAX_PENDING writes are in flight in a storm, seconds of
- * JetStream's work: a shorter wait fails writes JetStream made (their acknowledgements are
- * only late), and making them again is more of the same work. */
+/* Presence writes in flight are given up (and made again) once no acknowledgement at all came
+ * for this long, not --nats-timeout (DATA's, which a device waits on). Up to
+ * PRESENCE_MAX_PENDING writes are in flight in a storm, seconds of JetStream's work: a shorter
+ * wait fails writes JetStream made (their acknowledgements are only late), and making them
+ * again is more of the same work.
+ *
+ * The wait is hbd's, not libnats's per-publish MaxWait: libnats 3.4 keeps every such publish on
+ * a timeout list that its acknowledgement does not remove, and at the deadline its timer thread
+ * makes a "timeout" message that a delivery thread hands to the acknowledgement path, which
+ * drops it (nats.c issue 880, fixed after 3.4). A storm of 100,000 writes thus came back 30 s
+ * later as 100,000 messages through three threads. */
 #define PRESENCE_ACK_WAIT_MS 30000
 
 int fleet_presence_json(char *buf, size_t cap, const char *node, bool udp, const char *state,
@@ -77,14 +84,19 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 	natsStatus s;
 
 	jsPubOptions_Init(&po);
-	po.MaxWait = PRESENCE_ACK_WAIT_MS;
-	po.ExpectLastSubjectSeq = pw->expect;
+	po.ExpectLastSubjectSeq = pw->expect; /* no MaxWait: fleet_presence_reclaim waits */
 	snprintf(subj, sizeof(subj), FLEET_SUBJ_PRESENCE "%" PRIu64, pw->device);
+	/* counted before: its acknowledgement may come before js_PublishAsync returns */
+	pthread_mutex_lock(&f->lock);
+	if (!f->pres_inflight++)
+		f->pres_progress_ms = fleet_now_ms();
+	pthread_mutex_unlock(&f->lock);
 	s = js_PublishAsync(f->js, subj, pw->val, pw->len, &po);
 	if (s != NATS_OK) {
 		struct fleet_held *h;
 
 		pthread_mutex_lock(&f->lock);
+		f->pres_inflight--;
 		f->pres_failed_pub++;
 		h = fleet_map_get(&f->held, pw->device);
 		if (h) {
@@ -194,6 +206,9 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 		device = strtoull(subj + strlen(FLEET_SUBJ_PRESENCE), NULL, 10);
 	natsMsg_Destroy(msg);
 	pthread_mutex_lock(&f->lock);
+	if (f->pres_inflight)
+		f->pres_inflight--;
+	f->pres_progress_ms = fleet_now_ms();
 	if (pa && !pae)
 		f->pres_written++;
 	h = fleet_map_get(&f->held, device);
@@ -457,6 +472,57 @@ static void compare_table(struct hbd_fleet *f)
 		}
 	}
 	pthread_mutex_unlock(&f->lock);
+}
+
+void fleet_presence_reclaim(struct hbd_fleet *f)
+{
+	bool reconnected = __atomic_exchange_n(&f->pres_reclaim, 0, __ATOMIC_ACQ_REL);
+	natsMsgList back = { 0 };
+	bool due;
+
+	pthread_mutex_lock(&f->lock);
+	due = f->pres_inflight &&
+	      (reconnected || fleet_now_ms() - f->pres_progress_ms >= PRESENCE_ACK_WAIT_MS);
+	pthread_mutex_unlock(&f->lock);
+	/* every write in flight, answered or not: an acknowledgement that arrives after this is
+	 * dropped by libnats (the write is no longer its), so each is counted exactly once */
+	if (!due)
+		return;
+	if (js_PublishAsyncGetPendingList(&back, f->js) == NATS_NOT_FOUND) {
+		pthread_mutex_lock(&f->lock);
+		f->pres_inflight = 0; /* libnats holds none: answered meanwhile */
+		pthread_mutex_unlock(&f->lock);
+		return;
+	}
+	if (!back.Count)
+		return;
+	pthread_mutex_lock(&f->lock);
+	for (int i = 0; i < back.Count; i++) {
+		const char *subj = natsMsg_GetSubject(back.Msgs[i]);
+		uint64_t device = 0;
+		struct fleet_held *h;
+
+		if (subj && !strncmp(subj, FLEET_SUBJ_PRESENCE, strlen(FLEET_SUBJ_PRESENCE)))
+			device = strtoull(subj + strlen(FLEET_SUBJ_PRESENCE), NULL, 10);
+		f->pres_taken_back++;
+		if (f->pres_inflight)
+			f->pres_inflight--;
+		h = fleet_map_get(&f->held, device);
+		if (!h) {
+			f->sweep_again = true; /* a sweep's write: the next sweep makes it */
+			continue;
+		}
+		if (h->npend)
+			h->npend--;
+		mark_dirty(f, h);
+		h->end_sent = 0;
+	}
+	f->pres_progress_ms = fleet_now_ms();
+	pthread_mutex_unlock(&f->lock);
+	hb_info("fleet: %d presence writes not acknowledged (for %d s, or across a reconnection): "
+		"writing them again",
+		back.Count, PRESENCE_ACK_WAIT_MS / 1000);
+	natsMsgList_Destroy(&back);
 }
 
 /* Writes again what is marked dirty, CATCH_UP_CHUNK entries at a time: each chunk is
