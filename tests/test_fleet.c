@@ -639,28 +639,32 @@ static void test_nats_down(void **state)
 	hbdev_close(late);
 }
 
-/* A presence write that is sent and never acknowledged: nats-server is stopped (SIGSTOP) while
- * device 100 logs in, so node-a's write waits in the socket, and then killed, which loses it.
- * node-a takes back its writes in flight when it reconnects and makes them again, so the device
- * is online in presence within seconds of NATS being back. Before, libnats's per-publish
- * MaxWait gave the write up only 30 s after it was made.
+/* Writes that are sent and never acknowledged: nats-server is stopped (SIGSTOP) while device
+ * 100 logs in and device 101 sends DATA, so node-a's writes wait in the socket, and then
+ * killed, which loses them. node-a takes back its presence writes in flight when it reconnects
+ * and makes them again, so device 100 is online in presence within seconds of NATS being back
+ * (before, libnats's per-publish MaxWait gave a write up only 30 s after it was made). The
+ * DATA batch fails at its deadline, so the worker's next batch, once NATS is back, is ACKed;
+ * one waiting for an acknowledgement that never comes would hold every later one back.
  */
 static void test_lost_write(void **state)
 {
-	struct hbdev *dev;
+	struct hbdev *dev, *u = open_dev(A.port, 101, HB_UDP);
 
 	(void)state;
 	nats_client_close();
 	HT_EQ(kill(nats_pid, SIGSTOP), 0, "nats-server stopped");
 	dev = open_dev(A.port, 100, HB_TCP);
-	ht_sleep_ms(500); /* node-a's write of device 100 is out, to a server that never reads it */
+	HT_NE(hbdev_send(u, "lost", 4, 2500), 0, "DATA not ACKed while nats-server is stopped");
 	end_pid(&nats_pid, SIGKILL);
 	HT_EQ(nats_start(), 0, "nats-server back on the same port and store");
 	HT_EQ(nats_client(), 0, "the test's NATS client again");
 	HT_EQ(wait_count(100, 1, "node-a", "online", 10000), 1,
 	      "device 100 online in presence within 10 s of NATS being back (its write was lost)");
 	HT_TRUE(hbdev_connected(dev), "and its session lives on");
+	HT_EQ(hbdev_send(u, "after-lost", 10, 10000), 0, "DATA ACKed again once NATS is back");
 	hbdev_close(dev);
+	hbdev_close(u);
 }
 
 /* The fleet's counters from a stopped node's log line "fleet: presence writes W (failed F,
