@@ -56,13 +56,16 @@ thread_ticks() { # PID
 		echo "${t##*/} $(ticks "$1/task/${t##*/}") $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status")"
 	done | sort
 }
+thread_report() { # NAME BEFORE AFTER: thread_ticks before and after the window, to stderr
+	[ -z "$2" ] || join <(echo "$2") <(echo "$3") |
+		awk -v n="$1" '{ print n, "thread", $1, "ticks", $4 - $2, "sleeps", $5 - $3 }' >&2
+}
 ms_per_s() { # PID NAME: its CPU over SECS seconds, ms a second
-	local a b
-	local ta tb
+	local a b ta tb
 	a=$(ticks "$1") ta=$(thread_ticks "$1")
 	window "$1" "$2"
 	b=$(ticks "$1") tb=$(thread_ticks "$1")
-	[ -z "$ta" ] || join <(echo "$ta") <(echo "$tb") | awk -v n="$2" '{ print n, "thread", $1, "ticks", $4 - $2, "sleeps", $5 - $3 }' >&2
+	thread_report "$2" "$ta" "$tb"
 	awk -v d=$((b - a)) -v hz="$(getconf CLK_TCK)" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }'
 }
 hbd() { # extra hbd options...: starts it, sets HBD_PID, and with DEVICES logs them in
@@ -108,7 +111,7 @@ read -r a_in a_out <<< "$(msgs)"
 a_hbd=$(ticks "$HBD_PID") a_nats=$(ticks "$NATS_PID") ta=$(thread_ticks "$HBD_PID")
 window "$HBD_PID" nats
 b_hbd=$(ticks "$HBD_PID") b_nats=$(ticks "$NATS_PID") tb=$(thread_ticks "$HBD_PID")
-[ -z "$ta" ] || join <(echo "$ta") <(echo "$tb") | awk '{ print "nats", "thread", $1, "ticks", $4 - $2, "sleeps", $5 - $3 }' >&2
+thread_report nats "$ta" "$tb"
 read -r b_in b_out <<< "$(msgs)"
 hz=$(getconf CLK_TCK)
 fleet=$(awk -v d=$((b_hbd - a_hbd)) -v hz="$hz" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }')

@@ -588,6 +588,13 @@ static void test_data(void **state)
 
 /* NATS goes away: heartbeats are answered, DATA is not ACKed; a device that connects meanwhile
  * is in presence once NATS is back, and DATA is ACKed again. */
+/* nats-server started again on the same port and store, and the test's client with it */
+static void nats_back(void)
+{
+	HT_EQ(nats_start(), 0, "nats-server back on the same port and store");
+	HT_EQ(nats_client(), 0, "the test's NATS client again");
+}
+
 static void test_nats_down(void **state)
 {
 	struct hbdev *u = open_dev(A.port, 4, HB_UDP), *t, *late;
@@ -626,8 +633,7 @@ static void test_nats_down(void **state)
 	HT_GE(pongs, 4u, "heartbeats answered while NATS is down");
 	HT_TRUE(hbdev_connected(t), "the TCP device's session lives on");
 	late = open_dev(A.port, 8, HB_TCP);
-	HT_EQ(nats_start(), 0, "nats-server back on the same port and store");
-	HT_EQ(nats_client(), 0, "the test's NATS client again");
+	nats_back();
 	HT_EQ(wait_count(8, 1, "node-a", "online", 15000), 1,
 	      "device 8, connected while NATS was down, in presence once it is back");
 	HT_TRUE(hbdev_connected(late), "and its session was not cut as superseded");
@@ -657,8 +663,7 @@ static void test_lost_write(void **state)
 	dev = open_dev(A.port, 100, HB_TCP);
 	HT_NE(hbdev_send(u, "lost", 4, 2500), 0, "DATA not ACKed while nats-server is stopped");
 	end_pid(&nats_pid, SIGKILL);
-	HT_EQ(nats_start(), 0, "nats-server back on the same port and store");
-	HT_EQ(nats_client(), 0, "the test's NATS client again");
+	nats_back();
 	HT_EQ(wait_count(100, 1, "node-a", "online", 10000), 1,
 	      "device 100 online in presence within 10 s of NATS being back (its write was lost)");
 	HT_TRUE(hbdev_connected(dev), "and its session lives on");

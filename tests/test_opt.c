@@ -943,6 +943,7 @@ static void expect_complaint(int rc, int want_rc, const char *prog_name, const c
 
 static void bad_command_lines_get_one_shape(void **state)
 {
+	static const char *const bad_cpus[] = { "3-1", "0,,1", "1024", "" };
 	int rc;
 
 	(void)state;
@@ -953,14 +954,14 @@ static void bad_command_lines_get_one_shape(void **state)
 			 "--interval must be a number in 0.01..86400, not '0'");
 	expect_complaint(run("hbd", "--keys", "k", "--rx-buffers", "100", NULL), 2, "hbd",
 			 "--rx-buffers must be a power of 2 in 16..32768, not '100'");
-	expect_complaint(run("hbd", "--keys", "k", "--cpus", "3-1", NULL), 2, "hbd",
-			 "--cpus must be a CPU list such as 0-3,6, not '3-1'");
-	expect_complaint(run("hbd", "--keys", "k", "--cpus", "0,,1", NULL), 2, "hbd",
-			 "--cpus must be a CPU list such as 0-3,6, not '0,,1'");
-	expect_complaint(run("hbd", "--keys", "k", "--cpus", "1024", NULL), 2, "hbd",
-			 "--cpus must be a CPU list such as 0-3,6, not '1024'");
-	expect_complaint(run("hbd", "--keys", "k", "--cpus", "", NULL), 2, "hbd",
-			 "--cpus must be a CPU list such as 0-3,6, not ''");
+	for (size_t i = 0; i < N(bad_cpus); i++) {
+		char msg[96];
+
+		snprintf(msg, sizeof(msg), "--cpus must be a CPU list such as 0-3,6, not '%s'",
+			 bad_cpus[i]);
+		expect_complaint(run("hbd", "--keys", "k", "--cpus", bad_cpus[i], NULL), 2, "hbd",
+				 msg);
+	}
 	/* a CPU hbd may not run on: usage, before anything starts (the allowed list varies) */
 	rc = run("hbd", "--keys", "k", "--cpus", "0,1023", NULL);
 	if (rc != 2 || !strstr(err_buf, "hbd: --cpus: CPU 1023 is not one hbd may run on "

@@ -363,7 +363,7 @@ static int start_workers(struct hbd_daemon *d)
 		w->rx_count = cfg->rx_buffers;
 		w->rx_size = cfg->rx_buf_size;
 		w->ux_count = HBD_UDP_BUFS;
-		w->cpu = cfg->cpus_given ? hbd_placement_cpu(&cfg->cpus, i) : -1;
+		w->cpu = hbd_placement_cpu(&cfg->cpus, i); /* -1 without --cpus */
 		rc = start_thread(w);
 		if (rc) {
 			hb_err("worker thread: %s", strerror(-rc));
@@ -503,10 +503,10 @@ int hbd_run(const struct hbd_config *cfg)
 		ho_n = 0;
 	else
 		d->replay.until_ms = 0; /* the old daemon hands its replay state over */
-	want = cfg->workers	 ? cfg->workers
-	       : cfg->cpus_given ? (unsigned)CPU_COUNT(&cfg->cpus)
-	       : ncpu > 0	 ? (unsigned)ncpu
-				 : 1;
+	want = cfg->workers	       ? cfg->workers
+	       : CPU_COUNT(&cfg->cpus) ? (unsigned)CPU_COUNT(&cfg->cpus)
+	       : ncpu > 0	       ? (unsigned)ncpu
+				       : 1;
 	if (want < ho_n)
 		want = ho_n;
 	/* connections without a HELLO have slots of their own: they never take a device's */
@@ -583,7 +583,7 @@ int hbd_run(const struct hbd_config *cfg)
 	}
 	if (cfg->mqtt_port && open_mqtt(d, why, sizeof(why)))
 		goto out;
-	if (cfg->cpus_given && steer_sockets(d))
+	if (CPU_COUNT(&cfg->cpus) && steer_sockets(d))
 		goto out;
 
 	/* every thread inherits the mask: only the control loop's signalfd takes these signals */

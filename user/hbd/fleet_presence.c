@@ -77,6 +77,31 @@ static void mark_dirty(struct hbd_fleet *f, struct fleet_held *h)
 	f->dirty_any = true;
 }
 
+/* Under the lock: a write of ours for device that is no longer in flight and did not land
+ * (refused at the publish, or taken back) is to be made again: by the catch-up if the device
+ * is held, else (a sweep's write) by the next sweep. */
+static void write_again(struct hbd_fleet *f, uint64_t device)
+{
+	struct fleet_held *h = fleet_map_get(&f->held, device);
+
+	if (!h) {
+		f->sweep_again = true;
+		return;
+	}
+	if (h->npend)
+		h->npend--;
+	mark_dirty(f, h);
+	h->end_sent = 0;
+}
+
+/* The device a presence write is for, from its subject; 0 if it is not one. */
+static uint64_t subject_device(const char *subj)
+{
+	size_t n = strlen(FLEET_SUBJ_PRESENCE);
+
+	return subj && !strncmp(subj, FLEET_SUBJ_PRESENCE, n) ? strtoull(subj + n, NULL, 10) : 0;
+}
+
 static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 {
 	jsPubOptions po;
@@ -93,19 +118,10 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 	pthread_mutex_unlock(&f->lock);
 	s = js_PublishAsync(f->js, subj, pw->val, pw->len, &po);
 	if (s != NATS_OK) {
-		struct fleet_held *h;
-
 		pthread_mutex_lock(&f->lock);
 		f->pres_inflight--;
 		f->pres_failed_pub++;
-		h = fleet_map_get(&f->held, pw->device);
-		if (h) {
-			h->npend--;
-			mark_dirty(f, h);
-			h->end_sent = 0;
-		} else {
-			f->sweep_again = true;
-		}
+		write_again(f, pw->device);
 		pthread_mutex_unlock(&f->lock);
 	}
 }
@@ -196,14 +212,11 @@ out:
 void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
 {
 	struct hbd_fleet *f = closure;
-	const char *subj = natsMsg_GetSubject(msg);
-	uint64_t device = 0, cut_loc = 0;
+	uint64_t device = subject_device(natsMsg_GetSubject(msg)), cut_loc = 0;
 	struct pres_write pw;
 	struct fleet_held *h;
 	bool send = false;
 
-	if (subj && !strncmp(subj, FLEET_SUBJ_PRESENCE, strlen(FLEET_SUBJ_PRESENCE)))
-		device = strtoull(subj + strlen(FLEET_SUBJ_PRESENCE), NULL, 10);
 	natsMsg_Destroy(msg);
 	pthread_mutex_lock(&f->lock);
 	if (f->pres_inflight)
@@ -498,24 +511,10 @@ void fleet_presence_reclaim(struct hbd_fleet *f)
 		return;
 	pthread_mutex_lock(&f->lock);
 	for (int i = 0; i < back.Count; i++) {
-		const char *subj = natsMsg_GetSubject(back.Msgs[i]);
-		uint64_t device = 0;
-		struct fleet_held *h;
-
-		if (subj && !strncmp(subj, FLEET_SUBJ_PRESENCE, strlen(FLEET_SUBJ_PRESENCE)))
-			device = strtoull(subj + strlen(FLEET_SUBJ_PRESENCE), NULL, 10);
 		f->pres_taken_back++;
 		if (f->pres_inflight)
 			f->pres_inflight--;
-		h = fleet_map_get(&f->held, device);
-		if (!h) {
-			f->sweep_again = true; /* a sweep's write: the next sweep makes it */
-			continue;
-		}
-		if (h->npend)
-			h->npend--;
-		mark_dirty(f, h);
-		h->end_sent = 0;
+		write_again(f, subject_device(natsMsg_GetSubject(back.Msgs[i])));
 	}
 	f->pres_progress_ms = fleet_now_ms();
 	pthread_mutex_unlock(&f->lock);

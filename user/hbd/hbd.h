@@ -64,8 +64,7 @@ struct hbd_config {
 	const char *mqtt_realm; /* the realm MQTT passwords are bound to */
 	unsigned mqtt_max_days; /* the longest validity an MQTT password may claim */
 	unsigned workers; /* 0: one per CPU (of --cpus, if given) */
-	bool cpus_given; /* --cpus: workers pinned to these, sockets steered by SO_INCOMING_CPU */
-	cpu_set_t cpus;
+	cpu_set_t cpus; /* --cpus (empty: not given): workers pinned to these, sockets steered */
 	unsigned max_clients; /* authenticated TCP connections, and separately UDP sessions */
 	unsigned max_pending; /* TCP connections without a HELLO yet (0 in the defaults: the
 			       * parser fills in its share of max_clients) */

@@ -76,12 +76,7 @@ static int parse_control_group(const char *arg, void *cfg)
 
 static int parse_cpus(const char *arg, void *cfg)
 {
-	struct hbd_config *c = cfg;
-
-	if (hb_cpus_parse(arg, &c->cpus))
-		return -EINVAL;
-	c->cpus_given = true;
-	return 0;
+	return hb_cpus_parse(arg, &((struct hbd_config *)cfg)->cpus) ? -EINVAL : 0;
 }
 
 /* clang-format off */
@@ -293,7 +288,7 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 		if (c->max_pending < DEF_MAX_PENDING_MIN)
 			c->max_pending = DEF_MAX_PENDING_MIN;
 	}
-	if (c->cpus_given) {
+	if (CPU_COUNT(&c->cpus)) {
 		char why[512];
 
 		if (hbd_placement_check(&c->cpus, why, sizeof(why)))

@@ -12,7 +12,7 @@
 
 /* 0 if every CPU of want is one hbd may run on (its affinity at start), else -EINVAL and why. */
 int hbd_placement_check(const cpu_set_t *want, char *why, size_t whylen);
-/* The CPU worker i runs on: the (i mod n)-th of the n CPUs in set. */
+/* The CPU worker i runs on: the (i mod n)-th of the n CPUs in set; -1 if set is empty. */
 int hbd_placement_cpu(const cpu_set_t *set, unsigned i);
 /* Sets SO_INCOMING_CPU = cpu on a service socket: the kernel's SO_REUSEPORT selection then
  * hands a SYN or datagram processed on cpu to a socket of that CPU (Linux 6.1; before, the
