@@ -7,7 +7,9 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
+#include <dirent.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -544,6 +546,135 @@ static void no_defer_taskrun_serves(void **state)
 	ht_cleanup(&d);
 }
 
+/* Context switches, voluntary and not, of the daemon's worker threads so far. */
+static long long worker_switches(pid_t pid)
+{
+	char path[320], line[128];
+	long long sum = 0;
+	struct dirent *e;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	HT_TRUE(dir != NULL, "%s readable", path);
+	while ((e = readdir(dir))) {
+		bool worker = false;
+		long long v;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue; /* a thread that just ended */
+		while (fgets(line, sizeof(line), f)) {
+			if (!strncmp(line, "Name:\thbd-worker-", strlen("Name:\thbd-worker-")))
+				worker = true;
+			if (worker && (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1 ||
+				       sscanf(line, "nonvoluntary_ctxt_switches: %lld", &v) == 1))
+				sum += v;
+		}
+		fclose(f);
+	}
+	closedir(dir);
+	return sum;
+}
+
+#define PACED_CONNS 20
+#define PACED_PINGS 100
+#define PACED_GAP_MS 2
+
+/* PACED_PINGS PINGs, one every PACED_GAP_MS round-robin over PACED_CONNS devices, every PONG
+ * read as it comes; fails unless each is answered. Returns the worker threads' context
+ * switches over the run and the slowest answer in *worst_ms.
+ */
+static long long paced_pings(const struct ht_daemon *d, uint64_t *worst_ms)
+{
+	struct pollfd pfd[PACED_CONNS];
+	unsigned sent = 0, answered = 0;
+	uint64_t start, deadline;
+	long long before;
+
+	for (int i = 0; i < PACED_CONNS; i++) {
+		pfd[i].fd = ht_tcp_login(d->port, 100 + i, false, NULL);
+		pfd[i].events = POLLIN;
+		HT_GE(pfd[i].fd, 0, "login of device %d", 100 + i);
+	}
+	*worst_ms = 0;
+	before = worker_switches(d->pid);
+	start = ht_now_ms();
+	deadline = start + PACED_PINGS * PACED_GAP_MS + (uint64_t)HT_IO_MS;
+	while (answered < PACED_PINGS) {
+		uint64_t now = ht_now_ms(), next = start + (uint64_t)sent * PACED_GAP_MS;
+
+		HT_LT(now, deadline, "all %d PONGs within %d ms of the last PING (%u so far)",
+		      PACED_PINGS, HT_IO_MS, answered);
+		if (sent < PACED_PINGS && now >= next) {
+			struct hb_ping p = { .ts = htobe64(now) };
+
+			HT_EQ(ht_send_frame(pfd[sent % PACED_CONNS].fd, HB_PING, (uint16_t)sent, &p,
+					    sizeof(p)),
+			      0, "PING %u sent", sent);
+			sent++;
+			continue;
+		}
+		if (poll(pfd, PACED_CONNS, sent < PACED_PINGS ? (int)(next - now) : 50) <= 0)
+			continue;
+		for (int i = 0; i < PACED_CONNS; i++) {
+			uint8_t buf[HB_MAX_FRAME];
+			struct hb_ping p;
+			struct hb_frame f;
+
+			if (!(pfd[i].revents & POLLIN))
+				continue;
+			HT_EQ(ht_recv_frame(pfd[i].fd, buf, &f, HT_IO_MS), 1, "a frame on device %d",
+			      100 + i);
+			HT_EQ(f.type, HB_PONG, "the answer is a PONG");
+			HT_EQ(f.seq % PACED_CONNS, (unsigned)i, "PONG %u on the PING's connection", f.seq);
+			memcpy(&p, f.payload, sizeof(p));
+			if (ht_now_ms() - be64toh(p.ts) > *worst_ms)
+				*worst_ms = ht_now_ms() - be64toh(p.ts);
+			answered++;
+		}
+	}
+	before = worker_switches(d->pid) - before;
+	for (int i = 0; i < PACED_CONNS; i++)
+		close(pfd[i].fd);
+	return before;
+}
+
+/* Needs its own daemons: with --batch-wait a busy worker sleeps until completions gather (or
+ * the wait is up) instead of waking for each PING. The same paced PINGs, a few per wait, cost
+ * the worker a fraction of the wakeups they cost without it, and none waits much longer than
+ * the batch.
+ */
+static void batch_wait_gathers_wakeups(void **state)
+{
+	static const char *const plain[] = { "--no-offload", "--workers", "1", NULL };
+	static const char *const batched[] = { "--no-offload", "--workers", "1", "--batch-wait",
+					       "20000", NULL };
+	long long woke_plain, woke_batched;
+	uint64_t worst_plain, worst_batched;
+	struct ht_daemon d;
+
+	(void)state;
+	HT_EQ(ht_start(&d, plain), 0, "hbd without --batch-wait started");
+	woke_plain = paced_pings(&d, &worst_plain);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	ht_cleanup(&d);
+	HT_EQ(ht_start(&d, batched), 0, "hbd with --batch-wait 20000 started");
+	woke_batched = paced_pings(&d, &worst_batched);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	ht_cleanup(&d);
+	fprintf(stderr, "worker context switches for %d PINGs: %lld without, %lld with a 20 ms "
+		"batch wait; slowest PONG %llu and %llu ms\n", PACED_PINGS, woke_plain, woke_batched,
+		(unsigned long long)worst_plain, (unsigned long long)worst_batched);
+	HT_GE(woke_plain, PACED_PINGS / 2, "without it the worker woke for most PINGs");
+	HT_LT(woke_batched * 3, woke_plain, "with it, under a third of those wakeups");
+	HT_LE(worst_batched, 20 + (uint64_t)HT_IO_MS / 10, "no PONG waited much past the batch");
+}
+
 /* Needs its own daemon: --sink-fsync puts an fdatasync between the write and the ACKs. */
 static void sink_fsync_still_acks(void **state)
 {
@@ -592,6 +723,7 @@ int main(void)
 		cmocka_unit_test_teardown(beats_keep_alive, ht_reap),
 		cmocka_unit_test_teardown(sigterm_drains_with_bye, ht_reap),
 		cmocka_unit_test_teardown(no_defer_taskrun_serves, ht_reap),
+		cmocka_unit_test_teardown(batch_wait_gathers_wakeups, ht_reap),
 		cmocka_unit_test_teardown(sink_fsync_still_acks, ht_reap),
 	};
 	int rc;

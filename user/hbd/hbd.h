@@ -82,6 +82,7 @@ struct hbd_config {
 	const char *pin_path;
 	bool no_offload;
 	bool no_defer_taskrun; /* worker rings set up the way kernels before 6.1 get them */
+	unsigned batch_wait_us; /* a busy worker's wait for more completions (0: wake at one) */
 	int log_level;
 	unsigned rx_buffers; /* per worker, TCP provided buffers */
 	unsigned rx_buf_size;

@@ -3,6 +3,8 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -443,9 +445,31 @@ static void arm_tick(struct hbd_worker *w)
 	w->tick_armed = true;
 }
 
+/* With --batch-wait, a worker that found completions last time waits for up to BATCH_WAIT_NR
+ * more, or the configured time, before the kernel wakes it. On rings with DEFER_TASKRUN the
+ * receive completions are lazy task work: the kernel wakes the task only once that many are
+ * queued or the timer fires, so one wakeup serves many heartbeats. A worker whose last wait
+ * gathered nothing goes back to waking at the first completion: an idle daemon never polls.
+ */
+#define BATCH_WAIT_NR 64
+
+static int wait_cqes(struct hbd_worker *w, bool busy)
+{
+	unsigned us = w->d->cfg->batch_wait_us;
+	struct __kernel_timespec ts;
+	struct io_uring_cqe *cqe;
+
+	if (!us || !busy)
+		return io_uring_submit_and_wait(&w->ring, 1);
+	ts.tv_sec = us / 1000000;
+	ts.tv_nsec = (long long)(us % 1000000) * 1000;
+	return io_uring_submit_and_wait_timeout(&w->ring, &cqe, BATCH_WAIT_NR, &ts, NULL);
+}
+
 static void run(struct hbd_worker *w)
 {
 	struct hbd_daemon *d = w->d;
+	bool busy = false;
 
 	for (;;) {
 		struct io_uring_cqe *cqe;
@@ -479,7 +503,7 @@ static void run(struct hbd_worker *w)
 		if (!w->tick_armed)
 			arm_tick(w);
 		flush(w);
-		rc = io_uring_submit_and_wait(&w->ring, 1);
+		rc = wait_cqes(w, busy);
 		if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY) {
 			hb_err("worker %u: io_uring wait: %s", w->id, strerror(-rc));
 			HBD_STAT_ADD(w->st, errors, 1);
@@ -491,6 +515,7 @@ static void run(struct hbd_worker *w)
 				break;
 		}
 		io_uring_cq_advance(&w->ring, n);
+		busy = n > 0;
 		HBD_VALGRIND_YIELD();
 	}
 }
@@ -499,8 +524,12 @@ void *hbd_worker_main(void *arg)
 {
 	struct hbd_worker *w = arg;
 	struct hbd_daemon *d = w->d;
+	char name[16];
 	int rc;
 
+	/* "top -H" and the tests tell the workers apart from hbd's other threads by this */
+	snprintf(name, sizeof(name), "hbd-worker-%u", w->id % 1000);
+	pthread_setname_np(pthread_self(), name);
 	w->dispatch = handle_cqe;
 	rc = setup(w);
 
