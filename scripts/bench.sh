@@ -52,6 +52,7 @@ SRV_CPU=1 CLI_CPU=0
 FLOOR_S=10 # cyclictest before the phases
 FLEET=0 # --nats: a nats-server per phase and hbd --nats
 NATS_PORT=7660 NATS_MON=8660 # on 127.0.0.1 of the server namespace
+HBD_EXTRA=() # --hbd-args: given to hbd in every phase, after the phase's own
 
 usage() {
 	cat <<EOF
@@ -77,6 +78,8 @@ usage: scripts/bench.sh [options]
   --phases LIST        subset of $PHASES
   --nats               fleet mode: a nats-server (JetStream) per phase in the server
                        namespace, pinned with the server; hbd --nats (default off)
+  --hbd-args "ARGS"    more hbd options for every phase, e.g. "--batch-wait 0" (split at
+                       spaces; default none)
 EOF
 }
 
@@ -99,6 +102,7 @@ while [ $# -gt 0 ]; do
 	--placement) PLACEMENT=$2; shift ;;
 	--phases) PHASES=$2; shift ;;
 	--nats) FLEET=1 ;;
+	--hbd-args) read -r -a HBD_EXTRA <<< "$2"; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "bench: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -233,7 +237,7 @@ start_hbd() { # DIR MODE
 	nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbd" --port $PORT \
 		--keys "$OUT/keys" --sink "$dir/sink.jsonl" --pin-path "$PIN" --interval $INTERVAL \
 		--max-clients $((CLIENTS + CLIENTS / 10 + 100)) --max-per-source 0 --accept-rate 0 \
-		"${args[@]}" \
+		"${args[@]}" ${HBD_EXTRA[@]+"${HBD_EXTRA[@]}"} \
 		> "$dir/hbd-stats.json" 2> "$dir/hbd.log" &
 	HBD_PID=$!
 	for _ in $(seq 300); do
