@@ -628,10 +628,11 @@ static long long paced_pings(const struct ht_daemon *d, uint64_t *worst_ms)
 
 			if (!(pfd[i].revents & POLLIN))
 				continue;
-			HT_EQ(ht_recv_frame(pfd[i].fd, buf, &f, HT_IO_MS), 1, "a frame on device %d",
-			      100 + i);
+			HT_EQ(ht_recv_frame(pfd[i].fd, buf, &f, HT_IO_MS), 1,
+			      "a frame on device %d", 100 + i);
 			HT_EQ(f.type, HB_PONG, "the answer is a PONG");
-			HT_EQ(f.seq % PACED_CONNS, (unsigned)i, "PONG %u on the PING's connection", f.seq);
+			HT_EQ(f.seq % PACED_CONNS, (unsigned)i, "PONG %u on the PING's connection",
+			      f.seq);
 			memcpy(&p, f.payload, sizeof(p));
 			if (ht_now_ms() - be64toh(p.ts) > *worst_ms)
 				*worst_ms = ht_now_ms() - be64toh(p.ts);
@@ -652,8 +653,8 @@ static long long paced_pings(const struct ht_daemon *d, uint64_t *worst_ms)
 static void batch_wait_gathers_wakeups(void **state)
 {
 	static const char *const plain[] = { "--no-offload", "--workers", "1", NULL };
-	static const char *const batched[] = { "--no-offload", "--workers", "1", "--batch-wait",
-					       "20000", NULL };
+	static const char *const batched[] = { "--no-offload", "--workers", "1",
+					       "--batch-wait", "20000",	    NULL };
 	long long woke_plain, woke_batched;
 	uint64_t worst_plain, worst_batched;
 	struct ht_daemon d;
@@ -667,9 +668,11 @@ static void batch_wait_gathers_wakeups(void **state)
 	woke_batched = paced_pings(&d, &worst_batched);
 	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
-	fprintf(stderr, "worker context switches for %d PINGs: %lld without, %lld with a 20 ms "
-		"batch wait; slowest PONG %llu and %llu ms\n", PACED_PINGS, woke_plain, woke_batched,
-		(unsigned long long)worst_plain, (unsigned long long)worst_batched);
+	fprintf(stderr,
+		"worker context switches for %d PINGs: %lld without, %lld with a 20 ms "
+		"batch wait; slowest PONG %llu and %llu ms\n",
+		PACED_PINGS, woke_plain, woke_batched, (unsigned long long)worst_plain,
+		(unsigned long long)worst_batched);
 	HT_GE(woke_plain, PACED_PINGS / 2, "without it the worker woke for most PINGs");
 	HT_LT(woke_batched * 3, woke_plain, "with it, under a third of those wakeups");
 	HT_LE(worst_batched, 20 + (uint64_t)HT_IO_MS / 10, "no PONG waited much past the batch");

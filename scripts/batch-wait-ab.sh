@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+# hbd's userspace TCP PING/PONG at scale with and without --batch-wait, alternated in one
+# sitting: scripts/bench.sh's tcp-user phase (no ramp), ROUNDS times each way.
+#
+#   scripts/batch-wait-ab.sh [--clients N] [--rounds R] [--wait USEC] [--steady S]
+#
+# Writes build/batch-ab/result.json: per run the mode, hbd's server CPU per heartbeat
+# (tcp.cpu_us_per_hb_user), machine CPU per heartbeat and p99 RTT; docs are left alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CLIENTS=500000 ROUNDS=2 WAIT=1000 STEADY=30
+while [ $# -gt 0 ]; do
+	case $1 in
+	--clients) CLIENTS=$2; shift ;;
+	--rounds) ROUNDS=$2; shift ;;
+	--wait) WAIT=$2; shift ;;
+	--steady) STEADY=$2; shift ;;
+	*) echo "batch-wait-ab: unknown option '$1'" >&2; exit 2 ;;
+	esac
+	shift
+done
+OUT=build/batch-ab
+rm -rf "$OUT"
+mkdir -p "$OUT"
+runs=()
+for r in $(seq "$ROUNDS"); do
+	# the order alternates each round, so a drift of the VM's speed hits both ways alike
+	if [ $((r % 2)) = 1 ]; then order="0 $WAIT"; else order="$WAIT 0"; fi
+	for w in $order; do
+		dir=$OUT/r$r-w$w
+		BENCH_OUT=$dir BENCH_DOC=$dir/BENCHMARKS.md BENCH_PNG=$dir/rtt.png \
+			scripts/bench.sh --clients "$CLIENTS" --phases tcp-user --ramp '' \
+			--steady-user "$STEADY" --hbd-args "--batch-wait $w" > "$dir.log" 2>&1 ||
+			{ tail -20 "$dir.log" >&2; exit 1; }
+		runs+=("$(jq -c --argjson r "$r" --argjson w "$w" '{round: $r, batch_wait_us: $w,
+			cpu_us_per_hb: .tcp.cpu_us_per_hb_user,
+			machine_cpu_us_per_hb: .tcp.machine_cpu_us_per_hb_user,
+			rtt_p99_us: .tcp.user.rtt_us.p99, connected: .tcp.user.connected,
+			pongs: .tcp.user.pongs, pings: .tcp.user.pings}' "$dir/result.json")")
+		echo "${runs[-1]}"
+	done
+done
+printf '%s\n' "${runs[@]}" | jq -s --arg date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
+	--arg cmd "scripts/batch-wait-ab.sh --clients $CLIENTS --rounds $ROUNDS --wait $WAIT --steady $STEADY" \
+	'{date: $date, command: $cmd, runs: .}' > "$OUT/result.json"
+echo "batch-wait-ab: $OUT/result.json"
