@@ -33,11 +33,15 @@ for r in $(seq "$ROUNDS"); do
 			scripts/bench.sh --clients "$CLIENTS" --phases tcp-user --ramp '' \
 			--steady-user "$STEADY" --hbd-args "--batch-wait $w" > "$dir.log" 2>&1 ||
 			{ tail -20 "$dir.log" >&2; exit 1; }
-		runs+=("$(jq -c --argjson r "$r" --argjson w "$w" '{round: $r, batch_wait_us: $w,
-			cpu_us_per_hb: .tcp.cpu_us_per_hb_user,
-			machine_cpu_us_per_hb: .tcp.machine_cpu_us_per_hb_user,
-			rtt_p99_us: .tcp.user.rtt_us.p99, connected: .tcp.user.connected,
-			pongs: .tcp.user.pongs, pings: .tcp.user.pings}' "$dir/result.json")")
+		# a tcp-user-only run has no .tcp summary: the figures from the phase's own window
+		runs+=("$(jq -c --argjson r "$r" --argjson w "$w" '.phases["tcp-user"] as $p |
+			($p.windows.steady) as $s | {round: $r, batch_wait_us: $w,
+			cpu_us_per_hb: ($s.server_ns / 1000 / $p.hbload.steady.pings * 100 | round / 100),
+			machine_cpu_us_per_hb: ($s.machine_ns / 1000 / $p.hbload.steady.pings * 100 | round / 100),
+			rtt_p99_us: $p.hbload.steady.rtt_us.p99, connected: $p.hbload.connected,
+			setup_s: $p.hbload.setup_s, pings: $p.hbload.steady.pings,
+			pongs: $p.hbload.steady.pongs, steal_pct: ([$s.cpu[].steal_pct] | max | round)}' \
+			"$dir/result.json")")
 		echo "${runs[-1]}"
 	done
 done
