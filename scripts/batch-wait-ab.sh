@@ -5,8 +5,9 @@
 #
 #   scripts/batch-wait-ab.sh [--clients N] [--rounds R] [--wait USEC] [--steady S]
 #
-# Writes build/batch-ab/result.json: per run the mode, hbd's server CPU per heartbeat
-# (tcp.cpu_us_per_hb_user), machine CPU per heartbeat and p99 RTT; docs are left alone.
+# Writes build/batch-ab/result.json: per run the wait, the server and machine CPU per
+# heartbeat of the steady window (as bench-report.sh reckons tcp.cpu_us_per_hb_user), p99 RTT,
+# setup time and steal; docs are left alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS=500000 ROUNDS=2 WAIT=1000 STEADY=30

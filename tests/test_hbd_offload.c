@@ -1182,22 +1182,25 @@ static void accepted_by_worker(int ustats, unsigned want, uint64_t got[2], uint6
 	}
 }
 
+struct on_cpu {
+	char want[32];
+	int n;
+};
+
+static void count_on_cpu(const char *status, void *ctx)
+{
+	struct on_cpu *c = ctx;
+
+	c->n += strstr(status, c->want) != NULL;
+}
+
 /* Threads of pid whose allowed CPUs are exactly cpu ("Cpus_allowed_list:\t1"). */
 static int threads_on_cpu(pid_t pid, int cpu)
 {
-	char cmd[160], want[32];
-	FILE *p;
-	int n = 0;
+	struct on_cpu c = { .n = 0 };
 
-	snprintf(cmd, sizeof(cmd), "cat /proc/%d/task/*/status 2>/dev/null", (int)pid);
-	snprintf(want, sizeof(want), "Cpus_allowed_list:\t%d\n", cpu);
-	p = popen(cmd, "r");
-	if (!p)
-		return -1;
-	while (fgets(cmd, sizeof(cmd), p))
-		n += !strcmp(cmd, want);
-	pclose(p);
-	return n;
+	snprintf(c.want, sizeof(c.want), "Cpus_allowed_list:\t%d\n", cpu);
+	return ht_each_thread_status(pid, count_on_cpu, &c) < 0 ? -1 : c.n;
 }
 
 /* hbd --cpus 0,1 with 2 workers: worker 0 runs on CPU 0 and worker 1 on CPU 1, and every TCP

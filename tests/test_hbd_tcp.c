@@ -7,7 +7,6 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <string.h>
@@ -546,38 +545,29 @@ static void no_defer_taskrun_serves(void **state)
 	ht_cleanup(&d);
 }
 
+static void add_worker_switches(const char *status, void *ctx)
+{
+	static const char *const fields[] = { "\nvoluntary_ctxt_switches:",
+					      "\nnonvoluntary_ctxt_switches:" };
+	long long *sum = ctx, v;
+
+	if (strncmp(status, "Name:\thbd-worker-", strlen("Name:\thbd-worker-")))
+		return;
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		const char *p = strstr(status, fields[i]);
+
+		if (p && sscanf(p + strlen(fields[i]), "%lld", &v) == 1)
+			*sum += v;
+	}
+}
+
 /* Context switches, voluntary and not, of the daemon's worker threads so far. */
 static long long worker_switches(pid_t pid)
 {
-	char path[320], line[128];
 	long long sum = 0;
-	struct dirent *e;
-	DIR *dir;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	dir = opendir(path);
-	HT_TRUE(dir != NULL, "%s readable", path);
-	while ((e = readdir(dir))) {
-		bool worker = false;
-		long long v;
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue; /* a thread that just ended */
-		while (fgets(line, sizeof(line), f)) {
-			if (!strncmp(line, "Name:\thbd-worker-", strlen("Name:\thbd-worker-")))
-				worker = true;
-			if (worker && (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1 ||
-				       sscanf(line, "nonvoluntary_ctxt_switches: %lld", &v) == 1))
-				sum += v;
-		}
-		fclose(f);
-	}
-	closedir(dir);
+	HT_GT(ht_each_thread_status(pid, add_worker_switches, &sum), 0, "threads of hbd %d read",
+	      (int)pid);
 	return sum;
 }
 
@@ -594,7 +584,7 @@ static long long paced_pings(const struct ht_daemon *d, uint64_t *worst_ms)
 	struct pollfd pfd[PACED_CONNS];
 	unsigned sent = 0, answered = 0;
 	uint64_t start, deadline;
-	long long before;
+	long long switches;
 
 	for (int i = 0; i < PACED_CONNS; i++) {
 		pfd[i].fd = ht_tcp_login(d->port, 100 + i, false, NULL);
@@ -602,7 +592,7 @@ static long long paced_pings(const struct ht_daemon *d, uint64_t *worst_ms)
 		HT_GE(pfd[i].fd, 0, "login of device %d", 100 + i);
 	}
 	*worst_ms = 0;
-	before = worker_switches(d->pid);
+	switches = worker_switches(d->pid);
 	start = ht_now_ms();
 	deadline = start + PACED_PINGS * PACED_GAP_MS + (uint64_t)HT_IO_MS;
 	while (answered < PACED_PINGS) {
@@ -625,6 +615,7 @@ static long long paced_pings(const struct ht_daemon *d, uint64_t *worst_ms)
 			uint8_t buf[HB_MAX_FRAME];
 			struct hb_ping p;
 			struct hb_frame f;
+			uint64_t rtt;
 
 			if (!(pfd[i].revents & POLLIN))
 				continue;
@@ -634,15 +625,16 @@ static long long paced_pings(const struct ht_daemon *d, uint64_t *worst_ms)
 			HT_EQ(f.seq % PACED_CONNS, (unsigned)i, "PONG %u on the PING's connection",
 			      f.seq);
 			memcpy(&p, f.payload, sizeof(p));
-			if (ht_now_ms() - be64toh(p.ts) > *worst_ms)
-				*worst_ms = ht_now_ms() - be64toh(p.ts);
+			rtt = ht_now_ms() - be64toh(p.ts);
+			if (rtt > *worst_ms)
+				*worst_ms = rtt;
 			answered++;
 		}
 	}
-	before = worker_switches(d->pid) - before;
+	switches = worker_switches(d->pid) - switches;
 	for (int i = 0; i < PACED_CONNS; i++)
 		close(pfd[i].fd);
-	return before;
+	return switches;
 }
 
 /* Needs its own daemons: with --batch-wait a busy worker sleeps until completions gather (or

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Runs the built hbd for a test and cleans up after it, also after a failed assertion. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -286,6 +287,37 @@ int ht_fd_count(pid_t pid)
 		n = atoi(line);
 	if (p)
 		pclose(p);
+	return n;
+}
+
+int ht_each_thread_status(pid_t pid, void (*fn)(const char *status, void *ctx), void *ctx)
+{
+	char path[320], status[4096];
+	struct dirent *e;
+	int n = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((e = readdir(dir))) {
+		size_t len;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		len = fread(status, 1, sizeof(status) - 1, f);
+		fclose(f);
+		status[len] = 0;
+		fn(status, ctx);
+		n++;
+	}
+	closedir(dir);
 	return n;
 }
 

@@ -66,4 +66,8 @@ int ht_file_contains(const char *path, const char *needle, char *line, size_t ca
 /* Open regular file descriptors of a process (/proc/PID/fd), -1 if unreadable. */
 int ht_fd_count(pid_t pid);
 
+/* Calls fn with the text of each of pid's threads' /proc/PID/task/TID/status (one that ends
+ * meanwhile is left out); returns the number of threads read, -1 if pid has no task list. */
+int ht_each_thread_status(pid_t pid, void (*fn)(const char *status, void *ctx), void *ctx);
+
 #endif /* HT_HBD_HARNESS_H */
