@@ -572,50 +572,59 @@ static long long worker_switches(pid_t pid)
 }
 
 #define PACED_CONNS 20
-#define PACED_PINGS 100
-#define PACED_GAP_MS 2
+#define PACED_MAX 100
 
-/* PACED_PINGS PINGs, one every PACED_GAP_MS round-robin over PACED_CONNS devices, every PONG
- * read as it comes; fails unless each is answered. Returns the worker threads' context
- * switches over the run and the slowest answer in *worst_ms.
+struct paced {
+	unsigned pings, gap_ms; /* what to send: so many PINGs, one every gap_ms */
+	long long switches; /* what it cost: the worker threads' context switches */
+	uint64_t worst_ms, median_ms; /* how long the PONGs took */
+};
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* p->pings PINGs, one every p->gap_ms round-robin over PACED_CONNS devices, every PONG read as
+ * it comes; fails unless each is answered. Fills in the cost and the round trips.
  */
-static long long paced_pings(const struct ht_daemon *d, uint64_t *worst_ms)
+static void paced_pings(const struct ht_daemon *d, struct paced *p)
 {
 	struct pollfd pfd[PACED_CONNS];
+	uint64_t rtt[PACED_MAX], start, deadline;
 	unsigned sent = 0, answered = 0;
-	uint64_t start, deadline;
-	long long switches;
 
+	HT_LE(p->pings, PACED_MAX, "at most %d paced PINGs", PACED_MAX);
 	for (int i = 0; i < PACED_CONNS; i++) {
 		pfd[i].fd = ht_tcp_login(d->port, 100 + i, false, NULL);
 		pfd[i].events = POLLIN;
 		HT_GE(pfd[i].fd, 0, "login of device %d", 100 + i);
 	}
-	*worst_ms = 0;
-	switches = worker_switches(d->pid);
+	p->switches = worker_switches(d->pid);
 	start = ht_now_ms();
-	deadline = start + PACED_PINGS * PACED_GAP_MS + (uint64_t)HT_IO_MS;
-	while (answered < PACED_PINGS) {
-		uint64_t now = ht_now_ms(), next = start + (uint64_t)sent * PACED_GAP_MS;
+	deadline = start + (uint64_t)p->pings * p->gap_ms + (uint64_t)HT_IO_MS;
+	while (answered < p->pings) {
+		uint64_t now = ht_now_ms(), next = start + (uint64_t)sent * p->gap_ms;
 
-		HT_LT(now, deadline, "all %d PONGs within %d ms of the last PING (%u so far)",
-		      PACED_PINGS, HT_IO_MS, answered);
-		if (sent < PACED_PINGS && now >= next) {
-			struct hb_ping p = { .ts = htobe64(now) };
+		HT_LT(now, deadline, "all %u PONGs within %d ms of the last PING (%u so far)",
+		      p->pings, HT_IO_MS, answered);
+		if (sent < p->pings && now >= next) {
+			struct hb_ping ping = { .ts = htobe64(now) };
 
-			HT_EQ(ht_send_frame(pfd[sent % PACED_CONNS].fd, HB_PING, (uint16_t)sent, &p,
-					    sizeof(p)),
+			HT_EQ(ht_send_frame(pfd[sent % PACED_CONNS].fd, HB_PING, (uint16_t)sent,
+					    &ping, sizeof(ping)),
 			      0, "PING %u sent", sent);
 			sent++;
 			continue;
 		}
-		if (poll(pfd, PACED_CONNS, sent < PACED_PINGS ? (int)(next - now) : 50) <= 0)
+		if (poll(pfd, PACED_CONNS, sent < p->pings ? (int)(next - now) : 50) <= 0)
 			continue;
 		for (int i = 0; i < PACED_CONNS; i++) {
 			uint8_t buf[HB_MAX_FRAME];
-			struct hb_ping p;
+			struct hb_ping ping;
 			struct hb_frame f;
-			uint64_t rtt;
 
 			if (!(pfd[i].revents & POLLIN))
 				continue;
@@ -624,21 +633,32 @@ static long long paced_pings(const struct ht_daemon *d, uint64_t *worst_ms)
 			HT_EQ(f.type, HB_PONG, "the answer is a PONG");
 			HT_EQ(f.seq % PACED_CONNS, (unsigned)i, "PONG %u on the PING's connection",
 			      f.seq);
-			memcpy(&p, f.payload, sizeof(p));
-			rtt = ht_now_ms() - be64toh(p.ts);
-			if (rtt > *worst_ms)
-				*worst_ms = rtt;
-			answered++;
+			HT_LT(answered, p->pings, "no more PONGs than PINGs");
+			memcpy(&ping, f.payload, sizeof(ping));
+			rtt[answered++] = ht_now_ms() - be64toh(ping.ts);
 		}
 	}
-	switches = worker_switches(d->pid) - switches;
+	p->switches = worker_switches(d->pid) - p->switches;
 	for (int i = 0; i < PACED_CONNS; i++)
 		close(pfd[i].fd);
-	return switches;
+	qsort(rtt, p->pings, sizeof(rtt[0]), cmp_u64);
+	p->median_ms = rtt[p->pings / 2];
+	p->worst_ms = rtt[p->pings - 1];
+}
+
+/* hbd with args, p paced PINGs to it, stopped. */
+static void paced_daemon(const char *const *args, struct paced *p)
+{
+	struct ht_daemon d;
+
+	HT_EQ(ht_start(&d, args), 0, "hbd started");
+	paced_pings(&d, p);
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	ht_cleanup(&d);
 }
 
 /* Needs its own daemons: with --batch-wait a busy worker sleeps until completions gather (or
- * the wait is up) instead of waking for each PING. The same paced PINGs, a few per wait, cost
+ * the wait is up) instead of waking for each PING. The same paced PINGs, ten per wait, cost
  * the worker a fraction of the wakeups they cost without it, and none waits much longer than
  * the batch.
  */
@@ -647,27 +667,40 @@ static void batch_wait_gathers_wakeups(void **state)
 	static const char *const plain[] = { "--no-offload", "--workers", "1", NULL };
 	static const char *const batched[] = { "--no-offload", "--workers", "1",
 					       "--batch-wait", "20000",	    NULL };
-	long long woke_plain, woke_batched;
-	uint64_t worst_plain, worst_batched;
-	struct ht_daemon d;
+	struct paced without = { .pings = 100, .gap_ms = 2 }, with = without;
 
 	(void)state;
-	HT_EQ(ht_start(&d, plain), 0, "hbd without --batch-wait started");
-	woke_plain = paced_pings(&d, &worst_plain);
-	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
-	ht_cleanup(&d);
-	HT_EQ(ht_start(&d, batched), 0, "hbd with --batch-wait 20000 started");
-	woke_batched = paced_pings(&d, &worst_batched);
-	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
-	ht_cleanup(&d);
+	paced_daemon(plain, &without);
+	paced_daemon(batched, &with);
 	fprintf(stderr,
-		"worker context switches for %d PINGs: %lld without, %lld with a 20 ms "
+		"worker context switches for %u PINGs: %lld without, %lld with a 20 ms "
 		"batch wait; slowest PONG %llu and %llu ms\n",
-		PACED_PINGS, woke_plain, woke_batched, (unsigned long long)worst_plain,
-		(unsigned long long)worst_batched);
-	HT_GE(woke_plain, PACED_PINGS / 2, "without it the worker woke for most PINGs");
-	HT_LT(woke_batched * 3, woke_plain, "with it, under a third of those wakeups");
-	HT_LE(worst_batched, 20 + (uint64_t)HT_IO_MS / 10, "no PONG waited much past the batch");
+		without.pings, without.switches, with.switches,
+		(unsigned long long)without.worst_ms, (unsigned long long)with.worst_ms);
+	HT_GE(without.switches, without.pings / 2, "without it the worker woke for most PINGs");
+	HT_LT(with.switches * 3, without.switches, "with it, under a third of those wakeups");
+	HT_LE(with.worst_ms, 20 + (uint64_t)HT_IO_MS / 10, "no PONG waited much past the batch");
+}
+
+/* Needs its own daemon: PINGs 40 ms apart, under one and a half per 45 ms wait. A timed wait
+ * would gather one PING at most and hold it until the timer; the worker must see that its
+ * rate is too low and wake at each PING, so the PONGs come as fast as without the option.
+ */
+static void batch_wait_off_at_low_rate(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "1",
+					    "--batch-wait", "45000",	 NULL };
+	struct paced slow = { .pings = 25, .gap_ms = 40 };
+
+	(void)state;
+	paced_daemon(args, &slow);
+	fprintf(stderr,
+		"%u PINGs %u ms apart with a 45 ms batch wait: PONGs after %llu ms (median), "
+		"%llu ms (slowest); %lld worker context switches\n",
+		slow.pings, slow.gap_ms, (unsigned long long)slow.median_ms,
+		(unsigned long long)slow.worst_ms, slow.switches);
+	HT_LE(slow.median_ms, 5, "the PONGs did not wait for the timer");
+	HT_GE(slow.switches, slow.pings / 2, "the worker woke for most PINGs");
 }
 
 /* Needs its own daemon: --sink-fsync puts an fdatasync between the write and the ACKs. */
@@ -719,6 +752,7 @@ int main(void)
 		cmocka_unit_test_teardown(sigterm_drains_with_bye, ht_reap),
 		cmocka_unit_test_teardown(no_defer_taskrun_serves, ht_reap),
 		cmocka_unit_test_teardown(batch_wait_gathers_wakeups, ht_reap),
+		cmocka_unit_test_teardown(batch_wait_off_at_low_rate, ht_reap),
 		cmocka_unit_test_teardown(sink_fsync_still_acks, ht_reap),
 	};
 	int rc;

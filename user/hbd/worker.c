@@ -134,6 +134,7 @@ static int setup(struct hbd_worker *w)
 	hbd_sink_init(&w->sink, d->sink_fd, d->cfg->sink_fsync);
 	w->udp_msg.msg_namelen = sizeof(struct sockaddr_in6);
 	w->next_tick = w->now_ms + d->lim.tick_ms;
+	w->gate.since_ms = w->now_ms;
 	return 0;
 }
 
@@ -450,8 +451,39 @@ static void arm_tick(struct hbd_worker *w)
  * receive completions are lazy task work: the kernel wakes the task only once that many are
  * queued or the timer fires, so one wakeup serves many heartbeats. A worker whose last wait
  * gathered nothing goes back to waking at the first completion: an idle daemon never polls.
+ *
+ * The timed wait pays only when several completions arrive within one: at a lower rate it
+ * costs a timer per wakeup and saves none, and each heartbeat waits for the timer. So each
+ * worker measures its own completion rate over a window of at least the wait and uses the
+ * timed wait only while that rate would gather BATCH_GATE_ON completions in one (a PING and
+ * its PONG's send are two, so: two heartbeats a wait); it stops below BATCH_GATE_OFF, where a
+ * wait gathers fewer than one and a half. A daemon starts with it off.
  */
 #define BATCH_WAIT_NR 64
+#define BATCH_GATE_ON 4
+#define BATCH_GATE_OFF 3
+#define BATCH_GATE_MIN_WINDOW_MS 10
+
+static void batch_gate(struct hbd_worker *w, unsigned ncqes)
+{
+	unsigned us = w->d->cfg->batch_wait_us;
+	uint64_t window_ms = us / 1000, elapsed = w->now_ms - w->gate.since_ms, per_wait;
+
+	if (!us)
+		return;
+	w->gate.cqes += ncqes;
+	if (window_ms < BATCH_GATE_MIN_WINDOW_MS)
+		window_ms = BATCH_GATE_MIN_WINDOW_MS;
+	if (elapsed < window_ms)
+		return;
+	per_wait = w->gate.cqes * us / (elapsed * 1000);
+	if (per_wait >= BATCH_GATE_ON)
+		w->gate.on = true;
+	else if (per_wait < BATCH_GATE_OFF)
+		w->gate.on = false;
+	w->gate.cqes = 0;
+	w->gate.since_ms = w->now_ms;
+}
 
 static int wait_cqes(struct hbd_worker *w, bool busy)
 {
@@ -459,7 +491,7 @@ static int wait_cqes(struct hbd_worker *w, bool busy)
 	struct __kernel_timespec ts;
 	struct io_uring_cqe *cqe;
 
-	if (!us || !busy || HBD_ON_VALGRIND)
+	if (!w->gate.on || !busy || HBD_ON_VALGRIND)
 		return io_uring_submit_and_wait(&w->ring, 1);
 	ts.tv_sec = us / 1000000;
 	ts.tv_nsec = (long long)(us % 1000000) * 1000;
@@ -516,6 +548,7 @@ static void run(struct hbd_worker *w)
 		}
 		io_uring_cq_advance(&w->ring, n);
 		busy = n > 0;
+		batch_gate(w, n);
 		HBD_VALGRIND_YIELD();
 	}
 }

@@ -156,6 +156,10 @@ struct hbd_worker {
 	uint64_t now_ms; /* worker clock, ms since the daemon started */
 	uint64_t next_tick;
 	uint32_t due[HBD_DUE_BATCH];
+	struct {
+		uint64_t since_ms, cqes; /* completions in the window that began then */
+		bool on; /* use the --batch-wait timed wait (worker.c batch_gate) */
+	} gate;
 
 	/* the application side: downlinks, the key reload epoch, timings for /metrics */
 	struct hbd_downlink down;
