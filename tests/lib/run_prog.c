@@ -61,7 +61,7 @@ pid_t hbt_spawn(const char *path, const char *const *argv, int *out_fd, const ch
 		close(pfd[1]);
 		if (errpath)
 			freopen(errpath, "w", stderr);
-		execv(path, (char *const *)argv);
+		execvp(path, (char *const *)argv); /* a name without a slash: from PATH */
 		_exit(127);
 	}
 	close(pfd[1]);

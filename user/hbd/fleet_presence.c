@@ -58,6 +58,7 @@ int fleet_presence_json(char *buf, size_t cap, const char *node, bool udp, const
 struct pres_write {
 	uint64_t device;
 	uint64_t expect; /* 0: unconditional */
+	bool sweep; /* a sweep's: for a device this node did not hold when it was made */
 	int len;
 	char val[256];
 };
@@ -77,12 +78,26 @@ static void mark_dirty(struct hbd_fleet *f, struct fleet_held *h)
 	f->dirty_any = true;
 }
 
-/* Under the lock: a write of ours for device that is no longer in flight and did not land
- * (refused at the publish, or taken back) is to be made again: by the catch-up if the device
- * is held, else (a sweep's write) by the next sweep. */
-static void write_again(struct hbd_fleet *f, uint64_t device)
+/* A sweep's writes carry this header. Their acknowledgements are told apart by it, not by the
+ * subject alone: the device may have come online here while one was in flight, and its
+ * acknowledgement then is not the one its held entry waits for (counting it would let the
+ * session's end be written over a revision older than its online write, which JetStream
+ * refuses, and the entry would say online until the next sweep). */
+#define FLEET_HDR_SWEEP "Hbeat-Sweep"
+
+static bool from_sweep(natsMsg *msg)
 {
-	struct fleet_held *h = fleet_map_get(&f->held, device);
+	const char *v;
+
+	return msg && natsMsgHeader_Get(msg, FLEET_HDR_SWEEP, &v) == NATS_OK;
+}
+
+/* Under the lock: a write of ours for device that is no longer in flight and did not land
+ * (refused at the publish, or taken back) is to be made again: a sweep's by the next sweep,
+ * else by the catch-up if the device is held. */
+static void write_again(struct hbd_fleet *f, uint64_t device, bool sweep)
+{
+	struct fleet_held *h = sweep ? NULL : fleet_map_get(&f->held, device);
 
 	if (!h) {
 		f->sweep_again = true;
@@ -116,12 +131,24 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 	if (!f->pres_inflight++)
 		f->pres_progress_ms = fleet_now_ms();
 	pthread_mutex_unlock(&f->lock);
-	s = js_PublishAsync(f->js, subj, pw->val, pw->len, &po);
+	if (pw->sweep) {
+		natsMsg *m = NULL;
+
+		s = natsMsg_Create(&m, subj, NULL, pw->val, pw->len);
+		if (s == NATS_OK)
+			s = natsMsgHeader_Set(m, FLEET_HDR_SWEEP, "1");
+		if (s == NATS_OK)
+			s = js_PublishMsgAsync(f->js, &m,
+					       &po); /* takes m (NULL then) if it succeeds */
+		natsMsg_Destroy(m);
+	} else {
+		s = js_PublishAsync(f->js, subj, pw->val, pw->len, &po);
+	}
 	if (s != NATS_OK) {
 		pthread_mutex_lock(&f->lock);
 		f->pres_inflight--;
 		f->pres_failed_pub++;
-		write_again(f, pw->device);
+		write_again(f, pw->device, pw->sweep);
 		pthread_mutex_unlock(&f->lock);
 	}
 }
@@ -141,6 +168,7 @@ static bool prepare(struct hbd_fleet *f, uint64_t device, struct fleet_held *h,
 	}
 	pw->device = device;
 	pw->expect = 0;
+	pw->sweep = false;
 	if (h->gone) {
 		struct fleet_seen *s = fleet_map_get(&f->seen, device);
 
@@ -213,9 +241,9 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 {
 	struct hbd_fleet *f = closure;
 	uint64_t device = subject_device(natsMsg_GetSubject(msg)), cut_loc = 0;
+	bool send = false, sweep = from_sweep(msg);
 	struct pres_write pw;
 	struct fleet_held *h;
-	bool send = false;
 
 	natsMsg_Destroy(msg);
 	pthread_mutex_lock(&f->lock);
@@ -224,7 +252,7 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 	f->pres_progress_ms = fleet_now_ms();
 	if (pa && !pae)
 		f->pres_written++;
-	h = fleet_map_get(&f->held, device);
+	h = sweep ? NULL : fleet_map_get(&f->held, device);
 	if (!h) {
 		/* a sweep's write, or a device no longer ours: a failed one is made again */
 		if (!(pa && !pae) && !(pae && pae->ErrCode == JSStreamWrongLastSequenceErr))
@@ -374,6 +402,7 @@ static size_t sweep_collect(struct hbd_fleet *f, struct pres_write *out, size_t 
 		}
 		out[n].device = key;
 		out[n].expect = s->rev;
+		out[n].sweep = true;
 		out[n].len = fleet_presence_json(out[n].val, sizeof(out[n].val), nd->name, s->udp,
 						 "offline", now, "");
 		if (out[n].len > 0)
@@ -514,7 +543,8 @@ void fleet_presence_reclaim(struct hbd_fleet *f)
 		f->pres_taken_back++;
 		if (f->pres_inflight)
 			f->pres_inflight--;
-		write_again(f, subject_device(natsMsg_GetSubject(back.Msgs[i])));
+		write_again(f, subject_device(natsMsg_GetSubject(back.Msgs[i])),
+			    from_sweep(back.Msgs[i]));
 	}
 	f->pres_progress_ms = fleet_now_ms();
 	pthread_mutex_unlock(&f->lock);

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Fleet presence's bookkeeping of its writes and their acknowledgements, with the order of
+ * those acknowledgements in the test's hands. The writes are real publishes through libnats to
+ * a real nats-server (plain, on a free 127.0.0.1 port, ended by its PID), which the test reads
+ * back with their headers; the acknowledgements JetStream would send are handed to
+ * fleet_presence_ack in the order that breaks things. Without JetStream on that server and
+ * without an acknowledgement handler, none comes by itself.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <nats/nats.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devices.h"
+#include "events.h"
+#include "fleet_impl.h"
+#include "lib/ht_assert.h"
+#include "lib/run_prog.h"
+#include "lib/sock.h"
+
+#define NODE "node-a"
+#define DEVICE 4242
+#define HDR_EXPECT "Nats-Expected-Last-Subject-Sequence"
+
+static pid_t nats_pid;
+static int nats_out = -1; /* its stdout: open until it ends */
+static char nats_log[] = "/tmp/hbfp-nats.XXXXXX";
+static natsConnection *nc;
+static jsCtx *js;
+static natsSubscription *sub; /* every presence write, as the server got it */
+
+static struct hbd_daemon daemon_;
+static struct hbd_fleet fleet;
+
+static int group_setup(void **state)
+{
+	char port[8], url[64];
+	const char *argv[] = { "nats-server", "-a", "127.0.0.1", "-p", port, NULL };
+	uint16_t p = ht_free_port();
+	int fd = mkstemp(nats_log);
+
+	(void)state;
+	if (fd < 0 || !p)
+		return -1;
+	close(fd);
+	snprintf(port, sizeof(port), "%u", p);
+	nats_pid = hbt_spawn("nats-server", argv, &nats_out, nats_log);
+	if (nats_pid < 0 || ht_wait_listening(p, 10000)) {
+		fprintf(stderr, "nats-server did not start (scripts/deps.sh installs it): %s\n",
+			nats_log);
+		return -1;
+	}
+	snprintf(url, sizeof(url), "nats://127.0.0.1:%u", p);
+	if (natsConnection_ConnectTo(&nc, url) != NATS_OK ||
+	    natsConnection_JetStream(&js, nc, NULL) != NATS_OK ||
+	    natsConnection_SubscribeSync(&sub, nc, FLEET_SUBJ_PRESENCE ">") != NATS_OK ||
+	    natsConnection_Flush(nc) != NATS_OK)
+		return -1;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	natsSubscription_Destroy(sub);
+	jsCtx_Destroy(js);
+	natsConnection_Destroy(nc);
+	nats_Close();
+	if (nats_pid > 0) {
+		kill(nats_pid, SIGTERM);
+		hbt_reap(nats_pid, time(NULL) + 5);
+	}
+	if (nats_out >= 0)
+		close(nats_out);
+	unlink(nats_log);
+	return 0;
+}
+
+/* A fleet of one node (this one) on the test's connection, with nothing held or seen. */
+static int fleet_setup(void **state)
+{
+	(void)state;
+	memset(&fleet, 0, sizeof(fleet));
+	memset(&daemon_, 0, sizeof(daemon_));
+	if (hbd_devices_init(&daemon_.devices, 16) ||
+	    fleet_map_init(&fleet.held, sizeof(struct fleet_held), 16) ||
+	    fleet_map_init(&fleet.seen, sizeof(struct fleet_seen), 16))
+		return -1;
+	pthread_mutex_init(&fleet.lock, NULL);
+	snprintf(fleet.node, sizeof(fleet.node), NODE);
+	fleet.d = &daemon_;
+	fleet.js = js;
+	fleet.me = fleet_node_idx(&fleet, NODE);
+	fleet.ready = fleet.connected = 1;
+	return fleet.me == 0 ? 0 : -1;
+}
+
+static int fleet_teardown(void **state)
+{
+	natsMsg *m;
+
+	(void)state;
+	fleet_map_free(&fleet.held);
+	fleet_map_free(&fleet.seen);
+	pthread_mutex_destroy(&fleet.lock);
+	hbd_devices_free(daemon_.devices);
+	while (natsSubscription_NextMsg(&m, sub, 100) == NATS_OK) /* nothing left for the next */
+		natsMsg_Destroy(m);
+	return 0;
+}
+
+/* The next presence write the server got (within 2 s); fails the test if none came. */
+static natsMsg *next_write(const char *what)
+{
+	natsMsg *m = NULL;
+
+	HT_EQ(natsConnection_Flush(nc), NATS_OK, "flush before %s", what);
+	HT_EQ(natsSubscription_NextMsg(&m, sub, 2000), NATS_OK, "%s reached nats-server", what);
+	return m;
+}
+
+static void no_write(const char *what)
+{
+	natsMsg *m = NULL;
+
+	HT_EQ(natsConnection_Flush(nc), NATS_OK, "flush before %s", what);
+	HT_EQ(natsSubscription_NextMsg(&m, sub, 300), NATS_TIMEOUT, "%s", what);
+	natsMsg_Destroy(m);
+}
+
+static bool has_state(natsMsg *m, const char *state)
+{
+	char want[32];
+	int n = snprintf(want, sizeof(want), "\"state\":\"%s\"", state);
+
+	return natsMsg_GetDataLength(m) > n &&
+	       memmem(natsMsg_GetData(m), natsMsg_GetDataLength(m), want, (size_t)n) != NULL;
+}
+
+static void ack(natsMsg *m, uint64_t seq)
+{
+	jsPubAck pa = { .Stream = "KV_" FLEET_BUCKET_PRESENCE, .Sequence = seq };
+
+	fleet_presence_ack(js, m, &pa, NULL, &fleet); /* takes m */
+}
+
+static void event(uint8_t kind, uint64_t session)
+{
+	struct hbd_event ev = { .kind = kind,
+				.device = DEVICE,
+				.session = session,
+				.ts_ms = 1700000000000ull };
+
+	fleet_presence_event(&fleet, &ev);
+}
+
+/* The race: an earlier life of this node left DEVICE online in the bucket (revision 5). The
+ * sweep writes it offline; before that write is acknowledged, the device connects here (its
+ * online write goes out) and leaves again. The sweep's acknowledgement (revision 6) comes
+ * first. It is not the online write's: the session's end must wait for that one (revision 7)
+ * and be written over it. Counted as the online write's, the end went out at once over
+ * revision 6, which JetStream refuses because revision 7 is there, and the bucket would say
+ * online for a device that left.
+ */
+static void sweep_ack_is_not_the_sessions(void **state)
+{
+	static const char stale[] = "{\"node\":\"" NODE "\",\"transport\":\"tcp\","
+				    "\"state\":\"online\",\"since_ms\":1}";
+	natsMsg *sweep, *online, *end;
+	const char *v = NULL;
+
+	(void)state;
+	fleet_presence_seen(&fleet, DEVICE, 5, stale, (int)strlen(stale), false);
+	fleet_presence_sweep(&fleet, fleet_now_ms() + 1);
+	sweep = next_write("the sweep's offline write");
+	HT_TRUE(has_state(sweep, "offline"), "the sweep writes offline");
+	HT_EQ(natsMsgHeader_Get(sweep, HDR_EXPECT, &v), NATS_OK,
+	      "the sweep's write is conditional");
+	HT_TRUE(v && !strcmp(v, "5"), "over the stale entry's revision 5, not %s", v);
+
+	event(HBD_EV_ONLINE, 77);
+	online = next_write("the session's online write");
+	HT_TRUE(has_state(online, "online"), "the session writes online");
+
+	ack(sweep, 6);
+	event(HBD_EV_OFFLINE, 77);
+	no_write("no end written before the online write is acknowledged");
+
+	ack(online, 7);
+	end = next_write("the session's end");
+	HT_TRUE(has_state(end, "offline"), "the end is offline");
+	HT_EQ(natsMsgHeader_Get(end, HDR_EXPECT, &v), NATS_OK, "the end is conditional");
+	HT_TRUE(v && !strcmp(v, "7"),
+		"over the online write's revision 7, not %s (the sweep's is 6)", v);
+	natsMsg_Destroy(end);
+	pthread_mutex_lock(&fleet.lock);
+	HT_EQ(fleet.pres_inflight, 1, "one write in flight: the end");
+	pthread_mutex_unlock(&fleet.lock);
+}
+
+/* The same in the other order: the session's writes are acknowledged before the sweep's, which
+ * then fails (someone wrote meanwhile). That failure is the sweep's business: it must not take
+ * the held device's bookkeeping with it, nor make the sweep walk again. */
+static void late_sweep_failure_leaves_session_alone(void **state)
+{
+	static const char stale[] = "{\"node\":\"" NODE "\",\"transport\":\"tcp\","
+				    "\"state\":\"online\",\"since_ms\":1}";
+	jsPubAckErr pae = { .Err = NATS_ERR, .ErrCode = JSStreamWrongLastSequenceErr };
+	natsMsg *sweep, *online;
+	struct fleet_held *h;
+
+	(void)state;
+	fleet_presence_seen(&fleet, DEVICE, 5, stale, (int)strlen(stale), false);
+	fleet_presence_sweep(&fleet, fleet_now_ms() + 1);
+	sweep = next_write("the sweep's offline write");
+	event(HBD_EV_ONLINE, 78);
+	online = next_write("the session's online write");
+	ack(online, 6);
+	pae.Msg = sweep;
+	fleet_presence_ack(js, sweep, NULL, &pae, &fleet);
+	pthread_mutex_lock(&fleet.lock);
+	h = fleet_map_get(&fleet.held, DEVICE);
+	HT_TRUE(h != NULL, "the device is still held");
+	HT_EQ(h->rev, 6, "its revision is its online write's");
+	HT_EQ(h->npend, 0, "nothing of it pending");
+	HT_FALSE(fleet.sweep_again, "a write someone overtook is not made again");
+	pthread_mutex_unlock(&fleet.lock);
+	event(HBD_EV_OFFLINE, 78);
+	{
+		natsMsg *end = next_write("the session's end");
+		const char *v = NULL;
+
+		HT_EQ(natsMsgHeader_Get(end, HDR_EXPECT, &v), NATS_OK, "the end is conditional");
+		HT_TRUE(v && !strcmp(v, "6"), "over the online write's revision 6, not %s", v);
+		natsMsg_Destroy(end);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(sweep_ack_is_not_the_sessions, fleet_setup,
+						fleet_teardown),
+		cmocka_unit_test_setup_teardown(late_sweep_failure_leaves_session_alone,
+						fleet_setup, fleet_teardown),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests_name("fleet_presence", tests, group_setup, group_teardown);
+}
