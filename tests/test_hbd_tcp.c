@@ -664,7 +664,8 @@ static void paced_daemon(const char *const *args, struct paced *p)
  */
 static void batch_wait_gathers_wakeups(void **state)
 {
-	static const char *const plain[] = { "--no-offload", "--workers", "1", NULL };
+	static const char *const plain[] = { "--no-offload", "--workers", "1",
+					     "--batch-wait", "0",	  NULL };
 	static const char *const batched[] = { "--no-offload", "--workers", "1",
 					       "--batch-wait", "20000",	    NULL };
 	struct paced without = { .pings = 100, .gap_ms = 2 }, with = without;

@@ -744,7 +744,7 @@ static void hbd_help_lists_every_option(void **state)
 		{ "  --pin-path DIR", "(default /sys/fs/bpf/hbeat)" },
 		{ "  --no-offload", NULL },
 		{ "  --no-defer-taskrun", NULL },
-		{ "  --batch-wait USEC", "(default 0)" },
+		{ "  --batch-wait USEC", "(default 1000)" },
 		{ "  --drain-timeout SEC", "(default 10)" },
 		{ "  --rx-buffers N", "(default 128)" },
 		{ "  --rx-buf-size B", "(default 512)" },
