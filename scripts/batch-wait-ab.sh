@@ -4,19 +4,23 @@
 # sitting: scripts/bench.sh's tcp-user phase (no ramp), ROUNDS times each way.
 #
 #   scripts/batch-wait-ab.sh [--clients N] [--rounds R] [--wait USEC] [--steady S]
+#                            [--against BUILD_DIR]
 #
+# --against: side B is the build in BUILD_DIR (another checkout's build/) with the same wait,
+# instead of this build without it: two versions of the wait compared.
 # Writes build/batch-ab/result.json: per run the wait, the server and machine CPU per
 # heartbeat of the steady window (as bench-report.sh reckons tcp.cpu_us_per_hb_user), p99 RTT,
 # setup time and steal; docs are left alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CLIENTS=500000 ROUNDS=2 WAIT=1000 STEADY=30
+CLIENTS=500000 ROUNDS=2 WAIT=1000 STEADY=30 AGAINST=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--clients) CLIENTS=$2; shift ;;
 	--rounds) ROUNDS=$2; shift ;;
 	--wait) WAIT=$2; shift ;;
 	--steady) STEADY=$2; shift ;;
+	--against) AGAINST=$2; shift ;;
 	*) echo "batch-wait-ab: unknown option '$1'" >&2; exit 2 ;;
 	esac
 	shift
@@ -27,16 +31,20 @@ mkdir -p "$OUT"
 runs=()
 for r in $(seq "$ROUNDS"); do
 	# the order alternates each round, so a drift of the VM's speed hits both ways alike
-	if [ $((r % 2)) = 1 ]; then order="0 $WAIT"; else order="$WAIT 0"; fi
-	for w in $order; do
-		dir=$OUT/r$r-w$w
-		BENCH_OUT=$dir BENCH_DOC=$dir/BENCHMARKS.md BENCH_PNG=$dir/rtt.png \
+	if [ $((r % 2)) = 1 ]; then order="b a"; else order="a b"; fi
+	for side in $order; do
+		build=build w=$WAIT
+		if [ "$side" = b ]; then
+			if [ -n "$AGAINST" ]; then build=$AGAINST; else w=0; fi
+		fi
+		dir=$OUT/r$r-$side-w$w
+		BUILD=$build BENCH_OUT=$dir BENCH_DOC=$dir/BENCHMARKS.md BENCH_PNG=$dir/rtt.png \
 			scripts/bench.sh --clients "$CLIENTS" --phases tcp-user --ramp '' \
 			--steady-user "$STEADY" --hbd-args "--batch-wait $w" > "$dir.log" 2>&1 ||
 			{ tail -20 "$dir.log" >&2; exit 1; }
 		# a tcp-user-only run has no .tcp summary: the figures from the phase's own window
-		runs+=("$(jq -c --argjson r "$r" --argjson w "$w" '.phases["tcp-user"] as $p |
-			($p.windows.steady) as $s | {round: $r, batch_wait_us: $w,
+		runs+=("$(jq -c --argjson r "$r" --argjson w "$w" --arg build "$build" '.phases["tcp-user"] as $p |
+			($p.windows.steady) as $s | {round: $r, build: $build, batch_wait_us: $w,
 			cpu_us_per_hb: ($s.server_ns / 1000 / $p.hbload.steady.pings * 100 | round / 100),
 			machine_cpu_us_per_hb: ($s.machine_ns / 1000 / $p.hbload.steady.pings * 100 | round / 100),
 			rtt_p99_us: $p.hbload.steady.rtt_us.p99, connected: $p.hbload.connected,
@@ -47,6 +55,6 @@ for r in $(seq "$ROUNDS"); do
 	done
 done
 printf '%s\n' "${runs[@]}" | jq -s --arg date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
-	--arg cmd "scripts/batch-wait-ab.sh --clients $CLIENTS --rounds $ROUNDS --wait $WAIT --steady $STEADY" \
+	--arg cmd "scripts/batch-wait-ab.sh --clients $CLIENTS --rounds $ROUNDS --wait $WAIT --steady $STEADY${AGAINST:+ --against $AGAINST}" \
 	'{date: $date, command: $cmd, runs: .}' > "$OUT/result.json"
 echo "batch-wait-ab: $OUT/result.json"

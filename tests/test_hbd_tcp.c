@@ -573,9 +573,12 @@ static long long worker_switches(pid_t pid)
 
 #define PACED_CONNS 20
 #define PACED_MAX 100
+#define PACED_LOGIN_DEV 130 /* the logins' devices: 130 on (the harness's keys have 100..199) */
 
 struct paced {
 	unsigned pings, gap_ms; /* what to send: so many PINGs, one every gap_ms */
+	unsigned logins; /* and so many new devices logging in meanwhile, one after another */
+	uint64_t login_median_ms; /* how long their WELCOMEs took */
 	long long switches; /* what it cost: the worker threads' context switches */
 	uint64_t worst_ms, median_ms; /* how long the PONGs took */
 };
@@ -590,22 +593,49 @@ static int cmp_u64(const void *a, const void *b)
 /* p->pings PINGs, one every p->gap_ms round-robin over PACED_CONNS devices, every PONG read as
  * it comes; fails unless each is answered. Fills in the cost and the round trips.
  */
+/* The next login of paced_pings: connected, its HELLO sent; its WELCOME is awaited in the loop
+ * (pfd at index PACED_CONNS). */
+static void login_start(const struct ht_daemon *d, struct pollfd *pfd, unsigned i, uint64_t *t0)
+{
+	struct hb_hello h;
+
+	*t0 = ht_now_ms();
+	pfd->fd = ht_tcp(d->port, false);
+	HT_GE(pfd->fd, 0, "connection of login %u", i);
+	ht_hello(&h, PACED_LOGIN_DEV + i, 0);
+	HT_EQ(ht_send_frame(pfd->fd, HB_HELLO, 1, &h, sizeof(h)), 0, "HELLO of login %u", i);
+}
+
+static void login_end(struct pollfd *pfd, unsigned i)
+{
+	uint8_t buf[HB_MAX_FRAME];
+	struct hb_frame f;
+
+	HT_EQ(ht_recv_frame(pfd->fd, buf, &f, HT_IO_MS), 1, "answer to login %u", i);
+	HT_EQ(f.type, HB_WELCOME, "login %u welcomed", i);
+	close(pfd->fd);
+	pfd->fd = -1;
+}
+
 static void paced_pings(const struct ht_daemon *d, struct paced *p)
 {
-	struct pollfd pfd[PACED_CONNS];
-	uint64_t rtt[PACED_MAX], start, deadline;
-	unsigned sent = 0, answered = 0;
+	struct pollfd pfd[PACED_CONNS + 1];
+	uint64_t rtt[PACED_MAX], took[PACED_MAX], start, deadline, login_t0 = 0;
+	unsigned sent = 0, answered = 0, logged = 0;
 
 	HT_LE(p->pings, PACED_MAX, "at most %d paced PINGs", PACED_MAX);
+	HT_LE(p->logins, PACED_MAX, "at most %d logins", PACED_MAX);
 	for (int i = 0; i < PACED_CONNS; i++) {
 		pfd[i].fd = ht_tcp_login(d->port, 100 + i, false, NULL);
 		pfd[i].events = POLLIN;
 		HT_GE(pfd[i].fd, 0, "login of device %d", 100 + i);
 	}
+	pfd[PACED_CONNS].fd = -1;
+	pfd[PACED_CONNS].events = POLLIN;
 	p->switches = worker_switches(d->pid);
 	start = ht_now_ms();
 	deadline = start + (uint64_t)p->pings * p->gap_ms + (uint64_t)HT_IO_MS;
-	while (answered < p->pings) {
+	while (answered < p->pings || logged < p->logins) {
 		uint64_t now = ht_now_ms(), next = start + (uint64_t)sent * p->gap_ms;
 
 		HT_LT(now, deadline, "all %u PONGs within %d ms of the last PING (%u so far)",
@@ -619,8 +649,15 @@ static void paced_pings(const struct ht_daemon *d, struct paced *p)
 			sent++;
 			continue;
 		}
-		if (poll(pfd, PACED_CONNS, sent < p->pings ? (int)(next - now) : 50) <= 0)
+		/* the logins go on while the PINGs keep the worker busy, from the tenth PING on */
+		if (pfd[PACED_CONNS].fd < 0 && logged < p->logins && sent >= 10 && sent < p->pings)
+			login_start(d, &pfd[PACED_CONNS], logged, &login_t0);
+		if (poll(pfd, PACED_CONNS + 1, sent < p->pings ? (int)(next - now) : 50) <= 0)
 			continue;
+		if (pfd[PACED_CONNS].revents & POLLIN) {
+			login_end(&pfd[PACED_CONNS], logged);
+			took[logged++] = ht_now_ms() - login_t0;
+		}
 		for (int i = 0; i < PACED_CONNS; i++) {
 			uint8_t buf[HB_MAX_FRAME];
 			struct hb_ping ping;
@@ -644,6 +681,10 @@ static void paced_pings(const struct ht_daemon *d, struct paced *p)
 	qsort(rtt, p->pings, sizeof(rtt[0]), cmp_u64);
 	p->median_ms = rtt[p->pings / 2];
 	p->worst_ms = rtt[p->pings - 1];
+	if (p->logins) {
+		qsort(took, p->logins, sizeof(took[0]), cmp_u64);
+		p->login_median_ms = took[p->logins / 2];
+	}
 }
 
 /* hbd with args, p paced PINGs to it, stopped. */
@@ -681,6 +722,26 @@ static void batch_wait_gathers_wakeups(void **state)
 	HT_GE(without.switches, without.pings / 2, "without it the worker woke for most PINGs");
 	HT_LT(with.switches * 3, without.switches, "with it, under a third of those wakeups");
 	HT_LE(with.worst_ms, 20 + (uint64_t)HT_IO_MS / 10, "no PONG waited much past the batch");
+}
+
+/* Needs its own daemon: the PINGs of batch_wait_gathers_wakeups keep the worker's 50 ms wait
+ * on while new devices log in, one after another. A login is a conversation: were its HELLO
+ * held for the wait like a PING, each would take a whole wait more. */
+static void batch_wait_spares_logins(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "1",
+					    "--batch-wait", "50000",	 NULL };
+	struct paced busy = { .pings = 100, .gap_ms = 2, .logins = 8 };
+
+	(void)state;
+	paced_daemon(args, &busy);
+	fprintf(stderr,
+		"%u logins among %u PINGs %u ms apart with a 50 ms batch wait: WELCOME after %llu "
+		"ms (median); PONGs after %llu ms (median)\n",
+		busy.logins, busy.pings, busy.gap_ms, (unsigned long long)busy.login_median_ms,
+		(unsigned long long)busy.median_ms);
+	HT_GE(busy.median_ms, 10, "the PINGs were held for the wait: it was on");
+	HT_LT(busy.login_median_ms, 50, "a login waited for one wait at most, not two");
 }
 
 /* Needs its own daemon: PINGs 40 ms apart, under one and a half per 45 ms wait. A timed wait
@@ -754,6 +815,7 @@ int main(void)
 		cmocka_unit_test_teardown(no_defer_taskrun_serves, ht_reap),
 		cmocka_unit_test_teardown(batch_wait_gathers_wakeups, ht_reap),
 		cmocka_unit_test_teardown(batch_wait_off_at_low_rate, ht_reap),
+		cmocka_unit_test_teardown(batch_wait_spares_logins, ht_reap),
 		cmocka_unit_test_teardown(sink_fsync_still_acks, ht_reap),
 	};
 	int rc;

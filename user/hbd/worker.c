@@ -458,6 +458,10 @@ static void arm_tick(struct hbd_worker *w)
  * timed wait only while that rate would gather BATCH_GATE_ON completions in one (a PING and
  * its PONG's send are two, so: two heartbeats a wait); it stops below BATCH_GATE_OFF, where a
  * wait gathers fewer than one and a half. A daemon starts with it off.
+ *
+ * Nor while a connection waits for its HELLO: a login is a conversation (accept, HELLO,
+ * WELCOME), and a device that connects does not send its next frame before the answer, so each
+ * wait would add to every login and a reconnect storm would be that much slower.
  */
 #define BATCH_WAIT_NR 64
 #define BATCH_GATE_ON 4
@@ -491,7 +495,7 @@ static int wait_cqes(struct hbd_worker *w, bool busy)
 	struct __kernel_timespec ts;
 	struct io_uring_cqe *cqe;
 
-	if (!w->gate.on || !busy || HBD_ON_VALGRIND)
+	if (!w->gate.on || !busy || w->pending || HBD_ON_VALGRIND)
 		return io_uring_submit_and_wait(&w->ring, 1);
 	ts.tv_sec = us / 1000000;
 	ts.tv_nsec = (long long)(us % 1000000) * 1000;
