@@ -725,8 +725,9 @@ static void batch_wait_gathers_wakeups(void **state)
 }
 
 /* Needs its own daemon: the PINGs of batch_wait_gathers_wakeups keep the worker's 50 ms wait
- * on while new devices log in, one after another. A login is a conversation: were its HELLO
- * held for the wait like a PING, each would take a whole wait more. */
+ * on while new devices log in, one after another. A device that connects sends nothing more
+ * until its WELCOME, so a login held for the wait would take a whole wait longer: it must not
+ * be (hbd skips the wait while a connection waits for its HELLO). */
 static void batch_wait_spares_logins(void **state)
 {
 	static const char *const args[] = { "--no-offload", "--workers", "1",
