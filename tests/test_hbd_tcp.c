@@ -9,9 +9,11 @@
 
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/wait.h>
 
+#include "lib/ctl.h"
 #include "lib/hbd_harness.h"
 #include "lib/ht_assert.h"
 
@@ -745,6 +747,61 @@ static void batch_wait_spares_logins(void **state)
 	HT_LT(busy.login_median_ms, 50, "a login waited for one wait at most, not two");
 }
 
+struct gauge_scrape {
+	uint16_t port;
+	long long value; /* hbeat_batch_wait_workers, -1 if the scrape failed */
+};
+
+static long long batch_wait_gauge(uint16_t port)
+{
+	int status = 0;
+	char *text = tc_curl(port, "/metrics", &status);
+	long long v = text && status == 200 ? tc_metric(text, "hbeat_batch_wait_workers") : -1;
+
+	free(text);
+	return v;
+}
+
+/* From a thread, so the PINGs go on meanwhile: the gauge 100 ms into them. */
+static void *scrape_mid_run(void *arg)
+{
+	struct gauge_scrape *g = arg;
+
+	ht_sleep_ms(120);
+	g->value = batch_wait_gauge(g->port);
+	return NULL;
+}
+
+/* Needs its own daemon (with /metrics): hbeat_batch_wait_workers says whether a worker's rate
+ * has its wait on, 1 while the paced PINGs run and 0 once they have stopped. */
+static void batch_wait_gauge_follows_rate(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "1",
+					    "--batch-wait", "20000",	 NULL };
+	struct paced busy = { .pings = 100, .gap_ms = 2 };
+	struct gauge_scrape g = { .value = -1 };
+	uint64_t end;
+	struct ht_daemon d;
+	pthread_t t;
+	char ctl[108];
+	long long after;
+
+	(void)state;
+	HT_EQ(tc_start(&d, ctl, sizeof(ctl), true, &g.port, args), 0, "hbd with /metrics started");
+	HT_GT(g.port, 0, "the metrics port");
+	HT_EQ(batch_wait_gauge(g.port), 0, "no worker's wait is on at the start");
+	HT_EQ(pthread_create(&t, NULL, scrape_mid_run, &g), 0, "scrape thread");
+	paced_pings(&d, &busy);
+	pthread_join(t, NULL);
+	HT_EQ(g.value, 1, "the worker's wait was on while the PINGs came");
+	end = ht_now_ms() + 3000;
+	while ((after = batch_wait_gauge(g.port)) != 0 && ht_now_ms() < end)
+		ht_sleep_ms(100);
+	HT_EQ(after, 0, "and off within 3 s of the last");
+	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
+	tc_cleanup(&d);
+}
+
 /* Needs its own daemon: PINGs 40 ms apart, under one and a half per 45 ms wait. A timed wait
  * would gather one PING at most and hold it until the timer; the worker must see that its
  * rate is too low and wake at each PING, so the PONGs come as fast as without the option.
@@ -817,6 +874,7 @@ int main(void)
 		cmocka_unit_test_teardown(batch_wait_gathers_wakeups, ht_reap),
 		cmocka_unit_test_teardown(batch_wait_off_at_low_rate, ht_reap),
 		cmocka_unit_test_teardown(batch_wait_spares_logins, ht_reap),
+		cmocka_unit_test_teardown(batch_wait_gauge_follows_rate, tc_reap),
 		cmocka_unit_test_teardown(sink_fsync_still_acks, ht_reap),
 	};
 	int rc;

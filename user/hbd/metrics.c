@@ -104,6 +104,15 @@ static void mqtt_metrics(FILE *f, const struct hb_ustats *u, const struct hb_kst
 	fprintf(f, "hbeat_mqtt_wills_total %" PRIu64 "\n", (uint64_t)u->mqtt_wills);
 }
 
+static unsigned batch_wait_workers(const struct hbd_daemon *d)
+{
+	unsigned n = 0;
+
+	for (unsigned w = 0; d->workers && w < d->plan.workers; w++)
+		n += d->workers[w] && __atomic_load_n(&d->workers[w]->gate.on, __ATOMIC_RELAXED);
+	return n;
+}
+
 static void timing(FILE *f, struct hbd_daemon *d, size_t off, const char *name, const char *help)
 {
 	static const uint64_t bound[HBD_TIMING_N] = HBD_TIMING_BOUNDS_US;
@@ -245,6 +254,9 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 	       "Map lookups by expiry (a device due without a heartbeat stamp, or a silence "
 	       "confirmed).");
 	fprintf(f, "hbeat_expiry_lookups_total %" PRIu64 "\n", (uint64_t)u.expiry_lookups);
+	family(f, "hbeat_batch_wait_workers", "gauge",
+	       "Workers whose completion rate has their --batch-wait timed wait on now.");
+	fprintf(f, "hbeat_batch_wait_workers %u\n", batch_wait_workers(d));
 	family(f, "hbeat_errors_total", "counter", "I/O and internal errors in hbd.");
 	fprintf(f, "hbeat_errors_total %" PRIu64 "\n", (uint64_t)u.errors);
 	family(f, "hbeat_events_dropped_total", "counter",

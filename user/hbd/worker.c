@@ -481,10 +481,11 @@ static void batch_gate(struct hbd_worker *w, unsigned ncqes)
 	if (elapsed < window_ms)
 		return;
 	per_wait = w->gate.cqes * us / (elapsed * 1000);
+	/* atomic: /metrics counts the workers whose wait is on */
 	if (per_wait >= BATCH_GATE_ON)
-		w->gate.on = true;
+		__atomic_store_n(&w->gate.on, true, __ATOMIC_RELAXED);
 	else if (per_wait < BATCH_GATE_OFF)
-		w->gate.on = false;
+		__atomic_store_n(&w->gate.on, false, __ATOMIC_RELAXED);
 	w->gate.cqes = 0;
 	w->gate.since_ms = w->now_ms;
 }

@@ -158,7 +158,7 @@ struct hbd_worker {
 	uint32_t due[HBD_DUE_BATCH];
 	struct {
 		uint64_t since_ms, cqes; /* completions in the window that began then */
-		bool on; /* use the --batch-wait timed wait (worker.c batch_gate) */
+		bool on; /* atomic: use the --batch-wait timed wait (worker.c batch_gate) */
 	} gate;
 
 	/* the application side: downlinks, the key reload epoch, timings for /metrics */
