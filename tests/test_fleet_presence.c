@@ -217,8 +217,9 @@ static void late_sweep_failure_leaves_session_alone(void **state)
 	static const char stale[] = "{\"node\":\"" NODE "\",\"transport\":\"tcp\","
 				    "\"state\":\"online\",\"since_ms\":1}";
 	jsPubAckErr pae = { .Err = NATS_ERR, .ErrCode = JSStreamWrongLastSequenceErr };
-	natsMsg *sweep, *online;
+	natsMsg *sweep, *online, *end;
 	struct fleet_held *h;
+	const char *v = NULL;
 
 	(void)state;
 	fleet_presence_seen(&fleet, DEVICE, 5, stale, (int)strlen(stale), false);
@@ -237,14 +238,10 @@ static void late_sweep_failure_leaves_session_alone(void **state)
 	HT_FALSE(fleet.sweep_again, "a write someone overtook is not made again");
 	pthread_mutex_unlock(&fleet.lock);
 	event(HBD_EV_OFFLINE, 78);
-	{
-		natsMsg *end = next_write("the session's end");
-		const char *v = NULL;
-
-		HT_EQ(natsMsgHeader_Get(end, HDR_EXPECT, &v), NATS_OK, "the end is conditional");
-		HT_TRUE(v && !strcmp(v, "6"), "over the online write's revision 6, not %s", v);
-		natsMsg_Destroy(end);
-	}
+	end = next_write("the session's end");
+	HT_EQ(natsMsgHeader_Get(end, HDR_EXPECT, &v), NATS_OK, "the end is conditional");
+	HT_TRUE(v && !strcmp(v, "6"), "over the online write's revision 6, not %s", v);
+	natsMsg_Destroy(end);
 }
 
 int main(void)

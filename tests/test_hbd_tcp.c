@@ -762,7 +762,8 @@ static long long batch_wait_gauge(uint16_t port)
 	return v;
 }
 
-/* From a thread, so the PINGs go on meanwhile: the gauge 100 ms into them. */
+/* From a thread, so the PINGs go on meanwhile: the gauge 120 ms after paced_pings began (its
+ * logins first, then about 100 ms into the 200 ms of PINGs). */
 static void *scrape_mid_run(void *arg)
 {
 	struct gauge_scrape *g = arg;

@@ -17,8 +17,8 @@ int hbt_find(const char *name, const char *argv0, char *path, size_t len);
 /* Reads fd into out until EOF or the deadline; returns bytes read. */
 size_t hbt_drain(int fd, char *out, size_t cap, time_t deadline);
 
-/* Starts path (a name without a slash: found in PATH) with argv, stdout to a pipe (returned in *out_fd), stderr to errpath (or
- * inherited if NULL). Returns the pid, or -1.
+/* Starts path (a name without a slash: found in PATH) with argv, stdout to a pipe (returned
+ * in *out_fd), stderr to errpath (or inherited if NULL). Returns the pid, or -1.
  */
 pid_t hbt_spawn(const char *path, const char *const *argv, int *out_fd, const char *errpath);
 

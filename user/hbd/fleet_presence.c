@@ -137,9 +137,9 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 		s = natsMsg_Create(&m, subj, NULL, pw->val, pw->len);
 		if (s == NATS_OK)
 			s = natsMsgHeader_Set(m, FLEET_HDR_SWEEP, "1");
+		/* takes m (and sets it NULL) if it succeeds: the destroy is then a no-op */
 		if (s == NATS_OK)
-			s = js_PublishMsgAsync(f->js, &m,
-					       &po); /* takes m (NULL then) if it succeeds */
+			s = js_PublishMsgAsync(f->js, &m, &po);
 		natsMsg_Destroy(m);
 	} else {
 		s = js_PublishAsync(f->js, subj, pw->val, pw->len, &po);

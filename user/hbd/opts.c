@@ -151,8 +151,8 @@ static const struct hb_opt options[] = {
 	  HB_OPT_FLAG, AT(no_defer_taskrun) },
 	{ "batch-wait", 0, "USEC", "a busy worker waits up to USEC microseconds for "
 	  "completions to gather before it wakes (fewer wakeups, up to USEC more latency), while "
-	  "its rate brings several a wait; a slower or idle one wakes at the first; 0: off", HB_OPT_UINT, AT(batch_wait_us), .def.u = 1000,
-	  .umin = 0, .umax = 100000 },
+	  "its rate brings several a wait; a slower or idle one wakes at the first; 0: off",
+	  HB_OPT_UINT, AT(batch_wait_us), .def.u = 1000, .umin = 0, .umax = 100000 },
 	{ "drain-timeout", 0, "SEC", "longest a SIGTERM drain may take", HB_OPT_DOUBLE, AT(drain_s),
 	  .def.d = DEF_DRAIN_S, .dmin = 0.1, .dmax = 3600 },
 	{ "rx-buffers", 0, "N", "TCP receive buffers per worker, a power of 2", HB_OPT_UINT,
