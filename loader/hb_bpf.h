@@ -44,11 +44,12 @@ struct xdp_program;
 
 #define HBK_DEFAULT_CGROUP "/sys/fs/cgroup/unified"
 /* hbctl load --tcp. The default follows the figure hbeat exists to cut, server CPU per
- * heartbeat at a fleet's steady load: at 500k clients the sockmap verdict measured below hbd
- * (docs/BENCHMARKS.md), and it keeps conns a live kernel view for hbctl conns and bpftool.
- * hbd answering TCP itself measured lower latency and a faster setup at 500k: --tcp user.
- * Devices that need presence and NAT keepalive, not an application echo: --tcp keepalive. */
-#define HBK_DEFAULT_TCP_PATH HB_TCP_KERNEL
+ * heartbeat: under the peer bench's load hbd answering TCP itself (its wakeups batched) costs
+ * less than the sockmap verdict, whose PONGs a kworker sends (docs/BENCHMARKS.md). hbd keeps a
+ * conns entry per connection in this mode too, for hbctl conns and bpftool. --tcp kernel: the
+ * verdict answers (and MQTT PINGREQs with --mqtt-port). Devices that need presence and NAT
+ * keepalive, not an application echo: --tcp keepalive. */
+#define HBK_DEFAULT_TCP_PATH HB_TCP_USER
 
 struct hbk_opts {
 	__u16 port; /* service port, host order; 0 = HB_DEFAULT_PORT */

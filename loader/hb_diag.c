@@ -71,6 +71,14 @@ static bool parse_msg(const struct nlmsghdr *h, struct hbk_tcp_diag *out)
 	if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)) || m->idiag_state == TCP_LISTEN_STATE)
 		return false;
 	out->cookie = (uint64_t)m->id.idiag_cookie[0] | (uint64_t)m->id.idiag_cookie[1] << 32;
+	memset(out->peer_addr, 0, sizeof(out->peer_addr));
+	if (m->idiag_family == AF_INET) {
+		out->peer_addr[10] = out->peer_addr[11] = 0xff;
+		memcpy(out->peer_addr + 12, m->id.idiag_dst, 4);
+	} else {
+		memcpy(out->peer_addr, m->id.idiag_dst, 16);
+	}
+	out->peer_port = ntohs(m->id.idiag_dport);
 	for (; RTA_OK(a, len); a = RTA_NEXT(a, len)) {
 		struct tcp_info ti;
 		size_t n = RTA_PAYLOAD(a);

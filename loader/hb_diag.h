@@ -18,6 +18,8 @@ struct hbk_tcp_diag {
 	uint64_t cookie;
 	uint32_t rtt_us; /* tcpi_rtt: the smoothed round-trip time */
 	uint32_t last_ack_ms; /* tcpi_last_ack_recv: how long ago the peer last ACKed */
+	uint8_t peer_addr[16]; /* the remote address, IPv4 as v4-mapped IPv6 */
+	uint16_t peer_port; /* the remote port, host order */
 };
 
 /* Every TCP socket of this netns with local port lport (host order), IPv4 and IPv6, into a

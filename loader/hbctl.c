@@ -61,14 +61,14 @@ static const struct hb_opt load_opts[] = {
 	{ "port", 'p', "N", "service port (TCP and UDP)", HB_OPT_UINT, LOAD(port),
 	  .def.u = HB_DEFAULT_PORT, .umin = 1, .umax = 65535 },
 	{ "mqtt-port", 0, "N", "also answer MQTT PINGREQs in the kernel on this TCP port (hbd "
-	  "--mqtt-port); 0: none", HB_OPT_UINT, LOAD(mqtt_port), .umin = 0, .umax = 65535 },
+	  "--mqtt-port; --tcp kernel or keepalive); 0: none", HB_OPT_UINT, LOAD(mqtt_port), .umin = 0, .umax = 65535 },
 	OPT_PIN(struct hbctl_load_opts),
 	{ "cgroup", 'c', "PATH", "cgroup v2 directory for the sock_ops program", HB_OPT_STRING,
 	  LOAD(cgroup), .def.s = HBK_DEFAULT_CGROUP },
 	{ "then", 't', "FILE[:PROG]", "run this XDP program after hb_xdp on what hbeat passes "
 	  "(shares the NIC where libxdp's dispatcher is unavailable)", HB_OPT_STRING, LOAD(then) },
-	{ "tcp", 0, NULL, "who answers TCP heartbeats: the sockmap verdict (kernel) or hbd (user: "
-	  "no sk_skb or sock_ops program is attached; docs/BENCHMARKS.md compares the two); or "
+	{ "tcp", 0, NULL, "who answers TCP heartbeats: hbd (user: no sk_skb or sock_ops program "
+	  "is attached) or the sockmap verdict (kernel; docs/BENCHMARKS.md compares the two); or "
 	  "none are sent (keepalive: sock_ops turns TCP keepalive on, the kernels track liveness; "
 	  "docs/OPERATIONS.md)",
 	  HB_OPT_CHOICE, LOAD(tcp), .choices = tcp_paths, .def.i = HBK_DEFAULT_TCP_PATH },
@@ -497,6 +497,11 @@ int hbctl_do_load(const void *opts, int argc, char **argv)
 	struct hbk *h = NULL;
 	int ifindex, lock, err, holder, rc = HBCTL_FAIL;
 
+	if (lo->mqtt_port && lo->tcp == HB_TCP_USER) {
+		hb_err("--mqtt-port has the kernel answer MQTT PINGREQs, which takes --tcp kernel; "
+		       "with --tcp user (the default) hbd answers them: give only hbd --mqtt-port");
+		return HBCTL_USAGE;
+	}
 	if (hbe_check_cgroup2(cg))
 		return HBCTL_ENV;
 	ifindex = if_nametoindex(dev);

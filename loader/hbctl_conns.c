@@ -69,6 +69,21 @@ static void session_peer(const struct hb_session *s, char *out, size_t len)
 	}
 }
 
+/* A peer from sock_diag, for an entry without the text sock_ops writes (hbd made it). */
+static void peer_text(const struct hbk_tcp_diag *k, char *out, size_t len)
+{
+	static const __u8 mapped[12] = { [10] = 0xff, [11] = 0xff };
+	char a[INET6_ADDRSTRLEN];
+
+	if (!memcmp(k->peer_addr, mapped, 12)) {
+		inet_ntop(AF_INET, k->peer_addr + 12, a, sizeof(a));
+		snprintf(out, len, "%s:%u", a, k->peer_port);
+	} else {
+		inet_ntop(AF_INET6, k->peer_addr, a, sizeof(a));
+		snprintf(out, len, "[%s]:%u", a, k->peer_port);
+	}
+}
+
 static void ago(__u64 now, __u64 t, char *out, size_t len)
 {
 	if (!t)
@@ -91,6 +106,7 @@ struct row {
 	bool keepalive; /* tcp: sock_ops turned TCP keepalive on */
 	bool mqtt; /* tcp: an MQTT device (hbctl load --mqtt-port) */
 	__u16 mqtt_keepalive; /* its CONNECT's keepalive, seconds */
+	bool by_hbd; /* tcp: hbd answers its heartbeats (--tcp user|keepalive): no kernel counts */
 	bool diag; /* tcp: the kernel's view below is known (hb_diag.h) */
 	__u32 rtt_us, last_ack_ms;
 	char peer[HB_PEER_STR + 48];
@@ -173,9 +189,21 @@ static void set_filter(const struct hbctl_conns_opts *o, struct filter *f)
 	sort_key = o->sort;
 }
 
+/* The later of an entry's stamp and its seen slot's: the slot is where hbd stamps the
+ * heartbeats it answers (the kernel stamps both). */
+static __u64 stamp(int seen_fd, __u32 slot, __u64 ns)
+{
+	__u64 v;
+
+	if (seen_fd >= 0 && slot && !bpf_map_lookup_elem(seen_fd, &slot, &v) && v > ns)
+		return v;
+	return ns;
+}
+
 /* Reads both maps into rows that pass the filter. Entries can vanish between next_key and
- * lookup (connections closing): those are skipped. */
-static int collect(int cfd, int sfd, const struct filter *f, struct row **rows, size_t *n)
+ * lookup (connections closing): those are skipped. by_hbd: the TCP path is not the kernel's. */
+static int collect(int cfd, int sfd, int seen_fd, bool by_hbd, const struct filter *f,
+		   struct row **rows, size_t *n)
 {
 	struct hb_conn_key ck, cnext, *cprev = NULL;
 	struct hb_session_key sk, snext, *sprev = NULL;
@@ -193,7 +221,8 @@ static int collect(int cfd, int sfd, const struct filter *f, struct row **rows, 
 		r.cookie = ck.cookie;
 		r.device_id = c.device_id;
 		r.state = c.state;
-		r.last_seen_ns = c.last_seen_ns;
+		r.last_seen_ns = stamp(seen_fd, c.seen_slot, c.last_seen_ns);
+		r.by_hbd = by_hbd;
 		r.pings = c.pings;
 		r.echoes = c.echoes;
 		r.last_seq = c.last_seq;
@@ -214,7 +243,7 @@ static int collect(int cfd, int sfd, const struct filter *f, struct row **rows, 
 		r.udp = true;
 		r.device_id = s.device_id;
 		r.state = s.state;
-		r.last_seen_ns = s.last_seen_ns;
+		r.last_seen_ns = stamp(seen_fd, s.seen_slot, s.last_seen_ns);
 		r.pings = s.pings;
 		r.last_seq = s.last_seq;
 		session_peer(&s, r.peer, sizeof(r.peer));
@@ -237,16 +266,18 @@ static json_t *json_row(const struct row *r, __u64 now)
 	__u64 ago = now > r->last_seen_ns ? (now - r->last_seen_ns) / 1000000 : 0;
 
 	/* the UDP token authenticates heartbeats: never printed; TCP rows carry the cookie */
-	return json_pack("{s:s,s:o*,s:o*,s:o,s:o,s:s,s:o,s:o,s:o*,s:I,s:o*,s:o*,s:o*}", "transport",
+	return json_pack("{s:s,s:o*,s:o*,s:o,s:o,s:s,s:o,s:o,s:o*,s:o,s:o*,s:o*,s:o*}", "transport",
 			 r->udp ? "udp" : "tcp", "mqtt_keepalive_s",
 			 r->mqtt ? json_integer(r->mqtt_keepalive) : NULL, "cookie",
 			 r->udp ? NULL : hb_json_u64(r->cookie), "peer", hb_json_str(r->peer),
 			 "device_id", hb_json_u64(r->device_id), "state", state_str(r->state),
 			 "last_seen_ms_ago", r->last_seen_ns ? hb_json_u64(ago) : json_null(),
-			 "pings", hb_json_u64(r->pings), "echoes",
-			 r->udp ? NULL : hb_json_u64(r->echoes), "last_seq",
-			 (json_int_t)r->last_seq, "keepalive",
-			 r->udp ? NULL : json_boolean(r->keepalive), "rtt_us",
+			 "pings", r->by_hbd ? json_null() : hb_json_u64(r->pings), "echoes",
+			 r->udp	     ? NULL
+			 : r->by_hbd ? json_null()
+				     : hb_json_u64(r->echoes),
+			 "last_seq", r->by_hbd ? json_null() : json_integer(r->last_seq),
+			 "keepalive", r->udp ? NULL : json_boolean(r->keepalive), "rtt_us",
 			 tcp_figure(r, r->rtt_us), "last_ack_ms", tcp_figure(r, r->last_ack_ms));
 }
 
@@ -270,6 +301,10 @@ static void add_kernel_view(struct row *rows, size_t n, __u16 port, bool one_dev
 
 			if (r->udp)
 				continue;
+			if (!r->peer[0]) { /* hbd made the entry (--tcp user): the dump knows it */
+				err = -ENOENT;
+				break;
+			}
 			err = hbk_diag_lookup(r->peer, port, r->cookie, &d);
 			if (err == -ENOENT) /* not on a local address of ours: ask the dump */
 				break;
@@ -293,6 +328,8 @@ static void add_kernel_view(struct row *rows, size_t n, __u16 port, bool one_dev
 			rows[i].diag = true;
 			rows[i].rtt_us = k->rtt_us;
 			rows[i].last_ack_ms = k->last_ack_ms;
+			if (!rows[i].peer[0])
+				peer_text(k, rows[i].peer, sizeof(rows[i].peer));
 		}
 	}
 	free(all);
@@ -337,20 +374,22 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 	struct filter f;
 	size_t n = 0;
 	char last[32];
-	int cfd, sfd, kfd, err;
+	int cfd, sfd, kfd, seen_fd, err;
 	__u32 zero = 0;
 
 	set_filter(o, &f);
 	cfd = hb_pin_open(pin, HB_MAP_CONNS, NULL, 0);
 	sfd = hb_pin_open(pin, HB_MAP_SESSIONS, NULL, 0);
 	kfd = hb_pin_open(pin, HB_MAP_CONFIG, NULL, 0);
+	seen_fd = hb_pin_open(pin, HB_MAP_SEEN, NULL,
+			      0); /* optional: pins of older versions lack it */
 	if (cfd < 0 || sfd < 0 || kfd < 0) {
 		hb_err("hbeat is not loaded (no pins in %s); load it with: hbctl load --dev IFACE",
 		       pin);
 		err = -ENOENT;
 	} else {
 		bpf_map_lookup_elem(kfd, &zero, &cfg);
-		err = collect(cfd, sfd, &f, &rows, &n);
+		err = collect(cfd, sfd, seen_fd, cfg.tcp_path != HB_TCP_KERNEL, &f, &rows, &n);
 		if (err)
 			hb_err("reading the maps: %s", strerror(-err));
 	}
@@ -360,6 +399,8 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 		close(sfd);
 	if (kfd >= 0)
 		close(kfd);
+	if (seen_fd >= 0)
+		close(seen_fd);
 	if (err) {
 		free(rows);
 		return HBCTL_FAIL;
@@ -401,20 +442,22 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 				first = false;
 				hb_json_dump(stdout, json_row(r, f.now));
 			} else {
-				char dev[24], seq[16], rtt[16], ack[24], ka[16];
+				char dev[24], seq[16], pings[24], rtt[16], ack[24], ka[16];
 
 				snprintf(dev, sizeof(dev), r->device_id ? "%llu" : "-",
 					 (unsigned long long)r->device_id);
 				snprintf(seq, sizeof(seq), r->pings ? "%u" : "-", r->last_seq);
+				snprintf(pings, sizeof(pings), r->by_hbd ? "-" : "%llu",
+					 (unsigned long long)r->pings);
 				ago(f.now, r->last_seen_ns, last, sizeof(last));
 				rtt_text(r, rtt, sizeof(rtt));
 				last_ack_text(r, ack, sizeof(ack));
-				printf("%-9s %-47s %-20s %-8s %-14s %10llu %8s %9s %11s\n",
+				printf("%-9s %-47s %-20s %-8s %-14s %10s %8s %9s %11s\n",
 				       r->udp	 ? "udp"
 				       : r->mqtt ? mqtt_col(r, ka, sizeof(ka))
 						 : "tcp",
-				       r->peer, dev, state_str(r->state), last,
-				       (unsigned long long)r->pings, seq, rtt, ack);
+				       r->peer, dev, state_str(r->state), last, pings, seq, rtt,
+				       ack);
 			}
 		}
 		if (json)

@@ -918,8 +918,10 @@ static void no_offload_leaves_maps_alone(void **state)
 	unpin_all(&p);
 }
 
-/* Loaded with hbctl load --tcp user (config.tcp_path): hbd leaves conns alone and answers TCP
- * heartbeats itself, while UDP sessions still go to the kernel for XDP.
+/* Loaded with hbctl load --tcp user (config.tcp_path): hbd answers TCP heartbeats itself and
+ * adds nothing to the sockhash, while UDP sessions still go to the kernel for XDP. It keeps a
+ * conns entry per authenticated connection all the same (no sock_ops made one), and stamps each
+ * heartbeat it answers in the entry's seen slot: that is what hbctl conns and bpftool list.
  */
 static void tcp_user_path(void **state)
 {
@@ -927,18 +929,22 @@ static void tcp_user_path(void **state)
 	struct hb_ping ping = { .ts = 9 };
 	struct hb_config c = { .tcp_path = HB_TCP_USER, .port = 7600 };
 	struct hb_frame f;
+	struct hb_conn v;
 	struct ht_daemon d;
 	struct pins p;
 	char path[160];
-	const char *args[] = { "--pin-path", path, NULL };
+	const char *args[] = { "--pin-path", path, "--workers", "2", NULL };
 	__u32 zero = 0;
+	__u64 cookie = 0, stamp = 0, t_ping;
 	uint16_t wlen;
-	int fd, ufd = ht_udp(false);
+	int fd, ufd = ht_udp(false), gone = 0;
 
 	(void)state;
 	HT_GE(ufd, 0, "UDP socket");
+	pins_seen_entries = 1 << 16; /* TCP slots of both workers, then the sessions */
 	HT_EQ(make_pins(&p, "tcpuser", true, true, sizeof(struct hb_conn)), 0,
-	      "pins for --tcp user");
+	      "pins for --tcp user, with a seen array");
+	pins_seen_entries = 0;
 	HT_EQ(bpf_map_update_elem(p.config, &zero, &c, BPF_ANY), 0,
 	      "config with tcp_path HB_TCP_USER written");
 	snprintf(path, sizeof(path), "%s", p.dir);
@@ -950,14 +956,29 @@ static void tcp_user_path(void **state)
 	fd = ht_tcp_login_flags(d.port, 1, false, NULL, &wlen, NULL);
 	HT_GE(fd, 0, "login of device 1");
 	HT_EQ(wlen, sizeof(struct hb_welcome), "WELCOME length with --tcp user (no flags)");
+	HT_TRUE(find_conn_in(p.conns, 1, &cookie, &v),
+		"conns entry of device 1, written by hbd, there when its WELCOME arrived");
+	HT_NE(cookie, 0, "the entry's key is the socket's cookie");
+	HT_EQ(v.state, HB_STATE_AUTHED, "state of device 1's conns entry");
+	HT_NE(v.seen_slot, 0, "device 1's entry names a seen slot");
+	HT_EQ(count_entries(p.sockhash, 8), 0, "nothing in the sockhash with --tcp user");
+	usleep(20 * 1000); /* the stamp below is then the PING's, not the login's */
+	t_ping = hbt_now_ns();
 	HT_EQ(ht_send_frame(fd, HB_PING, 2, &ping, sizeof(ping)), 0, "PING sent");
 	HT_EQ(ht_recv_frame(fd, buf, &f, HT_IO_MS), 1, "an answer to the PING within %d ms",
 	      HT_IO_MS);
 	HT_EQ(f.type, HB_PONG, "frame type of the answer (from hbd itself)");
-	HT_EQ(count_entries(p.conns, 8), 0, "conns entries with --tcp user");
+	HT_EQ(bpf_map_lookup_elem(p.seen, &v.seen_slot, &stamp), 0, "seen[%u] read", v.seen_slot);
+	/* the worker's clock has ms steps and is read when it wakes: up to 2 ms before t_ping */
+	HT_TRUE(stamp + 2000000 >= t_ping && stamp <= hbt_now_ns(),
+		"seen[%u] = %llu: the PING's time (sent at %llu)", v.seen_slot,
+		(unsigned long long)stamp, (unsigned long long)t_ping);
 	HT_NE(ht_udp_login(ufd, d.port, false, 2), 0, "UDP login of device 2");
 	HT_EQ(count_entries(p.sessions, 8), 1, "sessions entries (UDP still offloaded)");
 	close(fd);
+	for (int i = 0; i < 100 && !gone; i++, usleep(10 * 1000))
+		gone = bpf_map_lookup_elem(p.conns, &cookie, &v) && errno == ENOENT;
+	HT_TRUE(gone, "device 1's conns entry deleted within 1 s of its close");
 	close(ufd);
 	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);

@@ -223,7 +223,9 @@ static int setup_maps(struct hbd_daemon *d)
 		}
 		/* the only daemon now: sock_ops sets this timing on every connection from here on,
 		 * before the first one (the listeners open after this) */
-		d->kern.tcp_conns = d->kern.tcp_offload || d->kern.tcp_keepalive;
+		/* a conns entry per authenticated connection in every TCP mode: the kernel answers
+		 * by it in --tcp kernel, and it is what hbctl conns and bpftool list in all three */
+		d->kern.tcp_conns = true;
 		d->kern.mqtt_kernel = d->kern.tcp_offload && cfg->mqtt_port &&
 				      !hbd_maps_config(&d->kern.maps, &hc) &&
 				      hc.mqtt_port == cfg->mqtt_port;

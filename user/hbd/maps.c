@@ -213,19 +213,8 @@ int hbd_maps_sockhash_add(struct hbd_maps *m, uint64_t cookie, int fd)
 	return 0;
 }
 
-int hbd_maps_conn_mqtt(struct hbd_maps *m, uint64_t cookie, uint16_t keepalive)
-{
-	struct hb_conn_key k = { .cookie = cookie };
-	struct hb_conn v;
-
-	if (bpf_map_lookup_elem(m->conns, &k, &v))
-		return -errno;
-	v.flags = (v.flags & 0xffff) | HB_CONN_MQTT | (uint32_t)keepalive << HB_CONN_MQTT_KA_SHIFT;
-	return bpf_map_update_elem(m->conns, &k, &v, BPF_EXIST) ? -errno : 0;
-}
-
 int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, uint64_t now_ns,
-		       uint32_t seen_slot)
+		       uint32_t seen_slot, uint32_t flags)
 {
 	struct hb_conn_key k = { .cookie = cookie };
 	struct hb_conn v;
@@ -242,6 +231,9 @@ int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, 
 	v.state = HB_STATE_AUTHED;
 	v.last_seen_ns = now_ns;
 	v.seen_slot = seen_slot;
+	if (flags & HB_CONN_MQTT) /* the keepalive bits are the daemon's, from the CONNECT */
+		v.flags &= (1u << HB_CONN_MQTT_KA_SHIFT) - 1;
+	v.flags |= flags;
 	hbd_seen_set(m, seen_slot, 0); /* before the kernel can stamp it: the update is a barrier */
 	return bpf_map_update_elem(m->conns, &k, &v, BPF_ANY) ? -errno : 0;
 }

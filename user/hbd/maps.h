@@ -55,15 +55,13 @@ static inline void hbd_seen_set(struct hbd_maps *m, uint32_t slot, uint64_t ns)
 		__atomic_store_n(&m->seen_mem[slot], ns, __ATOMIC_RELAXED);
 }
 
-/* conns[cookie] of an MQTT connection, while still NEW (nothing in the kernel writes it then):
- * HB_CONN_MQTT and its keepalive, for hbctl conns. 0 or -errno. */
-int hbd_maps_conn_mqtt(struct hbd_maps *m, uint64_t cookie, uint16_t keepalive);
-/* conns[cookie]: device_id and state AUTHED, last_seen_ns = now_ns, seen_slot (0: none).
- * Creates the entry if sock_ops did not (then the kernel never sees the socket's frames and the
- * daemon answers).
+/* conns[cookie]: device_id and state AUTHED, last_seen_ns = now_ns, seen_slot (0: none), and
+ * flags (enum hb_conn_flag: HB_CONN_MQTT with its keepalive) added to those sock_ops set.
+ * Creates the entry if sock_ops did not (--tcp user, or sock_ops not where hbd's sockets are):
+ * then the kernel never sees the socket's frames, and the entry is for hbctl conns and bpftool.
  */
 int hbd_maps_conn_auth(struct hbd_maps *m, uint64_t cookie, uint64_t device_id, uint64_t now_ns,
-		       uint32_t seen_slot);
+		       uint32_t seen_slot, uint32_t flags);
 /* sockhash[cookie] = the socket behind fd (a regular fd: the map takes no direct descriptor).
  * From here on hb_parser/hb_verdict see its bytes. 0 or -errno; -EEXIST (already in) is 0. */
 int hbd_maps_sockhash_add(struct hbd_maps *m, uint64_t cookie, int fd);

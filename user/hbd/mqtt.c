@@ -193,10 +193,10 @@ static void on_connect(struct hbd_worker *w, uint32_t slot, const struct hb_mqtt
 	hbd_tcp_pending_done(w, c);
 	c->last_seen = hbd_tcp_now32(w);
 	hb_wheel_del(&w->tcp_wheel, slot);
-	/* the kernel answers its PINGREQs from here on; the CONNACK waits until it can */
-	if (d->kern.mqtt_kernel && c->cookie)
-		hbd_maps_conn_mqtt(&d->kern.maps, c->cookie, m.keepalive); /* for hbctl conns */
-	if (d->kern.mqtt_kernel && hbd_tcp_kernel_admit(w, slot, id)) {
+	/* with mqtt_kernel the kernel answers its PINGREQs from here on, and the CONNACK waits
+	 * until it can; the entry's flags say MQTT and the keepalive for hbctl conns */
+	if (hbd_tcp_kernel_admit(w, slot, id,
+				 HB_CONN_MQTT | (uint32_t)m.keepalive << HB_CONN_MQTT_KA_SHIFT)) {
 		refuse(w, slot, HB_MQTT_CONNACK_UNAVAILABLE);
 		return;
 	}
@@ -315,7 +315,7 @@ static void on_packet(struct hbd_worker *w, uint32_t slot, const struct hb_mqtt_
 		bad(w, slot, "a packet before CONNECT");
 		return;
 	}
-	c->last_seen = hbd_tcp_now32(w);
+	hbd_tcp_heard(w, slot);
 	switch (p->type) {
 	case HB_MQTT_PINGREQ:
 		if (hb_mqtt_parse_empty(p)) {

@@ -9,7 +9,7 @@
  *
  * A connection's life:
  *   single-shot accept into a direct descriptor (the kernel picks the slot; accept.c)
- *     -> NEW: SO_COOKIE requested (offload mode), multishot recv armed, on the expiry wheel
+ *     -> NEW: SO_COOKIE requested (BPF loaded), multishot recv armed, on the expiry wheel
  *        (a connection that never authenticates is closed after --hello-timeout)
  *     -> HELLO verified (MAC, clock window, replay; tcp_frames.c): conns[cookie] =
  *        {device_id, AUTHED} and, in offload mode, the socket into the sockhash BEFORE the

@@ -76,7 +76,7 @@ static void tcp_hello(struct hbd_worker *w, uint32_t slot, const struct hb_frame
 	hbd_tcp_pending_done(w, c);
 	c->last_seen = hbd_tcp_now32(w);
 	hb_wheel_del(&w->tcp_wheel, slot);
-	if (hbd_tcp_kernel_admit(w, slot, r.device_id)) {
+	if (hbd_tcp_kernel_admit(w, slot, r.device_id, 0)) {
 		hbd_tcp_close(w, slot, HB_ERROR, HB_ERR_FULL);
 		return;
 	}
@@ -122,7 +122,7 @@ static void handle_frame(struct hbd_worker *w, uint32_t slot, const struct hb_fr
 	bool authed = c->state == CONN_AUTHED;
 
 	if (authed)
-		c->last_seen = hbd_tcp_now32(w);
+		hbd_tcp_heard(w, slot);
 	switch (f->type) {
 	case HB_HELLO:
 		HBD_STAT_ADD(w->st, frames_hello, 1);

@@ -15,6 +15,16 @@ static inline uint32_t hbd_tcp_now32(const struct hbd_worker *w)
 	return (uint32_t)w->now_ms;
 }
 
+/* A frame from an authenticated connection, answered here: its time in the connection and in
+ * its seen slot, where hbctl conns reads the last heartbeat of a device the kernel does not
+ * answer for (a store to mapped memory, no syscall). */
+static inline void hbd_tcp_heard(struct hbd_worker *w, uint32_t slot)
+{
+	w->conns[slot].last_seen = hbd_tcp_now32(w);
+	hbd_seen_set(&w->d->kern.maps, hbd_seen_tcp(w, slot),
+		     w->d->mono0_ns + w->now_ms * 1000000ull);
+}
+
 static inline bool hbd_conn_live(const struct hbd_conn *c)
 {
 	return c->state == CONN_NEW || c->state == CONN_AUTHED;
@@ -37,12 +47,13 @@ static inline struct hbd_conn *hbd_conn_of(struct hbd_worker *w, uint32_t slot, 
 void hbd_tcp_ask_cookie(struct hbd_worker *w, uint32_t slot);
 /* The SO_COOKIE CQE of c: c->cookie holds it, or 0 if it failed (no fast path for c). */
 void hbd_tcp_cookie_done(struct hbd_worker *w, struct hbd_conn *c, int res);
-/* An authenticated connection: conns[cookie] names its device, and its socket is on its way
- * into the sockhash (output held until it is in); in keepalive mode no sockhash, and
- * CF_KEEPALIVE if sock_ops turned keepalive on for it. True if the client must be refused (the
- * map is full and --on-map-full says refuse).
+/* An authenticated connection: conns[cookie] names its device (flags: HB_CONN_MQTT and its
+ * keepalive for an MQTT device, else 0), and with --tcp kernel its socket is on its way into
+ * the sockhash (output held until it is in); in keepalive mode CF_KEEPALIVE if sock_ops turned
+ * keepalive on for it. True if the client must be refused (the map is full and --on-map-full
+ * says refuse).
  */
-bool hbd_tcp_kernel_admit(struct hbd_worker *w, uint32_t slot, uint64_t device_id);
+bool hbd_tcp_kernel_admit(struct hbd_worker *w, uint32_t slot, uint64_t device_id, uint32_t flags);
 /* The fd install for the sockhash completed with res (c NULL: the connection is gone): the
  * socket goes into the sockhash if c is still authenticated, and the fd is closed. Returns 0
  * or the -errno the sockhash refused it with.

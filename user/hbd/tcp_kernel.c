@@ -2,7 +2,8 @@
 /* TCP in offload mode (--tcp kernel): the socket cookie, the conns entry the kernel answers
  * by, the sockhash, and the kernel's heartbeat stamps. In keepalive mode (--tcp keepalive) the
  * cookie and the conns entry only: hbctl conns and bpftool show the device, and the entry says
- * whether sock_ops turned keepalive on for the socket.
+ * whether sock_ops turned keepalive on for the socket. With --tcp user the same, the entry made
+ * here (no sock_ops), and hbd's own stamps in the seen slot are the device's last heartbeat.
  *
  * The kernel answers a connection's heartbeats once the socket is in the sockhash, and it goes
  * in when it authenticates, not when it connects: HELLO, and whatever a peer that never
@@ -75,7 +76,7 @@ static void keepalive_of(struct hbd_worker *w, struct hbd_conn *c)
 		c->flags |= CF_KEEPALIVE;
 }
 
-bool hbd_tcp_kernel_admit(struct hbd_worker *w, uint32_t slot, uint64_t device_id)
+bool hbd_tcp_kernel_admit(struct hbd_worker *w, uint32_t slot, uint64_t device_id, uint32_t flags)
 {
 	struct hbd_daemon *d = w->d;
 	struct hbd_conn *c = &w->conns[slot];
@@ -83,14 +84,14 @@ bool hbd_tcp_kernel_admit(struct hbd_worker *w, uint32_t slot, uint64_t device_i
 
 	if (!d->kern.tcp_conns || !c->cookie)
 		return false;
-	if (d->kern.tcp_keepalive)
+	if (d->kern.tcp_keepalive && !(flags & HB_CONN_MQTT)) /* MQTT keeps its own liveness */
 		keepalive_of(w, c);
-	/* no stamps in keepalive mode: nothing in the kernel answers heartbeats */
 	rc = hbd_maps_conn_auth(&d->kern.maps, c->cookie, device_id, hb_mono_ns(),
-				d->kern.tcp_offload ? hbd_seen_tcp(w, slot) : 0);
+				hbd_seen_tcp(w, slot), flags);
 	if (rc)
 		return hbd_map_full(w, rc, "conns", device_id);
-	if (d->kern.tcp_offload)
+	/* an MQTT connection's bytes are for the verdict only if it parses MQTT on this port */
+	if (d->kern.tcp_offload && (!(flags & HB_CONN_MQTT) || d->kern.mqtt_kernel))
 		join_sockhash(w, slot);
 	return false;
 }
@@ -155,7 +156,7 @@ void hbd_tcp_kernel_reseat(struct hbd_worker *w, uint32_t slot)
 	 * handed over can predate the last heartbeat (it reads the kernel's stamps only when a
 	 * deadline comes due); the entry has that heartbeat.
 	 */
-	if (w->d->kern.tcp_offload && c->cookie &&
+	if (w->d->kern.tcp_conns && c->cookie &&
 	    !hbd_maps_conn_reseat(&w->d->kern.maps, c->cookie, hbd_seen_tcp(w, slot), &ns))
 		c->last_seen = hbd_adopt_seen(w->d, ns, c->last_seen);
 }
