@@ -51,7 +51,8 @@ umask 077
 printf '1-%d derive %s\n' 1000000 "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" > "$OUT/keys"
 umask 022
 
-# --tcp kernel is the default, spelled out: the demo shows both fast paths (README, "Measured")
+# --tcp kernel, not the default (--tcp user: hbd answers TCP): the demo shows both kernel fast
+# paths, XDP and the sockmap verdict, and MQTT PINGREQs answered in the kernel (README, "Measured")
 step "hbctl load --dev $SRV_IF --tcp kernel --mqtt-port $MQTT_PORT (XDP native on the veth, sockmap, sock_ops)"
 in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --mode native --port "$PORT" --tcp kernel \
 	--mqtt-port "$MQTT_PORT" >&2

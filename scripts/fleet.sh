@@ -142,7 +142,7 @@ step "$NODES hbd nodes, each with hbctl load on its veth and hbd --nats"
 for k in $(seq "$NODES"); do
 	ns=$(node_ns $k)
 	mkdir -p "$CG/hbfl-n$k"
-	in_ns "$ns" "$BUILD/hbctl" load --dev "fln$k" --mode native --port $PORT \
+	in_ns "$ns" "$BUILD/hbctl" load --dev "fln$k" --mode native --port $PORT --tcp kernel \
 		--pin-path /sys/fs/bpf/fleet-n$k --cgroup "$CG/hbfl-n$k" --max-conns $((4 * DEVICES)) \
 		--max-sessions $((4 * DEVICES)) >> "$OUT/hbctl-n$k.log" 2>&1 ||
 		{ cat "$OUT/hbctl-n$k.log" >&2; exit 1; }

@@ -5,16 +5,17 @@
 #
 #   scripts/peer-bench.sh [options]            (make peer-bench runs it with the defaults)
 #
-# Servers (--modes): mosquitto (Debian's broker, a config this script writes), user (hbd
-# answering in userspace, no BPF loaded: hbd --no-offload, as bench.sh's userspace phase),
-# kernel (hbctl load --tcp kernel: the sockmap verdict answers), keepalive (hbctl load --tcp
-# keepalive: the kernels' TCP keepalive probes are the heartbeat; the client sends no PINGs
-# once the WELCOME says so), beat (hbctl load --tcp kernel, and the client heartbeats with BEAT
-# frames: the verdict records them and TCP's ACK is the only answer); not by default: user-beat
-# (the same BEATs taken by hbd in userspace, --no-offload), user-loaded (hbctl load --tcp user, then hbd:
-# userspace answers with hbeat's XDP program on the server's NIC, which passes TCP), and
-# mqtt-user / mqtt-kernel (hbd serving MQTT devices, --mqtt-port, under the same MQTT client
-# as Mosquitto: hbd answers their PINGREQs, or the sockmap verdict does).
+# Servers (--modes): mosquitto (Debian's broker, a config this script writes), user-loaded
+# (hbctl load --tcp user, the loader's default, then hbd: hbd answers, with hbeat's XDP program
+# on the server's NIC, which passes TCP), kernel (hbctl load --tcp kernel: the sockmap verdict
+# answers), keepalive (hbctl load --tcp keepalive: the kernels' TCP keepalive probes are the
+# heartbeat; the client sends no PINGs once the WELCOME says so), beat (hbctl load --tcp
+# kernel, and the client heartbeats with BEAT frames: the verdict records them and TCP's ACK is
+# the only answer); not by default: user (hbd answering with no BPF loaded at all: hbd
+# --no-offload, as bench.sh's userspace phase), user-beat (the same BEATs taken by hbd in
+# userspace, --no-offload), and mqtt-user / mqtt-kernel (hbd serving MQTT devices,
+# --mqtt-port, under the same MQTT client as Mosquitto: hbd answers their PINGREQs, or the
+# sockmap verdict does).
 # Each run: a fresh server, N clients connect, warmup, a steady window measured, teardown.
 # Writes build/peer/result.json (keys: docs/BENCHMARKS.md, "Peer bench") and per run
 # build/peer/rROUND-SERVER/ (hbload summary, CPU samples, run.json).
@@ -33,7 +34,7 @@ WARMUP=10
 INTERVAL=1
 CONNECT_RATE=3000
 SLACK=10
-MODES=mosquitto,user,kernel,keepalive,beat
+MODES=mosquitto,user-loaded,kernel,keepalive,beat
 HBD_WORKERS=
 MQTT_CLIENT=auto
 MQTT_HBLOAD=${PEER_MQTT_HBLOAD:-} # another hbload for MQTT (a branch's build), else $BUILD/hbload

@@ -861,7 +861,7 @@ static void hbctl_help_lists_every_option(void **state)
 		PIN,
 		{ "  -c, --cgroup PATH", "(default /sys/fs/cgroup/unified)" },
 		{ "  -t, --then FILE[:PROG]", NULL },
-		{ "      --tcp kernel|user|keepalive", "(default kernel)" },
+		{ "      --tcp kernel|user|keepalive", "(default user)" },
 		{ "      --max-conns N", "(default 1048576)" },
 		{ "      --max-sessions N", "(default 1048576)" },
 		JSON,

@@ -75,8 +75,9 @@ static void conns_lists_what_hbd_answers(void **state)
 		      "hbctl conns %s: the last heartbeat is the last PING's (not the login's, "
 		      "1.5 s ago)",
 		      sel);
-		HT_EQ(conns_hold(sel, ".conns[0].peer | test(\"^10[.]77[.][0-9]+[.][0-9]+:[0-9]+$\")"), 0,
-		      "hbctl conns %s: the peer, from the kernel", sel);
+		HT_EQ(conns_hold(sel,
+				 ".conns[0].peer | test(\"^10[.]77[.][0-9]+[.][0-9]+:[0-9]+$\")"),
+		      0, "hbctl conns %s: the peer, from the kernel", sel);
 		HT_EQ(conns_hold(sel, ".conns[0].rtt_us > 0 and .conns[0].last_ack_ms != null"), 0,
 		      "hbctl conns %s: the kernel's RTT and last ACK", sel);
 		HT_EQ(conns_hold(sel, ".conns[0].pings == null and .conns[0].echoes == null"), 0,
