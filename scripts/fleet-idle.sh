@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # Fleet mode's fixed background (docs/FLEET.md, the on/off A/B): the CPU an idle hbd takes
-# with no device at all, without and with --nats, and the idle nats-server's own, each over
-# the same window. In a namespace of its own (hbfi) on 127.0.0.1: a nats-server (JetStream, a
-# store in a temp directory) and hbd --no-offload, one after the other. Everything it starts
-# is ended by PID and removed at the end, also on failure or interrupt.
+# with no device at all, without and with --nats, and nats-server's, with no client and with
+# that hbd's, each over the same window. In a namespace of its own (hbfi) on 127.0.0.1: a
+# nats-server (JetStream, a store in a temp directory), then hbd --no-offload twice, one after
+# the other. Everything it starts is ended by PID and removed at the end, also on failure or
+# interrupt.
 #
 # With DEVICES, each hbd first holds that many UDP devices (hbload in the namespace, one PING a
 # device every 600 s, so about DEVICES / 600 heartbeats a second in both runs): what of fleet
@@ -96,14 +97,20 @@ stop_run() {
 	kill "$HBD_PID" && wait "$HBD_PID" 2> /dev/null || true
 }
 
-hbd
-alone=$(ms_per_s "$HBD_PID" alone)
-stop_run
-
+# nats-server runs through both windows: in the first, no client (hbd without --nats), so its
+# CPU there is its own background, and the difference to the second is what hbd makes it do
 ip netns exec $NS nats-server -js -sd "$TMP/js" -a 127.0.0.1 -p 4339 -m 8339 > "$TMP/nats.log" 2>&1 &
 NATS_PID=$!
 PIDS+=("$NATS_PID")
 sleep 1
+hbd
+a_nats=$(ticks "$NATS_PID")
+alone=$(ms_per_s "$HBD_PID" alone)
+b_nats=$(ticks "$NATS_PID")
+hz=$(getconf CLK_TCK)
+nats_alone=$(awk -v d=$((b_nats - a_nats)) -v hz="$hz" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }')
+stop_run
+
 hbd --nats nats://127.0.0.1:4339 --nats-node idle
 # messages between hbd and nats-server (its monitoring port: every client connection is hbd's)
 msgs() { ip netns exec $NS curl -s http://127.0.0.1:8339/connz | jq -r '[.connections[].in_msgs] as $i | [.connections[].out_msgs] as $o | "\($i | add // 0) \($o | add // 0)"'; }
@@ -113,12 +120,11 @@ window "$HBD_PID" nats
 b_hbd=$(ticks "$HBD_PID") b_nats=$(ticks "$NATS_PID") tb=$(thread_ticks "$HBD_PID")
 thread_report nats "$ta" "$tb"
 read -r b_in b_out <<< "$(msgs)"
-hz=$(getconf CLK_TCK)
 fleet=$(awk -v d=$((b_hbd - a_hbd)) -v hz="$hz" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }')
 nats=$(awk -v d=$((b_nats - a_nats)) -v hz="$hz" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }')
 grep -q "fleet: .* ready" "$TMP/hbd.log" || { echo "fleet-idle: hbd --nats never got ready:" >&2; tail -5 "$TMP/hbd.log" >&2; exit 1; }
-printf '{"seconds":%s,"devices":%s,"perf":%s,"hbd_ms_per_s":%s,"hbd_nats_ms_per_s":%s,"nats_server_ms_per_s":%s,"hbd_to_nats_msgs_per_s":%s,"nats_to_hbd_msgs_per_s":%s,"clock_ticks_per_s":%s,"loadavg":"%s"}\n' \
-	"$SECS" "$DEVICES" "$([ -n "$PERF" ] && echo true || echo false)" "$alone" "$fleet" "$nats" \
+printf '{"seconds":%s,"devices":%s,"perf":%s,"hbd_ms_per_s":%s,"hbd_nats_ms_per_s":%s,"nats_server_ms_per_s":%s,"nats_server_alone_ms_per_s":%s,"hbd_to_nats_msgs_per_s":%s,"nats_to_hbd_msgs_per_s":%s,"clock_ticks_per_s":%s,"loadavg":"%s"}\n' \
+	"$SECS" "$DEVICES" "$([ -n "$PERF" ] && echo true || echo false)" "$alone" "$fleet" "$nats" "$nats_alone" \
 	"$(awk -v d=$((b_in - a_in)) -v s="$SECS" 'BEGIN { printf "%.1f", d / s }')" \
 	"$(awk -v d=$((b_out - a_out)) -v s="$SECS" 'BEGIN { printf "%.1f", d / s }')" \
 	"$hz" "$(cut -d' ' -f1-3 /proc/loadavg)"

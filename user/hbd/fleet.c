@@ -298,6 +298,8 @@ void hbd_fleet_stop(struct hbd_daemon *d)
 	__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
 	if (f->watch)
 		kvWatcher_Stop(f->watch);
+	if (f->nodes_watch)
+		kvWatcher_Stop(f->nodes_watch);
 	if (f->admin_ok) {
 		pthread_join(f->admin, NULL);
 		f->admin_ok = false;
@@ -342,6 +344,8 @@ void hbd_fleet_free(struct hbd_daemon *d)
 			natsSubscription_Destroy(f->down_sub);
 		if (f->watch)
 			kvWatcher_Destroy(f->watch);
+		if (f->nodes_watch)
+			kvWatcher_Destroy(f->nodes_watch);
 		if (f->kv_presence)
 			kvStore_Destroy(f->kv_presence);
 		if (f->kv_nodes)

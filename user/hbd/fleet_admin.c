@@ -4,15 +4,25 @@
  * live nodes, the watch of hbeat_presence, and the catch-up after a reconnection.
  *
  * A node's death: its hbeat_nodes entry is refreshed every TTL/3 and expires TTL after the
- * last refresh (the bucket's max age). Every node lists the bucket once a second; a node
- * missing from two listings in a row is dead, and the live node first in name order marks
- * each of its devices offline in presence (only over the entry the dead node left, so a device
- * that came back elsewhere keeps its new entry). So a device of a node killed with -9 is shown
- * offline at most TTL + 2 s after the node's last refresh, TTL/3 earlier on average.
+ * last refresh (the bucket's max age). Every node watches the bucket and notes when each node's
+ * refresh reached it; once a second it judges: a node not heard from for TTL (or whose entry
+ * was deleted, as a node does at its stop) is not live, and one not live at two judgements in
+ * a row is dead. The live node first in name order then marks each of the dead node's devices
+ * offline in presence (only over the entry the dead node left, so a device that came back
+ * elsewhere keeps its new entry). So a device of a node killed with -9 is shown offline at most
+ * TTL + 2 s after the node's last refresh reached the others, TTL/3 earlier on average.
+ *
+ * Why a watch and not a listing of the bucket: NATS 2.9 sends nothing when an entry reaches
+ * its max age, so the bucket's keys (which libnats reads through a consumer made and deleted
+ * for each listing) were the only way to see an expiry, and a listing a second from every
+ * node was most of what an idle fleet made nats-server do. The refreshes themselves are what
+ * the watch delivers. The time a refresh is judged by is when this node received it, not the
+ * server's timestamp, so no clocks are compared; a node that died before this one started
+ * (its entry still in the bucket) is judged dead TTL after this one read the entry.
  *
  * An outage of NATS longer than TTL expires every entry, and the nodes reconnect one after
  * another: so a node back from one refreshes its own entry at once and judges the others only
- * on listings made after it. A node taken for dead all the same (a partition from NATS alone)
+ * on refreshes received after it. A node taken for dead all the same (a partition from NATS alone)
  * writes its devices online again when it sees their entries ended (fleet_presence.c).
  */
 #include <errno.h>
@@ -35,7 +45,8 @@
  * wait at once */
 #define WATCH_WAIT_MAX_MS 500
 #define WATCH_BATCH 16384 /* entries taken before the timers are looked at */
-#define LIST_EVERY_MS 1000
+#define JUDGE_EVERY_MS 1000 /* which nodes live */
+#define NODES_BATCH 256 /* hbeat_nodes entries taken a judgement (FLEET_MAX_NODES and more) */
 #define CATCH_UP_EVERY_MS 2000 /* writes that failed are made again at least this often */
 #define ADMIN_WAIT_MS 5000
 
@@ -140,38 +151,84 @@ static int setup(struct hbd_fleet *f)
 	return 0;
 }
 
-/* The live nodes: the keys of hbeat_nodes (an expired entry is gone). */
-static void list_nodes(struct hbd_fleet *f)
-{
-	kvKeysList kl = { 0 };
-	natsStatus s = kvStore_Keys(&kl, f->kv_nodes, NULL);
-
-	if (s != NATS_OK && s != NATS_NOT_FOUND)
-		return; /* cannot tell: nobody is declared dead on a failed listing */
-	pthread_mutex_lock(&f->lock);
-	for (unsigned i = 0; i < f->nnodes; i++) {
-		f->nodes[i].live_before = f->nodes[i].live;
-		f->nodes[i].live = i == f->me;
-	}
-	for (int i = 0; s == NATS_OK && i < kl.Count; i++) {
-		uint16_t k = fleet_node_idx(f, kl.Keys[i]);
-
-		if (k < f->nnodes)
-			f->nodes[k].live = true;
-	}
-	pthread_mutex_unlock(&f->lock);
-	if (s == NATS_OK)
-		kvKeysList_Destroy(&kl);
-}
-
-/* As if every node had been in the last listing: one must be missing from two listings made
- * after this call to be declared dead. */
+/* As if every node had just refreshed its entry: one must then stay silent for TTL, at two
+ * judgements, to be declared dead. */
 static void trust_nodes(struct hbd_fleet *f)
 {
+	uint64_t now = fleet_now_ms();
+
 	pthread_mutex_lock(&f->lock);
-	for (unsigned i = 0; i < f->nnodes; i++)
+	for (unsigned i = 0; i < f->nnodes; i++) {
 		f->nodes[i].live = true;
+		f->nodes[i].heard = true;
+		f->nodes[i].heard_ms = now;
+	}
 	pthread_mutex_unlock(&f->lock);
+}
+
+/* The refreshes and deletions of hbeat_nodes that arrived since the last call; false if the
+ * watch broke or cannot be made (nobody is judged then, and it is made again next time). */
+static bool take_nodes(struct hbd_fleet *f)
+{
+	if (!f->nodes_watch) {
+		if (kvStore_WatchAll(&f->nodes_watch, f->kv_nodes, NULL) != NATS_OK) {
+			f->nodes_watch = NULL;
+			return false;
+		}
+		f->nodes_synced = false;
+		trust_nodes(f); /* only refreshes received from now on count */
+	}
+	for (int i = 0; i < NODES_BATCH; i++) {
+		kvEntry *e = NULL;
+		/* a timeout of 0 is refused: 1 ms for "what is there already" */
+		natsStatus s = kvWatcher_Next(&e, f->nodes_watch, 1);
+		const char *key;
+		uint16_t k;
+
+		if (s == NATS_TIMEOUT)
+			return true;
+		if (s != NATS_OK) {
+			hb_warn("fleet: watch of %s: %s: watching again", FLEET_BUCKET_NODES,
+				natsStatus_GetText(s));
+			kvWatcher_Destroy(f->nodes_watch);
+			f->nodes_watch = NULL;
+			return false;
+		}
+		if (!e) {
+			f->nodes_synced = true; /* every existing entry has been delivered */
+			continue;
+		}
+		key = kvEntry_Key(e);
+		pthread_mutex_lock(&f->lock);
+		k = fleet_node_idx(f, key ? key : "");
+
+		if (k < f->nnodes) {
+			f->nodes[k].heard = kvEntry_Operation(e) == kvOp_Put;
+			f->nodes[k].heard_ms = fleet_now_ms();
+		}
+		pthread_mutex_unlock(&f->lock);
+		kvEntry_Destroy(e);
+	}
+	return true;
+}
+
+/* Which nodes live now, from when their refreshes arrived; false if it cannot be told (NATS
+ * away, or the watch not yet through the bucket): nobody is declared dead then. */
+static bool judge_nodes(struct hbd_fleet *f, uint64_t now)
+{
+	const uint64_t ttl_ms = (uint64_t)(f->cfg->node_ttl_s * 1000);
+
+	if (!take_nodes(f) || !f->nodes_synced || !__atomic_load_n(&f->connected, __ATOMIC_ACQUIRE))
+		return false;
+	pthread_mutex_lock(&f->lock);
+	for (unsigned i = 0; i < f->nnodes; i++) {
+		struct fleet_node *nd = &f->nodes[i];
+
+		nd->live_before = nd->live;
+		nd->live = i == f->me || (nd->heard && now - nd->heard_ms < ttl_ms);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return true;
 }
 
 /* Entries from the watch until it is quiet, the first waited for up to wait_ms; false if the
@@ -212,7 +269,7 @@ static bool take_watch(struct hbd_fleet *f, int64_t wait_ms)
 void *fleet_admin_main(void *arg)
 {
 	struct hbd_fleet *f = arg;
-	uint64_t next_put = 0, next_list = 0, listed_before = 0, listed_last = 0, next_catch = 0;
+	uint64_t next_put = 0, next_judge = 0, judged_before = 0, judged_last = 0, next_catch = 0;
 	const uint64_t put_every = (uint64_t)(f->cfg->node_ttl_s * 1000 / 3);
 
 	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
@@ -233,7 +290,7 @@ void *fleet_admin_main(void *arg)
 		/* until the next scheduled task: an idle node wakes a few times a second, not at
 		 * every short poll (each wakeup is a round of libnats's locks and condition
 		 * variables) */
-		due = next_put < next_list ? next_put : next_list;
+		due = next_put < next_judge ? next_put : next_judge;
 		if (f->synced && next_catch < due)
 			due = next_catch;
 		wait_ms = due > now ? due - now : 1;
@@ -253,7 +310,7 @@ void *fleet_admin_main(void *arg)
 		now = fleet_now_ms();
 		if (__atomic_exchange_n(&f->rejoined, 0, __ATOMIC_ACQ_REL)) {
 			/* Every node's entry may have expired during the outage, ours too: ours is
-			 * back at once, and no other node is judged on what was listed before. */
+			 * back at once, and no other node is judged on refreshes received before. */
 			trust_nodes(f);
 			next_put = now;
 		}
@@ -261,13 +318,14 @@ void *fleet_admin_main(void *arg)
 			put_node(f);
 			next_put = now + put_every;
 		}
-		if (now >= next_list) {
-			list_nodes(f);
-			listed_before = listed_last;
-			listed_last = now;
-			next_list = now + LIST_EVERY_MS;
-			if (f->synced && listed_before)
-				fleet_presence_sweep(f, listed_before);
+		if (now >= next_judge) {
+			next_judge = now + JUDGE_EVERY_MS;
+			if (judge_nodes(f, now)) {
+				judged_before = judged_last;
+				judged_last = now;
+				if (f->synced && judged_before)
+					fleet_presence_sweep(f, judged_before);
+			}
 		}
 		if (f->synced &&
 		    (__atomic_exchange_n(&f->reconnected, 0, __ATOMIC_ACQ_REL) |

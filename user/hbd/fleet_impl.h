@@ -7,9 +7,10 @@
  *                              JetStream publishes into hbeat_presence, DATA batches are
  *                              published to HBEAT_DATA, downlink outcomes become NATS replies;
  *   admin thread (fleet_admin.c) everything that waits for a NATS round trip: set-up of the
- *                              stream and buckets, the node's entry in hbeat_nodes, the list
- *                              of live nodes, the watch of hbeat_presence (supersede, a dead
- *                              node's devices), the catch-up after a reconnection;
+ *                              stream and buckets, the node's entry in hbeat_nodes, the watch
+ *                              of hbeat_nodes (which nodes live), the watch of hbeat_presence
+ *                              (supersede, a dead node's devices), the catch-up after a
+ *                              reconnection;
  *   libnats' threads           publish acknowledgements (fleet_data.c, fleet_presence.c) and
  *                              downlink requests (fleet_down.c).
  * Messages to the workers (a batch answered, a downlink queued, a session cut) go through the
@@ -64,8 +65,10 @@ struct fleet_seen {
 
 struct fleet_node {
 	char name[FLEET_NODE_LEN];
-	bool live; /* in the last listing of hbeat_nodes */
-	bool live_before; /* in the one before */
+	bool live; /* at the last judgement: refreshed within the TTL */
+	bool live_before; /* at the one before */
+	bool heard; /* its entry is in hbeat_nodes, put at heard_ms (fleet_now_ms's clock) */
+	uint64_t heard_ms;
 	/* the sweep walks the table only for a node (a dead one, or this one) that may have online
 	 * entries to end: one received (last_online_ms) since its last walk's cut-off (swept_ms) */
 	uint64_t last_online_ms, swept_ms;
@@ -106,7 +109,7 @@ struct hbd_fleet {
 	natsConnection *nc;
 	jsCtx *js; /* admin calls and presence writes */
 	kvStore *kv_presence, *kv_nodes;
-	kvWatcher *watch;
+	kvWatcher *watch, *nodes_watch;
 	natsSubscription *down_sub;
 	int connected; /* atomic */
 	int ready; /* atomic: stream and buckets are there, publishing may start */
@@ -114,6 +117,7 @@ struct hbd_fleet {
 	int rejoined; /* atomic: back after an outage: refresh our hbeat_nodes entry at once */
 	int table_resync; /* atomic: presence events were lost: compare with the device table */
 	bool synced; /* the watch delivered every existing entry */
+	bool nodes_synced; /* the same for the watch of hbeat_nodes */
 	bool sweep_again; /* under the lock: a sweep's write failed: walk again for every node */
 	uint64_t started_ms;
 
@@ -167,7 +171,7 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table);
 void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, const char *val,
 			 int len, bool deleted);
 /* our stale entries (a previous life of this node) and those of dead nodes become offline */
-void fleet_presence_sweep(struct hbd_fleet *f, uint64_t listed_before_ms);
+void fleet_presence_sweep(struct hbd_fleet *f, uint64_t judged_before_ms);
 /* writes in flight whose acknowledgement is not coming (none for PRESENCE_ACK_WAIT_MS, or NATS
  * reconnected meanwhile) are taken back from libnats and marked to be made again */
 void fleet_presence_reclaim(struct hbd_fleet *f);

@@ -378,7 +378,7 @@ static unsigned sweep_nodes(struct hbd_fleet *f, bool *walk)
 
 /* The offline entries the sweep writes, prepared under the lock. */
 static size_t sweep_collect(struct hbd_fleet *f, struct pres_write *out, size_t max,
-			    const bool *walk, uint64_t listed_before_ms)
+			    const bool *walk, uint64_t judged_before_ms)
 {
 	uint64_t key, now = hb_realtime_ms();
 	size_t pos = 0, n = 0;
@@ -392,7 +392,7 @@ static size_t sweep_collect(struct hbd_fleet *f, struct pres_write *out, size_t 
 			continue;
 		nd = &f->nodes[s->node];
 		if (!walk[s->node] ||
-		    (mine ? fleet_map_get(&f->held, key) != NULL : s->recv_ms >= listed_before_ms))
+		    (mine ? fleet_map_get(&f->held, key) != NULL : s->recv_ms >= judged_before_ms))
 			continue;
 		if (mine && hbd_devices_loc(f->d->devices, key)) {
 			/* a session this daemon took over (an upgrade's, a restart's) with no presence
@@ -414,8 +414,8 @@ static size_t sweep_collect(struct hbd_fleet *f, struct pres_write *out, size_t 
 }
 
 /* A walk of every entry seen (500k on a full node) is not free: it is made only for a node
- * that had an online entry since its last walk, not at every listing. */
-void fleet_presence_sweep(struct hbd_fleet *f, uint64_t listed_before_ms)
+ * that had an online entry since its last walk, not at every judgement. */
+void fleet_presence_sweep(struct hbd_fleet *f, uint64_t judged_before_ms)
 {
 	bool walk[FLEET_MAX_NODES] = { false };
 	struct pres_write *pw = NULL;
@@ -430,10 +430,10 @@ void fleet_presence_sweep(struct hbd_fleet *f, uint64_t listed_before_ms)
 	if (sweep_nodes(f, walk))
 		pw = malloc(SWEEP_MAX * sizeof(*pw));
 	if (pw) {
-		n = sweep_collect(f, pw, SWEEP_MAX, walk, listed_before_ms);
+		n = sweep_collect(f, pw, SWEEP_MAX, walk, judged_before_ms);
 		for (unsigned i = 0; i < f->nnodes && n < SWEEP_MAX; i++)
 			if (walk[i]) /* (a full batch: the rest by the next walk) */
-				f->nodes[i].swept_ms = listed_before_ms;
+				f->nodes[i].swept_ms = judged_before_ms;
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (!pw)
