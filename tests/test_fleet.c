@@ -426,7 +426,8 @@ static void test_idle_consumers(void **state)
 		natsMsg_Destroy(m);
 	}
 	natsSubscription_Destroy(sub);
-	fprintf(stderr, "# %u deliveries of hbeat_nodes' entries, to %u consumers\n", deliveries, n);
+	fprintf(stderr, "# %u deliveries of hbeat_nodes' entries, to %u consumers\n", deliveries,
+		n);
 	HT_GT(deliveries, 0u, "the nodes' refreshes were delivered to their watches");
 	HT_LE(n, 2u, "consumers that hbeat_nodes' entries went to in 4 s (%u deliveries)",
 	      deliveries);
