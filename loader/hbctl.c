@@ -61,7 +61,8 @@ static const struct hb_opt load_opts[] = {
 	{ "port", 'p', "N", "service port (TCP and UDP)", HB_OPT_UINT, LOAD(port),
 	  .def.u = HB_DEFAULT_PORT, .umin = 1, .umax = 65535 },
 	{ "mqtt-port", 0, "N", "also answer MQTT PINGREQs in the kernel on this TCP port (hbd "
-	  "--mqtt-port; --tcp kernel or keepalive); 0: none", HB_OPT_UINT, LOAD(mqtt_port), .umin = 0, .umax = 65535 },
+	  "--mqtt-port; --tcp kernel or keepalive); 0: none",
+	  HB_OPT_UINT, LOAD(mqtt_port), .umin = 0, .umax = 65535 },
 	OPT_PIN(struct hbctl_load_opts),
 	{ "cgroup", 'c', "PATH", "cgroup v2 directory for the sock_ops program", HB_OPT_STRING,
 	  LOAD(cgroup), .def.s = HBK_DEFAULT_CGROUP },

@@ -50,38 +50,29 @@ static void pretty_peer(const char *in, char *out, size_t len)
 	snprintf(out, len, "%s", in);
 }
 
-/* A session's peer from its address when the daemon left the text empty. */
-static void session_peer(const struct hb_session *s, char *out, size_t len)
+/* "a.b.c.d:port" or "[v6]:port" of a 16-byte address (IPv4 as v4-mapped) and a host-order
+ * port. */
+static void addr_text(const __u8 addr[16], __u16 port, char *out, size_t len)
 {
 	static const __u8 mapped[12] = { [10] = 0xff, [11] = 0xff };
 	char a[INET6_ADDRSTRLEN];
 
-	if (s->peer[0]) {
-		snprintf(out, len, "%.*s", (int)sizeof(s->peer), s->peer);
-		return;
-	}
-	if (!memcmp(s->addr, mapped, 12)) {
-		inet_ntop(AF_INET, s->addr + 12, a, sizeof(a));
-		snprintf(out, len, "%s:%u", a, ntohs(s->port));
+	if (!memcmp(addr, mapped, 12)) {
+		inet_ntop(AF_INET, addr + 12, a, sizeof(a));
+		snprintf(out, len, "%s:%u", a, port);
 	} else {
-		inet_ntop(AF_INET6, s->addr, a, sizeof(a));
-		snprintf(out, len, "[%s]:%u", a, ntohs(s->port));
+		inet_ntop(AF_INET6, addr, a, sizeof(a));
+		snprintf(out, len, "[%s]:%u", a, port);
 	}
 }
 
-/* A peer from sock_diag, for an entry without the text sock_ops writes (hbd made it). */
-static void peer_text(const struct hbk_tcp_diag *k, char *out, size_t len)
+/* A session's peer from its address when the daemon left the text empty. */
+static void session_peer(const struct hb_session *s, char *out, size_t len)
 {
-	static const __u8 mapped[12] = { [10] = 0xff, [11] = 0xff };
-	char a[INET6_ADDRSTRLEN];
-
-	if (!memcmp(k->peer_addr, mapped, 12)) {
-		inet_ntop(AF_INET, k->peer_addr + 12, a, sizeof(a));
-		snprintf(out, len, "%s:%u", a, k->peer_port);
-	} else {
-		inet_ntop(AF_INET6, k->peer_addr, a, sizeof(a));
-		snprintf(out, len, "[%s]:%u", a, k->peer_port);
-	}
+	if (s->peer[0])
+		snprintf(out, len, "%.*s", (int)sizeof(s->peer), s->peer);
+	else
+		addr_text(s->addr, ntohs(s->port), out, len);
 }
 
 static void ago(__u64 now, __u64 t, char *out, size_t len)
@@ -329,7 +320,9 @@ static void add_kernel_view(struct row *rows, size_t n, __u16 port, bool one_dev
 			rows[i].rtt_us = k->rtt_us;
 			rows[i].last_ack_ms = k->last_ack_ms;
 			if (!rows[i].peer[0])
-				peer_text(k, rows[i].peer, sizeof(rows[i].peer));
+				/* hbd made the entry (--tcp user): sock_diag knows the peer */
+				addr_text(k->peer_addr, k->peer_port, rows[i].peer,
+					  sizeof(rows[i].peer));
 		}
 	}
 	free(all);
@@ -381,8 +374,8 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 	cfd = hb_pin_open(pin, HB_MAP_CONNS, NULL, 0);
 	sfd = hb_pin_open(pin, HB_MAP_SESSIONS, NULL, 0);
 	kfd = hb_pin_open(pin, HB_MAP_CONFIG, NULL, 0);
-	seen_fd = hb_pin_open(pin, HB_MAP_SEEN, NULL,
-			      0); /* optional: pins of older versions lack it */
+	/* optional: pins of older versions lack it */
+	seen_fd = hb_pin_open(pin, HB_MAP_SEEN, NULL, 0);
 	if (cfd < 0 || sfd < 0 || kfd < 0) {
 		hb_err("hbeat is not loaded (no pins in %s); load it with: hbctl load --dev IFACE",
 		       pin);

@@ -340,8 +340,7 @@ static void bpf_unavailable(void **state)
 		"hbctl says there is no such NIC");
 	unlink("/tmp/hbh-faults-err.txt");
 
-	ht_netns[0] = 0;
-	ht_srv4 = INADDR_LOOPBACK;
+	hn_unaim();
 	HT_EQ(ht_start(&d, nobpffs), 0, "hbd with a pin path that is not on bpffs started");
 	HT_TRUE(ht_file_contains(d.err, "no bpffs at /tmp/hbh-not-bpffs/hbeat", NULL, 0),
 		"hbd says there is no bpffs, in %s", d.err);
@@ -352,8 +351,7 @@ static void bpf_unavailable(void **state)
 	close(fd);
 	HT_EQ(ht_stop(&d), 0, "exit code of hbd after SIGTERM");
 	ht_cleanup(&d);
-	snprintf(ht_netns, sizeof(ht_netns), "%s", E.srv_ns);
-	ht_srv4 = HN_SRV_ADDR_HOST;
+	hn_aim(&E);
 }
 
 /* The pins hold session tokens and peer addresses: root's alone. */
@@ -454,8 +452,7 @@ static int setup(void **state)
 	(void)state;
 	if (hn_up(&E, 'f', 8) || hn_load(&E, PORT, ""))
 		return -1;
-	snprintf(ht_netns, sizeof(ht_netns), "%s", E.srv_ns);
-	ht_srv4 = HN_SRV_ADDR_HOST;
+	hn_aim(&E);
 	return 0;
 }
 
@@ -463,8 +460,6 @@ static int teardown(void **state)
 {
 	ht_reap(state);
 	hn_down(&E);
-	ht_netns[0] = 0;
-	ht_srv4 = INADDR_LOOPBACK;
 	return 0;
 }
 

@@ -586,8 +586,7 @@ static void offload(void **state)
 	args[1] = E.pin;
 	memcpy(args + 2, DAEMON_ARGS, sizeof(DAEMON_ARGS));
 	args[NARGS + 2] = NULL;
-	snprintf(ht_netns, sizeof(ht_netns), "%s", E.srv_ns);
-	ht_srv4 = HN_SRV_ADDR_HOST;
+	hn_aim(&E);
 	/* hbd on the port hbctl loaded for (not --port 0): the fast paths filter by port */
 	args[NARGS + 2] = NULL;
 	{
@@ -632,8 +631,6 @@ static int netns_teardown(void **state)
 {
 	ht_reap(state);
 	hn_down(&E);
-	ht_netns[0] = 0;
-	ht_srv4 = INADDR_LOOPBACK;
 	return 0;
 }
 

@@ -737,8 +737,7 @@ static int setup(void **state)
 	(void)state;
 	if (hn_up(&E, 'k', 2) || hn_load(&E, PORT, "--tcp keepalive"))
 		return -1;
-	snprintf(ht_netns, sizeof(ht_netns), "%s", E.srv_ns);
-	ht_srv4 = HN_SRV_ADDR_HOST;
+	hn_aim(&E);
 	return 0;
 }
 
@@ -747,8 +746,6 @@ static int teardown(void **state)
 	tc_reap(state);
 	drop_device(false);
 	hn_down(&E);
-	ht_netns[0] = 0;
-	ht_srv4 = INADDR_LOOPBACK;
 	return 0;
 }
 

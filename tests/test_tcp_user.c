@@ -111,8 +111,7 @@ static int setup(void **state)
 		   E.srv_ns, E.build, E.srv_if, PORT, E.pin))
 		return -1;
 	E.loaded = true;
-	snprintf(ht_netns, sizeof(ht_netns), "%s", E.srv_ns);
-	ht_srv4 = HN_SRV_ADDR_HOST;
+	hn_aim(&E);
 	return 0;
 }
 
@@ -120,8 +119,6 @@ static int teardown(void **state)
 {
 	tc_reap(state);
 	hn_down(&E);
-	ht_netns[0] = 0;
-	ht_srv4 = INADDR_LOOPBACK;
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The netns test environment: namespaces up and down, hbctl load/unload, stepping in and out. */
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hbd_harness.h"
 #include "netns_env.h"
 #include "sh.h"
 
@@ -109,8 +111,21 @@ void hn_leave(struct hn_env *e)
 		setns(e->orig_ns, CLONE_NEWNET);
 }
 
+void hn_aim(const struct hn_env *e)
+{
+	snprintf(ht_netns, sizeof(ht_netns), "%s", e->srv_ns);
+	ht_srv4 = HN_SRV_ADDR_HOST;
+}
+
+void hn_unaim(void)
+{
+	ht_netns[0] = 0;
+	ht_srv4 = INADDR_LOOPBACK;
+}
+
 void hn_down(struct hn_env *e)
 {
+	hn_unaim();
 	hn_leave(e);
 	hn_unload(e);
 	if (e->up)

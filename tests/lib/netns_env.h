@@ -37,6 +37,11 @@ int hn_enter(struct hn_env *e, const char *ns);
 int hn_enter_cli(struct hn_env *e);
 /* Back to the namespace the process started in. */
 void hn_leave(struct hn_env *e);
+/* hbd started by hbd_harness.h (ht_start) and the harness's clients aim at the server
+ * namespace (ht_netns, ht_srv4) from now on; hn_unaim: at this process's own and 127.0.0.1. */
+void hn_aim(const struct hn_env *e);
+void hn_unaim(void);
+/* Everything hn_up and hn_load made, and the harness aimed back (hn_unaim). */
 void hn_down(struct hn_env *e);
 
 /* A counter from `hbctl stats --json`, by jq path: "kernel.xdp_pong", "user.pings_user",

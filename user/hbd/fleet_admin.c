@@ -160,7 +160,6 @@ static void trust_nodes(struct hbd_fleet *f)
 	pthread_mutex_lock(&f->lock);
 	for (unsigned i = 0; i < f->nnodes; i++) {
 		f->nodes[i].live = true;
-		f->nodes[i].heard = true;
 		f->nodes[i].heard_ms = now;
 	}
 	pthread_mutex_unlock(&f->lock);
@@ -202,10 +201,9 @@ static bool take_nodes(struct hbd_fleet *f)
 		pthread_mutex_lock(&f->lock);
 		k = fleet_node_idx(f, key ? key : "");
 
-		if (k < f->nnodes) {
-			f->nodes[k].heard = kvEntry_Operation(e) == kvOp_Put;
-			f->nodes[k].heard_ms = fleet_now_ms();
-		}
+		if (k < f->nnodes)
+			f->nodes[k].heard_ms =
+				kvEntry_Operation(e) == kvOp_Put ? fleet_now_ms() : 0;
 		pthread_mutex_unlock(&f->lock);
 		kvEntry_Destroy(e);
 	}
@@ -225,7 +223,7 @@ static bool judge_nodes(struct hbd_fleet *f, uint64_t now)
 		struct fleet_node *nd = &f->nodes[i];
 
 		nd->live_before = nd->live;
-		nd->live = i == f->me || (nd->heard && now - nd->heard_ms < ttl_ms);
+		nd->live = i == f->me || (nd->heard_ms && now - nd->heard_ms < ttl_ms);
 	}
 	pthread_mutex_unlock(&f->lock);
 	return true;

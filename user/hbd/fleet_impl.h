@@ -67,7 +67,8 @@ struct fleet_node {
 	char name[FLEET_NODE_LEN];
 	bool live; /* at the last judgement: refreshed within the TTL */
 	bool live_before; /* at the one before */
-	bool heard; /* its entry is in hbeat_nodes, put at heard_ms (fleet_now_ms's clock) */
+	/* when its last refresh of hbeat_nodes arrived (fleet_now_ms's clock); 0: its entry is
+	 * not there (deleted, or never seen) */
 	uint64_t heard_ms;
 	/* the sweep walks the table only for a node (a dead one, or this one) that may have online
 	 * entries to end: one received (last_online_ms) since its last walk's cut-off (swept_ms) */
