@@ -164,6 +164,9 @@ $(BUILD)/tests/%: $(call obj,tests/%.c) $(LIBTEST) $(LIBFUZZ) $(LIBHBD) $(LIBHBL
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIBTEST) $(ALL_LIBS) $(LDLIBS) $(NATS_LIBS) -lcmocka
 
+# The presence test runs the reclaim inside a publish (tests/test_fleet_presence.c).
+$(BUILD)/tests/test_fleet_presence: LDFLAGS += -Wl,--wrap=js_PublishAsync
+
 # libFuzzer: the userspace code again, built by clang with coverage and ASan+UBSan, one binary
 # per target in fuzz/targets.h (fuzz/entry.c with -DHBF_TARGET).
 FZ := $(BUILD)/fuzz

@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Fleet presence's bookkeeping of its writes and their acknowledgements, with the order of
+/* Fleet mode's bookkeeping of its writes (presence, and DATA's batches where they share a
+ * trap) and their acknowledgements, with the order of
  * those acknowledgements in the test's hands. The writes are real publishes through libnats to
  * a real nats-server (plain, on a free 127.0.0.1 port, ended by its PID), which the test reads
  * back with their headers; the acknowledgements JetStream would send are handed to
  * fleet_presence_ack in the order that breaks things. Without JetStream on that server and
  * without an acknowledgement handler, none comes by itself.
+ *
+ * js_PublishAsync is wrapped (-Wl,--wrap, Makefile) so that a test can run the admin thread's
+ * reclaim at the one moment a publish has been counted and is not inside libnats yet.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,6 +46,25 @@ static natsSubscription *sub; /* every presence write, as the server got it */
 
 static struct hbd_daemon daemon_;
 static struct hbd_fleet fleet;
+
+/* set by a test: the next js_PublishAsync first runs the reclaim, as the admin thread may */
+static bool reclaim_on_publish;
+
+natsStatus __real_js_PublishAsync(jsCtx *js, const char *subj, const void *data, int len,
+				  jsPubOptions *opts);
+natsStatus __wrap_js_PublishAsync(jsCtx *js, const char *subj, const void *data, int len,
+				  jsPubOptions *opts);
+natsStatus __wrap_js_PublishAsync(jsCtx *js, const char *subj, const void *data, int len,
+				  jsPubOptions *opts)
+{
+	if (reclaim_on_publish) {
+		reclaim_on_publish = false;
+		__atomic_store_n(&fleet.pres_reclaim, 1,
+				 __ATOMIC_RELEASE); /* as on a reconnection */
+		fleet_presence_reclaim(&fleet);
+	}
+	return __real_js_PublishAsync(js, subj, data, len, opts);
+}
 
 static int group_setup(void **state)
 {
@@ -244,6 +267,110 @@ static void late_sweep_failure_leaves_session_alone(void **state)
 	natsMsg_Destroy(end);
 }
 
+/* A context of the test's own for fleet (the other tests' writes stay pending in the shared
+ * one), with the online write of session 79 published through it, and the reclaim run inside
+ * that publish. */
+static jsCtx *online_with_reclaim_inside(void)
+{
+	natsMsg *online;
+	jsCtx *own = NULL;
+
+	HT_EQ(natsConnection_JetStream(&own, nc, NULL), NATS_OK, "a JetStream context");
+	fleet.js = own;
+	reclaim_on_publish = true;
+	event(HBD_EV_ONLINE, 79);
+	HT_FALSE(reclaim_on_publish, "the reclaim ran inside the publish");
+	online = next_write("the online write");
+	HT_TRUE(has_state(online, "online"), "it is the online write");
+	natsMsg_Destroy(online);
+	return own;
+}
+
+static void drop_context(jsCtx *own)
+{
+	natsMsgList left = { 0 };
+
+	if (js_PublishAsyncGetPendingList(&left, own) == NATS_OK)
+		natsMsgList_Destroy(&left);
+	jsCtx_Destroy(own);
+}
+
+/* The reclaim (NATS reconnected) runs before the first presence write has entered libnats:
+ * libnats has no table of pending writes yet, and listing it crashed the daemon. */
+static void reclaim_before_the_first_write_enters_libnats(void **state)
+{
+	jsCtx *own;
+
+	(void)state;
+	own = online_with_reclaim_inside();
+	pthread_mutex_lock(&fleet.lock);
+	HT_EQ(fleet.pres_inflight, 1, "the online write is in flight");
+	HT_EQ(fleet.pres_taken_back, 0, "nothing was taken back");
+	pthread_mutex_unlock(&fleet.lock);
+	drop_context(own);
+}
+
+/* The reclaim runs while the device's online write is counted but not yet inside libnats, which
+ * therefore holds none. That write then never gets an acknowledgement (the connection it went
+ * out on is gone, say). It must still be counted in flight, so that the next reclaim takes it
+ * back and writes it again; counted as answered, it was never made again, and the device's end
+ * could never be written either (it waits for that write). */
+static void reclaim_while_a_write_enters_libnats(void **state)
+{
+	natsMsg *again;
+	jsCtx *own;
+
+	(void)state;
+	own = online_with_reclaim_inside(); /* libnats' table of pending writes exists now */
+	__atomic_store_n(&fleet.pres_reclaim, 1, __ATOMIC_RELEASE);
+	fleet_presence_reclaim(&fleet);
+	pthread_mutex_lock(&fleet.lock);
+	HT_EQ(fleet.pres_taken_back, 1, "the reclaim took the unanswered write back");
+	HT_EQ(fleet.pres_inflight, 0, "nothing is in flight");
+	pthread_mutex_unlock(&fleet.lock);
+
+	reclaim_on_publish = true; /* libnats now holds none, and the write is made again */
+	fleet_presence_catch_up(&fleet, false);
+	HT_FALSE(reclaim_on_publish, "the reclaim ran inside the write made again");
+	again = next_write("the online write made again");
+	HT_TRUE(has_state(again, "online"), "the write made again is the online one");
+	natsMsg_Destroy(again);
+	pthread_mutex_lock(&fleet.lock);
+	HT_EQ(fleet.pres_inflight, 1,
+	      "the write that entered libnats after the reclaim is counted");
+	pthread_mutex_unlock(&fleet.lock);
+
+	__atomic_store_n(&fleet.pres_reclaim, 1, __ATOMIC_RELEASE);
+	fleet_presence_reclaim(&fleet);
+	pthread_mutex_lock(&fleet.lock);
+	HT_EQ(fleet.pres_taken_back, 2, "the next reclaim took it back too");
+	pthread_mutex_unlock(&fleet.lock);
+	fleet_presence_catch_up(&fleet, false);
+	again = next_write("the online write made a third time");
+	HT_TRUE(has_state(again, "online"), "the online write, again");
+	natsMsg_Destroy(again);
+	drop_context(own);
+}
+
+/* A worker has marked its DATA batch busy and its first publish has not entered libnats yet
+ * (the worker is slow to get there, longer than the batch's deadline): the expiry must wait
+ * for it, not list libnats' pending writes of a context that never had one (a crash). */
+static void data_expiry_before_the_first_publish(void **state)
+{
+	struct fleet_batch fb = { .outstanding = 3, .busy = true, .deadline_ms = 0 };
+
+	(void)state;
+	HT_EQ(natsConnection_JetStream(&fb.js, nc, NULL), NATS_OK, "a JetStream context");
+	daemon_.plan.workers = 1;
+	fleet.batch = &fb;
+	fleet_data_expire(&fleet);
+	HT_TRUE(fb.busy, "the batch is still the worker's");
+	HT_EQ(fb.outstanding, 3, "none of its publishes counted as failed");
+	HT_EQ(fleet.data_failed, 0, "no failure counted");
+	fleet.batch = NULL;
+	jsCtx_Destroy(fb.js);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -251,6 +378,12 @@ int main(void)
 						fleet_teardown),
 		cmocka_unit_test_setup_teardown(late_sweep_failure_leaves_session_alone,
 						fleet_setup, fleet_teardown),
+		cmocka_unit_test_setup_teardown(reclaim_before_the_first_write_enters_libnats,
+						fleet_setup, fleet_teardown),
+		cmocka_unit_test_setup_teardown(reclaim_while_a_write_enters_libnats, fleet_setup,
+						fleet_teardown),
+		cmocka_unit_test_setup_teardown(data_expiry_before_the_first_publish, fleet_setup,
+						fleet_teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

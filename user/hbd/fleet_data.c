@@ -141,6 +141,8 @@ void fleet_data_publish(struct hbd_fleet *f, unsigned worker)
 		/* the line without its newline: a message is one record */
 		s = js_PublishAsync(fb->js, subj, b->buf + start, (int)(end - start - 1), &po);
 		start = end;
+		if (s == NATS_OK)
+			__atomic_store_n(&fb->js_used, true, __ATOMIC_RELEASE);
 		if (s != NATS_OK) {
 			pthread_mutex_lock(&f->lock);
 			fb->failed = true;
@@ -184,7 +186,8 @@ void fleet_data_expire(struct hbd_fleet *f)
 		pthread_mutex_unlock(&f->lock);
 		/* an acknowledgement after this is dropped by libnats: each publish is counted once,
 		 * here or in data_ack */
-		if (!due || !fb->js || js_PublishAsyncGetPendingList(&back, fb->js) != NATS_OK)
+		if (!due || !fb->js || !__atomic_load_n(&fb->js_used, __ATOMIC_ACQUIRE) ||
+		    js_PublishAsyncGetPendingList(&back, fb->js) != NATS_OK)
 			continue;
 		n = back.Count > 0 ? (uint32_t)back.Count : 0;
 		natsMsgList_Destroy(&back);

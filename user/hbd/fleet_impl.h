@@ -93,6 +93,7 @@ struct fleet_batch {
 	uint32_t outstanding; /* publishes not answered yet */
 	bool failed;
 	bool busy;
+	bool js_used; /* atomic: a publish went into js (fleet_presence.c's pres_js_used) */
 	uint64_t deadline_ms; /* a busy batch not answered by then failed (fleet_data_expire) */
 };
 
@@ -149,6 +150,12 @@ struct hbd_fleet {
 	/* presence writes published and not acknowledged yet, and when that last changed for the
 	 * better (a publish into none in flight, or an acknowledgement): under the lock */
 	uint64_t pres_inflight, pres_progress_ms;
+	/* of those, the ones counted whose publish call has not returned: libnats may hold them
+	 * or not yet, so a listing of what it holds cannot tell (under the lock) */
+	uint64_t pres_entering;
+	/* a presence publish has gone into f->js: before that, libnats 3.4 has no table of
+	 * pending writes and js_PublishAsyncGetPendingList crashes on it (under the lock) */
+	bool pres_js_used;
 	uint64_t pres_taken_back; /* writes in flight given up and made again (not failures) */
 	int pres_reclaim; /* atomic: take back every write in flight (NATS reconnected) */
 };

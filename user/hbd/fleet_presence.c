@@ -130,6 +130,7 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 	pthread_mutex_lock(&f->lock);
 	if (!f->pres_inflight++)
 		f->pres_progress_ms = fleet_now_ms();
+	f->pres_entering++;
 	pthread_mutex_unlock(&f->lock);
 	if (pw->sweep) {
 		natsMsg *m = NULL;
@@ -144,13 +145,17 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 	} else {
 		s = js_PublishAsync(f->js, subj, pw->val, pw->len, &po);
 	}
-	if (s != NATS_OK) {
-		pthread_mutex_lock(&f->lock);
-		f->pres_inflight--;
+	pthread_mutex_lock(&f->lock);
+	f->pres_entering--;
+	if (s == NATS_OK) {
+		f->pres_js_used = true;
+	} else {
+		if (f->pres_inflight)
+			f->pres_inflight--;
 		f->pres_failed_pub++;
 		write_again(f, pw->device, pw->sweep);
-		pthread_mutex_unlock(&f->lock);
 	}
+	pthread_mutex_unlock(&f->lock);
 }
 
 /* Under the lock: the write of h's state, counted as pending. false if there is none to make
@@ -523,7 +528,7 @@ void fleet_presence_reclaim(struct hbd_fleet *f)
 	bool due;
 
 	pthread_mutex_lock(&f->lock);
-	due = f->pres_inflight &&
+	due = f->pres_inflight && f->pres_js_used &&
 	      (reconnected || fleet_now_ms() - f->pres_progress_ms >= PRESENCE_ACK_WAIT_MS);
 	pthread_mutex_unlock(&f->lock);
 	/* every write in flight, answered or not: an acknowledgement that arrives after this is
@@ -532,7 +537,11 @@ void fleet_presence_reclaim(struct hbd_fleet *f)
 		return;
 	if (js_PublishAsyncGetPendingList(&back, f->js) == NATS_NOT_FOUND) {
 		pthread_mutex_lock(&f->lock);
-		f->pres_inflight = 0; /* libnats holds none: answered meanwhile */
+		/* libnats holds none: the rest were answered, except those still entering it,
+		 * which stay counted (their acknowledgement may not come: the next look finds
+		 * them; counted as answered, one never answered would never be written again) */
+		f->pres_inflight = f->pres_entering;
+		f->pres_progress_ms = fleet_now_ms();
 		pthread_mutex_unlock(&f->lock);
 		return;
 	}
