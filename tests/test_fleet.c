@@ -33,6 +33,8 @@
 #include "hbdev.h"
 #include "lib/hbd_harness.h"
 #include "lib/ht_assert.h"
+#include "lib/run_prog.h"
+#include "lib/sock.h"
 
 #define NODE_TTL "2" /* s: hbd --nats-node-ttl */
 #define OFFLINE_BOUND_MS 8000 /* TTL + two judgements a second apart + the write, with room */
@@ -51,64 +53,13 @@ static natsConnection *nc;
 static jsCtx *js;
 static kvStore *presence, *nodes;
 
-static uint16_t free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len)) {
-		if (fd >= 0)
-			close(fd);
-		return 0;
-	}
-	close(fd);
-	return ntohs(sa.sin_port);
-}
-
-static bool port_open(uint16_t port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(0x7f000001),
-				  .sin_port = htons(port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	bool ok = fd >= 0 && !connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
-static pid_t spawn(const char *const *argv, const char *log)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-
-		dup2(fd, STDOUT_FILENO);
-		dup2(fd, STDERR_FILENO);
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	return pid;
-}
-
 /* SIGTERM (or sig), then SIGKILL if it is still there after 5 s. */
 static void end_pid(pid_t *pid, int sig)
 {
-	uint64_t end = ht_now_ms() + 5000;
-
 	if (*pid <= 0)
 		return;
 	kill(*pid, sig);
-	while (ht_now_ms() < end && waitpid(*pid, NULL, WNOHANG) != *pid)
-		ht_sleep_ms(10);
-	if (ht_now_ms() >= end) {
-		kill(*pid, SIGKILL);
-		waitpid(*pid, NULL, 0);
-	}
+	hbt_reap(*pid, time(NULL) + 5);
 	*pid = 0;
 }
 
@@ -118,14 +69,11 @@ static int nats_start(void)
 	const char *argv[] = { "nats-server", "-a",	 "127.0.0.1", "-p",	port,
 			       "-js",	      "-sd",	 store,	      "--user", NATS_USER,
 			       "--pass",      NATS_PASS, NULL };
-	uint64_t end = ht_now_ms() + 10000;
 
 	snprintf(port, sizeof(port), "%u", nats_port);
 	snprintf(log, sizeof(log), "%s/nats.log", store);
-	nats_pid = spawn(argv, log);
-	while (ht_now_ms() < end && !port_open(nats_port))
-		ht_sleep_ms(20);
-	return port_open(nats_port) ? 0 : -1;
+	nats_pid = hbt_spawn_logged(argv, log);
+	return nats_pid > 0 ? ht_wait_listening(nats_port, 10000) : -1;
 }
 
 static int write_keys(void)
@@ -193,7 +141,7 @@ static pid_t start_load(uint16_t port, const char *proto, unsigned n, unsigned f
 	snprintf(sn, sizeof(sn), "%u", n);
 	snprintf(sfirst, sizeof(sfirst), "%u", first);
 	snprintf(log, sizeof(log), "%s/hbload-%s.log", store, proto);
-	return spawn(argv, log);
+	return hbt_spawn_logged(argv, log);
 }
 
 static int nats_client(void)
@@ -227,7 +175,7 @@ static int group_setup(void **state)
 {
 	(void)state;
 	signal(SIGPIPE, SIG_IGN);
-	if (!mkdtemp(store) || write_keys() || !(nats_port = free_port()))
+	if (!mkdtemp(store) || write_keys() || !(nats_port = ht_free_port()))
 		return -1;
 	snprintf(url, sizeof(url), "nats://127.0.0.1:%u", nats_port);
 	snprintf(client_url, sizeof(client_url), "nats://%s:%s@127.0.0.1:%u", NATS_USER, NATS_PASS,
@@ -342,7 +290,7 @@ static int run_prog(const char *name, const char *const *args, char *err, size_t
 	argv[n] = NULL;
 	snprintf(log, sizeof(log), "%s/run.log", store);
 	unlink(log);
-	pid = spawn(argv, log);
+	pid = hbt_spawn_logged(argv, log);
 	if (pid < 0 || waitpid(pid, &st, 0) != pid)
 		return -1;
 	fd = open(log, O_RDONLY);
@@ -372,7 +320,7 @@ static void test_bad_input(void **state)
 	HT_EQ(run_prog("hbd", no_nats, err, sizeof(err)), 2, "--nats-node without --nats: %s", err);
 	HT_EQ(run_prog("hbd", half_user, err, sizeof(err)), 2,
 	      "--nats-user without a password file: %s", err);
-	snprintf(none, sizeof(none), "nats://127.0.0.1:%u", free_port());
+	snprintf(none, sizeof(none), "nats://127.0.0.1:%u", ht_free_port());
 	HT_EQ(run_prog("hbctl", unreachable, err, sizeof(err)), 3, "hbctl fleet, no NATS: %s", err);
 	HT_TRUE(strstr(err, "cannot reach NATS") != NULL, "a clear error: %s", err);
 }

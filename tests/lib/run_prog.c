@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Runs the built programs for the tests: bounded in time, killed by pid, stdout captured. */
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <poll.h>
@@ -66,6 +67,23 @@ pid_t hbt_spawn(const char *path, const char *const *argv, int *out_fd, const ch
 	}
 	close(pfd[1]);
 	*out_fd = pfd[0];
+	return pid;
+}
+
+pid_t hbt_spawn_logged(const char *const *argv, const char *log)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+		if (fd < 0)
+			_exit(126);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
 	return pid;
 }
 

@@ -22,6 +22,10 @@ size_t hbt_drain(int fd, char *out, size_t cap, time_t deadline);
  */
 pid_t hbt_spawn(const char *path, const char *const *argv, int *out_fd, const char *errpath);
 
+/* Starts argv[0] (found in PATH if it has no slash) with its stdout and stderr appended to
+ * log (a server or a load the test watches through its log). Returns the pid, or -1. */
+pid_t hbt_spawn_logged(const char *const *argv, const char *log);
+
 /* Waits for pid until deadline; kills it (SIGKILL, by pid) if it is still there. Returns its
  * exit code, or -1 if it did not exit normally.
  */
