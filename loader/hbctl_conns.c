@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -31,12 +32,16 @@ static const char *state_str(enum hb_state s)
 	}
 }
 
-/* "[0000:...:0001]:port" (bpf_snprintf's full %pI6) → "[::1]:port" for people. */
-static void pretty_peer(const char *in, char *out, size_t len)
+/* "[0000:...:0001]:port" (bpf_snprintf's full %pI6) → "[::1]:port" for people. raw is the
+ * map's text, inlen bytes that need not end in a NUL. */
+static void pretty_peer(const char *raw, size_t inlen, char *out, size_t len)
 {
-	char addr[64];
-	const char *close = strchr(in, ']');
+	char addr[64], in[HB_PEER_STR];
+	const char *close;
 	struct in6_addr a;
+
+	snprintf(in, sizeof(in), "%.*s", (int)(inlen < sizeof(in) ? inlen : sizeof(in) - 1), raw);
+	close = strchr(in, ']');
 
 	if (in[0] == '[' && close && (size_t)(close - in - 1) < sizeof(addr)) {
 		memcpy(addr, in + 1, close - in - 1);
@@ -180,68 +185,158 @@ static void set_filter(const struct hbctl_conns_opts *o, struct filter *f)
 	sort_key = o->sort;
 }
 
-/* The later of an entry's stamp and its seen slot's: the slot is where hbd stamps the
- * heartbeats it answers (the kernel stamps both). */
-static __u64 stamp(int seen_fd, __u32 slot, __u64 ns)
-{
-	__u64 v;
+/* Entries read per lookup_batch call: a few syscalls for the whole map instead of two an
+ * entry (next key, lookup). A hash bucket holds far fewer. */
+#define CONNS_BATCH 256
 
-	if (seen_fd >= 0 && slot && !bpf_map_lookup_elem(seen_fd, &slot, &v) && v > ns)
-		return v;
-	return ns;
+/* The heartbeat stamps hbd writes by slot (the seen map), read in place: one mapping instead
+ * of a lookup per row. Without a mapping (pins of older versions lack the map, or it is not
+ * mmapable) each stamp is looked up. */
+struct seen_view {
+	int fd; /* -1: no seen map */
+	const __u64 *slot;
+	__u32 nslots;
+	size_t len;
+};
+
+static void seen_open(const char *pin, struct seen_view *v)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 ilen = sizeof(info);
+	long pg = sysconf(_SC_PAGESIZE);
+	void *p;
+
+	memset(v, 0, sizeof(*v));
+	v->fd = hb_pin_open(pin, HB_MAP_SEEN, NULL, 0);
+	if (v->fd < 0 || bpf_obj_get_info_by_fd(v->fd, &info, &ilen) ||
+	    !(info.map_flags & BPF_F_MMAPABLE) || info.value_size != sizeof(__u64) || pg <= 0)
+		return;
+	v->len = ((size_t)info.max_entries * sizeof(__u64) + (size_t)pg - 1) & ~((size_t)pg - 1);
+	p = mmap(NULL, v->len, PROT_READ, MAP_SHARED, v->fd, 0);
+	if (p == MAP_FAILED)
+		return;
+	v->slot = p;
+	v->nslots = info.max_entries;
 }
 
-/* Reads both maps into rows that pass the filter. Entries can vanish between next_key and
- * lookup (connections closing): those are skipped. by_hbd: the TCP path is not the kernel's. */
-static int collect(int cfd, int sfd, int seen_fd, bool by_hbd, const struct filter *f,
-		   struct row **rows, size_t *n)
+static void seen_close(struct seen_view *v)
 {
-	struct hb_conn_key ck, cnext, *cprev = NULL;
-	struct hb_session_key sk, snext, *sprev = NULL;
-	struct hb_conn c;
-	struct hb_session s;
-	size_t cap = 0;
-	struct row r;
+	if (v->slot)
+		munmap((void *)v->slot, v->len);
+	if (v->fd >= 0)
+		close(v->fd);
+	v->fd = -1;
+	v->slot = NULL;
+}
 
-	while (!bpf_map_get_next_key(cfd, cprev, &cnext)) {
-		ck = cnext;
-		cprev = &ck;
-		if (bpf_map_lookup_elem(cfd, &ck, &c))
-			continue;
-		memset(&r, 0, sizeof(r));
-		r.cookie = ck.cookie;
-		r.device_id = c.device_id;
-		r.state = c.state;
-		r.last_seen_ns = stamp(seen_fd, c.seen_slot, c.last_seen_ns);
-		r.by_hbd = by_hbd;
-		r.pings = c.pings;
-		r.echoes = c.echoes;
-		r.last_seq = c.last_seq;
-		r.keepalive = c.flags & HB_CONN_KEEPALIVE;
-		r.mqtt = c.flags & HB_CONN_MQTT;
-		r.mqtt_keepalive = (__u16)(c.flags >> HB_CONN_MQTT_KA_SHIFT);
-		c.peer[HB_PEER_STR - 1] = 0;
-		pretty_peer(c.peer, r.peer, sizeof(r.peer));
-		if (keep(f, &r) && push_row(rows, n, &cap, &r))
-			return -ENOMEM;
+/* The later of an entry's stamp and its seen slot's: the slot is where hbd stamps the
+ * heartbeats it answers (the kernel stamps both). */
+static __u64 stamp(const struct seen_view *v, __u32 slot, __u64 ns)
+{
+	__u64 s = 0;
+
+	if (!slot || v->fd < 0)
+		return ns;
+	if (v->slot) {
+		if (slot < v->nslots)
+			s = __atomic_load_n(&v->slot[slot], __ATOMIC_RELAXED);
+	} else if (bpf_map_lookup_elem(v->fd, &slot, &s)) {
+		s = 0;
 	}
-	while (!bpf_map_get_next_key(sfd, sprev, &snext)) {
-		sk = snext;
-		sprev = &sk;
-		if (bpf_map_lookup_elem(sfd, &sk, &s))
-			continue;
-		memset(&r, 0, sizeof(r));
-		r.udp = true;
-		r.device_id = s.device_id;
-		r.state = s.state;
-		r.last_seen_ns = stamp(seen_fd, s.seen_slot, s.last_seen_ns);
-		r.pings = s.pings;
-		r.last_seq = s.last_seq;
-		session_peer(&s, r.peer, sizeof(r.peer));
-		if (keep(f, &r) && push_row(rows, n, &cap, &r))
-			return -ENOMEM;
+	return s > ns ? s : ns;
+}
+
+struct collect_ctx {
+	const struct filter *f;
+	const struct seen_view *seen;
+	bool by_hbd; /* the TCP path is not the kernel's */
+	struct row **rows;
+	size_t *n, cap;
+};
+
+static int conn_row(const void *key, const void *val, void *arg)
+{
+	const struct hb_conn_key *ck = key;
+	const struct hb_conn *c = val;
+	struct collect_ctx *x = arg;
+	struct row r = { 0 };
+
+	r.cookie = ck->cookie;
+	r.device_id = c->device_id;
+	r.state = c->state;
+	r.last_seen_ns = stamp(x->seen, c->seen_slot, c->last_seen_ns);
+	r.by_hbd = x->by_hbd;
+	r.pings = c->pings;
+	r.echoes = c->echoes;
+	r.last_seq = c->last_seq;
+	r.keepalive = c->flags & HB_CONN_KEEPALIVE;
+	r.mqtt = c->flags & HB_CONN_MQTT;
+	r.mqtt_keepalive = (__u16)(c->flags >> HB_CONN_MQTT_KA_SHIFT);
+	pretty_peer(c->peer, sizeof(c->peer), r.peer, sizeof(r.peer));
+	return keep(x->f, &r) ? push_row(x->rows, x->n, &x->cap, &r) : 0;
+}
+
+static int session_row(const void *key, const void *val, void *arg)
+{
+	const struct hb_session *s = val;
+	struct collect_ctx *x = arg;
+	struct row r = { 0 };
+
+	(void)key;
+	r.udp = true;
+	r.device_id = s->device_id;
+	r.state = s->state;
+	r.last_seen_ns = stamp(x->seen, s->seen_slot, s->last_seen_ns);
+	r.pings = s->pings;
+	r.last_seq = s->last_seq;
+	session_peer(s, r.peer, sizeof(r.peer));
+	return keep(x->f, &r) ? push_row(x->rows, x->n, &x->cap, &r) : 0;
+}
+
+/* Every entry of a hash map, CONNS_BATCH at a time, handed to fn (which returns 0 or a
+ * -errno that stops the walk). Entries added or removed meanwhile (connections opening and
+ * closing) may or may not be seen, as with a walk by next key. */
+static int each_entry(int fd, size_t ksz, size_t vsz,
+		      int (*fn)(const void *key, const void *val, void *arg), void *arg)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	char *keys = malloc(CONNS_BATCH * ksz), *vals = malloc(CONNS_BATCH * vsz);
+	__u32 in = 0, out = 0, count;
+	bool first = true, last = false;
+	int err = 0;
+
+	if (!keys || !vals)
+		err = -ENOMEM;
+	while (!err && !last) {
+		count = CONNS_BATCH;
+		if (bpf_map_lookup_batch(fd, first ? NULL : &in, &out, keys, vals, &count, &opts)) {
+			if (errno !=
+			    ENOENT) { /* ENOENT: this was the last batch (count may be 0) */
+				err = -errno;
+				break;
+			}
+			last = true;
+		}
+		for (__u32 i = 0; i < count && !err; i++)
+			err = fn(keys + i * ksz, vals + i * vsz, arg);
+		in = out;
+		first = false;
 	}
-	return 0;
+	free(keys);
+	free(vals);
+	return err;
+}
+
+/* Reads both maps into rows that pass the filter. */
+static int collect(int cfd, int sfd, const struct seen_view *seen, bool by_hbd,
+		   const struct filter *f, struct row **rows, size_t *n)
+{
+	struct collect_ctx x = { .f = f, .seen = seen, .by_hbd = by_hbd, .rows = rows, .n = n };
+	int err = each_entry(cfd, sizeof(struct hb_conn_key), sizeof(struct hb_conn), conn_row, &x);
+
+	return err ? err
+		   : each_entry(sfd, sizeof(struct hb_session_key), sizeof(struct hb_session),
+				session_row, &x);
 }
 
 /* A TCP row's kernel figure: the value, or null when the kernel did not say; no key for UDP. */
@@ -367,22 +462,22 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 	struct filter f;
 	size_t n = 0;
 	char last[32];
-	int cfd, sfd, kfd, seen_fd, err;
+	struct seen_view seen;
+	int cfd, sfd, kfd, err;
 	__u32 zero = 0;
 
 	set_filter(o, &f);
 	cfd = hb_pin_open(pin, HB_MAP_CONNS, NULL, 0);
 	sfd = hb_pin_open(pin, HB_MAP_SESSIONS, NULL, 0);
 	kfd = hb_pin_open(pin, HB_MAP_CONFIG, NULL, 0);
-	/* optional: pins of older versions lack it */
-	seen_fd = hb_pin_open(pin, HB_MAP_SEEN, NULL, 0);
+	seen_open(pin, &seen);
 	if (cfd < 0 || sfd < 0 || kfd < 0) {
 		hb_err("hbeat is not loaded (no pins in %s); load it with: hbctl load --dev IFACE",
 		       pin);
 		err = -ENOENT;
 	} else {
 		bpf_map_lookup_elem(kfd, &zero, &cfg);
-		err = collect(cfd, sfd, seen_fd, cfg.tcp_path != HB_TCP_KERNEL, &f, &rows, &n);
+		err = collect(cfd, sfd, &seen, cfg.tcp_path != HB_TCP_KERNEL, &f, &rows, &n);
 		if (err)
 			hb_err("reading the maps: %s", strerror(-err));
 	}
@@ -392,8 +487,7 @@ int hbctl_do_conns(const void *opts, int argc, char **argv)
 		close(sfd);
 	if (kfd >= 0)
 		close(kfd);
-	if (seen_fd >= 0)
-		close(seen_fd);
+	seen_close(&seen);
 	if (err) {
 		free(rows);
 		return HBCTL_FAIL;

@@ -207,6 +207,11 @@ static void run_load_as(const char *proto, const char *map, const char *extra, c
 	sleep(DURATION / 2 + 1);
 	HT_EQ(hbt_sh("bpftool map dump pinned %s/%s > %s/%s.dump", E.pin, map, E.dir, map), 0,
 	      "bpftool dump of %s/%s into %s/%s.dump", E.pin, map, E.dir, map);
+	/* and hbctl's listing of the same maps, read in batches (more than one here) */
+	HT_EQ(hbt_sh("nsenter --net=/run/netns/%s %s/hbctl conns --pin-path %s --json "
+		     "> %s/%s.hbctl.json",
+		     E.srv_ns, E.build, E.pin, E.dir, map),
+	      0, "hbctl conns --json into %s/%s.hbctl.json", E.dir, map);
 	int status;
 	HT_EQ(waitpid(pid, &status, 0), pid, "wait for hbload --proto %s", proto);
 	HT_TRUE(WIFEXITED(status), "hbload --proto %s exited (status %#x); its summary is in %s/%s",
@@ -272,6 +277,13 @@ static void check_dump(const char *map, int want_entries)
 				   " and .value.last_seq >= 0)] | length' %s/%s.dump",
 				   E.dir, map);
 
+	const char *rows = strcmp(map, "conns") ? "sessions" : "conns";
+	/* hbctl conns: every device once, authenticated, heard from (hbd's or the kernel's stamp) */
+	long long listed = sh_num("jq '[.%s[] | select(.state == \"authed\" and .device_id >= 1 and"
+				  " .device_id <= %d and .last_seen_ms_ago != null) | .device_id]"
+				  " | unique | length' %s/%s.hbctl.json",
+				  rows, CLIENTS, E.dir, map);
+
 	if (authed < want_entries || with_peer < want_entries || with_dev < want_entries ||
 	    beating < want_entries) {
 		hbt_sh("head -c 1500 %s/%s.dump >&2", E.dir, map);
@@ -279,6 +291,8 @@ static void check_dump(const char *map, int want_entries)
 			 "heartbeating; want %d",
 			 map, authed, with_peer, with_dev, beating, want_entries);
 	}
+	HT_GE(listed, want_entries,
+	      "devices hbctl conns lists as authed and heard from (%s/%s.hbctl.json)", E.dir, map);
 }
 
 static void test_tcp(void **state)
