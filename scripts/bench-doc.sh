@@ -32,10 +32,10 @@ summary, the CPU/memory samples, the RTT histograms).
 
 | figure | kernel fast path | userspace (\`hbd --no-offload\`, no BPF) | target | method |
 |---|---|---|---|---|
-| TCP clients connected | $(v .tcp.connected) of $(v .tcp.clients) | $(v .tcp.user.connected) | 500,000, 0 failures | hbload \`connected\` |
-| TCP setup time | $(v .tcp.setup_s) s | $(v .tcp.user.setup_s) s | ≤ 25 s | first connect to last WELCOME |
+| TCP clients connected | $(v .tcp.connected) of $(v .tcp.clients) | $(v .tcp_default.user.connected) | 500,000, 0 failures | hbload \`connected\` |
+| TCP setup time | $(v .tcp.setup_s) s | $(v .tcp_default.user.setup_s) s | ≤ 25 s | first connect to last WELCOME |
 | TCP steady window | $(v .tcp.steady_s) s, $(v .tcp.hb_per_s) hb/s | $(v .tcp.user.steady_s) s | ≥ 180 s at ≈16.7k hb/s | PINGs scheduled in the window |
-| TCP PINGs / PONGs | $(v .tcp.pings) / $(v .tcp.pongs) | $(v .tcp.user.pings) / $(v .tcp.user.pongs) | all answered | PONGs of the window's PINGs |
+| TCP PINGs / PONGs | $(v .tcp.pings) / $(v .tcp.pongs) | $(v .tcp_default.user.pings) / $(v .tcp_default.user.pongs) | all answered | PONGs of the window's PINGs |
 | TCP heartbeats answered in userspace | $(v .tcp.pings_user) (kernel: $(v .tcp.pings_kernel)) | all | 0 | \`hbctl stats\` over the whole phase |
 | TCP devices expired by hbd (BYE EXPIRED at the client), whole phase | $(v '.phases["tcp-offload"].hbload.expired') | $(v '.phases["tcp-user"].hbload.expired') | 0 | hbload \`expired\` |
 | TCP RTT p50 / p99 / p99.9 (µs) | $(v .tcp.rtt_us.p50) / $(v .tcp.rtt_us.p99) / $(v .tcp.rtt_us.p999) | $(v .tcp.user.rtt_us.p50) / $(v .tcp.user.rtt_us.p99) / $(v .tcp.user.rtt_us.p999) | p99 ≤ 5 ms | from the scheduled send time |
@@ -99,7 +99,29 @@ step says nothing about the server); the ramp stops after the first failed step.
 EOF
 jq -r '
   def row($path): "| \($path) | \(.rate) | \(.hb_per_s | round) | \(.pings) | \(.pongs) | \(.rtt_us.p50) | \(.rtt_us.p99) | \(.rtt_us.p999) | \(.server_cpu_pct // "n/a") | \(.client_cpu_pct // "n/a") | \(.ok) |";
-  (.ceiling.offload_steps[] | row("kernel")), (.ceiling.user_steps[] | row("userspace"))' "$R"
+  (.ceiling.offload_steps[] | row("kernel")), (.ceiling.user_steps[] | row("userspace")),
+  ((.tcp_default.steps // [])[] | row("default (--tcp user)"))' "$R"
+if [ "$(q '.tcp_default != null')" = true ]; then
+cat <<EOF
+
+## The default TCP mode (\`hbctl load\`, i.e. \`--tcp user\`)
+
+hbd answers TCP heartbeats with the BPF side loaded (XDP answers UDP; the kernel maps are
+the live view), against hbd with no BPF at all (the tcp-user phase of this run).
+\`tcp_default.*\` in \`result.json\`.
+
+| figure | default mode | \`hbd --no-offload\` | target | met |
+|---|---|---|---|---|
+| TCP devices connected | $(v .tcp_default.connected) of $(v .tcp_default.clients) | $(v .tcp_default.user.connected) | all | $(met '.tcp_default.connected == .tcp_default.clients') |
+| setup: connected and authenticated | $(v .tcp_default.setup_s) s | $(v .tcp_default.user.setup_s) s | ≤ 15 s | $(met '.tcp_default.setup_s <= 15') |
+| PINGs / PONGs in the steady window | $(v .tcp_default.pings) / $(v .tcp_default.pongs) | $(v .tcp_default.user.pings) / $(v .tcp_default.user.pongs) | all answered | $(met '.tcp_default.pings == .tcp_default.pongs') |
+| server CPU per heartbeat | $(v .tcp_default.cpu_us_per_hb) µs | $(v .tcp_default.user_cpu_us_per_hb) µs | | |
+| default / no-offload | $(v .tcp_default.default_over_user) | | | |
+| RTT p50 / p99 (µs) | $(v '.tcp_default.rtt_us | "\(.p50) / \(.p99)"') | $(v '.tcp_default.user.rtt_us | "\(.p50) / \(.p99)"') | | |
+| ceiling (p99 ≤ 10 ms) | $(v .tcp_default.ceiling_hb_per_s) hb/s (breaks at $(v .tcp_default.breaks_at_hb_per_s)) | $(v .tcp_default.user.ceiling_hb_per_s) hb/s | ≥ 100k hb/s | $(met '.tcp_default.ceiling_hb_per_s >= 100000') |
+| reconnect storm: all back after (failures) | $(v .tcp_default.storm.seconds) s ($(v .tcp_default.storm.failures)) | | ≤ 20 s | $(met '.tcp_default.storm.seconds <= 20 and .tcp_default.storm.failures == 0') |
+EOF
+fi
 if [ "$(q '.keepalive != null')" = true ]; then
 cat <<EOF
 
@@ -149,7 +171,7 @@ window (noise rows). Where this run and an earlier one differ, the spread is tha
   saves is hbd's receive completion and wakeup (hbd's own threads: $(v .tcp.hbd_cpu_us_per_hb_offload) µs per heartbeat,
   its expiry and stamps; 3.33 µs in the run before the \`seen\` array); what both pay is the
   TCP stack on receive, send and ACK. Its p99 is $(q 'if .tcp.rtt_us.p99 > .tcp.user.rtt_us.p99 then "higher" else "lower" end') ($(v .tcp.rtt_us.p99) against $(v .tcp.user.rtt_us.p99) µs), and its setup $(q 'if .tcp.setup_s > .tcp.user.setup_s then "slower" else "faster" end')
-  ($(v .tcp.setup_s) against $(v .tcp.user.setup_s) s: sock_ops writes a conns entry for every connection, hbd reads
+  ($(v .tcp.setup_s) against $(v .tcp_default.user.setup_s) s: sock_ops writes a conns entry for every connection, hbd reads
   its cookie, and at HELLO updates the entry and adds the socket to the sockhash, which builds
   its psock and stream parser; setup times of every run, and profiles: docs/SETUP.md).
   $(q 'if .tcp.pings == .tcp.pongs then "Every PING of the window was answered" else "\(.tcp.pings - .tcp.pongs) of \(.tcp.pings) PINGs in the window got no PONG" end'), and hbd expired

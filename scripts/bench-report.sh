@@ -155,8 +155,35 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 	    user_over_beat: (if $tu and $w.server_ns and $b > 0
 	        then ratio($w.server_ns / 1000 / $b; us_per_hb($tu; "steady")) else null end),
 	    noise: noise($tb)};
+	# the default TCP mode of hbctl load (--tcp user) against hbd with no BPF at all
+	# (the tcp-user phase of this run), with its own ramp and storm
+	def default_mode($td; $tu): {
+	    clients: $td.hbload.clients, connected: $td.hbload.connected, setup_s: $td.hbload.setup_s,
+	    pings: $td.hbload.steady.pings, pongs: $td.hbload.steady.pongs,
+	    pings_user: ($td.hbctl.pings_user // null), pings_kernel: ($td.hbctl.pings_kernel // null),
+	    hb_per_s: $td.hbload.steady.hb_per_s, steady_s: $td.hbload.steady.seconds,
+	    rtt_us: $td.hbload.steady.rtt_us,
+	    cpu_us_per_hb: (us_per_hb($td; "steady") | r2),
+	    client_cpu_us_per_hb: (client_us_per_hb($td; "steady") | r2),
+	    machine_cpu_us_per_hb: (machine_us_per_hb($td; "steady") | r2),
+	    user_cpu_us_per_hb: (if $tu then (us_per_hb($tu; "steady") | r2) else null end),
+	    default_over_user: (if $tu then ratio(us_per_hb($tu; "steady"); us_per_hb($td; "steady"))
+	        else null end),
+	    user: (if $tu then {connected: $tu.hbload.connected, setup_s: $tu.hbload.setup_s,
+	        pings: $tu.hbload.steady.pings, pongs: $tu.hbload.steady.pongs,
+	        rtt_us: $tu.hbload.steady.rtt_us,
+	        ceiling_hb_per_s: ($tu.hbload.ceiling_hb_per_s // null)} else null end),
+	    expired: ($td.hbload.expired // null),
+	    ceiling_hb_per_s: ($td.hbload.ceiling_hb_per_s // null),
+	    breaks_at_hb_per_s: ($td.hbload.breaks_at_hb_per_s // null),
+	    steps: ($td.hbload.steps // []),
+	    storm: {seconds: ($td.hbload.storm.seconds // null),
+	            failures: ($td.hbload.storm.failures // null),
+	            dropped: ($td.hbload.storm.dropped // null), back: ($td.hbload.storm.back // null)},
+	    noise: noise($td)};
 	. as $p
 	| ($p["tcp-offload"] // null) as $to | ($p["tcp-user"] // null) as $tu
+	| ($p["tcp-default"] // null) as $td
 	| ($p["tcp-beat"] // null) as $tb
 	| ($p["tcp-keepalive"] // null) as $tk
 	| ($p["udp-offload"] // null) as $uo | ($p["udp-user"] // null) as $uu
@@ -166,6 +193,7 @@ result=$(jq --arg cmd "${BENCH_CMD:-scripts/bench.sh}" --arg placement "${PLACEM
 	   udp: (if $uo then transport($uo; $uu) else null end),
 	   keepalive: (if $tk then keepalive($tk; $tu) else null end),
 	   tcp_beat: (if $tb then beat($tb; $tu) else null end),
+	   tcp_default: (if $td then default_mode($td; $tu) else null end),
 	   memory: (if $to then
 	      ($to.hbload.connected) as $n
 	      | {rss_b_per_client: ($to.mem.steady_rss_kb * 1024 / $n | round),
@@ -194,14 +222,15 @@ result=$(jq '
 	      | if $w then {server_cpu_pct: (if $w.server_ns then 100 * $w.server_ns / ($w.secs * 1e9) | round else null end),
 	                    client_cpu_pct: (if $w.client_ns then 100 * $w.client_ns / ($w.secs * 1e9) | round else null end),
 	                    cpu_busy_pct: ($w.cpu | map_values(.busy_pct | round))} else {} end)];
-	.ceiling.offload_steps = steps("tcp-offload") | .ceiling.user_steps = steps("tcp-user")' <<< "$result")
+	.ceiling.offload_steps = steps("tcp-offload") | .ceiling.user_steps = steps("tcp-user")
+	| if .tcp_default then .tcp_default.steps = steps("tcp-default") else . end' <<< "$result")
 printf '%s\n' "$result" > "$OUT/result.json"
 
 # RTT percentile plot: x = percentile on a "nines" scale, y = RTT. One curve per phase.
 plotdata=$OUT/rtt-percentiles.dat
 : > "$plotdata"
 curves=()
-for p in tcp-offload tcp-user udp-offload udp-user; do
+for p in tcp-offload tcp-user tcp-default udp-offload udp-user; do
 	[ -s "$OUT/$p/hist.txt" ] || continue
 	awk -v name="$p" '
 		/^# steady:/ { on = 1; next } /^# / { on = 0 } on && NF == 3 { hi[n] = $2; c[n] = $3; tot += $3; n++ }

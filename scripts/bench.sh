@@ -6,8 +6,11 @@
 #   scripts/bench.sh [--clients N] [options]      (make bench runs it with the defaults)
 #
 # Phases, each with a fresh hbd (and BPF loaded only for the offload ones):
-#   tcp-offload  setup, steady window, reconnect storm, rate ramp       (hbctl load + hbd)
+#   tcp-offload  setup, steady window, reconnect storm, rate ramp       (hbctl load --tcp
+#                kernel + hbd: the sockmap answers)
 #   tcp-user     setup, steady window, rate ramp                        (hbd --no-offload)
+#   tcp-default  setup, steady window, rate ramp, reconnect storm      (hbctl load + hbd:
+#                the loader's default TCP mode, --tcp user: hbd answers, XDP for UDP)
 #   tcp-keepalive  setup, steady window with no PINGs (the kernels' keepalive probes are
 #                the liveness check), then a drop of every packet of one client source
 #                address until hbd expired those devices    (hbctl load --tcp keepalive + hbd)
@@ -39,7 +42,7 @@ STORM=1
 STORM_WINDOW=30
 STORM_MARGIN=40 # after the storm window, time for the last clients to come back
 PLACEMENT=split
-PHASES=tcp-offload,tcp-user,tcp-beat,tcp-keepalive,udp-offload,udp-user
+PHASES=tcp-offload,tcp-user,tcp-default,tcp-beat,tcp-keepalive,udp-offload,udp-user
 INTERVAL=30
 KA_STEADY=60 # steady window of the keepalive phase (no PINGs: the probes are the checks)
 KA_PROBES=2 # hbd --keepalive-probes: dead (probes + 1) intervals after the last packet
@@ -395,11 +398,18 @@ run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	SAMPLES=$dir/samples.jsonl
-	log "$name: $CLIENTS $proto clients, ${mode} ($(case $mode in offload) echo "hbctl load + hbd" ;; keepalive) echo "hbctl load --tcp keepalive + hbd" ;; *) echo "no BPF, hbd --no-offload" ;; esac))"
+	# the loader's TCP mode: the sockmap answers (offload), the kernels' keepalive, or none
+	# given, hbctl load's default (--tcp user: hbd answers TCP, XDP answers UDP)
+	local tcp_arg=()
+	case $mode in
+	offload) tcp_arg=(--tcp kernel) ;;
+	keepalive) tcp_arg=(--tcp keepalive) ;;
+	esac
+	log "$name: $CLIENTS $proto clients, ${mode} ($(case $mode in user) echo "no BPF, hbd --no-offload" ;; *) echo "hbctl load ${tcp_arg[*]:-(its default)} + hbd" ;; esac))"
 	XDP_ID=
 	if [ "$mode" != user ]; then
 		in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" \
-			--tcp "$([ "$mode" = keepalive ] && echo keepalive || echo kernel)" > "$dir/hbctl-load.txt"
+			${tcp_arg[@]+"${tcp_arg[@]}"} > "$dir/hbctl-load.txt"
 		XDP_ID=$(bench_xdp_id "$SRV_NS" "$SRV_IF")
 	fi
 	[ "$mode" = keepalive ] && pin_timers on && ka_path on
@@ -510,6 +520,17 @@ for ph in "${phases[@]}"; do
 		args=("${ramp_args[@]}")
 		[ -n "$RAMP" ] && args+=(--steps-at $((WARMUP + STEADY_USER)))
 		run_phase tcp-user tcp user "${args[@]}"
+		;;
+	tcp-default)
+		# as tcp-offload, with tcp-user's steady window (the two are read side by side)
+		args=("${ramp_args[@]}")
+		at=$((WARMUP + STEADY_USER))
+		[ -n "$RAMP" ] && args+=(--steps-at $at) && at=$((at + nsteps * STEP + 15))
+		if [ "$STORM" = 1 ]; then
+			args+=(--storm-at $at --storm-window "$STORM_WINDOW"
+				--duration $((at + STORM_WINDOW + STORM_MARGIN)))
+		fi
+		STEADY_OFFLOAD=$STEADY_USER run_phase tcp-default tcp default "${args[@]}"
 		;;
 	tcp-keepalive) run_phase tcp-keepalive tcp keepalive ;;
 	# the default TCP path with devices that send BEATs instead of PINGs (TCP's ACK answers;

@@ -137,7 +137,7 @@ cat <<EOF
 | target | this run | met |
 |---|---|---|
 | default TCP mode (\`--tcp user\`): ≥ 1.5× less server CPU per heartbeat than Mosquitto | $(v '.hbeat["user-loaded"].cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge user-loaded 1.5) |
-| `--tcp kernel` (the sockmap verdict answers): ≥ 1.5× | $(v '.hbeat.kernel.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge kernel 1.5) |
+| \`--tcp kernel\` (the sockmap verdict answers): ≥ 1.5× | $(v '.hbeat.kernel.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge kernel 1.5) |
 | \`--tcp kernel\` with devices that heartbeat with BEAT frames (answered by TCP's ACK, no PONG): ≥ 1.5× | $(v '.hbeat.beat.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge beat 1.5) |
 | keepalive mode: ≥ 3× less server CPU per liveness check than Mosquitto per heartbeat | $(v '.hbeat.keepalive.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(judge keepalive 3)$(ka_earlier) |
 | (for comparison) hbd answering with no BPF loaded (\`--no-offload\`) | $(v '.hbeat.user.cpu_us_per_hb') vs $(v '.mosquitto.cpu_us_per_hb') µs | $(jq -r '.hbeat.user.mosquitto_over_this.cpu_median // "n/a"' "$R")× |
