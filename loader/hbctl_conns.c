@@ -309,9 +309,9 @@ static int each_entry(int fd, size_t ksz, size_t vsz,
 		err = -ENOMEM;
 	while (!err && !last) {
 		count = CONNS_BATCH;
+		/* ENOENT: this was the last batch (count may be 0) */
 		if (bpf_map_lookup_batch(fd, first ? NULL : &in, &out, keys, vals, &count, &opts)) {
-			if (errno !=
-			    ENOENT) { /* ENOENT: this was the last batch (count may be 0) */
+			if (errno != ENOENT) {
 				err = -errno;
 				break;
 			}

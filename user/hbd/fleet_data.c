@@ -186,8 +186,9 @@ void fleet_data_expire(struct hbd_fleet *f)
 		pthread_mutex_unlock(&f->lock);
 		/* an acknowledgement after this is dropped by libnats: each publish is counted once,
 		 * here or in data_ack */
-		if (!due || !fb->js || !__atomic_load_n(&fb->js_used, __ATOMIC_ACQUIRE) ||
-		    js_PublishAsyncGetPendingList(&back, fb->js) != NATS_OK)
+		if (!due || !fb->js ||
+		    fleet_take_pending(&back, fb->js,
+				       __atomic_load_n(&fb->js_used, __ATOMIC_ACQUIRE)) != NATS_OK)
 			continue;
 		n = back.Count > 0 ? (uint32_t)back.Count : 0;
 		natsMsgList_Destroy(&back);

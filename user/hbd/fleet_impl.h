@@ -93,7 +93,7 @@ struct fleet_batch {
 	uint32_t outstanding; /* publishes not answered yet */
 	bool failed;
 	bool busy;
-	bool js_used; /* atomic: a publish went into js (fleet_presence.c's pres_js_used) */
+	bool js_used; /* atomic: a publish went into js (fleet_take_pending) */
 	uint64_t deadline_ms; /* a busy batch not answered by then failed (fleet_data_expire) */
 };
 
@@ -153,12 +153,18 @@ struct hbd_fleet {
 	/* of those, the ones counted whose publish call has not returned: libnats may hold them
 	 * or not yet, so a listing of what it holds cannot tell (under the lock) */
 	uint64_t pres_entering;
-	/* a presence publish has gone into f->js: before that, libnats 3.4 has no table of
-	 * pending writes and js_PublishAsyncGetPendingList crashes on it (under the lock) */
-	bool pres_js_used;
+	bool pres_js_used; /* a presence publish went into f->js (fleet_take_pending; the lock) */
 	uint64_t pres_taken_back; /* writes in flight given up and made again (not failures) */
 	int pres_reclaim; /* atomic: take back every write in flight (NATS reconnected) */
 };
+
+/* The writes js holds unacknowledged, taken back (js_PublishAsyncGetPendingList), once a
+ * publish has gone into js (published): before that, libnats 3.4 has no table of pending writes
+ * and crashes listing it. NATS_NOT_FOUND when it holds none. */
+static inline natsStatus fleet_take_pending(natsMsgList *out, jsCtx *js, bool published)
+{
+	return published ? js_PublishAsyncGetPendingList(out, js) : NATS_NOT_FOUND;
+}
 
 static inline uint64_t fleet_now_ms(void)
 {

@@ -525,17 +525,18 @@ void fleet_presence_reclaim(struct hbd_fleet *f)
 {
 	bool reconnected = __atomic_exchange_n(&f->pres_reclaim, 0, __ATOMIC_ACQ_REL);
 	natsMsgList back = { 0 };
-	bool due;
+	bool due, published;
 
 	pthread_mutex_lock(&f->lock);
-	due = f->pres_inflight && f->pres_js_used &&
+	due = f->pres_inflight &&
 	      (reconnected || fleet_now_ms() - f->pres_progress_ms >= PRESENCE_ACK_WAIT_MS);
+	published = f->pres_js_used;
 	pthread_mutex_unlock(&f->lock);
 	/* every write in flight, answered or not: an acknowledgement that arrives after this is
 	 * dropped by libnats (the write is no longer its), so each is counted exactly once */
 	if (!due)
 		return;
-	if (js_PublishAsyncGetPendingList(&back, f->js) == NATS_NOT_FOUND) {
+	if (fleet_take_pending(&back, f->js, published) == NATS_NOT_FOUND) {
 		pthread_mutex_lock(&f->lock);
 		/* libnats holds none: the rest were answered, except those still entering it,
 		 * which stay counted (their acknowledgement may not come: the next look finds
