@@ -20,14 +20,57 @@ if ! mountpoint -q /sys/fs/bpf || [ "$(stat -f -c %T /sys/fs/bpf)" != bpf_fs ]; 
 fi
 
 failed=()
-run() { # run NAME CMD...: one test binary, bounded in time
-	local name=$1
+# The processes of process group $1 that still run (zombies waiting for their reaper do not).
+running_in_group() {
+	ps -eo pid=,pgid=,stat=,args= | awk -v g="$1" '$2 == g && $3 !~ /^Z/'
+}
+
+# run NAME CMD...: one test binary, bounded in time. timeout (not --foreground) leads a process
+# group of its own, and everything the test starts stays in it: a server, a daemon or an hbd's
+# upgrade successor that a crashed test or a failed teardown left running is found there
+# afterwards, ended, and fails the test, so no run leaves processes behind on the machine.
+run() {
+	local name=$1 group left rc
 	shift
 	echo "=== $name"
-	if ! timeout --kill-after=10 "$PER_TEST_TIMEOUT" "$@"; then
-		failed+=("$name")
+	timeout --kill-after=10 "$PER_TEST_TIMEOUT" "$@" &
+	group=$!
+	wait "$group"
+	rc=$?
+	for _ in 1 2 3 4 5; do # a process its parent is ending may linger a moment
+		left=$(running_in_group "$group")
+		[ -z "$left" ] && break
+		sleep 0.2
+	done
+	if [ -n "$left" ]; then
+		echo "$name left processes running; ending them:" >&2
+		echo "$left" >&2
+		pkill -KILL -g "$group"
+		rc=1
 	fi
+	[ "$rc" -eq 0 ] || failed+=("$name")
+	return "$rc"
 }
+
+# The sweep above, checked on a test that crashes and leaves a child behind (the way a
+# crashed test_fleet left its nats-server running): run must fail it and end the child.
+check_run_sweeps() {
+	local pidfile saved=("${failed[@]}") child
+	pidfile=$(mktemp)
+	failed=()
+	echo "=== runner"
+	run sweep-fixture bash -c "sleep 300 & echo \$! > $pidfile; kill -SEGV \$\$" 2>/dev/null
+	child=$(cat "$pidfile")
+	rm -f "$pidfile"
+	if [ "${failed[*]}" != sweep-fixture ] || [ -z "$child" ] ||
+		ps -o stat= -p "$child" | grep -qv '^Z'; then
+		[ -n "$child" ] && kill -KILL "$child" 2>/dev/null
+		saved+=("runner")
+		echo "run did not fail a crashed test or did not end the child it left" >&2
+	fi
+	failed=("${saved[@]}")
+}
+check_run_sweeps
 
 # Code health first (a failure counts, nothing stops): no call cycle over 3 files, clang-tidy
 # (SKIP_ANALYZE=1 skips it), the format of the C files changed since scripts/format-base.
