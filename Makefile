@@ -164,8 +164,10 @@ $(BUILD)/tests/%: $(call obj,tests/%.c) $(LIBTEST) $(LIBFUZZ) $(LIBHBD) $(LIBHBL
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIBTEST) $(ALL_LIBS) $(LDLIBS) $(NATS_LIBS) -lcmocka
 
-# The presence test runs the reclaim inside a publish (tests/test_fleet_presence.c).
-$(BUILD)/tests/test_fleet_presence: LDFLAGS += -Wl,--wrap=js_PublishAsync
+# The presence test runs the reclaim inside a publish and a publish inside the reclaim
+# (tests/test_fleet_presence.c).
+$(BUILD)/tests/test_fleet_presence: LDFLAGS += -Wl,--wrap=js_PublishAsync \
+	-Wl,--wrap=js_PublishAsyncGetPendingList
 
 # libFuzzer: the userspace code again, built by clang with coverage and ASan+UBSan, one binary
 # per target in fuzz/targets.h (fuzz/entry.c with -DHBF_TARGET).

@@ -8,7 +8,9 @@
  * without an acknowledgement handler, none comes by itself.
  *
  * js_PublishAsync is wrapped (-Wl,--wrap, Makefile) so that a test can run the admin thread's
- * reclaim at the one moment a publish has been counted and is not inside libnats yet.
+ * reclaim at the one moment a publish has been counted and is not inside libnats yet, and
+ * js_PublishAsyncGetPendingList so that one can make a write between the reclaim's listing of
+ * libnats' pending writes and its use of what it found.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -64,6 +66,24 @@ natsStatus __wrap_js_PublishAsync(jsCtx *js, const char *subj, const void *data,
 		fleet_presence_reclaim(&fleet);
 	}
 	return __real_js_PublishAsync(js, subj, data, len, opts);
+}
+
+/* set by a test: once a listing of pending writes finds none, device 4343 comes online here
+ * before the reclaim that asked goes on, as a worker's event may */
+static bool online_after_empty_listing;
+static void event_for(uint64_t device, uint8_t kind, uint64_t session);
+
+natsStatus __real_js_PublishAsyncGetPendingList(natsMsgList *pending, jsCtx *js);
+natsStatus __wrap_js_PublishAsyncGetPendingList(natsMsgList *pending, jsCtx *js);
+natsStatus __wrap_js_PublishAsyncGetPendingList(natsMsgList *pending, jsCtx *js)
+{
+	natsStatus s = __real_js_PublishAsyncGetPendingList(pending, js);
+
+	if (s == NATS_NOT_FOUND && online_after_empty_listing) {
+		online_after_empty_listing = false;
+		event_for(DEVICE + 101, HBD_EV_ONLINE, 90);
+	}
+	return s;
 }
 
 static int group_setup(void **state)
@@ -178,14 +198,19 @@ static void ack(natsMsg *m, uint64_t seq)
 	fleet_presence_ack(js, m, &pa, NULL, &fleet); /* takes m */
 }
 
-static void event(uint8_t kind, uint64_t session)
+static void event_for(uint64_t device, uint8_t kind, uint64_t session)
 {
 	struct hbd_event ev = { .kind = kind,
-				.device = DEVICE,
+				.device = device,
 				.session = session,
 				.ts_ms = 1700000000000ull };
 
 	fleet_presence_event(&fleet, &ev);
+}
+
+static void event(uint8_t kind, uint64_t session)
+{
+	event_for(DEVICE, kind, session);
 }
 
 /* The race: an earlier life of this node left DEVICE online in the bucket (revision 5). The
@@ -352,6 +377,51 @@ static void reclaim_while_a_write_enters_libnats(void **state)
 	drop_context(own);
 }
 
+/* The reclaim finds libnats holding none of the writes (the online write made again is still
+ * entering it), and before it takes that as its count, another device's online write is
+ * published and goes into libnats. The online write is then acknowledged; the other never is
+ * (its connection went, say). The other must still be counted in flight so that the next
+ * reclaim takes it back: counted from the writes entering libnats after the listing alone,
+ * nothing was in flight, no reclaim was due, and the other device stayed out of the bucket. */
+static void a_write_entering_libnats_after_an_empty_listing(void **state)
+{
+	natsMsg *again, *other;
+	jsCtx *own;
+
+	(void)state;
+	own = online_with_reclaim_inside();
+	__atomic_store_n(&fleet.pres_reclaim, 1, __ATOMIC_RELEASE);
+	fleet_presence_reclaim(&fleet); /* takes the online write back: libnats holds none */
+	reclaim_on_publish = online_after_empty_listing = true;
+	fleet_presence_catch_up(&fleet,
+				false); /* the online write made again, the reclaim inside */
+	HT_FALSE(reclaim_on_publish, "the reclaim ran inside the write made again");
+	HT_FALSE(online_after_empty_listing, "its listing found none, and the other device came");
+	other = next_write("the other device's online write");
+	again = next_write("the online write made again");
+	if (strstr(natsMsg_GetSubject(other), "4242")) { /* in the order the server got them */
+		natsMsg *t = other;
+
+		other = again;
+		again = t;
+	}
+	HT_TRUE(has_state(again, "online") && has_state(other, "online"), "two online writes");
+	pthread_mutex_lock(&fleet.lock);
+	HT_EQ(fleet.pres_inflight, 2, "both writes in flight after the reclaim");
+	pthread_mutex_unlock(&fleet.lock);
+	ack(again, 7);
+	natsMsg_Destroy(other);
+
+	__atomic_store_n(&fleet.pres_reclaim, 1, __ATOMIC_RELEASE);
+	fleet_presence_reclaim(&fleet);
+	pthread_mutex_lock(&fleet.lock);
+	HT_EQ(fleet.pres_taken_back, 3,
+	      "the reclaim took back the other device's write (and the acknowledged one, which "
+	      "libnats still holds: no acknowledgement reached it)");
+	pthread_mutex_unlock(&fleet.lock);
+	drop_context(own);
+}
+
 /* A worker has marked its DATA batch busy and its first publish has not entered libnats yet
  * (the worker is slow to get there, longer than the batch's deadline): the expiry must wait
  * for it, not list libnats' pending writes of a context that never had one (a crash). */
@@ -382,6 +452,8 @@ int main(void)
 						fleet_setup, fleet_teardown),
 		cmocka_unit_test_setup_teardown(reclaim_while_a_write_enters_libnats, fleet_setup,
 						fleet_teardown),
+		cmocka_unit_test_setup_teardown(a_write_entering_libnats_after_an_empty_listing,
+						fleet_setup, fleet_teardown),
 		cmocka_unit_test_setup_teardown(data_expiry_before_the_first_publish, fleet_setup,
 						fleet_teardown),
 	};

@@ -153,6 +153,7 @@ struct hbd_fleet {
 	/* of those, the ones counted whose publish call has not returned: libnats may hold them
 	 * or not yet, so a listing of what it holds cannot tell (under the lock) */
 	uint64_t pres_entering;
+	uint64_t pres_started; /* presence publishes ever counted in flight (under the lock) */
 	bool pres_js_used; /* a presence publish went into f->js (fleet_take_pending; the lock) */
 	uint64_t pres_taken_back; /* writes in flight given up and made again (not failures) */
 	int pres_reclaim; /* atomic: take back every write in flight (NATS reconnected) */

@@ -131,6 +131,7 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 	if (!f->pres_inflight++)
 		f->pres_progress_ms = fleet_now_ms();
 	f->pres_entering++;
+	f->pres_started++;
 	pthread_mutex_unlock(&f->lock);
 	if (pw->sweep) {
 		natsMsg *m = NULL;
@@ -525,12 +526,15 @@ void fleet_presence_reclaim(struct hbd_fleet *f)
 {
 	bool reconnected = __atomic_exchange_n(&f->pres_reclaim, 0, __ATOMIC_ACQ_REL);
 	natsMsgList back = { 0 };
+	uint64_t entering, started;
 	bool due, published;
 
 	pthread_mutex_lock(&f->lock);
 	due = f->pres_inflight &&
 	      (reconnected || fleet_now_ms() - f->pres_progress_ms >= PRESENCE_ACK_WAIT_MS);
 	published = f->pres_js_used;
+	entering = f->pres_entering;
+	started = f->pres_started;
 	pthread_mutex_unlock(&f->lock);
 	/* every write in flight, answered or not: an acknowledgement that arrives after this is
 	 * dropped by libnats (the write is no longer its), so each is counted exactly once */
@@ -538,10 +542,12 @@ void fleet_presence_reclaim(struct hbd_fleet *f)
 		return;
 	if (fleet_take_pending(&back, f->js, published) == NATS_NOT_FOUND) {
 		pthread_mutex_lock(&f->lock);
-		/* libnats holds none: the rest were answered, except those still entering it,
-		 * which stay counted (their acknowledgement may not come: the next look finds
-		 * them; counted as answered, one never answered would never be written again) */
-		f->pres_inflight = f->pres_entering;
+		/* libnats held none when it was asked: the writes that were inside it before
+		 * were answered. Not so those still entering it then, nor those counted since
+		 * (they may have gone in after the listing): they stay counted, because an
+		 * acknowledgement may never come for them. The next look finds them; counted as
+		 * answered, one never answered would never be written again. */
+		f->pres_inflight = entering + (f->pres_started - started);
 		f->pres_progress_ms = fleet_now_ms();
 		pthread_mutex_unlock(&f->lock);
 		return;
