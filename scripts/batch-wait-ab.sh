@@ -13,7 +13,21 @@
 # setup time and steal; docs are left alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+DRIVER=batch-wait-ab
+. scripts/driver-lib.sh
 CLIENTS=500000 ROUNDS=2 WAIT=1000 STEADY=30 AGAINST=
+
+usage() {
+	cat <<EOF
+usage: scripts/batch-wait-ab.sh [options]
+  --clients N          clients (default $CLIENTS)
+  --rounds R           rounds of (with, without) pairs, at least 1 (default $ROUNDS)
+  --wait USEC          hbd --batch-wait of side A (default $WAIT)
+  --steady S           the steady window, seconds (default $STEADY)
+  --against BUILD_DIR  side B: that build with the same wait
+EOF
+}
+
 while [ $# -gt 0 ]; do
 	case $1 in
 	--clients) CLIENTS=$2; shift ;;
@@ -21,10 +35,13 @@ while [ $# -gt 0 ]; do
 	--wait) WAIT=$2; shift ;;
 	--steady) STEADY=$2; shift ;;
 	--against) AGAINST=$2; shift ;;
-	*) echo "batch-wait-ab: unknown option '$1'" >&2; exit 2 ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "$DRIVER: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	esac
 	shift
 done
+driver_need_count --rounds "$ROUNDS" 1
+driver_need_root "bench.sh: namespaces, BPF, sysctls"
 OUT=build/batch-ab
 rm -rf "$OUT"
 mkdir -p "$OUT"
@@ -38,10 +55,9 @@ for r in $(seq "$ROUNDS"); do
 			if [ -n "$AGAINST" ]; then build=$AGAINST; else w=0; fi
 		fi
 		dir=$OUT/r$r-$side-w$w
-		BUILD=$build BENCH_OUT=$dir BENCH_DOC=$dir/BENCHMARKS.md BENCH_PNG=$dir/rtt.png \
-			scripts/bench.sh --clients "$CLIENTS" --phases tcp-user --ramp '' \
-			--steady-user "$STEADY" --hbd-args "--batch-wait $w" > "$dir.log" 2>&1 ||
-			{ tail -20 "$dir.log" >&2; exit 1; }
+		driver_log "round $r, side $side: $build, --batch-wait $w (load $(driver_loadavg))"
+		BUILD=$build driver_bench "$dir" "round $r, side $side" --clients "$CLIENTS" \
+			--phases tcp-user --ramp '' --steady-user "$STEADY" --hbd-args "--batch-wait $w"
 		# a tcp-user-only run has no .tcp summary: the figures from the phase's own window
 		runs+=("$(jq -c --argjson r "$r" --argjson w "$w" --arg build "$build" '.phases["tcp-user"] as $p |
 			($p.windows.steady) as $s | {round: $r, build: $build, batch_wait_us: $w,
@@ -57,4 +73,4 @@ done
 printf '%s\n' "${runs[@]}" | jq -s --arg date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
 	--arg cmd "scripts/batch-wait-ab.sh --clients $CLIENTS --rounds $ROUNDS --wait $WAIT --steady $STEADY${AGAINST:+ --against $AGAINST}" \
 	'{date: $date, command: $cmd, runs: .}' > "$OUT/result.json"
-echo "batch-wait-ab: $OUT/result.json"
+driver_log "done: $OUT/result.json"

@@ -501,19 +501,27 @@ if [ -n "$RAMP" ]; then
 	ramp_args=(--steps "$RAMP" --step-s "$STEP" --step-settle 3)
 	nsteps=$(tr ',' '\n' <<< "$RAMP" | grep -c .)
 fi
+# hbload's schedule for a phase, in args: a steady window of STEADY_S seconds, then the rate
+# ramp, then (back at the base rate) the storm, last because it tears down and rebuilds every
+# connection.
+steady_ramp_storm() { # STEADY_S
+	local at=$((WARMUP + $1))
+	args=("${ramp_args[@]}")
+	if [ -n "$RAMP" ]; then
+		args+=(--steps-at $at)
+		at=$((at + nsteps * STEP + 15))
+	fi
+	if [ "$STORM" = 1 ]; then
+		args+=(--storm-at $at --storm-window "$STORM_WINDOW"
+			--duration $((at + STORM_WINDOW + STORM_MARGIN)))
+	fi
+}
+
 IFS=, read -r -a phases <<< "$PHASES"
 for ph in "${phases[@]}"; do
 	case $ph in
 	tcp-offload)
-		# steady window, then the rate ramp, then (back at 30 s) the storm: the storm last,
-		# because it tears down and rebuilds every connection
-		args=("${ramp_args[@]}")
-		at=$((WARMUP + STEADY))
-		[ -n "$RAMP" ] && args+=(--steps-at $at) && at=$((at + nsteps * STEP + 15))
-		if [ "$STORM" = 1 ]; then
-			args+=(--storm-at $at --storm-window "$STORM_WINDOW"
-				--duration $((at + STORM_WINDOW + STORM_MARGIN)))
-		fi
+		steady_ramp_storm "$STEADY"
 		run_phase tcp-offload tcp offload "${args[@]}"
 		;;
 	tcp-user)
@@ -522,14 +530,8 @@ for ph in "${phases[@]}"; do
 		run_phase tcp-user tcp user "${args[@]}"
 		;;
 	tcp-default)
-		# as tcp-offload, with tcp-user's steady window (the two are read side by side)
-		args=("${ramp_args[@]}")
-		at=$((WARMUP + STEADY_USER))
-		[ -n "$RAMP" ] && args+=(--steps-at $at) && at=$((at + nsteps * STEP + 15))
-		if [ "$STORM" = 1 ]; then
-			args+=(--storm-at $at --storm-window "$STORM_WINDOW"
-				--duration $((at + STORM_WINDOW + STORM_MARGIN)))
-		fi
+		# tcp-user's steady window: the two are read side by side
+		steady_ramp_storm "$STEADY_USER"
 		STEADY_OFFLOAD=$STEADY_USER run_phase tcp-default tcp default "${args[@]}"
 		;;
 	tcp-keepalive) run_phase tcp-keepalive tcp keepalive ;;

@@ -14,6 +14,8 @@
 # Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+DRIVER=default-mode-bench
+. scripts/driver-lib.sh
 
 BUILD=${BUILD:-build}
 OUT=${DEFAULT_BENCH_OUT:-$BUILD/default-mode}
@@ -41,27 +43,18 @@ while [ $# -gt 0 ]; do
 	--storm-window) STORM_WINDOW=$2; shift ;;
 	--ramp) RAMP=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
-	*) echo "default-mode-bench: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+	*) echo "$DRIVER: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	esac
 	shift
 done
-[ "$ROUNDS" -ge 1 ] 2> /dev/null || { echo "default-mode-bench: --rounds N, N >= 1" >&2; exit 2; }
-if [ "$(id -u)" -ne 0 ]; then
-	echo "default-mode-bench: needs root (bench.sh: namespaces, BPF, sysctls)" >&2
-	exit 1
-fi
+driver_need_count --rounds "$ROUNDS" 1
+driver_need_root "bench.sh: namespaces, BPF, sysctls"
 export BUILD
-
-log() { printf '%s default-mode-bench: %s\n' "$(date +%T)" "$*" >&2; }
 
 summary() {
 	jq -s --arg cmd "$CMDLINE" --argjson clients "$CLIENTS" --argjson rounds "$ROUNDS" \
 		--arg started "$STARTED" --arg ended "$(date -u +%FT%TZ)" \
-		--arg machine "$(uname -sr), $(nproc) vCPU" '
-	  def r2: if . == null then null else (. * 100 | round) / 100 end;
-	  def median: map(select(. != null)) | sort
-	    | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
-	      else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+		--arg machine "$(uname -sr), $(nproc) vCPU" "$DRIVER_JQ"'
 	  def med(f): [.[] | f] | median | r2;
 	  {command: $cmd, machine: $machine, started: $started, ended: $ended, clients: $clients,
 	   rounds: $rounds, runs_done: length,
@@ -82,28 +75,21 @@ summary() {
 rm -rf "$OUT"
 mkdir -p "$OUT/runs"
 STARTED=$(date -u +%FT%TZ)
-log "$ROUNDS runs, $CLIENTS clients; load $(cut -d' ' -f1-3 /proc/loadavg)"
+driver_log "$ROUNDS runs, $CLIENTS clients; load $(driver_loadavg)"
 for ((r = 1; r <= ROUNDS; r++)); do
 	order=tcp-default,tcp-user
 	[ $((r % 2)) -eq 0 ] && order=tcp-user,tcp-default
 	dir=$OUT/r$r
 	args=(--clients "$CLIENTS" --phases "$order" --storm-window "$STORM_WINDOW" --ramp "$RAMP")
-	load=$(cut -d' ' -f1-3 /proc/loadavg)
+	load=$(driver_loadavg)
 	t=$(date -u +%FT%TZ)
-	log "run $r: scripts/bench.sh ${args[*]} (load $load)"
-	mkdir -p "$dir"
-	# bench.sh's report goes beside its outputs, not over docs/BENCHMARKS.md
-	if ! BENCH_OUT=$dir BENCH_DOC=$dir/BENCHMARKS.md BENCH_PNG=$dir/bench-rtt.png \
-		scripts/bench.sh "${args[@]}" > "$dir/bench.log" 2>&1; then
-		tail -n 20 "$dir/bench.log" >&2
-		log "bench.sh failed in run $r: $OUT/result.json has the runs before"
-		exit 1
-	fi
+	driver_log "run $r: scripts/bench.sh ${args[*]} (load $load)"
+	driver_bench "$dir" "run $r ($OUT/result.json)" "${args[@]}"
 	jq --arg order "$order" --arg started "$t" --arg load "$load" \
 		'. + {order: $order, started: $started, loadavg: $load}' "$dir/result.json" \
 		> "$OUT/runs/r$r.json"
 	summary
-	log "run $r: $(jq -c '.tcp_default | {cpu_us_per_hb, user_cpu_us_per_hb, default_over_user, setup_s, storm: .storm.seconds, failures: .storm.failures, ceiling_hb_per_s}' "$OUT/runs/r$r.json")"
+	driver_log "run $r: $(jq -c '.tcp_default | {cpu_us_per_hb, user_cpu_us_per_hb, default_over_user, setup_s, storm: .storm.seconds, failures: .storm.failures, ceiling_hb_per_s}' "$OUT/runs/r$r.json")"
 done
-log "done: $OUT/result.json"
+driver_log "done: $OUT/result.json"
 jq -c .median "$OUT/result.json"

@@ -16,6 +16,8 @@
 # hbfab here), pins HB_BENCH_PIN (default /sys/fs/bpf/hbfab-bench). Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+DRIVER=fleet-ab
+. scripts/driver-lib.sh
 
 BUILD=${BUILD:-build}
 OUT=${FLEET_AB_OUT:-$BUILD/fleet-ab}
@@ -42,28 +44,22 @@ while [ $# -gt 0 ]; do
 	--steady) STEADY=$2; shift ;;
 	--interval) INTERVAL=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
-	*) echo "fleet-ab: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+	*) echo "$DRIVER: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	esac
 	shift
 done
-[ "$ROUNDS" -ge 1 ] 2> /dev/null || { echo "fleet-ab: --rounds N, N >= 1" >&2; exit 2; }
-if [ "$(id -u)" -ne 0 ]; then
-	echo "fleet-ab: needs root (bench.sh: namespaces, BPF, sysctls)" >&2
-	exit 1
-fi
+driver_need_count --rounds "$ROUNDS" 1
+driver_need_root "bench.sh: namespaces, BPF, sysctls"
 export HB_BENCH_NS_PREFIX=${HB_BENCH_NS_PREFIX:-hbfab}
 export HB_BENCH_PIN=${HB_BENCH_PIN:-/sys/fs/bpf/hbfab-bench}
 export BUILD
-
-log() { printf '%s fleet-ab: %s\n' "$(date +%T)" "$*" >&2; }
 
 # One run's figures from its bench result.json: per phase the server CPU per heartbeat and
 # its parts, hbd's threads, the NATS server (bench-lib.sh's "nats" group, on the server CPU
 # with the split placement, so inside the server figure), the client's CPU per heartbeat (a
 # gauge of the machine's speed in that run), and whether every PING was answered.
 run_json() { # DIR ROUND FLEET STARTED LOAD
-	jq --argjson round "$2" --argjson fleet "$3" --arg started "$4" --arg load "$5" '
-	  def r2: if . == null then null else (. * 100 | round) / 100 end;
+	jq --argjson round "$2" --argjson fleet "$3" --arg started "$4" --arg load "$5" "$DRIVER_JQ"'
 	  def phase($t; $p): $t as $x | $p as $ph
 	    | {cpu_us_per_hb: $x.cpu_us_per_hb_offload,
 	       hbd_cpu_us_per_hb: $x.hbd_cpu_us_per_hb_offload,
@@ -86,21 +82,16 @@ summary() {
 	jq -s --arg cmd "$CMDLINE" --argjson clients "$CLIENTS" --argjson rounds "$ROUNDS" \
 		--argjson steady "$STEADY" --argjson interval "$INTERVAL" \
 		--arg started "$STARTED" --arg ended "$(date -u +%FT%TZ)" \
-		--arg machine "$(uname -sr), $(nproc) vCPU" '
-	  def r2: if . == null then null else (. * 100 | round) / 100 end;
-	  def median: map(select(. != null)) | sort
-	    | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
-	      else (.[length / 2 - 1] + .[length / 2]) / 2 end;
-	  def ratio($a; $b): if $a and $b and $a > 0 then ($b / $a | . * 1000 | round / 1000) else null end;
+		--arg machine "$(uname -sr), $(nproc) vCPU" "$DRIVER_JQ"'
 	  . as $runs
 	  | def side($ph; $f): [$runs[] | select(.fleet == $f) | .[$ph].cpu_us_per_hb];
 	    def part($ph; $f; $k): [$runs[] | select(.fleet == $f) | .[$ph][$k]] | median | r2;
 	    def cmp($ph): (side($ph; false) | median | r2) as $off | (side($ph; true) | median | r2) as $on
-	      | {cpu_us_per_hb_off: $off, cpu_us_per_hb_on: $on, on_over_off: ratio($off; $on),
+	      | {cpu_us_per_hb_off: $off, cpu_us_per_hb_on: $on, on_over_off: (ratio($on; $off) | r3),
 	         per_round: [$runs | group_by(.round)[]
 	           | (map(select(.fleet == false))[0][$ph].cpu_us_per_hb) as $a
 	           | (map(select(.fleet == true))[0][$ph].cpu_us_per_hb) as $b
-	           | {round: .[0].round, off: $a, on: $b, on_over_off: ratio($a; $b)}],
+	           | {round: .[0].round, off: $a, on: $b, on_over_off: (ratio($b; $a) | r3)}],
 	         hbd_cpu_us_per_hb_off: part($ph; false; "hbd_cpu_us_per_hb"),
 	         hbd_cpu_us_per_hb_on: part($ph; true; "hbd_cpu_us_per_hb"),
 	         nats_cpu_us_per_hb_on: part($ph; true; "nats_cpu_us_per_hb"),
@@ -116,7 +107,7 @@ summary() {
 rm -rf "$OUT"
 mkdir -p "$OUT/runs"
 STARTED=$(date -u +%FT%TZ)
-log "$ROUNDS rounds, $CLIENTS clients, ${STEADY} s steady windows; load $(cut -d' ' -f1-3 /proc/loadavg)"
+driver_log "$ROUNDS rounds, $CLIENTS clients, ${STEADY} s steady windows; load $(driver_loadavg)"
 for ((r = 1; r <= ROUNDS; r++)); do
 	order="off on"
 	[ $((r % 2)) -eq 0 ] && order="on off"
@@ -125,23 +116,16 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		args=(--clients "$CLIENTS" --phases tcp-offload,udp-offload --no-storm --ramp ''
 			--steady "$STEADY" --steady-udp "$STEADY" --interval "$INTERVAL")
 		[ "$side" = on ] && args+=(--nats)
-		load=$(cut -d' ' -f1-3 /proc/loadavg)
+		load=$(driver_loadavg)
 		t=$(date -u +%FT%TZ)
-		log "round $r, fleet $side: scripts/bench.sh ${args[*]} (load $load)"
-		mkdir -p "$dir"
-		# bench.sh's report goes beside its outputs, not over docs/BENCHMARKS.md
-		if ! BENCH_OUT=$dir BENCH_DOC=$dir/BENCHMARKS.md BENCH_PNG=$dir/bench-rtt.png \
-			scripts/bench.sh "${args[@]}" > "$dir/bench.log" 2>&1; then
-			tail -n 20 "$dir/bench.log" >&2
-			log "bench.sh failed in round $r, fleet $side: $OUT/result.json has the runs before"
-			exit 1
-		fi
+		driver_log "round $r, fleet $side: scripts/bench.sh ${args[*]} (load $load)"
+		driver_bench "$dir" "round $r, fleet $side ($OUT/result.json)" "${args[@]}"
 		run_json "$dir" "$r" "$([ "$side" = on ] && echo true || echo false)" "$t" "$load" \
 			> "$OUT/runs/r$r-$side.json"
 		summary
-		log "round $r, fleet $side: $(jq -c '{tcp: .tcp.cpu_us_per_hb, udp: .udp.cpu_us_per_hb}' "$OUT/runs/r$r-$side.json")"
+		driver_log "round $r, fleet $side: $(jq -c '{tcp: .tcp.cpu_us_per_hb, udp: .udp.cpu_us_per_hb}' "$OUT/runs/r$r-$side.json")"
 	done
 done
-log "done: $OUT/result.json"
+driver_log "done: $OUT/result.json"
 jq -c '{tcp: (.tcp | {cpu_us_per_hb_off, cpu_us_per_hb_on, on_over_off}),
 	udp: (.udp | {cpu_us_per_hb_off, cpu_us_per_hb_on, on_over_off})}' "$OUT/result.json"

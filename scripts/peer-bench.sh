@@ -23,6 +23,8 @@
 # on exit, also when interrupted. Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+DRIVER=peer-bench
+. scripts/driver-lib.sh
 . scripts/bench-lib.sh
 
 BUILD=${BUILD:-build}
@@ -117,17 +119,16 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-num_ok() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -ge "$2" ]; }
-num_ok "$CONNS" 1 || { echo "peer-bench: --conns N (N >= 1)" >&2; exit 2; }
-num_ok "$ROUNDS" 1 || { echo "peer-bench: --rounds N (N >= 1)" >&2; exit 2; }
-num_ok "$STEADY" 5 || { echo "peer-bench: --steady S (whole seconds, >= 5)" >&2; exit 2; }
-num_ok "$WARMUP" 0 || { echo "peer-bench: --warmup S (whole seconds)" >&2; exit 2; }
+driver_need_count --conns "$CONNS" 1
+driver_need_count --rounds "$ROUNDS" 1
+driver_need_count --steady "$STEADY" 5
+driver_need_count --warmup "$WARMUP" 0
 [[ $INTERVAL =~ ^[0-9]+$ ]] && [ "$INTERVAL" -ge 1 ] ||
 	{ echo "peer-bench: --interval S (whole seconds: TCP keepalive has no finer unit)" >&2; exit 2; }
-num_ok "$SLACK" 2 || { echo "peer-bench: --slack N (N >= 2)" >&2; exit 2; }
+driver_need_count --slack "$SLACK" 2
 case $PLACEMENT in split | spread) ;; *) echo "peer-bench: --placement split|spread" >&2; exit 2 ;; esac
-num_ok "$CONNECT_RATE" 1 || { echo "peer-bench: --connect-rate N (N >= 1)" >&2; exit 2; }
-[ -z "$HBD_WORKERS" ] || num_ok "$HBD_WORKERS" 1 || { echo "peer-bench: --hbd-workers N" >&2; exit 2; }
+driver_need_count --connect-rate "$CONNECT_RATE" 1
+[ -z "$HBD_WORKERS" ] || driver_need_count --hbd-workers "$HBD_WORKERS" 1
 IFS=, read -r -a SERVERS <<< "$MODES"
 [ ${#SERVERS[@]} -gt 0 ] || { echo "peer-bench: --modes is empty" >&2; exit 2; }
 for s in "${SERVERS[@]}"; do
@@ -137,10 +138,7 @@ for s in "${SERVERS[@]}"; do
 		echo "peer-bench: unknown mode '$s' (mosquitto, user, kernel, keepalive, beat, user-beat, user-loaded, mqtt-user, mqtt-kernel)" >&2; exit 2 ;;
 	esac
 done
-if [ "$(id -u)" -ne 0 ]; then
-	echo "peer-bench: needs root (namespaces, BPF, taskset of other users' processes)" >&2
-	exit 1
-fi
+driver_need_root "namespaces, BPF, taskset of other users' processes"
 for b in hbd hbload hbctl bpf/xdp_pass.bpf.o; do
 	[ -e "$BUILD/$b" ] || { echo "peer-bench: $BUILD/$b missing: run make (or make peer-bench)" >&2; exit 1; }
 done
@@ -201,7 +199,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-log() { printf '%s peer-bench: %s\n' "$(date +%T)" "$*" >&2; }
 in_srv() { nsenter --net="/run/netns/$SRV_NS" "$@"; }
 in_cli() { nsenter --net="/run/netns/$CLI_NS" "$@"; }
 
@@ -439,7 +436,7 @@ run_one() { # ROUND SERVER
 	case ${VARIANT_MODE[$server]:-$server} in
 	beat | user-beat) extra+=(--beat) ;;
 	esac
-	log "round $round, $server: $CONNS connections, 1 heartbeat / ${INTERVAL} s each"
+	driver_log "round $round, $server: $CONNS connections, 1 heartbeat / ${INTERVAL} s each"
 	mkfifo "$dir/events.fifo"
 	nsenter --net="/run/netns/$CLI_NS" "$client" --server "$SRV_ADDR" --port $port --clients "$CONNS" --proto $proto \
 		--interval "$INTERVAL" --duration $((WARMUP + STEADY + 3)) --warmup "$WARMUP" \
@@ -471,7 +468,7 @@ run_one() { # ROUND SERVER
 		return 1
 	fi
 	run_json "$dir" "$server" "$round" "${VARIANT_MODE[$server]:-$server}" "${VARIANT_ARGS[$server]:-}" > "$dir/run.json"
-	log "round $round, $server: $(jq -c '{hb, answered, cpu_us_per_hb, machine_cpu_us_per_hb, split_cpu_us_per_hb, rtt_p99: .rtt_us.p99, other_cpu_pct, other_reaped_cpu_pct, steal_pct}' "$dir/run.json")"
+	driver_log "round $round, $server: $(jq -c '{hb, answered, cpu_us_per_hb, machine_cpu_us_per_hb, split_cpu_us_per_hb, rtt_p99: .rtt_us.p99, other_cpu_pct, other_reaped_cpu_pct, steal_pct}' "$dir/run.json")"
 }
 
 # The figures of one run. The window is hbload's steady window; its edges are the two
@@ -499,8 +496,7 @@ run_json() { # DIR SERVER ROUND MODE HBD-ARGS
 	jq -n --slurpfile p "$dir/peer-samples.jsonl" --slurpfile b "$dir/samples.jsonl" \
 		--slurpfile h "$dir/hbload.json" --arg server "$2" --argjson round "$3" --arg mode "$4" --arg hbd_args "$5" \
 		--argjson tck "$CLK_TCK" --argjson conns "$CONNS" --argjson interval "$INTERVAL" \
-		--argjson ss "$ss" --argjson other_ticks "$other" --argjson took "$took" '
-	  def r2: if . == null then null else (. * 100 | round) / 100 end;
+		--argjson ss "$ss" --argjson other_ticks "$other" --argjson took "$took" "$DRIVER_JQ"'
 	  def per($ns; $n): if $n > 0 then ($ns / 1000 / $n | r2) else null end;
 	  ($p | map(select(.ev == "window_start")) | first) as $a
 	  | ($p | map(select(.ev == "window_end")) | first) as $z
@@ -589,13 +585,13 @@ if [ "$TUNE" = 1 ]; then
 	TUNED=1
 fi
 NETNS=1
-log "creating $SRV_NS/$CLI_NS (veth $SRV_IF/$CLI_IF)"
+driver_log "creating $SRV_NS/$CLI_NS (veth $SRV_IF/$CLI_IF)"
 BUILD=$BUILD scripts/netns.sh up $NAME 16 > /dev/null
 scripts/tune.sh netns "$SRV_NS" "$CLI_NS"
 umask 077
 printf '1-%d derive %s\n' $((CONNS + 1)) "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" > "$OUT/keys"
 umask 022
-log "$ROUNDS rounds of ${SERVERS[*]}; mqtt client: ${MQTT_CLIENT}; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+driver_log "$ROUNDS rounds of ${SERVERS[*]}; mqtt client: ${MQTT_CLIENT}; load: $(driver_loadavg)"
 
 n=${#SERVERS[@]}
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -618,10 +614,7 @@ jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
 	--argjson connect_rate "$CONNECT_RATE" --argjson slack "$SLACK" \
 	--arg build_commit "$build_commit" --arg mosq_version "$mosq_version" \
 	--argjson secs $((END - START)) --arg mqtt_client "$MQTT_CLIENT" --argjson steady "$STEADY" \
-	--argjson interval "$INTERVAL" --arg placement "$PLACEMENT" '
-  def median: map(select(. != null)) | sort | if length == 0 then null
-      elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
-  def r2: if . == null then null else (. * 100 | round) / 100 end;
+	--argjson interval "$INTERVAL" --arg placement "$PLACEMENT" "$DRIVER_JQ"'
   def fig($runs): {
       cpu_us_per_hb: ($runs | map(.cpu_us_per_hb) | median | r2),
       machine_cpu_us_per_hb: ($runs | map(.machine_cpu_us_per_hb) | median | r2),
@@ -638,7 +631,6 @@ jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
           answered, probes_per_check, cpu_us_per_probe, cpu_us_per_hb, machine_cpu_us_per_hb, client_cpu_us_per_hb,
           split_cpu_us_per_hb, server_proc_cpu_us_per_hb,
           rtt_p99: .rtt_us.p99, other_cpu_pct, other_reaped_cpu_pct, steal_pct, forks, load1}))};
-  def ratio($m; $x): if $m and $x and $x > 0 then ($m / $x | r2) else null end;
   . as $all
   | ($all | map(select(.server == "mosquitto"))) as $mq
   | {conns: $conns, rounds: $rounds, steady_s: $steady, interval_s: $interval,
@@ -652,9 +644,9 @@ jq -s --argjson conns "$CONNS" --argjson rounds "$ROUNDS" --arg cmd "$CMDLINE" \
           + (if ($mq | length) > 0 then
               (($runs | map(. as $x | ($mq[] | select(.round == $x.round)) as $y
                   | {round: $x.round,
-                     cpu: ratio($y.cpu_us_per_hb; $x.cpu_us_per_hb),
-                     machine: ratio($y.machine_cpu_us_per_hb; $x.machine_cpu_us_per_hb),
-                     split: ratio($y.split_cpu_us_per_hb; $x.split_cpu_us_per_hb)})) as $rr
+                     cpu: (ratio($y.cpu_us_per_hb; $x.cpu_us_per_hb) | r2),
+                     machine: (ratio($y.machine_cpu_us_per_hb; $x.machine_cpu_us_per_hb) | r2),
+                     split: (ratio($y.split_cpu_us_per_hb; $x.split_cpu_us_per_hb) | r2)})) as $rr
                | {mosquitto_over_this: {per_round: $rr,
                    cpu_median: ($rr | map(.cpu) | median | r2),
                    machine_median: ($rr | map(.machine) | median | r2),
@@ -666,9 +658,9 @@ scripts/peer-bench-doc.sh "$OUT/result.json" > "$OUT/section.md"
 if [ "$PUBLISH" = 1 ]; then
 	cp "$OUT/result.json" docs/peer-result.json
 	scripts/peer-bench-doc.sh --splice docs/BENCHMARKS.md docs/peer-result.json
-	log "docs/peer-result.json and the Peer bench section of docs/BENCHMARKS.md written"
+	driver_log "docs/peer-result.json and the Peer bench section of docs/BENCHMARKS.md written"
 fi
-log "done in $((END - START)) s: $OUT/result.json, $OUT/section.md"
+driver_log "done in $((END - START)) s: $OUT/result.json, $OUT/section.md"
 jq -c '{mosquitto: (.mosquitto // null | if . then {cpu_us_per_hb, machine_cpu_us_per_hb, p99: .rtt_us.p99} else null end),
 	hbeat: (.hbeat | map_values({cpu_us_per_hb, machine_cpu_us_per_hb, p99: .rtt_us.p99,
 	  ratio: .mosquitto_over_this.cpu_median}))}' "$OUT/result.json" >&2
