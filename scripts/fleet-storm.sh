@@ -14,8 +14,9 @@
 #             started again on its store: hbd's catch-up writes what failed, with no device
 #             pacing it: the write path alone.
 # After the storm and after the catch-up the bucket is read whole (hbctl fleet presence) and
-# its states counted. Writes build/fleet-storm/result.json (FLEET_STORM_OUT to change), the raw
-# samples and logs beside it. Everything it makes (namespaces, pins, processes, the NATS store,
+# its states counted; after the storm, hbctl conns --json is timed over every connection.
+# Writes build/fleet-storm/result.json (FLEET_STORM_OUT to change), the raw samples and logs
+# beside it. Everything it makes (namespaces, pins, processes, the NATS store,
 # host sysctls) is removed at the end, also on failure or interrupt; processes are ended by PID.
 #
 #   scripts/fleet-storm.sh [--devices N] [--storm-window S] [--tcp kernel|user]
@@ -88,6 +89,7 @@ report() {
 	jq -n --rawfile rev "$OUT/rev.txt" --rawfile ev "$OUT/events.txt" \
 		--slurpfile a "$OUT/presence-after-storm.json" --slurpfile b "$OUT/presence-after-catchup.json" \
 		--slurpfile h "$OUT/hbload.json" --slurpfile meta "$OUT/meta.json" \
+		--argjson conns "$(cat "$OUT/conns-timing.json" 2> /dev/null || echo null)" \
 		--arg hbdline "$(grep -o 'fleet: presence writes.*' "$OUT/hbd.log" | tail -n 1)" \
 		--arg warn "$(grep 'warn: fleet' "$OUT/hbd.log" | head -n 20)" '
 	  def r1: (. * 10 | round) / 10;
@@ -128,6 +130,7 @@ report() {
 	      + {note: "from the start of nats-server (its JetStream recovery and hbd'"'"'s reconnection are inside); target = N offline writes",
 	         rev_at_stop: ([$s[] | select(.t <= $m.nats_stopped)] | last | .v),
 	         presence: $b[0]}),
+	   conns: $conns,
 	   hbd_fleet_counters: $hbdline,
 	   hbd_fleet_warnings: ($warn | split("\n") | map(select(length > 0))),
 	   marks_ms: $m}' > "$OUT/result.json"
@@ -298,6 +301,22 @@ log "storm over; reading the bucket"
 count_presence "$OUT/presence-after-storm.json"
 mark storm_counted
 log "after the storm: $(jq -c . "$OUT/presence-after-storm.json")"
+
+# hbctl conns over every connection while all N are back: its batched reads of the maps and
+# the kernel's TCP figures of each (sock_diag), timed; the listing itself is not kept
+log "timing hbctl conns --json"
+t0=$EPOCHREALTIME
+rc=0
+timeout 300 nsenter --net="/run/netns/$SRV_NS" "$BUILD/hbctl" conns --json --pin-path "$PIN" \
+	> "$OUT/conns.json" 2> "$OUT/conns.log" || rc=$?
+t1=$EPOCHREALTIME
+jq -c --argjson rc "$rc" --arg t0 "$t0" --arg t1 "$t1" --argjson bytes "$(stat -c %s "$OUT/conns.json")" '
+	{exit: $rc, seconds: ((($t1 | tonumber) - ($t0 | tonumber)) * 100 | round / 100),
+	 bytes: $bytes, count: .count, authed: ([.conns[] | select(.state == "authed")] | length),
+	 with_rtt: ([.conns[] | select(.rtt_us != null)] | length)}' "$OUT/conns.json" \
+	> "$OUT/conns-timing.json" 2> /dev/null || echo "{\"exit\": $rc}" > "$OUT/conns-timing.json"
+rm -f "$OUT/conns.json"
+log "hbctl conns: $(cat "$OUT/conns-timing.json")"
 
 # the catch-up: NATS away while every device leaves
 if ! kill -0 "$HBL_PID" 2> /dev/null; then
