@@ -422,6 +422,56 @@ static void a_write_entering_libnats_after_an_empty_listing(void **state)
 	drop_context(own);
 }
 
+/* In a storm the device's session ends (its end is written, not acknowledged yet) and it comes
+ * back at once, but the new session's event is lost in a full queue, so the catch-up compares
+ * with the device table and finds the device there under a session it does not know. The
+ * end's acknowledgement then comes: it is the old session's, and the device must still be
+ * written online. It was not: the record was cleared for the new session (its count of writes
+ * pending with it), the watch still said online here, so nothing was written, and the end's
+ * acknowledgement was taken as the new session's own write; the bucket said offline for as
+ * long as the device stayed (5 of 500,000 after a storm of scripts/fleet-storm.sh). */
+static void new_session_found_in_the_table_while_the_end_is_in_flight(void **state)
+{
+	uint64_t first = hbd_loc(0, 0, 1, 5), second = hbd_loc(0, 0, 2, 5);
+	natsMsg *online, *end, *again;
+	struct fleet_held *h;
+	char end_val[512];
+	int end_len;
+
+	(void)state;
+	HT_EQ(hbd_devices_adopt(daemon_.devices, DEVICE, 1700000000000ull, first), 0,
+	      "the device's first session in the table");
+	event(HBD_EV_ONLINE, first);
+	online = next_write("the online write");
+	fleet_presence_seen(&fleet, DEVICE, 10, natsMsg_GetData(online),
+			    natsMsg_GetDataLength(online), false); /* the watch has it */
+	ack(online, 10);
+	hbd_devices_release(daemon_.devices, DEVICE, first);
+	event(HBD_EV_OFFLINE, first);
+	end = next_write("the session's end");
+	HT_TRUE(has_state(end, "offline"), "it is the end");
+	HT_EQ(hbd_devices_adopt(daemon_.devices, DEVICE, 1700000001000ull, second), 0,
+	      "the second session in the table, its event lost");
+	fleet_presence_catch_up(&fleet, true); /* events were lost: the table is compared */
+	no_write("nothing written while the end is not acknowledged");
+	/* the acknowledgement first, then the watch's copy of the end: JetStream answers the
+	 * publisher before the watch delivers (ack takes the message: the copy is read first) */
+	HT_TRUE(natsMsg_GetDataLength(end) < (int)sizeof(end_val), "the end's value fits");
+	end_len = natsMsg_GetDataLength(end);
+	memcpy(end_val, natsMsg_GetData(end), (size_t)end_len);
+	ack(end, 11);
+	fleet_presence_seen(&fleet, DEVICE, 11, end_val, end_len, false);
+	fleet_presence_catch_up(&fleet, false);
+	again = next_write("the device's online write after its end");
+	HT_TRUE(has_state(again, "online"), "the device is written online again");
+	natsMsg_Destroy(again);
+	pthread_mutex_lock(&fleet.lock);
+	h = fleet_map_get(&fleet.held, DEVICE);
+	HT_TRUE(h && h->loc == second && !h->gone, "held under its second session");
+	pthread_mutex_unlock(&fleet.lock);
+	hbd_devices_release(daemon_.devices, DEVICE, second);
+}
+
 /* A worker has marked its DATA batch busy and its first publish has not entered libnats yet
  * (the worker is slow to get there, longer than the batch's deadline): the expiry must wait
  * for it, not list libnats' pending writes of a context that never had one (a crash). */
@@ -454,6 +504,9 @@ int main(void)
 						fleet_teardown),
 		cmocka_unit_test_setup_teardown(a_write_entering_libnats_after_an_empty_listing,
 						fleet_setup, fleet_teardown),
+		cmocka_unit_test_setup_teardown(
+			new_session_found_in_the_table_while_the_end_is_in_flight, fleet_setup,
+			fleet_teardown),
 		cmocka_unit_test_setup_teardown(data_expiry_before_the_first_publish, fleet_setup,
 						fleet_teardown),
 	};

@@ -486,7 +486,19 @@ static void compare_table(struct hbd_fleet *f)
 			continue;
 		pthread_mutex_lock(&f->lock);
 		h = fleet_map_get(&f->held, ids.v[i]);
-		if (!h || h->loc != loc) {
+		if (h && h->loc != loc) {
+			/* a later session than h's, its event lost: the end of h's may be in
+			 * flight, and its acknowledgement is h's (npend), not the new session's
+			 * (counted as the new one's, the end stood over a device that is here).
+			 * Taken over as its online event would, written after what is pending. */
+			h->loc = loc;
+			h->udp = !!(loc & HBD_LOC_UDP);
+			h->since_ms = now;
+			h->gone = h->end_sent = 0;
+			h->other_rev = 0;
+			h->addr[0] = 0;
+			mark_dirty(f, h);
+		} else if (!h) {
 			struct fleet_seen *s = fleet_map_get(&f->seen, ids.v[i]);
 
 			h = fleet_map_put(&f->held, ids.v[i]);
