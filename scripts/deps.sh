@@ -13,6 +13,7 @@ pkgs=(
 	clang-tidy-14 clang-format-14           # make analyze and the format check, in make test
 	systemd curl                            # tests: systemd-analyze verify, scraping /metrics
 	libcmocka-dev                           # tests
+	procps                                  # run-tests.sh: ps, pgrep, pkill (a test's leftovers)
 	libclang-rt-14-dev                      # ASan/UBSan/libFuzzer runtimes for clang
 	iproute2 ethtool jq valgrind            # netns tests and demo
 	gnuplot-nox rt-tests                    # benchmark plot, the machine's wakeup-latency floor
