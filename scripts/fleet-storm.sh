@@ -37,6 +37,8 @@ PIN=${HB_BENCH_PIN:-/sys/fs/bpf/hbfab-storm}
 PORT=7650 NATS_PORT=7660 NATS_MON=8660
 SAMPLE_S=0.25
 REPORT_ONLY=0 PERF=0 PERF_S=${PERF_S:-5}
+HBD_EXTRA=() # --hbd-args
+NATS_NICE=0 # --nats-nice
 QUIET_S=3 # a burst is over when the revision has not moved for this long
 
 usage() {
@@ -47,6 +49,9 @@ usage: scripts/fleet-storm.sh [options]
   --settle S         after setup, before the storm (default $SETTLE)
   --tcp kernel|user  kernel: hbctl load --tcp kernel + hbd; user: no BPF, hbd --no-offload
                      (default $TCP)
+  --hbd-args "ARGS"  more hbd options (split at spaces), e.g. "--nats-priority 0"
+  --nats-nice N      nats-server runs at nice N (default 0; below 0 stands for NATS on
+                     machines of its own, which this box does not have)
   --perf             perf record -a -g of the first PERF_S (default 5) seconds of the storm
                      and of the catch-up: OUT/perf-storm.data, OUT/perf-catchup.data
   --report           only write result.json again from the outputs of the last run
@@ -59,6 +64,8 @@ while [ $# -gt 0 ]; do
 	--storm-window) WINDOW=$2; shift ;;
 	--settle) SETTLE=$2; shift ;;
 	--tcp) TCP=$2; shift ;;
+	--hbd-args) read -r -a HBD_EXTRA <<< "$2"; shift ;;
+	--nats-nice) NATS_NICE=$2; shift ;;
 	--report) REPORT_ONLY=1 ;;
 	--perf) PERF=1 ;;
 	-h | --help) usage; exit 0 ;;
@@ -67,6 +74,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 case $TCP in kernel | user) ;; *) echo "fleet-storm: --tcp kernel|user" >&2; exit 2 ;; esac
+[[ $NATS_NICE =~ ^-?[0-9]+$ ]] || { echo "fleet-storm: --nats-nice N (an integer, -20 to 19)" >&2; exit 2; }
 if [ "$(id -u)" -ne 0 ]; then
 	echo "fleet-storm: needs root (namespaces, BPF, sysctls)" >&2
 	exit 1
@@ -173,7 +181,7 @@ trap 'exit 130' INT TERM
 # nats-server on 127.0.0.1 of the server namespace, on the store of the run (kept across the
 # stop and start of the catch-up)
 start_nats() { # LOG
-	nsenter --net="/run/netns/$SRV_NS" nats-server -a 127.0.0.1 -p $NATS_PORT -m $NATS_MON \
+	nsenter --net="/run/netns/$SRV_NS" nice -n "$NATS_NICE" nats-server -a 127.0.0.1 -p $NATS_PORT -m $NATS_MON \
 		-js -sd "$OUT/nats-store" >> "$1" 2>&1 &
 	NATS_PID=$!
 	for _ in $(seq 300); do
@@ -228,8 +236,9 @@ mkdir -p "$OUT"
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 jq -n --arg cmd "$CMDLINE" --arg started "$(date -u +%FT%TZ)" --arg load0 "$LOAD0" \
 	--argjson n "$N" --arg tcp "$TCP" --argjson window "$WINDOW" \
+	--arg hbd_args "${HBD_EXTRA[*]}" --argjson nats_nice "$NATS_NICE" \
 	'{command: $cmd, started: $started, loadavg_start: $load0, devices: $n, tcp: $tcp,
-	  storm_window_s: $window}' > "$OUT/meta.json"
+	  storm_window_s: $window, hbd_args: $hbd_args, nats_nice: $nats_nice}' > "$OUT/meta.json"
 log "$N TCP devices, one hbd --nats node (--tcp $TCP), storm window $WINDOW s; load $LOAD0"
 scripts/tune.sh apply
 TUNED=1
@@ -240,7 +249,7 @@ umask 077
 printf '1-%d derive %s\n' $((N + 1)) "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" > "$OUT/keys"
 umask 022
 start_nats "$OUT/nats.log"
-hbd_args=()
+hbd_args=("${HBD_EXTRA[@]}")
 if [ "$TCP" = kernel ]; then
 	in_srv "$BUILD/hbctl" load --dev "$SRV_IF" --port $PORT --pin-path "$PIN" --tcp kernel > "$OUT/hbctl-load.txt" 2>&1
 	LOADED=1

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -334,6 +335,68 @@ static void test_presence(void **state)
 	      "hbload's TCP devices online on node-a in hbeat_presence");
 	HT_EQ(wait_count(FIRST_UDP, N_UDP, "node-b", "online", 20000), N_UDP,
 	      "hbload's UDP devices online on node-b in hbeat_presence");
+}
+
+/* The nice value of the daemon's main thread (name NULL) or of another of its threads by name
+ * ("hbd-fleet"; with prefix, the first whose name starts so); INT_MIN if there is none. */
+static int thread_nice(pid_t pid, const char *name, bool prefix)
+{
+	char path[320], comm[32], stat[1024];
+	int nice = INT_MIN;
+	struct dirent *e;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	while (dir && nice == INT_MIN && (e = readdir(dir))) {
+		FILE *f;
+		char *p;
+		int field = 0;
+
+		if (e->d_name[0] == '.' || (atoi(e->d_name) == pid) != !name)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+		f = fopen(path, "re");
+		if (!f || !fgets(comm, sizeof(comm), f)) {
+			if (f)
+				fclose(f);
+			continue;
+		}
+		fclose(f);
+		comm[strcspn(comm, "\n")] = 0;
+		if (name && (prefix ? strncmp(comm, name, strlen(name)) : strcmp(comm, name)))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+		f = fopen(path, "re");
+		if (!f || !fgets(stat, sizeof(stat), f)) {
+			if (f)
+				fclose(f);
+			continue;
+		}
+		fclose(f);
+		/* after "(comm)": state is the 3rd field of the line, nice the 19th */
+		p = strrchr(stat, ')');
+		for (char *t = p ? strtok(p + 1, " ") : NULL; t; t = strtok(NULL, " "))
+			if (++field == 17)
+				nice = atoi(t);
+	}
+	if (dir)
+		closedir(dir);
+	return nice;
+}
+
+/* The fleet's threads (and libnats', which they create) run --nats-priority nice steps (10 by
+ * default) above the daemon, whose main thread and workers stay where they were. */
+static void test_thread_priority(void **state)
+{
+	int base = thread_nice(A.pid, NULL, false);
+
+	(void)state;
+	HT_NE(base, INT_MIN, "node-a's main thread");
+	HT_EQ(thread_nice(A.pid, "hbd-worker-", true), base, "a worker at the daemon's nice value");
+	HT_EQ(thread_nice(A.pid, "hbd-fleet", false), base - 10, "the fleet thread 10 steps up");
+	HT_EQ(thread_nice(A.pid, "hbd-fleet-adm", false), base - 10, "the admin thread too");
+	HT_EQ(thread_nice(A.pid, "hbd", false), base - 10, "one of libnats' threads too");
 }
 
 /* Which nodes live is judged from a watch of hbeat_nodes, made once. Listing the bucket
@@ -762,12 +825,19 @@ int main(void)
 {
 	prctl(PR_SET_CHILD_SUBREAPER, 1); /* an upgraded hbd's successor is ours to wait for */
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_input),      cmocka_unit_test(test_presence),
-		cmocka_unit_test(test_idle_consumers), cmocka_unit_test(test_false_death),
-		cmocka_unit_test(test_stale_entries),  cmocka_unit_test(test_supersede),
-		cmocka_unit_test(test_downlink),       cmocka_unit_test(test_data),
-		cmocka_unit_test(test_nats_down),      cmocka_unit_test(test_lost_write),
-		cmocka_unit_test(test_upgrade),	       cmocka_unit_test(test_node_killed),
+		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_presence),
+		cmocka_unit_test(test_thread_priority),
+		cmocka_unit_test(test_idle_consumers),
+		cmocka_unit_test(test_false_death),
+		cmocka_unit_test(test_stale_entries),
+		cmocka_unit_test(test_supersede),
+		cmocka_unit_test(test_downlink),
+		cmocka_unit_test(test_data),
+		cmocka_unit_test(test_nats_down),
+		cmocka_unit_test(test_lost_write),
+		cmocka_unit_test(test_upgrade),
+		cmocka_unit_test(test_node_killed),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

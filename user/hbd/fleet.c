@@ -4,11 +4,13 @@
 #include "fleet.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "fleet_impl.h"
@@ -215,6 +217,7 @@ static void *fleet_main(void *arg)
 {
 	struct hbd_fleet *f = arg;
 
+	pthread_setname_np(pthread_self(), "hbd-fleet"); /* top -H, perf and the benches */
 	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
 		struct pollfd pfd[2] = {
 			{ .fd = f->d->fleet.q.efd, .events = POLLIN },
@@ -234,7 +237,37 @@ static void *fleet_main(void *arg)
 	return NULL;
 }
 
-int hbd_fleet_start(struct hbd_daemon *d, char *why, size_t whylen)
+/* The fleet's work is little CPU but must keep up with the workers' events, and in a storm
+ * every worker is runnable: at the same weight the scheduler gives the fleet thread one share
+ * among dozens of workers, and its queue of presence events overflows (events lost, each
+ * time a comparison with the device table). Linux keeps a nice value per thread and a new thread inherits its creator's, so
+ * the calling thread runs --nats-priority steps higher while it creates libnats' threads and
+ * the fleet's, and goes back after (a higher nice value needs no privilege). Without
+ * CAP_SYS_NICE or an RLIMIT_NICE that allows it, all keep the daemon's. Returns the nice
+ * value to go back to, INT_MIN if there is none. */
+static int fleet_nice_enter(unsigned steps)
+{
+	int before;
+
+	errno = 0;
+	before = getpriority(PRIO_PROCESS, 0); /* this thread */
+	if (!steps || errno)
+		return INT_MIN;
+	if (setpriority(PRIO_PROCESS, 0, before - (int)steps)) {
+		hb_warn("fleet: its threads keep the daemon's priority (nice %d not allowed: %s)",
+			before - (int)steps, strerror(errno));
+		return INT_MIN;
+	}
+	return before;
+}
+
+static void fleet_nice_leave(int before)
+{
+	if (before != INT_MIN && setpriority(PRIO_PROCESS, 0, before))
+		hb_warn("fleet: nice %d back: %s", before, strerror(errno));
+}
+
+static int fleet_start(struct hbd_daemon *d, char *why, size_t whylen)
 {
 	struct hbd_fleet *f = d->fleet.f;
 	natsStatus s;
@@ -277,6 +310,15 @@ int hbd_fleet_start(struct hbd_daemon *d, char *why, size_t whylen)
 	}
 	hb_info("fleet: node %s, NATS %s", f->node, f->cfg->urls);
 	return 0;
+}
+
+int hbd_fleet_start(struct hbd_daemon *d, char *why, size_t whylen)
+{
+	int before = fleet_nice_enter(d->cfg->nats.priority);
+	int rc = fleet_start(d, why, whylen);
+
+	fleet_nice_leave(before);
+	return rc;
 }
 
 void hbd_fleet_stop(struct hbd_daemon *d)

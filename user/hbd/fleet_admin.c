@@ -270,6 +270,7 @@ void *fleet_admin_main(void *arg)
 	uint64_t next_put = 0, next_judge = 0, judged_before = 0, judged_last = 0, next_catch = 0;
 	const uint64_t put_every = (uint64_t)(f->cfg->node_ttl_s * 1000 / 3);
 
+	pthread_setname_np(pthread_self(), "hbd-fleet-adm"); /* top -H, perf and the benches */
 	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t now = fleet_now_ms(), due, wait_ms;
 
