@@ -399,6 +399,32 @@ static void test_thread_priority(void **state)
 	HT_EQ(thread_nice(A.pid, "hbd", false), base - 10, "one of libnats' threads too");
 }
 
+/* Without the privilege to raise them (no CAP_SYS_NICE in the bounding set, RLIMIT_NICE 0),
+ * the fleet's threads keep the daemon's nice value, hbd says so, and it serves as before. */
+static void test_priority_not_allowed(void **state)
+{
+	const char *wrap = getenv("HBD_WRAP");
+	char *saved = wrap ? strdup(wrap) : NULL;
+	struct ht_daemon c;
+	int rc, base;
+
+	(void)state;
+	setenv("HBD_WRAP", "setpriv --bounding-set=-sys_nice", 1);
+	rc = start_node(&c, "node-c");
+	if (saved)
+		setenv("HBD_WRAP", saved, 1);
+	else
+		unsetenv("HBD_WRAP");
+	free(saved);
+	HT_EQ(rc, 0, "node-c started without CAP_SYS_NICE");
+	base = thread_nice(c.pid, NULL, false);
+	HT_TRUE(ht_file_contains(c.err, "keep the daemon's priority", NULL, 0),
+		"node-c says its fleet threads keep the daemon's priority");
+	HT_EQ(thread_nice(c.pid, "hbd-fleet", false), base, "the fleet thread at the daemon's");
+	HT_EQ(ht_stop(&c), 0, "node-c stops cleanly");
+	ht_cleanup(&c);
+}
+
 /* Which nodes live is judged from a watch of hbeat_nodes, made once. Listing the bucket
  * instead (the only way to see an entry expire: NATS 2.9 sends no event for it) makes a new
  * consumer at every listing, on every node, each second, and JetStream delivers the bucket's
@@ -838,6 +864,7 @@ int main(void)
 		cmocka_unit_test(test_lost_write),
 		cmocka_unit_test(test_upgrade),
 		cmocka_unit_test(test_node_killed),
+		cmocka_unit_test(test_priority_not_allowed),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
