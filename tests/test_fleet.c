@@ -12,7 +12,6 @@
 
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -337,52 +336,43 @@ static void test_presence(void **state)
 	      "hbload's UDP devices online on node-b in hbeat_presence");
 }
 
+struct nice_query {
+	pid_t pid;
+	const char *name; /* NULL: the main thread */
+	bool prefix;
+	int nice; /* INT_MIN until found */
+};
+
+/* One thread's /proc/PID/task/TID/stat: "TID (COMM) STATE ...", nice its 19th field. */
+static void match_nice(const char *stat, void *ctx)
+{
+	struct nice_query *q = ctx;
+	const char *open = strchr(stat, '('), *close = strrchr(stat, ')');
+	size_t len, want = q->name ? strlen(q->name) : 0;
+	int field = 2;
+
+	if (q->nice != INT_MIN || !open || !close || (atoi(stat) == q->pid) != !q->name)
+		return;
+	len = (size_t)(close - open - 1);
+	if (q->name && (q->prefix ? len < want : len != want))
+		return;
+	if (q->name && strncmp(open + 1, q->name, want))
+		return;
+	for (const char *p = close + 1; *p; p++)
+		if (*p == ' ' && ++field == 19) {
+			q->nice = atoi(p + 1);
+			return;
+		}
+}
+
 /* The nice value of the daemon's main thread (name NULL) or of another of its threads by name
  * ("hbd-fleet"; with prefix, the first whose name starts so); INT_MIN if there is none. */
 static int thread_nice(pid_t pid, const char *name, bool prefix)
 {
-	char path[320], comm[32], stat[1024];
-	int nice = INT_MIN;
-	struct dirent *e;
-	DIR *dir;
+	struct nice_query q = { .pid = pid, .name = name, .prefix = prefix, .nice = INT_MIN };
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	dir = opendir(path);
-	while (dir && nice == INT_MIN && (e = readdir(dir))) {
-		FILE *f;
-		char *p;
-		int field = 0;
-
-		if (e->d_name[0] == '.' || (atoi(e->d_name) == pid) != !name)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
-		f = fopen(path, "re");
-		if (!f || !fgets(comm, sizeof(comm), f)) {
-			if (f)
-				fclose(f);
-			continue;
-		}
-		fclose(f);
-		comm[strcspn(comm, "\n")] = 0;
-		if (name && (prefix ? strncmp(comm, name, strlen(name)) : strcmp(comm, name)))
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, e->d_name);
-		f = fopen(path, "re");
-		if (!f || !fgets(stat, sizeof(stat), f)) {
-			if (f)
-				fclose(f);
-			continue;
-		}
-		fclose(f);
-		/* after "(comm)": state is the 3rd field of the line, nice the 19th */
-		p = strrchr(stat, ')');
-		for (char *t = p ? strtok(p + 1, " ") : NULL; t; t = strtok(NULL, " "))
-			if (++field == 17)
-				nice = atoi(t);
-	}
-	if (dir)
-		closedir(dir);
-	return nice;
+	ht_each_thread_file(pid, "stat", match_nice, &q);
+	return q.nice;
 }
 
 /* The fleet's threads (and libnats', which they create) run --nats-priority nice steps (10 by

@@ -292,6 +292,12 @@ int ht_fd_count(pid_t pid)
 
 int ht_each_thread_status(pid_t pid, void (*fn)(const char *status, void *ctx), void *ctx)
 {
+	return ht_each_thread_file(pid, "status", fn, ctx);
+}
+
+int ht_each_thread_file(pid_t pid, const char *file, void (*fn)(const char *text, void *ctx),
+			void *ctx)
+{
 	char path[320], status[4096];
 	struct dirent *e;
 	int n = 0;
@@ -307,7 +313,7 @@ int ht_each_thread_status(pid_t pid, void (*fn)(const char *status, void *ctx), 
 
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, e->d_name);
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/%s", (int)pid, e->d_name, file);
 		f = fopen(path, "r");
 		if (!f)
 			continue;

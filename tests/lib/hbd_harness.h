@@ -69,5 +69,8 @@ int ht_fd_count(pid_t pid);
 /* Calls fn with the text of each of pid's threads' /proc/PID/task/TID/status (one that ends
  * meanwhile is left out); returns the number of threads read, -1 if pid has no task list. */
 int ht_each_thread_status(pid_t pid, void (*fn)(const char *status, void *ctx), void *ctx);
+/* The same with another file of /proc/PID/task/TID ("stat"). */
+int ht_each_thread_file(pid_t pid, const char *file, void (*fn)(const char *text, void *ctx),
+			void *ctx);
 
 #endif /* HT_HBD_HARNESS_H */

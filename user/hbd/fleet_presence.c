@@ -201,6 +201,19 @@ static void cut(struct hbd_fleet *f, uint64_t loc)
 		  0);
 }
 
+/* Under the lock: h is now the record of session loc, online since since_ms. What h counts of
+ * writes still pending (npend) and its last revision stay: their acknowledgements are h's. */
+static void hold_session(struct fleet_held *h, uint64_t loc, bool udp, uint64_t since_ms,
+			 const char *addr)
+{
+	h->loc = loc;
+	h->udp = udp;
+	h->since_ms = since_ms;
+	h->gone = h->end_sent = 0;
+	h->other_rev = 0;
+	snprintf(h->addr, sizeof(h->addr), "%s", addr);
+}
+
 void fleet_presence_event(struct hbd_fleet *f, const struct hbd_event *ev)
 {
 	struct pres_write pw;
@@ -214,12 +227,7 @@ void fleet_presence_event(struct hbd_fleet *f, const struct hbd_event *ev)
 			__atomic_store_n(&f->table_resync, 1, __ATOMIC_RELEASE);
 			goto out;
 		}
-		h->loc = ev->session;
-		h->udp = ev->udp;
-		h->since_ms = ev->ts_ms;
-		h->gone = h->end_sent = 0;
-		h->other_rev = 0;
-		snprintf(h->addr, sizeof(h->addr), "%s", ev->peer);
+		hold_session(h, ev->session, ev->udp, ev->ts_ms, ev->peer);
 		send = prepare(f, ev->device, h, &pw);
 	} else {
 		h = fleet_map_get(&f->held, ev->device);
@@ -491,12 +499,7 @@ static void compare_table(struct hbd_fleet *f)
 			 * flight, and its acknowledgement is h's (npend), not the new session's
 			 * (counted as the new one's, the end stood over a device that is here).
 			 * Taken over as its online event would, written after what is pending. */
-			h->loc = loc;
-			h->udp = !!(loc & HBD_LOC_UDP);
-			h->since_ms = now;
-			h->gone = h->end_sent = 0;
-			h->other_rev = 0;
-			h->addr[0] = 0;
+			hold_session(h, loc, !!(loc & HBD_LOC_UDP), now, "");
 			mark_dirty(f, h);
 		} else if (!h) {
 			struct fleet_seen *s = fleet_map_get(&f->seen, ids.v[i]);
