@@ -98,6 +98,7 @@ report() {
 		--slurpfile a "$OUT/presence-after-storm.json" --slurpfile b "$OUT/presence-after-catchup.json" \
 		--slurpfile h "$OUT/hbload.json" --slurpfile meta "$OUT/meta.json" \
 		--argjson conns "$(cat "$OUT/conns-timing.json" 2> /dev/null || echo null)" \
+		--argjson overflows "$(grep -c 'presence events lost' "$OUT/hbd.log" || true)" \
 		--arg hbdline "$(grep -o 'fleet: presence writes.*' "$OUT/hbd.log" | tail -n 1)" \
 		--arg warn "$(grep 'warn: fleet' "$OUT/hbd.log" | head -n 20)" '
 	  def r1: (. * 10 | round) / 10;
@@ -139,6 +140,7 @@ report() {
 	         rev_at_stop: ([$s[] | select(.t <= $m.nats_stopped)] | last | .v),
 	         presence: $b[0]}),
 	   conns: $conns,
+	   presence_queue_overflows: $overflows,
 	   hbd_fleet_counters: $hbdline,
 	   hbd_fleet_warnings: ($warn | split("\n") | map(select(length > 0))),
 	   marks_ms: $m}' > "$OUT/result.json"
