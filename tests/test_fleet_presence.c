@@ -472,6 +472,71 @@ static void new_session_found_in_the_table_while_the_end_is_in_flight(void **sta
 	hbd_devices_release(daemon_.devices, DEVICE, second);
 }
 
+/* An upgrade kept this node from refreshing its hbeat_nodes entry for longer than the TTL:
+ * another node took it for dead and ended its devices' entries. The successor took the
+ * sessions over with no presence event, and its watch read those ends. It must write the
+ * devices online again once it sees it adopted them; it did not (it waited for an entry of its
+ * own saying online, and there was none left), and they stayed offline while connected. */
+static void sessions_taken_over_after_another_node_ended_them(void **state)
+{
+	const char ended[] = "{\"node\":\"node-a\",\"state\":\"offline\",\"since_ms\":5}";
+	const char here[] = "{\"node\":\"" NODE "\",\"state\":\"online\",\"since_ms\":5}";
+	uint64_t loc = hbd_loc(1, 0, 1, 7), other = hbd_loc(1, 0, 1, 8);
+	natsMsg *m;
+
+	(void)state;
+	fleet_presence_seen(&fleet, DEVICE, 20, ended, (int)strlen(ended), false);
+	fleet_presence_seen(&fleet, DEVICE + 1, 21, here, (int)strlen(here), false);
+	fleet_presence_adoptions(&fleet);
+	HT_EQ(fleet.table_resync, 0, "nothing taken over: no comparison with the table");
+	HT_EQ(hbd_devices_adopt(daemon_.devices, DEVICE, 1700000000000ull, loc), 0,
+	      "a session taken over, its entry ended by another node");
+	HT_EQ(hbd_devices_adopt(daemon_.devices, DEVICE + 1, 1700000000000ull, other), 0,
+	      "and one whose entry says online here");
+	fleet_presence_adoptions(&fleet);
+	HT_EQ(fleet.table_resync, 1, "sessions taken over: the table is compared");
+	fleet.table_resync = 0;
+	fleet_presence_catch_up(&fleet, true);
+	m = next_write("the taken-over device's write");
+	HT_EQ(strcmp(natsMsg_GetSubject(m), FLEET_SUBJ_PRESENCE "4242"), 0,
+	      "for the device whose entry was ended, not %s", natsMsg_GetSubject(m));
+	HT_TRUE(has_state(m, "online"), "it is written online again");
+	natsMsg_Destroy(m);
+	no_write("nothing for the device whose entry already says online here");
+	fleet_presence_adoptions(&fleet);
+	HT_EQ(fleet.table_resync, 0, "no comparison again until another session is taken over");
+	hbd_devices_release(daemon_.devices, DEVICE, loc);
+	hbd_devices_release(daemon_.devices, DEVICE + 1, other);
+}
+
+/* Refreshes taken from the watch during a judgement are stamped after the time it judges by:
+ * such a node was heard just now. The unsigned age wrapped, and the node was taken for dead
+ * (twice in a row, a live node's devices were all marked offline by the others). */
+static void node_heard_during_the_judgement_lives(void **state)
+{
+	struct hbd_config cfg = { .nats.node_ttl_s = 2 };
+	uint64_t now = 1000000;
+	uint16_t b, c;
+
+	(void)state;
+	fleet.cfg = &cfg.nats;
+	pthread_mutex_lock(&fleet.lock);
+	b = fleet_node_idx(&fleet, "node-b");
+	c = fleet_node_idx(&fleet, "node-c");
+	fleet.nodes[b].live = fleet.nodes[c].live = true;
+	fleet.nodes[b].heard_ms = now + 1;
+	fleet.nodes[c].heard_ms = now - 2500;
+	pthread_mutex_unlock(&fleet.lock);
+	fleet_nodes_judge(&fleet, now);
+	fleet_nodes_judge(&fleet, now);
+	HT_TRUE(fleet.nodes[b].live && fleet.nodes[b].live_before,
+		"node-b, heard 1 ms after the judgement's time, lives at both judgements");
+	HT_TRUE(!fleet.nodes[c].live && !fleet.nodes[c].live_before,
+		"node-c, silent for longer than the TTL, is not live");
+	HT_TRUE(fleet.nodes[fleet.me].live, "this node lives");
+	fleet.cfg = NULL;
+}
+
 /* A worker has marked its DATA batch busy and its first publish has not entered libnats yet
  * (the worker is slow to get there, longer than the batch's deadline): the expiry must wait
  * for it, not list libnats' pending writes of a context that never had one (a crash). */
@@ -507,6 +572,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			new_session_found_in_the_table_while_the_end_is_in_flight, fleet_setup,
 			fleet_teardown),
+		cmocka_unit_test_setup_teardown(sessions_taken_over_after_another_node_ended_them,
+						fleet_setup, fleet_teardown),
+		cmocka_unit_test_setup_teardown(node_heard_during_the_judgement_lives, fleet_setup,
+						fleet_teardown),
 		cmocka_unit_test_setup_teardown(data_expiry_before_the_first_publish, fleet_setup,
 						fleet_teardown),
 	};

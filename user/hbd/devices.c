@@ -48,6 +48,7 @@ struct shard {
 struct hbd_devices {
 	struct shard shard[NSHARDS];
 	unsigned sweep_shard;
+	uint64_t adoptions; /* atomic */
 };
 
 static inline uint64_t mix(uint64_t x)
@@ -264,9 +265,15 @@ int hbd_devices_adopt(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64
 		d->last_ts_ms = ts_ms;
 	d->loc = loc;
 	d->key_tag = 0; /* verified by another daemon, with keys we do not know */
+	__atomic_add_fetch(&t->adoptions, 1, __ATOMIC_RELEASE);
 out:
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+uint64_t hbd_devices_adoptions(struct hbd_devices *t)
+{
+	return __atomic_load_n(&t->adoptions, __ATOMIC_ACQUIRE);
 }
 
 void hbd_devices_release(struct hbd_devices *t, uint64_t id, uint64_t loc)

@@ -55,6 +55,9 @@ int hbd_devices_claim(struct hbd_devices *t, uint64_t id, uint64_t new_loc, uint
  * -EEXIST if the device has a current session already (the caller drops the new one).
  */
 int hbd_devices_adopt(struct hbd_devices *t, uint64_t id, uint64_t ts_ms, uint64_t loc);
+/* How many sessions hbd_devices_adopt ever recorded: a session taken over comes with no
+ * presence event, so fleet mode compares its records with the table when this moves. */
+uint64_t hbd_devices_adoptions(struct hbd_devices *t);
 /* A session ended: it stops being the device's current one, if it still is. */
 void hbd_devices_release(struct hbd_devices *t, uint64_t id, uint64_t loc);
 /* Current session of a device (0 if none or unknown). */

@@ -217,7 +217,6 @@ static void *fleet_main(void *arg)
 {
 	struct hbd_fleet *f = arg;
 
-	pthread_setname_np(pthread_self(), "hbd-fleet"); /* top -H, perf and the benches */
 	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
 		struct pollfd pfd[2] = {
 			{ .fd = f->d->fleet.q.efd, .events = POLLIN },
@@ -298,12 +297,17 @@ static int fleet_start(struct hbd_daemon *d, char *why, size_t whylen)
 	} else {
 		__atomic_store_n(&f->connected, 1, __ATOMIC_RELEASE);
 	}
+	/* named here, not by the threads themselves: they have their names (top -H, perf, the
+	 * benches, the tests) before the daemon says it is ready */
 	rc = -pthread_create(&f->thread, NULL, fleet_main, f);
 	if (!rc) {
 		f->thread_ok = true;
+		pthread_setname_np(f->thread, "hbd-fleet");
 		rc = -pthread_create(&f->admin, NULL, fleet_admin_main, f);
 		f->admin_ok = !rc;
 	}
+	if (!rc)
+		pthread_setname_np(f->admin, "hbd-fleet-adm");
 	if (rc) {
 		snprintf(why, whylen, "fleet threads: %s", strerror(-rc));
 		return rc;

@@ -210,22 +210,37 @@ static bool take_nodes(struct hbd_fleet *f)
 	return true;
 }
 
-/* Which nodes live now, from when their refreshes arrived; false if it cannot be told (NATS
- * away, or the watch not yet through the bucket): nobody is declared dead then. */
-static bool judge_nodes(struct hbd_fleet *f, uint64_t now)
+void fleet_nodes_judge(struct hbd_fleet *f, uint64_t now)
 {
 	const uint64_t ttl_ms = (uint64_t)(f->cfg->node_ttl_s * 1000);
 
-	if (!take_nodes(f) || !f->nodes_synced || !__atomic_load_n(&f->connected, __ATOMIC_ACQUIRE))
-		return false;
 	pthread_mutex_lock(&f->lock);
 	for (unsigned i = 0; i < f->nnodes; i++) {
 		struct fleet_node *nd = &f->nodes[i];
+		/* a refresh taken after now was read is heard "in the future": just now, not
+		 * 2^64 ms ago (which took a live node for dead) */
+		uint64_t age = nd->heard_ms > now ? 0 : now - nd->heard_ms;
 
 		nd->live_before = nd->live;
-		nd->live = i == f->me || (nd->heard_ms && now - nd->heard_ms < ttl_ms);
+		nd->live = i == f->me || (nd->heard_ms && age < ttl_ms);
+		if (nd->live && !nd->live_before)
+			hb_info("fleet: node %s is live", nd->name);
+		else if (!nd->live && nd->live_before && nd->heard_ms)
+			hb_info("fleet: node %s is silent (last heard %llu ms ago): not live",
+				nd->name, (unsigned long long)age);
+		else if (!nd->live && nd->live_before)
+			hb_info("fleet: node %s left hbeat_nodes: not live", nd->name);
 	}
 	pthread_mutex_unlock(&f->lock);
+}
+
+/* Which nodes live now, from when their refreshes arrived; false if it cannot be told (NATS
+ * away, or the watch not yet through the bucket): nobody is declared dead then. */
+static bool judge_nodes(struct hbd_fleet *f)
+{
+	if (!take_nodes(f) || !f->nodes_synced || !__atomic_load_n(&f->connected, __ATOMIC_ACQUIRE))
+		return false;
+	fleet_nodes_judge(f, fleet_now_ms()); /* after the refreshes take_nodes stamped */
 	return true;
 }
 
@@ -270,7 +285,6 @@ void *fleet_admin_main(void *arg)
 	uint64_t next_put = 0, next_judge = 0, judged_before = 0, judged_last = 0, next_catch = 0;
 	const uint64_t put_every = (uint64_t)(f->cfg->node_ttl_s * 1000 / 3);
 
-	pthread_setname_np(pthread_self(), "hbd-fleet-adm"); /* top -H, perf and the benches */
 	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t now = fleet_now_ms(), due, wait_ms;
 
@@ -319,13 +333,14 @@ void *fleet_admin_main(void *arg)
 		}
 		if (now >= next_judge) {
 			next_judge = now + JUDGE_EVERY_MS;
-			if (judge_nodes(f, now)) {
+			if (judge_nodes(f)) {
 				judged_before = judged_last;
 				judged_last = now;
 				if (f->synced && judged_before)
 					fleet_presence_sweep(f, judged_before);
 			}
 		}
+		fleet_presence_adoptions(f);
 		if (f->synced &&
 		    (__atomic_exchange_n(&f->reconnected, 0, __ATOMIC_ACQ_REL) |
 		     __atomic_load_n(&f->table_resync, __ATOMIC_ACQUIRE) | (now >= next_catch))) {

@@ -118,6 +118,7 @@ struct hbd_fleet {
 	int reconnected; /* atomic: catch up on presence */
 	int rejoined; /* atomic: back after an outage: refresh our hbeat_nodes entry at once */
 	int table_resync; /* atomic: presence events were lost: compare with the device table */
+	uint64_t adoptions_seen; /* admin thread: hbd_devices_adoptions at its last look */
 	bool synced; /* the watch delivered every existing entry */
 	bool nodes_synced; /* the same for the watch of hbeat_nodes */
 	bool sweep_again; /* under the lock: a sweep's write failed: walk again for every node */
@@ -187,6 +188,9 @@ void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, con
 			 int len, bool deleted);
 /* our stale entries (a previous life of this node) and those of dead nodes become offline */
 void fleet_presence_sweep(struct hbd_fleet *f, uint64_t judged_before_ms);
+/* sessions taken over from an earlier daemon since the last call (they come with no presence
+ * event): the next catch-up compares with the device table */
+void fleet_presence_adoptions(struct hbd_fleet *f);
 /* writes in flight whose acknowledgement is not coming (none for PRESENCE_ACK_WAIT_MS, or NATS
  * reconnected meanwhile) are taken back from libnats and marked to be made again */
 void fleet_presence_reclaim(struct hbd_fleet *f);
@@ -208,6 +212,9 @@ void fleet_down_free(struct hbd_fleet *f);
 
 /* fleet_admin.c */
 void *fleet_admin_main(void *arg);
+/* Which nodes live at now, from when their refreshes arrived (heard_ms): the judgement once a
+ * second, and the one before it kept (live_before) */
+void fleet_nodes_judge(struct hbd_fleet *f, uint64_t now);
 
 /* A presence value: {"node","transport","state","since_ms","addr"} into buf; its length or
  * -1. */

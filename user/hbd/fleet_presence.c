@@ -353,8 +353,12 @@ void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, con
 	 * node for dead (its hbeat_nodes entry expired while NATS was away, say). The device is
 	 * here, so the catch-up writes it online again; left alone, the entry would say offline
 	 * for as long as the session lasts. */
-	if (h && ended_over(h, s))
+	if (h && ended_over(h, s)) {
 		mark_dirty(f, h); /* (with a write pending, its acknowledgement decides) */
+		hb_dbg("fleet: device %" PRIu64 ": an end by %s written over its session here "
+		       "(revision %" PRIu64 " over %" PRIu64 ")",
+		       device, node, rev, h->rev);
+	}
 	if (!h || !s->online || s->node == f->me)
 		goto out;
 	if (h->rev && h->rev < rev && !h->npend)
@@ -452,6 +456,8 @@ void fleet_presence_sweep(struct hbd_fleet *f, uint64_t judged_before_ms)
 	pthread_mutex_unlock(&f->lock);
 	if (!pw)
 		return;
+	if (n)
+		hb_dbg("fleet: sweep: %zu entries written offline", n);
 	for (size_t i = 0; i < n; i++)
 		publish(f, &pw[i]);
 	free(pw);
@@ -483,6 +489,7 @@ static void compare_table(struct hbd_fleet *f)
 {
 	struct ids ids = { 0 };
 	uint64_t key, now = hb_realtime_ms();
+	unsigned taken = 0, added = 0, marked = 0, ended = 0;
 	struct fleet_held *h;
 	size_t pos = 0;
 
@@ -501,11 +508,13 @@ static void compare_table(struct hbd_fleet *f)
 			 * Taken over as its online event would, written after what is pending. */
 			hold_session(h, loc, !!(loc & HBD_LOC_UDP), now, "");
 			mark_dirty(f, h);
+			taken++;
 		} else if (!h) {
 			struct fleet_seen *s = fleet_map_get(&f->seen, ids.v[i]);
 
 			h = fleet_map_put(&f->held, ids.v[i]);
 			if (h) {
+				added++;
 				memset(h, 0, sizeof(*h));
 				h->loc = loc;
 				h->udp = !!(loc & HBD_LOC_UDP);
@@ -518,6 +527,7 @@ static void compare_table(struct hbd_fleet *f)
 						h->since_ms = s->since_ms;
 				} else {
 					mark_dirty(f, h);
+					marked++;
 				}
 			}
 		}
@@ -532,9 +542,27 @@ static void compare_table(struct hbd_fleet *f)
 			h->since_ms = now;
 			mark_dirty(f, h);
 			h->end_sent = 0;
+			ended++;
 		}
 	}
 	pthread_mutex_unlock(&f->lock);
+	hb_dbg("fleet: device table compared: %u sessions taken over, %u added (%u to write), %u "
+	       "ended",
+	       taken, added, marked, ended);
+}
+
+void fleet_presence_adoptions(struct hbd_fleet *f)
+{
+	uint64_t n = hbd_devices_adoptions(f->d->devices);
+
+	/* Not left to the sweep, which compares only when it finds an entry of this node's that
+	 * says online: another node may have ended them all meanwhile (it took this one for
+	 * dead while the upgrade kept it from refreshing its hbeat_nodes entry), and the
+	 * devices stayed offline in presence for as long as they stayed connected. */
+	if (n != f->adoptions_seen) {
+		f->adoptions_seen = n;
+		__atomic_store_n(&f->table_resync, 1, __ATOMIC_RELEASE);
+	}
 }
 
 void fleet_presence_reclaim(struct hbd_fleet *f)
@@ -598,6 +626,7 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 	uint64_t key, *cuts;
 	size_t pos = 0;
 	bool more = true, any;
+	size_t written = 0;
 
 	if (with_table)
 		compare_table(f);
@@ -653,6 +682,7 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 		if (more)
 			f->dirty_any = true;
 		pthread_mutex_unlock(&f->lock);
+		written += n;
 		for (size_t i = 0; i < n; i++)
 			publish(f, &pw[i]);
 		for (size_t i = 0; i < ncut; i++)
@@ -660,4 +690,6 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 	}
 	free(pw);
 	free(cuts);
+	if (written)
+		hb_dbg("fleet: catch-up: %zu entries written again", written);
 }
