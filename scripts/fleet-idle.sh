@@ -42,6 +42,10 @@ ip -n $NS link set lo up
 echo "1-$((DEVICES + 100)) derive $(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$TMP/keys"
 chmod 600 "$TMP/keys"
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # utime + stime, in clock ticks (PID or PID/task/TID)
+# the scheduler's ns on CPU, summed over the process's threads (the ticks' 10 ms cannot resolve
+# what an idle process takes); a thread that ends within the window takes its part with it
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%d", s }'; }
+us_per_s() { awk -v d=$(($2 - $1)) -v s="$SECS" 'BEGIN { printf "%.1f", d / 1000 / s }'; } # NS_BEFORE NS_AFTER
 window() { # PID NAME: SECS seconds, recorded by perf with PERF
 	if [ -n "$PERF" ]; then
 		perf record -q --call-graph dwarf,16384 -F 999 -o "$PERF-$2.data" -p "$1" -- sleep "$SECS" 2> /dev/null
@@ -49,24 +53,26 @@ window() { # PID NAME: SECS seconds, recorded by perf with PERF
 		sleep "$SECS"
 	fi
 }
-# THREADS=1: each thread's CPU (ticks) and sleeps (voluntary context switches) over the
-# window, to stderr
+# THREADS=1: each thread's CPU (ticks, and the scheduler's ns from schedstat, which the
+# ticks' 10 ms cannot resolve) and sleeps (voluntary context switches) over the window, with
+# its name, to stderr
 thread_ticks() { # PID
 	[ "${THREADS:-0}" = 1 ] || return 0
 	for t in /proc/"$1"/task/*; do
-		echo "${t##*/} $(ticks "$1/task/${t##*/}") $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status")"
+		echo "${t##*/} $(ticks "$1/task/${t##*/}") $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status") $(cut -d' ' -f1 "$t/schedstat") $(cat "$t/comm")"
 	done | sort
 }
 thread_report() { # NAME BEFORE AFTER: thread_ticks before and after the window, to stderr
 	[ -z "$2" ] || join <(echo "$2") <(echo "$3") |
-		awk -v n="$1" '{ print n, "thread", $1, "ticks", $4 - $2, "sleeps", $5 - $3 }' >&2
+		awk -v n="$1" -v s="$SECS" '{ printf "%s thread %s %s ticks %d sleeps %d cpu_us_per_s %.1f\n", n, $1, $5, $6 - $2, $7 - $3, ($8 - $4) / 1000 / s }' >&2
 }
-ms_per_s() { # PID NAME: its CPU over SECS seconds, ms a second
-	local a b ta tb
-	a=$(ticks "$1") ta=$(thread_ticks "$1")
+ms_per_s() { # PID NAME: its CPU over SECS seconds, ms a second (and in ALONE_US, µs a second)
+	local a b ta tb na nb
+	a=$(ticks "$1") ta=$(thread_ticks "$1") na=$(cpu_ns "$1")
 	window "$1" "$2"
-	b=$(ticks "$1") tb=$(thread_ticks "$1")
+	b=$(ticks "$1") tb=$(thread_ticks "$1") nb=$(cpu_ns "$1")
 	thread_report "$2" "$ta" "$tb"
+	us_per_s "$na" "$nb" > "$TMP/alone_us"
 	awk -v d=$((b - a)) -v hz="$(getconf CLK_TCK)" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }'
 }
 hbd() { # extra hbd options...: starts it, sets HBD_PID, and with DEVICES logs them in
@@ -104,9 +110,10 @@ NATS_PID=$!
 PIDS+=("$NATS_PID")
 sleep 1
 hbd
-a_nats=$(ticks "$NATS_PID")
+a_nats=$(ticks "$NATS_PID") na_nats=$(cpu_ns "$NATS_PID")
 alone=$(ms_per_s "$HBD_PID" alone)
-b_nats=$(ticks "$NATS_PID")
+b_nats=$(ticks "$NATS_PID") nb_nats=$(cpu_ns "$NATS_PID")
+alone_us=$(cat "$TMP/alone_us") nats_alone_us=$(us_per_s "$na_nats" "$nb_nats")
 hz=$(getconf CLK_TCK)
 nats_alone=$(awk -v d=$((b_nats - a_nats)) -v hz="$hz" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }')
 stop_run
@@ -116,15 +123,18 @@ hbd --nats nats://127.0.0.1:4339 --nats-node idle
 msgs() { ip netns exec $NS curl -s http://127.0.0.1:8339/connz | jq -r '[.connections[].in_msgs] as $i | [.connections[].out_msgs] as $o | "\($i | add // 0) \($o | add // 0)"'; }
 read -r a_in a_out <<< "$(msgs)"
 a_hbd=$(ticks "$HBD_PID") a_nats=$(ticks "$NATS_PID") ta=$(thread_ticks "$HBD_PID")
+na_hbd=$(cpu_ns "$HBD_PID") na_nats=$(cpu_ns "$NATS_PID")
 window "$HBD_PID" nats
 b_hbd=$(ticks "$HBD_PID") b_nats=$(ticks "$NATS_PID") tb=$(thread_ticks "$HBD_PID")
+nb_hbd=$(cpu_ns "$HBD_PID") nb_nats=$(cpu_ns "$NATS_PID")
 thread_report nats "$ta" "$tb"
 read -r b_in b_out <<< "$(msgs)"
 fleet=$(awk -v d=$((b_hbd - a_hbd)) -v hz="$hz" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }')
 nats=$(awk -v d=$((b_nats - a_nats)) -v hz="$hz" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }')
 grep -q "fleet: .* ready" "$TMP/hbd.log" || { echo "fleet-idle: hbd --nats never got ready:" >&2; tail -5 "$TMP/hbd.log" >&2; exit 1; }
-printf '{"seconds":%s,"devices":%s,"perf":%s,"hbd_ms_per_s":%s,"hbd_nats_ms_per_s":%s,"nats_server_ms_per_s":%s,"nats_server_alone_ms_per_s":%s,"hbd_to_nats_msgs_per_s":%s,"nats_to_hbd_msgs_per_s":%s,"clock_ticks_per_s":%s,"loadavg":"%s"}\n' \
+printf '{"seconds":%s,"devices":%s,"perf":%s,"hbd_ms_per_s":%s,"hbd_nats_ms_per_s":%s,"nats_server_ms_per_s":%s,"nats_server_alone_ms_per_s":%s,"cpu_us_per_s":{"hbd":%s,"hbd_nats":%s,"nats_server":%s,"nats_server_alone":%s},"hbd_to_nats_msgs_per_s":%s,"nats_to_hbd_msgs_per_s":%s,"clock_ticks_per_s":%s,"loadavg":"%s"}\n' \
 	"$SECS" "$DEVICES" "$([ -n "$PERF" ] && echo true || echo false)" "$alone" "$fleet" "$nats" "$nats_alone" \
+	"$alone_us" "$(us_per_s "$na_hbd" "$nb_hbd")" "$(us_per_s "$na_nats" "$nb_nats")" "$nats_alone_us" \
 	"$(awk -v d=$((b_in - a_in)) -v s="$SECS" 'BEGIN { printf "%.1f", d / s }')" \
 	"$(awk -v d=$((b_out - a_out)) -v s="$SECS" 'BEGIN { printf "%.1f", d / s }')" \
 	"$hz" "$(cut -d' ' -f1-3 /proc/loadavg)"

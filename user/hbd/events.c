@@ -54,13 +54,8 @@ void hbd_events_push(struct hbd_events *q, const struct hbd_event *ev)
 	/* one doorbell per batch: the control thread drains everything once it wakes */
 	ring_bell = q->count++ == 0;
 	pthread_mutex_unlock(&q->lock);
-	if (ring_bell) {
-		uint64_t one = 1;
-
-		if (write(q->efd, &one, sizeof(one)) < 0) {
-			/* EAGAIN: the counter is saturated, which still reads as ready */
-		}
-	}
+	if (ring_bell)
+		hbd_events_ring(q);
 }
 
 uint32_t hbd_events_take(struct hbd_events *q, struct hbd_event *out, uint32_t max,
@@ -82,13 +77,8 @@ uint32_t hbd_events_take(struct hbd_events *q, struct hbd_event *out, uint32_t m
 	}
 	*dropped = q->dropped;
 	q->dropped = 0;
-	if (q->count) {
-		uint64_t one = 1;
-
-		/* more than max were queued: keep the doorbell ringing for the next round */
-		if (write(q->efd, &one, sizeof(one)) < 0) {
-		}
-	}
+	if (q->count)
+		hbd_events_ring(q); /* more than max were queued: rung for the next round */
 	pthread_mutex_unlock(&q->lock);
 	return n;
 }

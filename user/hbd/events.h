@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "hbeat_abi.h"
 
@@ -63,6 +64,16 @@ void hbd_events_push(struct hbd_events *q, const struct hbd_event *ev);
 /* Moves up to max events out; returns how many. *dropped takes the drop count (and resets it). */
 uint32_t hbd_events_take(struct hbd_events *q, struct hbd_event *out, uint32_t max,
 			 uint64_t *dropped);
+
+/* Wakes the queue's reader without an event: it has something else to look at. */
+static inline void hbd_events_ring(struct hbd_events *q)
+{
+	uint64_t one = 1;
+
+	if (write(q->efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is saturated, which still reads as ready */
+	}
+}
 
 static inline bool hbd_events_watched(struct hbd_events *q)
 {

@@ -40,12 +40,12 @@
 #include "worker.h"
 
 #define PRESENCE_MAX_PENDING 262144
-/* the longest the watch is waited on: flags other threads raise (a reconnection, a table to
- * compare after an upgrade, a stop) wait at most this for the loop; a presence event ends the
- * wait at once */
-#define WATCH_WAIT_MAX_MS 500
-#define WATCH_BATCH 16384 /* entries taken before the timers are looked at */
 #define JUDGE_EVERY_MS 1000 /* which nodes live */
+/* the longest the watch is waited on: flags other threads raise (a reconnection, a table to
+ * compare after an upgrade) wait at most this for the loop; a presence event ends the wait at
+ * once, and a stop too (it stops the watch) */
+#define WATCH_WAIT_MAX_MS JUDGE_EVERY_MS
+#define WATCH_BATCH 16384 /* entries taken before the timers are looked at */
 #define NODES_BATCH 256 /* hbeat_nodes entries taken a judgement (FLEET_MAX_NODES and more) */
 #define CATCH_UP_EVERY_MS 2000 /* writes that failed are made again at least this often */
 #define ADMIN_WAIT_MS 5000
@@ -187,6 +187,8 @@ static bool take_nodes(struct hbd_fleet *f)
 		if (s == NATS_TIMEOUT)
 			return true;
 		if (s != NATS_OK) {
+			if (__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE))
+				return false; /* stopped by hbd_fleet_stop, which destroys it */
 			hb_warn("fleet: watch of %s: %s: watching again", FLEET_BUCKET_NODES,
 				natsStatus_GetText(s));
 			kvWatcher_Destroy(f->nodes_watch);
@@ -257,8 +259,9 @@ static bool take_watch(struct hbd_fleet *f, int64_t wait_ms)
 		if (s == NATS_TIMEOUT)
 			return true;
 		if (s != NATS_OK) {
-			hb_warn("fleet: watch of %s: %s", FLEET_BUCKET_PRESENCE,
-				natsStatus_GetText(s));
+			if (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE))
+				hb_warn("fleet: watch of %s: %s", FLEET_BUCKET_PRESENCE,
+					natsStatus_GetText(s));
 			return false;
 		}
 		if (!e) {
@@ -284,6 +287,14 @@ void *fleet_admin_main(void *arg)
 	struct hbd_fleet *f = arg;
 	uint64_t next_put = 0, next_judge = 0, judged_before = 0, judged_last = 0, next_catch = 0;
 	const uint64_t put_every = (uint64_t)(f->cfg->node_ttl_s * 1000 / 3);
+	/* The refresh and the catch-up are run early, at a wakeup that comes at most half a
+	 * judgement before they are due: so they fall on the judgements' wakeups, and an idle
+	 * node wakes about once a second, not once for each task. Each wakeup of a thread costs
+	 * tens of µs on this kind of VM, and was most of what fleet mode added to a node's
+	 * heartbeats. Never more than half their period early, so neither comes more often. */
+	const uint64_t put_slack =
+		put_every / 2 < JUDGE_EVERY_MS / 2 ? put_every / 2 : JUDGE_EVERY_MS / 2;
+	const uint64_t catch_slack = JUDGE_EVERY_MS / 2;
 
 	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t now = fleet_now_ms(), due, wait_ms;
@@ -309,6 +320,8 @@ void *fleet_admin_main(void *arg)
 		wait_ms = due > now ? due - now : 1;
 		if (!take_watch(f, wait_ms < WATCH_WAIT_MAX_MS ? (int64_t)wait_ms
 							       : WATCH_WAIT_MAX_MS)) {
+			if (__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE))
+				break; /* the stop ended the watch: hbd_fleet_stop has it */
 			hb_warn("fleet: the watch of %s broke: watching again",
 				FLEET_BUCKET_PRESENCE);
 			kvWatcher_Destroy(f->watch);
@@ -327,7 +340,7 @@ void *fleet_admin_main(void *arg)
 			trust_nodes(f);
 			next_put = now;
 		}
-		if (now >= next_put) {
+		if (now + put_slack >= next_put) {
 			put_node(f);
 			next_put = now + put_every;
 		}
@@ -341,9 +354,9 @@ void *fleet_admin_main(void *arg)
 			}
 		}
 		fleet_presence_adoptions(f);
-		if (f->synced &&
-		    (__atomic_exchange_n(&f->reconnected, 0, __ATOMIC_ACQ_REL) |
-		     __atomic_load_n(&f->table_resync, __ATOMIC_ACQUIRE) | (now >= next_catch))) {
+		if (f->synced && (__atomic_exchange_n(&f->reconnected, 0, __ATOMIC_ACQ_REL) |
+				  __atomic_load_n(&f->table_resync, __ATOMIC_ACQUIRE) |
+				  (now + catch_slack >= next_catch))) {
 			bool table = __atomic_exchange_n(&f->table_resync, 0, __ATOMIC_ACQ_REL);
 
 			fleet_presence_reclaim(f); /* first, so the catch-up writes what it took */

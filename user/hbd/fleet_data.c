@@ -171,6 +171,20 @@ void fleet_data_publish(struct hbd_fleet *f, unsigned worker)
 	}
 }
 
+int fleet_data_wait_ms(struct hbd_fleet *f)
+{
+	uint64_t now = fleet_now_ms(), due = UINT64_MAX;
+
+	pthread_mutex_lock(&f->lock);
+	for (unsigned k = 0; f->batch && k < f->d->plan.workers; k++)
+		if (f->batch[k].busy && f->batch[k].deadline_ms < due)
+			due = f->batch[k].deadline_ms;
+	pthread_mutex_unlock(&f->lock);
+	if (due == UINT64_MAX)
+		return -1;
+	return due > now ? (int)(due - now < INT32_MAX ? due - now : INT32_MAX) : 0;
+}
+
 void fleet_data_expire(struct hbd_fleet *f)
 {
 	uint64_t now = fleet_now_ms();

@@ -87,18 +87,20 @@ static void later(struct hbd_fleet *f, const char *reply, uint64_t device)
 			f->noffline++;
 	}
 	pthread_mutex_unlock(&f->lock);
+	/* the fleet thread sleeps without a timeout while nothing is due: it wakes for this one */
+	hbd_events_ring(&f->d->fleet.q);
 }
 
 int fleet_down_wait_ms(struct hbd_fleet *f)
 {
-	uint64_t now = fleet_now_ms(), due = now + OFFLINE_GRACE_MS;
+	uint64_t now = fleet_now_ms(), due = 0;
 
-	/* one queued since is due a whole grace after it was queued: a wait of at most the grace
-	 * is never late for it by more than the wait for the head */
 	pthread_mutex_lock(&f->lock);
-	if (f->noffline && f->offline[f->offline_head].due_ms < due)
-		due = f->offline[f->offline_head].due_ms;
+	if (f->noffline)
+		due = f->offline[f->offline_head].due_ms; /* the oldest: due first */
 	pthread_mutex_unlock(&f->lock);
+	if (!due)
+		return -1;
 	return due > now ? (int)(due - now) : 0;
 }
 

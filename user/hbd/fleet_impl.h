@@ -202,12 +202,13 @@ void fleet_data_free(struct hbd_fleet *f);
 void fleet_data_publish(struct hbd_fleet *f, unsigned worker);
 /* batches past their deadline: what libnats still holds of them is taken back, they fail */
 void fleet_data_expire(struct hbd_fleet *f);
+int fleet_data_wait_ms(struct hbd_fleet *f); /* until the first busy batch's deadline; -1: none */
 
 /* fleet_down.c */
 int fleet_down_subscribe(struct hbd_fleet *f);
 void fleet_down_result(struct hbd_fleet *f, const struct hbd_event *ev);
 void fleet_down_tick(struct hbd_fleet *f); /* fleet thread: the "offline" answers due */
-int fleet_down_wait_ms(struct hbd_fleet *f); /* until the next of them may be due */
+int fleet_down_wait_ms(struct hbd_fleet *f); /* until the first of them is due; -1: none */
 void fleet_down_free(struct hbd_fleet *f);
 
 /* fleet_admin.c */

@@ -12,7 +12,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <unistd.h>
 
 #include "events.h"
 
@@ -29,12 +28,8 @@ struct hbd_fleet_side {
  * HBD_OP_SINK_FLEET completion comes back). */
 static inline void hbd_fleet_batch_ready(struct hbd_fleet_side *fs, unsigned worker)
 {
-	uint64_t one = 1;
-
 	__atomic_store_n(&fs->batch_ready[worker], 1, __ATOMIC_RELEASE);
-	if (write(fs->q.efd, &one, sizeof(one)) < 0) {
-		/* EAGAIN: the counter is saturated, which still reads as ready */
-	}
+	hbd_events_ring(&fs->q);
 }
 
 #endif
