@@ -118,7 +118,8 @@ hz=$(getconf CLK_TCK)
 nats_alone=$(awk -v d=$((b_nats - a_nats)) -v hz="$hz" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }')
 stop_run
 
-hbd --nats nats://127.0.0.1:4339 --nats-node idle
+# shellcheck disable=SC2086 # HBD_NATS_ARGS: extra options of the fleet-mode run, split on spaces
+hbd --nats nats://127.0.0.1:4339 --nats-node idle ${HBD_NATS_ARGS:-}
 # messages between hbd and nats-server (its monitoring port: every client connection is hbd's)
 msgs() { ip netns exec $NS curl -s http://127.0.0.1:8339/connz | jq -r '[.connections[].in_msgs] as $i | [.connections[].out_msgs] as $o | "\($i | add // 0) \($o | add // 0)"'; }
 read -r a_in a_out <<< "$(msgs)"
