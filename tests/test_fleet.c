@@ -502,7 +502,9 @@ static void test_idle_fleet_thread(void **state)
 	ht_sleep_ms(3000);
 	a1 = thread_sleeps(A.pid, "hbd-fleet");
 	fprintf(stderr, "# node-a's fleet thread slept %lld times in 3 s of idling\n", a1 - a0);
-	HT_LE(a1 - a0, 2, "wakeups of an idle fleet thread in 3 s");
+	/* (4: a loaded machine may make hbload reconnect a device or two, each an end and an
+	 * online event; the daemon before woke 12 times) */
+	HT_LE(a1 - a0, 4, "wakeups of an idle fleet thread in 3 s");
 }
 
 /* Another node's sweep took node-a for dead (its hbeat_nodes entry expired during an outage
