@@ -66,13 +66,12 @@ thread_report() { # NAME BEFORE AFTER: thread_ticks before and after the window,
 	[ -z "$2" ] || join <(echo "$2") <(echo "$3") |
 		awk -v n="$1" -v s="$SECS" '{ printf "%s thread %s %s ticks %d sleeps %d cpu_us_per_s %.1f\n", n, $1, $5, $6 - $2, $7 - $3, ($8 - $4) / 1000 / s }' >&2
 }
-ms_per_s() { # PID NAME: its CPU over SECS seconds, ms a second (and in ALONE_US, µs a second)
-	local a b ta tb na nb
-	a=$(ticks "$1") ta=$(thread_ticks "$1") na=$(cpu_ns "$1")
+ms_per_s() { # PID NAME: its CPU over SECS seconds, ms a second
+	local a b ta tb
+	a=$(ticks "$1") ta=$(thread_ticks "$1")
 	window "$1" "$2"
-	b=$(ticks "$1") tb=$(thread_ticks "$1") nb=$(cpu_ns "$1")
+	b=$(ticks "$1") tb=$(thread_ticks "$1")
 	thread_report "$2" "$ta" "$tb"
-	us_per_s "$na" "$nb" > "$TMP/alone_us"
 	awk -v d=$((b - a)) -v hz="$(getconf CLK_TCK)" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }'
 }
 hbd() { # extra hbd options...: starts it, sets HBD_PID, and with DEVICES logs them in
@@ -110,10 +109,10 @@ NATS_PID=$!
 PIDS+=("$NATS_PID")
 sleep 1
 hbd
-a_nats=$(ticks "$NATS_PID") na_nats=$(cpu_ns "$NATS_PID")
+a_nats=$(ticks "$NATS_PID") na_nats=$(cpu_ns "$NATS_PID") na_hbd=$(cpu_ns "$HBD_PID")
 alone=$(ms_per_s "$HBD_PID" alone)
-b_nats=$(ticks "$NATS_PID") nb_nats=$(cpu_ns "$NATS_PID")
-alone_us=$(cat "$TMP/alone_us") nats_alone_us=$(us_per_s "$na_nats" "$nb_nats")
+b_nats=$(ticks "$NATS_PID") nb_nats=$(cpu_ns "$NATS_PID") nb_hbd=$(cpu_ns "$HBD_PID")
+alone_us=$(us_per_s "$na_hbd" "$nb_hbd") nats_alone_us=$(us_per_s "$na_nats" "$nb_nats")
 hz=$(getconf CLK_TCK)
 nats_alone=$(awk -v d=$((b_nats - a_nats)) -v hz="$hz" -v s="$SECS" 'BEGIN { printf "%.2f", d * 1000 / hz / s }')
 stop_run

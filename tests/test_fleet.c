@@ -462,32 +462,6 @@ static void test_idle_consumers(void **state)
 	      deliveries);
 }
 
-struct wakeups_query {
-	const char *name;
-	long long sleeps; /* voluntary context switches; -1 until the thread is found */
-};
-
-static void match_wakeups(const char *status, void *ctx)
-{
-	struct wakeups_query *q = ctx;
-	const char *name = strstr(status, "Name:\t"),
-		   *sw = strstr(status, "\nvoluntary_ctxt_switches:");
-	size_t len = strlen(q->name);
-
-	if (q->sleeps < 0 && name && sw && !strncmp(name + 6, q->name, len) &&
-	    name[6 + len] == '\n')
-		q->sleeps = atoll(sw + strlen("\nvoluntary_ctxt_switches:"));
-}
-
-/* How often the thread named name has gone to sleep so far; -1 if there is none. */
-static long long thread_sleeps(pid_t pid, const char *name)
-{
-	struct wakeups_query q = { .name = name, .sleeps = -1 };
-
-	ht_each_thread_file(pid, "status", match_wakeups, &q);
-	return q.sleeps;
-}
-
 /* An idle fleet thread sleeps until a worker, the downlink handler or the stop rings it: a
  * timer is armed only while a delayed "offline" answer or a DATA batch's deadline is due. It
  * woke four times a second (each wakeup of a thread is tens of µs on this VM, and that was
@@ -495,12 +469,12 @@ static long long thread_sleeps(pid_t pid, const char *name)
  * meanwhile: no presence event, no DATA. */
 static void test_idle_fleet_thread(void **state)
 {
-	long long a0 = thread_sleeps(A.pid, "hbd-fleet"), a1;
+	long long a0 = ht_thread_switches(A.pid, "hbd-fleet", false, false), a1;
 
 	(void)state;
 	HT_GE(a0, 0, "node-a's fleet thread");
 	ht_sleep_ms(3000);
-	a1 = thread_sleeps(A.pid, "hbd-fleet");
+	a1 = ht_thread_switches(A.pid, "hbd-fleet", false, false);
 	fprintf(stderr, "# node-a's fleet thread slept %lld times in 3 s of idling\n", a1 - a0);
 	/* (4: a loaded machine may make hbload reconnect a device or two, each an end and an
 	 * online event; the daemon before woke 12 times) */

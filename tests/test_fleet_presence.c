@@ -495,8 +495,9 @@ static void sessions_taken_over_after_another_node_ended_them(void **state)
 	      "and one whose entry says online here");
 	fleet_presence_adoptions(&fleet);
 	HT_EQ(fleet.table_resync, 1, "sessions taken over: the table is compared");
-	fleet.table_resync = 0;
-	fleet_presence_catch_up(&fleet, true);
+	/* as the admin thread takes the flag */
+	fleet_presence_catch_up(&fleet,
+				__atomic_exchange_n(&fleet.table_resync, 0, __ATOMIC_ACQ_REL));
 	m = next_write("the taken-over device's write");
 	HT_EQ(strcmp(natsMsg_GetSubject(m), FLEET_SUBJ_PRESENCE "4242"), 0,
 	      "for the device whose entry was ended, not %s", natsMsg_GetSubject(m));

@@ -547,29 +547,12 @@ static void no_defer_taskrun_serves(void **state)
 	ht_cleanup(&d);
 }
 
-static void add_worker_switches(const char *status, void *ctx)
-{
-	static const char *const fields[] = { "\nvoluntary_ctxt_switches:",
-					      "\nnonvoluntary_ctxt_switches:" };
-	long long *sum = ctx, v;
-
-	if (strncmp(status, "Name:\thbd-worker-", strlen("Name:\thbd-worker-")))
-		return;
-	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-		const char *p = strstr(status, fields[i]);
-
-		if (p && sscanf(p + strlen(fields[i]), "%lld", &v) == 1)
-			*sum += v;
-	}
-}
-
 /* Context switches, voluntary and not, of the daemon's worker threads so far. */
 static long long worker_switches(pid_t pid)
 {
-	long long sum = 0;
+	long long sum = ht_thread_switches(pid, "hbd-worker-", true, true);
 
-	HT_GT(ht_each_thread_status(pid, add_worker_switches, &sum), 0, "threads of hbd %d read",
-	      (int)pid);
+	HT_GE(sum, 0, "threads of hbd %d read", (int)pid);
 	return sum;
 }
 

@@ -354,3 +354,38 @@ pid_t ht_await_successor(struct ht_daemon *d)
 	ht_track(d, true);
 	return next;
 }
+
+struct switches_query {
+	const char *name;
+	bool prefix, involuntary;
+	int matched;
+	long long sum;
+};
+
+static void add_switches(const char *status, void *ctx)
+{
+	static const char *const fields[] = { "\nvoluntary_ctxt_switches:",
+					      "\nnonvoluntary_ctxt_switches:" };
+	struct switches_query *q = ctx;
+	size_t len = strlen(q->name);
+	long long v;
+
+	if (strncmp(status, "Name:\t", 6) || strncmp(status + 6, q->name, len) ||
+	    (!q->prefix && status[6 + len] != '\n'))
+		return;
+	q->matched++;
+	for (size_t i = 0; i < (q->involuntary ? 2u : 1u); i++) {
+		const char *p = strstr(status, fields[i]);
+
+		if (p && sscanf(p + strlen(fields[i]), "%lld", &v) == 1)
+			q->sum += v;
+	}
+}
+
+long long ht_thread_switches(pid_t pid, const char *name, bool prefix, bool involuntary)
+{
+	struct switches_query q = { .name = name, .prefix = prefix, .involuntary = involuntary };
+
+	ht_each_thread_status(pid, add_switches, &q);
+	return q.matched ? q.sum : -1;
+}

@@ -72,5 +72,9 @@ int ht_each_thread_status(pid_t pid, void (*fn)(const char *status, void *ctx), 
 /* The same with another file of /proc/PID/task/TID ("stat"). */
 int ht_each_thread_file(pid_t pid, const char *file, void (*fn)(const char *text, void *ctx),
 			void *ctx);
+/* Context switches so far of pid's threads named name (with prefix, of those whose name starts
+ * so), summed: the voluntary ones (sleeps), with involuntary the others too; -1 if none is
+ * named so. */
+long long ht_thread_switches(pid_t pid, const char *name, bool prefix, bool involuntary);
 
 #endif /* HT_HBD_HARNESS_H */
