@@ -56,6 +56,7 @@ FLOOR_S=10 # cyclictest before the phases
 FLEET=0 # --nats: a nats-server per phase and hbd --nats
 NATS_PORT=7660 NATS_MON=8660 # on 127.0.0.1 of the server namespace
 HBD_EXTRA=() # --hbd-args: given to hbd in every phase, after the phase's own
+HBLOAD_EXTRA=() # --hbload-args: given to hbload in every phase, after the phase's own
 
 usage() {
 	cat <<EOF
@@ -83,6 +84,7 @@ usage: scripts/bench.sh [options]
                        namespace, pinned with the server; hbd --nats (default off)
   --hbd-args "ARGS"    more hbd options for every phase, e.g. "--batch-wait 0" (split at
                        spaces; default none)
+  --hbload-args "ARGS" more hbload options for every phase, e.g. "--inflight 4096"
 EOF
 }
 
@@ -106,6 +108,7 @@ while [ $# -gt 0 ]; do
 	--phases) PHASES=$2; shift ;;
 	--nats) FLEET=1 ;;
 	--hbd-args) read -r -a HBD_EXTRA <<< "$2"; shift ;;
+	--hbload-args) read -r -a HBLOAD_EXTRA <<< "$2"; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "bench: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -426,6 +429,7 @@ run_phase() { # NAME PROTO MODE HBLOAD-ARGS...
 		--duration $((WARMUP + steady + extra)) --warmup $WARMUP --steady "$steady" \
 		--keys "$OUT/keys" --source "10.77.1.1-10.77.1.16" --setup-timeout $((60 + CLIENTS / 10000)) \
 		--events "$dir/events.fifo" --hist "$dir/hist.txt" --json "$@" \
+		${HBLOAD_EXTRA[@]+"${HBLOAD_EXTRA[@]}"} \
 		> "$dir/hbload.json" 2> "$dir/hbload.log" &
 	HBL_PID=$!
 	place_none

@@ -10,6 +10,7 @@
 #
 #   scripts/profile-steady.sh [--clients N] [--phases tcp-offload,tcp-user] [--out DIR]
 #                             [--window steady|setup] [--side server|client]
+#                             [--hbd-args "ARGS"] (more hbd options, as scripts/bench.sh's)
 #                             [--summary-only]   (again from DIR's recordings, no new run)
 #
 # perf samples with a software clock here (no PMU in this VM), at 499 Hz: the shares are
@@ -26,6 +27,7 @@ PERF_S=30
 WINDOW=steady
 SIDE=server
 RUN=1
+HBD_ARGS=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--clients) CLIENTS=$2; shift ;;
@@ -34,7 +36,8 @@ while [ $# -gt 0 ]; do
 	--summary-only) RUN=0 ;;
 	--window) WINDOW=$2; shift ;;
 	--side) SIDE=$2; shift ;;
-	-h | --help) sed -n '3,18p' "$0"; exit 0 ;;
+	--hbd-args) HBD_ARGS=(--hbd-args "$2"); shift ;;
+	-h | --help) sed -n '3,19p' "$0"; exit 0 ;;
 	*) echo "profile-steady: unknown option '$1'" >&2; exit 2 ;;
 	esac
 	shift
@@ -62,7 +65,7 @@ if [ "$RUN" = 1 ]; then
 	# 20 s of warmup and a steady window long enough to hold the sampling with room on both sides
 	BENCH_OUT="$OUT/bench" scripts/bench.sh --clients "$CLIENTS" --phases "$PHASES" \
 		--steady $((PERF_S + 30)) --steady-user $((PERF_S + 30)) --steady-udp $((PERF_S + 30)) \
-		--warmup 20 --ramp '' --no-storm > "$OUT/bench.log" 2>&1 &
+		--warmup 20 --ramp '' --no-storm ${HBD_ARGS[@]+"${HBD_ARGS[@]}"} > "$OUT/bench.log" 2>&1 &
 	BENCH=$!
 	trap 'kill "$BENCH" 2>/dev/null; wait "$BENCH" 2>/dev/null; git checkout -- docs/BENCHMARKS.md docs/bench-rtt.png' EXIT
 

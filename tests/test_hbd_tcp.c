@@ -565,6 +565,7 @@ struct paced {
 	unsigned logins; /* and so many new devices logging in meanwhile, one after another */
 	uint64_t login_median_ms; /* how long their WELCOMEs took */
 	long long switches; /* what it cost: the worker threads' context switches */
+	int threads; /* the daemon's worker threads */
 	uint64_t worst_ms, median_ms; /* how long the PONGs took */
 };
 
@@ -618,6 +619,7 @@ static void paced_pings(const struct ht_daemon *d, struct paced *p)
 	pfd[PACED_CONNS].fd = -1;
 	pfd[PACED_CONNS].events = POLLIN;
 	p->switches = worker_switches(d->pid);
+	p->threads = ht_threads_named(d->pid, "hbd-worker-", true);
 	start = ht_now_ms();
 	deadline = start + (uint64_t)p->pings * p->gap_ms + (uint64_t)HT_IO_MS;
 	while (answered < p->pings || logged < p->logins) {
@@ -707,6 +709,37 @@ static void batch_wait_gathers_wakeups(void **state)
 	HT_GE(without.switches, without.pings / 2, "without it the worker woke for most PINGs");
 	HT_LT(with.switches * 3, without.switches, "with it, under a third of those wakeups");
 	HT_LE(with.worst_ms, 20 + (uint64_t)HT_IO_MS / 10, "no PONG waited much past the batch");
+}
+
+/* Needs its own daemons: four rings, each too quiet for a batch wait of its own (the busiest,
+ * with 12 of the 20 devices, would gather 3 completions a wait; the gate needs 4), but busy
+ * enough together (5 a wait). With --ring-threads 1 one thread runs all four, and its wait
+ * gathers their completions in one wakeup; with a thread a ring each wakes for its PINGs.
+ */
+static void ring_threads_batch_across_rings(void **state)
+{
+	static const char *const apart[] = { "--no-offload", "--workers", "4",
+					     "--batch-wait", "20000",	  NULL };
+	static const char *const shared[] = { "--no-offload",	"--workers", "4",
+					      "--ring-threads", "1",	     "--batch-wait",
+					      "20000",		NULL };
+	struct paced alone = { .pings = 100, .gap_ms = 8 }, together = alone;
+
+	(void)state;
+	paced_daemon(apart, &alone);
+	paced_daemon(shared, &together);
+	fprintf(stderr,
+		"worker context switches for %u PINGs over 4 rings: %lld on %d threads, %lld on %d "
+		"(--ring-threads 1); slowest PONG %llu and %llu ms\n",
+		alone.pings, alone.switches, alone.threads, together.switches, together.threads,
+		(unsigned long long)alone.worst_ms, (unsigned long long)together.worst_ms);
+	HT_EQ(alone.threads, 4, "a thread a ring without --ring-threads");
+	HT_EQ(together.threads, 1, "one thread with --ring-threads 1");
+	HT_GE(alone.switches, alone.pings / 2, "a thread a ring woke for most PINGs");
+	HT_LT(together.switches * 3, alone.switches,
+	      "one thread for the four rings: under a third of those wakeups");
+	HT_LE(together.worst_ms, 20 + (uint64_t)HT_IO_MS / 10,
+	      "no PONG waited much past the batch");
 }
 
 /* Needs its own daemon: the PINGs of batch_wait_gathers_wakeups keep the worker's 50 ms wait
@@ -858,6 +891,7 @@ int main(void)
 		cmocka_unit_test_teardown(batch_wait_gathers_wakeups, ht_reap),
 		cmocka_unit_test_teardown(batch_wait_off_at_low_rate, ht_reap),
 		cmocka_unit_test_teardown(batch_wait_spares_logins, ht_reap),
+		cmocka_unit_test_teardown(ring_threads_batch_across_rings, ht_reap),
 		cmocka_unit_test_teardown(batch_wait_gauge_follows_rate, tc_reap),
 		cmocka_unit_test_teardown(sink_fsync_still_acks, ht_reap),
 	};

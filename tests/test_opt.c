@@ -729,6 +729,7 @@ static void hbd_help_lists_every_option(void **state)
 		{ "  --mqtt-realm NAME", "(default hbeat)" },
 		{ "  --mqtt-max-days N", "(default 30)" },
 		{ "  --workers N", "(default one per CPU" },
+		{ "  --ring-threads N", "(default 0: one thread per ring)" },
 		{ "  --cpus LIST", "(default off: workers float" },
 		{ "  --max-clients N", "(default 10000)" },
 		{ "  --interval SEC", "(default 30)" },

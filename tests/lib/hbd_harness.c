@@ -389,3 +389,11 @@ long long ht_thread_switches(pid_t pid, const char *name, bool prefix, bool invo
 	ht_each_thread_status(pid, add_switches, &q);
 	return q.matched ? q.sum : -1;
 }
+
+int ht_threads_named(pid_t pid, const char *name, bool prefix)
+{
+	struct switches_query q = { .name = name, .prefix = prefix };
+
+	ht_each_thread_status(pid, add_switches, &q);
+	return q.matched;
+}

@@ -76,5 +76,7 @@ int ht_each_thread_file(pid_t pid, const char *file, void (*fn)(const char *text
  * so), summed: the voluntary ones (sleeps), with involuntary the others too; -1 if none is
  * named so. */
 long long ht_thread_switches(pid_t pid, const char *name, bool prefix, bool involuntary);
+/* How many of pid's threads are named name (with prefix: whose name starts so). */
+int ht_threads_named(pid_t pid, const char *name, bool prefix);
 
 #endif /* HT_HBD_HARNESS_H */

@@ -310,7 +310,7 @@ static int steer_sockets(struct hbd_daemon *d)
 	char list[256];
 
 	for (unsigned i = 0; i < d->plan.workers; i++) {
-		int cpu = hbd_placement_cpu(&cfg->cpus, i);
+		int cpu = hbd_placement_cpu(&cfg->cpus, i / d->plan.per_thread);
 		int fds[3] = { d->tcp_fds[i], d->udp_fds[i], d->mqtt_fds ? d->mqtt_fds[i] : -1 };
 
 		for (unsigned k = 0; k < 3; k++) {
@@ -338,7 +338,7 @@ static int steer_sockets(struct hbd_daemon *d)
 static int start_workers(struct hbd_daemon *d)
 {
 	const struct hbd_config *cfg = d->cfg;
-	unsigned n = d->plan.workers, started = 0;
+	unsigned n = d->plan.workers, per = d->plan.per_thread, started = 0;
 	int rc = 0;
 
 	d->workers = calloc(
@@ -365,13 +365,17 @@ static int start_workers(struct hbd_daemon *d)
 		w->rx_count = cfg->rx_buffers;
 		w->rx_size = cfg->rx_buf_size;
 		w->ux_count = HBD_UDP_BUFS;
-		w->cpu = hbd_placement_cpu(&cfg->cpus, i); /* -1 without --cpus */
-		rc = start_thread(w);
-		if (rc) {
+		/* -1 without --cpus; the rings of one thread share its CPU */
+		w->cpu = hbd_placement_cpu(&cfg->cpus, i / per);
+		/* the first ring of each thread's share starts the thread */
+		w->group_n = i % per ? 0 : (n - i < per ? n - i : per);
+	}
+	for (unsigned i = 0; !rc && i < n; i += per) {
+		rc = start_thread(d->workers[i]);
+		if (rc)
 			hb_err("worker thread: %s", strerror(-rc));
-			break;
-		}
-		started++;
+		else
+			started += d->workers[i]->group_n;
 	}
 	pthread_mutex_lock(&d->start.lock);
 	if (rc && !d->start.err)
@@ -411,7 +415,7 @@ static void stop_workers(struct hbd_daemon *d)
 			hbd_ctl_msg(d, i, hbd_ud(HBD_OP_MSG_WAKE, 0, 0, 0), 0);
 	hbd_ctl_flush(d);
 	for (unsigned i = 0; i < d->plan.workers; i++) {
-		if (d->workers[i])
+		if (d->workers[i] && d->workers[i]->group_n)
 			pthread_join(d->workers[i]->thread, NULL);
 	}
 }
@@ -447,7 +451,7 @@ int hbd_run(const struct hbd_config *cfg)
 	int sigfd = -1;
 	long ncpu;
 	int ho_tcp[125], ho_udp[125];
-	unsigned ho_n = 0, want;
+	unsigned ho_n = 0, want, threads;
 
 	if (!d)
 		return HBD_EXIT_FAIL;
@@ -522,6 +526,9 @@ int hbd_run(const struct hbd_config *cfg)
 		goto out;
 	}
 	d->lim.pending_per_worker = (cfg->max_pending + d->plan.workers - 1) / d->plan.workers;
+	threads = cfg->ring_threads && cfg->ring_threads < d->plan.workers ? cfg->ring_threads
+									   : d->plan.workers;
+	d->plan.per_thread = (d->plan.workers + threads - 1) / threads;
 	/* a connection gets no longer to authenticate than an authenticated one may stay silent */
 	d->lim.hello_timeout_ms = (uint64_t)(cfg->hello_timeout_s * 1000);
 	if (d->lim.hello_timeout_ms > d->lim.timeout_ms)
@@ -629,6 +636,11 @@ int hbd_run(const struct hbd_config *cfg)
 		(unsigned long long)d->lim.timeout_ms, mode_str(d), cfg->sink,
 		cfg->control ? cfg->control : "none", d->ctl.metrics_port, (int)getpid(),
 		d->upg.successor ? " (upgrade: taking over)" : "");
+	if (d->plan.per_thread > 1)
+		hb_info("workers: %u rings on %u threads, %u a thread (--ring-threads)",
+			d->plan.workers,
+			(d->plan.workers + d->plan.per_thread - 1) / d->plan.per_thread,
+			d->plan.per_thread);
 	hbd_notify_ready(d);
 	exit_code = hbd_control_loop(d, sigfd);
 	if (!d->upg.handed)

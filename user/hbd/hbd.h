@@ -64,6 +64,7 @@ struct hbd_config {
 	const char *mqtt_realm; /* the realm MQTT passwords are bound to */
 	unsigned mqtt_max_days; /* the longest validity an MQTT password may claim */
 	unsigned workers; /* 0: one per CPU (of --cpus, if given) */
+	unsigned ring_threads; /* threads that run the rings; 0: one per ring */
 	cpu_set_t cpus; /* --cpus (empty: not given): workers pinned to these, sockets steered */
 	unsigned max_clients; /* authenticated TCP connections, and separately UDP sessions */
 	unsigned max_pending; /* TCP connections without a HELLO yet (0 in the defaults: the
@@ -129,6 +130,7 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c);
 struct hbd_plan {
 	unsigned workers;
 	uint32_t slots; /* per ring */
+	unsigned per_thread; /* rings a thread runs: workers i..i+per_thread-1 share one */
 };
 int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu, uint64_t nofile,
 		     struct hbd_plan *p);

@@ -108,10 +108,16 @@ static const struct hb_opt options[] = {
 	  .def.s = HB_MQTT_DEFAULT_REALM },
 	{ "mqtt-max-days", 0, "N", "the longest validity, in days, an MQTT password may claim",
 	  HB_OPT_UINT, AT(mqtt_max_days), .def.u = HB_MQTT_DEFAULT_DAYS, .umin = 0, .umax = 3650 },
-	{ "workers", 0, "N", "worker threads, one io_uring ring each", HB_OPT_UINT, AT(workers),
+	{ "workers", 0, "N", "workers, one io_uring ring each (and a thread each, unless --ring-threads)", HB_OPT_UINT, AT(workers),
 	  .umin = 1, .umax = HBD_MAX_RINGS,
 	  .def_text = "one per CPU (of --cpus if given), more if --max-clients needs more "
 	  "direct-descriptor tables" },
+	{ "ring-threads", 0, "N", "run the workers' rings on N threads: a thread sleeps once for "
+	  "all of its rings and, when busy, gathers their completions of a --batch-wait in one "
+	  "wakeup (500k clients need 32 rings at RLIMIT_NOFILE 20000, each too quiet to batch "
+	  "alone); costs latency and login bursts (docs/OPERATIONS.md)",
+	  HB_OPT_UINT, AT(ring_threads), .umin = 0, .umax = HBD_MAX_RINGS,
+	  .def_text = "0: one thread per ring" },
 	{ "cpus", 0, "LIST", "pin worker i to the (i mod n)-th of these n CPUs and steer each new "
 	  "connection and datagram to a worker on the CPU that received it (SO_INCOMING_CPU on "
 	  "every service socket; Linux 6.1): its wakeups and answers stay on that CPU",

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Worker thread: ring set-up, the event loop, one handle_cqe switch, ticks and the drain. */
+/* Worker thread: ring set-up, the event loop (of one ring, or of several: --ring-threads), one
+ * handle_cqe switch, ticks and the drain. */
 #include "worker.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "accept.h"
 #include "log.h"
@@ -73,12 +78,17 @@ static int setup(struct hbd_worker *w)
 	p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_CQSIZE |
 		  IORING_SETUP_SUBMIT_ALL;
 	p.cq_entries = CQ_ENTRIES;
+	/* a thread of several rings must see which of them have task work to run */
+	if (d->plan.per_thread > 1)
+		p.flags |= IORING_SETUP_TASKRUN_FLAG;
 	rc = -EINVAL; /* what a kernel without DEFER_TASKRUN answers */
 	if (!d->cfg->no_defer_taskrun)
 		rc = io_uring_queue_init_params(SQ_ENTRIES, &w->ring, &p);
 	if (rc == -EINVAL) {
 		memset(&p, 0, sizeof(p));
 		p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+		if (d->plan.per_thread > 1)
+			p.flags |= IORING_SETUP_TASKRUN_FLAG;
 		p.cq_entries = CQ_ENTRIES;
 		rc = io_uring_queue_init_params(SQ_ENTRIES, &w->ring, &p);
 	}
@@ -503,92 +513,226 @@ static int wait_cqes(struct hbd_worker *w, bool busy)
 	return io_uring_submit_and_wait_timeout(&w->ring, &cqe, BATCH_WAIT_NR, &ts, NULL);
 }
 
-static void run(struct hbd_worker *w)
+/* The work of one loop iteration before the wait: handoff, drain, tick, and everything the
+ * iteration batched. Returns false once this worker's loop is over. */
+static bool step(struct hbd_worker *w)
 {
 	struct hbd_daemon *d = w->d;
+
+	worker_clock(w);
+	/* nothing from the last iteration is still using the key store it read */
+	__atomic_store_n(&w->epoch, __atomic_load_n(&d->keys.epoch, __ATOMIC_ACQUIRE),
+			 __ATOMIC_RELEASE);
+	hbd_ho_step(w);
+	/* handed everything to a successor: leave without a drain, which would say BYE to
+	 * devices that now belong to it
+	 */
+	if (__atomic_load_n(&d->upg.phase, __ATOMIC_ACQUIRE) == HBD_HO_PHASE_EXIT && w->ho.done)
+		return false;
+	if (!w->draining && !hbd_handing_off(w) && __atomic_load_n(&d->stop, __ATOMIC_ACQUIRE))
+		drain_start(w);
+	if (w->draining && drain_done(w))
+		return false;
+	if (w->draining && w->now_ms >= w->drain_deadline) {
+		hb_warn("worker %u: drain timed out with %u connections", w->id, w->nconns);
+		return false;
+	}
+	if (w->now_ms >= w->next_tick) {
+		tick(w);
+		w->next_tick = w->now_ms + d->lim.tick_ms;
+	}
+	if (!w->tick_armed)
+		arm_tick(w);
+	flush(w);
+	return true;
+}
+
+static unsigned reap(struct hbd_worker *w)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+
+	worker_clock(w);
+	io_uring_for_each_cqe(&w->ring, head, cqe) {
+		handle_cqe(w, cqe);
+		if (++n == CQE_BATCH_MAX)
+			break;
+	}
+	io_uring_cq_advance(&w->ring, n);
+	return n;
+}
+
+static void wait_error(struct hbd_worker *w, int rc)
+{
+	if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY) {
+		hb_err("worker %u: io_uring wait: %s", w->id, strerror(-rc));
+		HBD_STAT_ADD(w->st, errors, 1);
+	}
+}
+
+static void run(struct hbd_worker *w)
+{
 	bool busy = false;
 
-	for (;;) {
-		struct io_uring_cqe *cqe;
-		unsigned head, n = 0;
-		int rc;
+	while (step(w)) {
+		unsigned n;
 
-		worker_clock(w);
-		/* nothing from the last iteration is still using the key store it read */
-		__atomic_store_n(&w->epoch, __atomic_load_n(&d->keys.epoch, __ATOMIC_ACQUIRE),
-				 __ATOMIC_RELEASE);
-		hbd_ho_step(w);
-		/* handed everything to a successor: leave without a drain, which would say BYE to
-		 * devices that now belong to it
-		 */
-		if (__atomic_load_n(&d->upg.phase, __ATOMIC_ACQUIRE) == HBD_HO_PHASE_EXIT &&
-		    w->ho.done)
-			break;
-		if (!w->draining && !hbd_handing_off(w) &&
-		    __atomic_load_n(&d->stop, __ATOMIC_ACQUIRE))
-			drain_start(w);
-		if (w->draining && drain_done(w))
-			break;
-		if (w->draining && w->now_ms >= w->drain_deadline) {
-			hb_warn("worker %u: drain timed out with %u connections", w->id, w->nconns);
-			break;
-		}
-		if (w->now_ms >= w->next_tick) {
-			tick(w);
-			w->next_tick = w->now_ms + d->lim.tick_ms;
-		}
-		if (!w->tick_armed)
-			arm_tick(w);
-		flush(w);
-		rc = wait_cqes(w, busy);
-		if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY) {
-			hb_err("worker %u: io_uring wait: %s", w->id, strerror(-rc));
-			HBD_STAT_ADD(w->st, errors, 1);
-		}
-		worker_clock(w);
-		io_uring_for_each_cqe(&w->ring, head, cqe) {
-			handle_cqe(w, cqe);
-			if (++n == CQE_BATCH_MAX)
-				break;
-		}
-		io_uring_cq_advance(&w->ring, n);
+		wait_error(w, wait_cqes(w, busy));
+		n = reap(w);
 		busy = n > 0;
 		batch_gate(w, n);
 		HBD_VALGRIND_YIELD();
 	}
 }
 
+/* A ring has work for its thread: CQEs, or (with DEFER_TASKRUN and TASKRUN_FLAG) completions
+ * queued as task work that only an enter of this thread turns into CQEs. */
+static bool ring_has_work(struct io_uring *ring)
+{
+	return io_uring_cq_ready(ring) ||
+	       (IO_URING_READ_ONCE(*ring->sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW));
+}
+
+/* --ring-threads: one thread runs the rings of ws[0..n-1]. Every ring signals the thread's one
+ * eventfd when work arrives for it (the kernel signals a registered eventfd when a DEFER_TASKRUN
+ * ring's task-work list becomes non-empty, and when CQEs are posted), so the thread sleeps
+ * once for all of them. The eventfd is read before the rings are looked at: what arrives after
+ * that signals it again. A busy thread whose completions would batch (ws[0]'s gate, counted
+ * over all its rings) first sleeps out the --batch-wait, so one wakeup serves every ring's
+ * completions of that time: at 500k clients each ring alone is too quiet for its gate.
+ */
+static void wait_group(struct hbd_worker **ws, unsigned n, int evfd, bool busy)
+{
+	unsigned us = ws[0]->d->cfg->batch_wait_us;
+	bool logins = false;
+	struct pollfd p = { .fd = evfd, .events = POLLIN };
+
+	for (unsigned i = 0; i < n; i++)
+		logins |= !ws[i]->loop_done && ws[i]->pending;
+	if (ws[0]->gate.on && busy && !logins && !HBD_ON_VALGRIND) {
+		struct timespec ts = { .tv_sec = us / 1000000,
+				       .tv_nsec = (long)(us % 1000000) * 1000 };
+
+		nanosleep(&ts, NULL);
+		return;
+	}
+	if (poll(&p, 1, -1) < 0 && errno != EINTR)
+		wait_error(ws[0], -errno);
+}
+
+static void run_group(struct hbd_worker **ws, unsigned n, int evfd)
+{
+	unsigned live = n;
+	bool busy = false;
+
+	for (;;) {
+		bool ready = false;
+		unsigned cqes = 0;
+		uint64_t count;
+
+		for (unsigned i = 0; i < n; i++) {
+			struct hbd_worker *w = ws[i];
+			int rc;
+
+			if (w->loop_done)
+				continue;
+			if (!step(w)) {
+				w->loop_done = true;
+				__atomic_store_n(&w->exited, true, __ATOMIC_RELEASE);
+				live--;
+				continue;
+			}
+			rc = io_uring_sq_ready(&w->ring) ? io_uring_submit(&w->ring) : 0;
+			if (rc < 0)
+				hb_warn("worker %u: submit: %s", w->id, strerror(-rc));
+			ready |= ring_has_work(&w->ring);
+		}
+		if (!live)
+			break;
+		if (!ready)
+			wait_group(ws, n, evfd, busy);
+		if (read(evfd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+			wait_error(ws[0], -errno);
+		for (unsigned i = 0; i < n; i++) {
+			struct hbd_worker *w = ws[i];
+
+			if (w->loop_done)
+				continue;
+			if (IO_URING_READ_ONCE(*w->ring.sq.kflags) &
+			    (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))
+				wait_error(w, io_uring_get_events(&w->ring));
+			cqes += reap(w);
+		}
+		busy = cqes > 0;
+		batch_gate(ws[0], cqes);
+		HBD_VALGRIND_YIELD();
+	}
+}
+
+/* The rings of a thread, each registered to signal its eventfd. */
+static int group_open(struct hbd_worker **ws, unsigned n)
+{
+	int evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	if (evfd < 0) {
+		hb_err("worker %u: eventfd: %s", ws[0]->id, strerror(errno));
+		return -errno;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		int rc = io_uring_register_eventfd(&ws[i]->ring, evfd);
+
+		if (rc) {
+			hb_err("worker %u: io_uring_register_eventfd: %s", ws[i]->id,
+			       strerror(-rc));
+			close(evfd);
+			return rc;
+		}
+	}
+	return evfd;
+}
+
 void *hbd_worker_main(void *arg)
 {
-	struct hbd_worker *w = arg;
-	struct hbd_daemon *d = w->d;
+	struct hbd_worker *lead = arg, **ws;
+	struct hbd_daemon *d = lead->d;
+	unsigned n = lead->group_n;
+	int rc = 0, evfd = -1;
 	char name[16];
-	int rc;
 
 	/* "top -H" and the tests tell the workers apart from hbd's other threads by this */
-	snprintf(name, sizeof(name), "hbd-worker-%u", w->id % 1000);
+	snprintf(name, sizeof(name), "hbd-worker-%u", lead->id % 1000);
 	pthread_setname_np(pthread_self(), name);
-	w->dispatch = handle_cqe;
-	rc = setup(w);
+	ws = d->workers + lead->id;
+	for (unsigned i = 0; i < n; i++) {
+		ws[i]->dispatch = handle_cqe;
+		if (!rc)
+			rc = setup(ws[i]);
+	}
+	if (!rc && n > 1 && (evfd = group_open(ws, n)) < 0)
+		rc = evfd;
 
 	pthread_mutex_lock(&d->start.lock);
 	if (rc && !d->start.err)
 		d->start.err = rc;
-	d->start.nready++;
+	d->start.nready += n;
 	pthread_cond_broadcast(&d->start.cond);
 	while (!d->start.go && !d->start.err)
 		pthread_cond_wait(&d->start.cond, &d->start.lock);
 	rc = d->start.err;
 	pthread_mutex_unlock(&d->start.lock);
-	if (rc) {
-		__atomic_store_n(&w->exited, true, __ATOMIC_RELEASE);
-		return NULL;
+	for (unsigned i = 0; !rc && i < n; i++) {
+		if (hbd_accept_fill(ws[i]) || hbd_udp_arm(ws[i])) {
+			hb_err("worker %u: cannot arm accept/recvmsg", ws[i]->id);
+			__atomic_store_n(&d->stop, 1, __ATOMIC_RELEASE);
+		}
 	}
-	if (hbd_accept_fill(w) || hbd_udp_arm(w)) {
-		hb_err("worker %u: cannot arm accept/recvmsg", w->id);
-		__atomic_store_n(&d->stop, 1, __ATOMIC_RELEASE);
-	}
-	run(w);
-	__atomic_store_n(&w->exited, true, __ATOMIC_RELEASE);
+	if (!rc && n > 1)
+		run_group(ws, n, evfd);
+	else if (!rc)
+		run(lead);
+	if (evfd >= 0)
+		close(evfd);
+	for (unsigned i = 0; i < n; i++)
+		__atomic_store_n(&ws[i]->exited, true, __ATOMIC_RELEASE);
 	return NULL;
 }

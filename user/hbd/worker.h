@@ -107,7 +107,11 @@ struct hbd_worker {
 	struct hbd_daemon *d;
 	unsigned id;
 	int cpu; /* the one it runs on (--cpus), -1: any */
-	pthread_t thread;
+	pthread_t thread; /* valid where group_n > 0 */
+	/* --ring-threads: this worker's thread runs workers id..id+group_n-1; 0 if another's
+	 * thread runs this one */
+	unsigned group_n;
+	bool loop_done; /* its loop is over (the thread may still run others) */
 	struct hb_ustats *st; /* this worker's counter slot */
 	struct io_uring ring;
 	bool ring_ok;
