@@ -80,7 +80,7 @@ for r in $(seq "$ROUNDS"); do
 			--ramp '' --steady-user "$STEADY" --storm-window "$STORM_WINDOW" ${args[@]+"${args[@]}"}
 		runs+=("$(jq -c --argjson r "$r" --argjson threads "$n" '.tcp_default |
 			{round: $r, ring_threads: $threads, cpu_us_per_hb, machine_cpu_us_per_hb,
-			 client_cpu_us_per_hb, rtt_p99_us: .rtt_us.p99, connected, setup_s, pings, pongs,
+			 client_cpu_us_per_hb, rtt_p50_us: .rtt_us.p50, rtt_p99_us: .rtt_us.p99, connected, setup_s, pings, pongs,
 			 storm_s: .storm.seconds, storm_failures: .storm.failures,
 			 steal_pct: .noise.steal_pct}' "$dir/result.json")")
 		echo "${runs[-1]}"

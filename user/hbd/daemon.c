@@ -529,6 +529,8 @@ int hbd_run(const struct hbd_config *cfg)
 	threads = cfg->ring_threads && cfg->ring_threads < d->plan.workers ? cfg->ring_threads
 									   : d->plan.workers;
 	d->plan.per_thread = (d->plan.workers + threads - 1) / threads;
+	/* fewer than asked when the rings do not divide evenly (5 rings on 4: 2 a thread, 3) */
+	d->plan.threads = (d->plan.workers + d->plan.per_thread - 1) / d->plan.per_thread;
 	/* a connection gets no longer to authenticate than an authenticated one may stay silent */
 	d->lim.hello_timeout_ms = (uint64_t)(cfg->hello_timeout_s * 1000);
 	if (d->lim.hello_timeout_ms > d->lim.timeout_ms)
@@ -638,9 +640,7 @@ int hbd_run(const struct hbd_config *cfg)
 		d->upg.successor ? " (upgrade: taking over)" : "");
 	if (d->plan.per_thread > 1)
 		hb_info("workers: %u rings on %u threads, %u a thread (--ring-threads)",
-			d->plan.workers,
-			(d->plan.workers + d->plan.per_thread - 1) / d->plan.per_thread,
-			d->plan.per_thread);
+			d->plan.workers, d->plan.threads, d->plan.per_thread);
 	hbd_notify_ready(d);
 	exit_code = hbd_control_loop(d, sigfd);
 	if (!d->upg.handed)

@@ -130,6 +130,7 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c);
 struct hbd_plan {
 	unsigned workers;
 	uint32_t slots; /* per ring */
+	unsigned threads; /* that run the rings (--ring-threads) */
 	unsigned per_thread; /* rings a thread runs: workers i..i+per_thread-1 share one */
 };
 int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu, uint64_t nofile,

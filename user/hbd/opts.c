@@ -108,7 +108,8 @@ static const struct hb_opt options[] = {
 	  .def.s = HB_MQTT_DEFAULT_REALM },
 	{ "mqtt-max-days", 0, "N", "the longest validity, in days, an MQTT password may claim",
 	  HB_OPT_UINT, AT(mqtt_max_days), .def.u = HB_MQTT_DEFAULT_DAYS, .umin = 0, .umax = 3650 },
-	{ "workers", 0, "N", "workers, one io_uring ring each (and a thread each, unless --ring-threads)", HB_OPT_UINT, AT(workers),
+	{ "workers", 0, "N", "workers, one io_uring ring each (and a thread each, unless "
+	  "--ring-threads)", HB_OPT_UINT, AT(workers),
 	  .umin = 1, .umax = HBD_MAX_RINGS,
 	  .def_text = "one per CPU (of --cpus if given), more if --max-clients needs more "
 	  "direct-descriptor tables" },

@@ -585,19 +585,18 @@ static void run(struct hbd_worker *w)
 	}
 }
 
-/* A ring has work for its thread: CQEs, or (with DEFER_TASKRUN and TASKRUN_FLAG) completions
- * queued as task work that only an enter of this thread turns into CQEs. */
-static bool ring_has_work(struct io_uring *ring)
+/* Completions queued as task work (TASKRUN_FLAG), or CQEs held back by a full CQ: only an enter
+ * of this thread turns them into CQEs. */
+static bool ring_needs_enter(const struct io_uring *ring)
 {
-	return io_uring_cq_ready(ring) ||
-	       (IO_URING_READ_ONCE(*ring->sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW));
+	return IO_URING_READ_ONCE(*ring->sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW);
 }
 
 /* --ring-threads: one thread runs the rings of ws[0..n-1]. Every ring signals the thread's one
  * eventfd when work arrives for it (the kernel signals a registered eventfd when a DEFER_TASKRUN
  * ring's task-work list becomes non-empty, though on 6.18 some 15 ms late, and when CQEs are
- * posted), so the thread sleeps once for all of them. The eventfd is read before the rings are looked at: what arrives after
- * that signals it again. A busy thread whose completions would batch (ws[0]'s gate, counted
+ * posted), so the thread sleeps once for all of them. The eventfd is read before the rings are
+ * looked at: what arrives after that signals it again. A busy thread whose completions would batch (ws[0]'s gate, counted
  * over all its rings) first sleeps out the --batch-wait, so one wakeup serves every ring's
  * completions of that time: at 500k clients each ring alone is too quiet for its gate.
  */
@@ -608,7 +607,7 @@ static void wait_group(struct hbd_worker **ws, unsigned n, int evfd, bool busy)
 	struct pollfd p = { .fd = evfd, .events = POLLIN };
 
 	for (unsigned i = 0; i < n; i++)
-		logins |= !ws[i]->loop_done && ws[i]->pending;
+		logins |= !ws[i]->exited && ws[i]->pending;
 	if (ws[0]->gate.on && busy && !logins && !HBD_ON_VALGRIND) {
 		struct timespec ts = { .tv_sec = us / 1000000,
 				       .tv_nsec = (long)(us % 1000000) * 1000 };
@@ -630,9 +629,7 @@ static unsigned harvest(struct hbd_worker *w)
 {
 	unsigned n = 0;
 
-	for (unsigned k = 0; k < HARVEST_ENTERS && (IO_URING_READ_ONCE(*w->ring.sq.kflags) &
-						    (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW));
-	     k++) {
+	for (unsigned k = 0; k < HARVEST_ENTERS && ring_needs_enter(&w->ring); k++) {
 		wait_error(w, io_uring_get_events(&w->ring));
 		n += reap(w);
 	}
@@ -653,10 +650,10 @@ static void run_group(struct hbd_worker **ws, unsigned n, int evfd)
 			struct hbd_worker *w = ws[i];
 			int rc;
 
-			if (w->loop_done)
+			if (w->exited)
 				continue;
 			if (!step(w)) {
-				w->loop_done = true;
+				/* read elsewhere (reload.c); only this thread writes it */
 				__atomic_store_n(&w->exited, true, __ATOMIC_RELEASE);
 				live--;
 				continue;
@@ -664,7 +661,7 @@ static void run_group(struct hbd_worker **ws, unsigned n, int evfd)
 			rc = io_uring_sq_ready(&w->ring) ? io_uring_submit(&w->ring) : 0;
 			if (rc < 0)
 				hb_warn("worker %u: submit: %s", w->id, strerror(-rc));
-			ready |= ring_has_work(&w->ring);
+			ready |= io_uring_cq_ready(&w->ring) || ring_needs_enter(&w->ring);
 		}
 		if (!live)
 			break;
@@ -673,7 +670,7 @@ static void run_group(struct hbd_worker **ws, unsigned n, int evfd)
 		if (read(evfd, &count, sizeof(count)) < 0 && errno != EAGAIN)
 			wait_error(ws[0], -errno);
 		for (unsigned i = 0; i < n; i++)
-			if (!ws[i]->loop_done)
+			if (!ws[i]->exited)
 				cqes += harvest(ws[i]);
 		busy = cqes > 0;
 		batch_gate(ws[0], cqes);

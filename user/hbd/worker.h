@@ -111,7 +111,6 @@ struct hbd_worker {
 	/* --ring-threads: this worker's thread runs workers id..id+group_n-1; 0 if another's
 	 * thread runs this one */
 	unsigned group_n;
-	bool loop_done; /* its loop is over (the thread may still run others) */
 	struct hb_ustats *st; /* this worker's counter slot */
 	struct io_uring ring;
 	bool ring_ok;
@@ -168,7 +167,7 @@ struct hbd_worker {
 	/* the application side: downlinks, the key reload epoch, timings for /metrics */
 	struct hbd_downlink down;
 	uint64_t epoch; /* atomic: the key reload epoch this loop has seen (reload.c) */
-	bool exited; /* atomic: the loop has returned */
+	bool exited; /* atomic: its loop is over (with --ring-threads its thread may run others) */
 	uint64_t sink_t0_ns; /* when the in-flight sink batch was submitted */
 	struct hbd_timing t_sink, t_down;
 };
