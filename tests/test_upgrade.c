@@ -4,6 +4,7 @@
  *     authenticated, UDP sessions, and devices connecting while the handover runs: none is
  *     dropped or refused, every heartbeat is answered, the half-sent frame completes in the new
  *     daemon, the same UDP tokens keep working, and the counters go on from the old daemon's;
+ *     also with the rings on one thread (--ring-threads);
  *   - offload mode in a netns: hbload's TCP and UDP devices heartbeat at the interval the server
  *     asks for through two upgrades in a row, with no connection dropped, no heartbeat missed
  *     (all answered by the kernel) and no device expired: each successor knows when the kernel
@@ -85,10 +86,11 @@ static bool udp_ping(int fd, uint16_t port, uint64_t tok, uint16_t seq)
 	       ht_udp_recv(fd, buf, &f, HT_IO_MS) == 1 && f.type == HB_PONG && f.seq == seq;
 }
 
-static void userspace(void **state)
+/* The userspace handover, with hbd started with ARGS (its successor gets the same), whose
+ * workers run on WORKER_THREADS threads.
+ */
+static void userspace_upgrade(const char *const *args, int worker_threads)
 {
-	static const char *const args[] = { "--no-offload", "--workers", "2",
-					    "--interval",   "5",	 NULL };
 	struct hb_ping half = { .ts = htobe64(4242) };
 	uint8_t frame[64], buf[HB_MAX_FRAME];
 	int tcp[NTCP], udp[NUDP], fresh, during[20], nduring = 0;
@@ -98,8 +100,7 @@ static void userspace(void **state)
 	struct hb_hello h;
 	size_t n;
 
-	(void)state;
-	HT_EQ(ht_start(&d, args), 0, "hbd with two workers started");
+	HT_EQ(ht_start(&d, args), 0, "hbd started");
 	for (int i = 0; i < NTCP; i++)
 		HT_GE((tcp[i] = ht_tcp_login(d.port, (uint64_t)(100 + i), false, NULL)), 0,
 		      "TCP login of device %d", 100 + i);
@@ -157,6 +158,8 @@ static void userspace(void **state)
 		      "an answer to UDP device %d's ECHO within %d ms", 150 + i, HT_IO_MS);
 		HT_EQ(f.type, HB_ECHO, "frame type of the answer to the ECHO");
 	}
+	HT_EQ(ht_threads_named(d.pid, "hbd-worker-", true), worker_threads,
+	      "the successor's worker threads");
 	/* the one that had not said HELLO yet can still do so */
 	ht_hello(&h, 199, 0);
 	HT_EQ(ht_send_frame(fresh, HB_HELLO, 1, &h, sizeof(h)), 0,
@@ -183,6 +186,27 @@ static void userspace(void **state)
 	      "the new hbd's handoff_in: every TCP connection and UDP session");
 	HT_EQ(last_stat(&d, "errors"), 0, "the new hbd's errors");
 	ht_cleanup(&d);
+}
+
+static void userspace(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "2",
+					    "--interval",   "5",	 NULL };
+
+	(void)state;
+	userspace_upgrade(args, 2);
+}
+
+/* The same with four rings served by one thread (--ring-threads): the handover stops and
+ * restarts a thread that owns several rings, and the successor groups them again.
+ */
+static void userspace_ring_threads(void **state)
+{
+	static const char *const args[] = { "--no-offload", "--workers", "4", "--ring-threads", "1",
+					    "--interval",   "5",	 NULL };
+
+	(void)state;
+	userspace_upgrade(args, 1);
 }
 
 /* hbload's devices through two upgrades in a row, heartbeating at the server's interval, with
@@ -362,6 +386,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(userspace, ht_reap),
+		cmocka_unit_test_teardown(userspace_ring_threads, ht_reap),
 		cmocka_unit_test_setup_teardown(offload_two_upgrades, netns_setup, netns_teardown),
 	};
 
