@@ -106,6 +106,36 @@ static void partial_take_keeps_the_bell_and_wraps(void **state)
 	hbd_events_free(&q);
 }
 
+/* A mark is passed once the reader has handled every event queued before it; dropped events
+ * are not waited for, and a later event does not hold it back. */
+static void mark_passed_when_handled(void **state)
+{
+	struct hbd_events q;
+	struct hbd_event e, out[4];
+	uint64_t dropped, mark;
+
+	(void)state;
+	HT_EQ(hbd_events_init(&q, 3), 0, "%s", "a queue of 3");
+	HT_TRUE(hbd_events_passed(&q, hbd_events_mark(&q)), "%s",
+		"an empty queue's mark is passed at once");
+	for (uint64_t d = 1; d <= 4; d++) { /* the 4th is dropped */
+		ev(&e, d);
+		hbd_events_push(&q, &e);
+	}
+	mark = hbd_events_mark(&q);
+	HT_EQ(mark, 3, "%s", "three queued, the dropped one not counted");
+	HT_EQ(hbd_events_take(&q, out, 2, &dropped), 2, "%s", "two taken");
+	HT_FALSE(hbd_events_passed(&q, mark), "%s", "taken is not handled");
+	hbd_events_done(&q, 2);
+	HT_FALSE(hbd_events_passed(&q, mark), "%s", "one queued before the mark is left");
+	ev(&e, 5);
+	hbd_events_push(&q, &e);
+	HT_EQ(hbd_events_take(&q, out, 4, &dropped), 2, "%s", "the rest and a later one taken");
+	hbd_events_done(&q, 2);
+	HT_TRUE(hbd_events_passed(&q, mark), "%s", "every event before the mark handled");
+	hbd_events_free(&q);
+}
+
 #define PRODUCERS 4
 #define PER_PRODUCER 5000
 
@@ -230,6 +260,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(full_queue_drops_and_keeps),
+		cmocka_unit_test(mark_passed_when_handled),
 		cmocka_unit_test(partial_take_keeps_the_bell_and_wraps),
 		cmocka_unit_test(producers_lose_nothing_that_fits),
 		cmocka_unit_test(control_socket_in_a_missing_directory),

@@ -51,6 +51,7 @@ void hbd_events_push(struct hbd_events *q, const struct hbd_event *ev)
 		return;
 	}
 	q->ring[(q->head + q->count) % q->cap] = *ev;
+	q->queued++;
 	/* one doorbell per batch: the control thread drains everything once it wakes */
 	ring_bell = q->count++ == 0;
 	pthread_mutex_unlock(&q->lock);
@@ -81,6 +82,18 @@ uint32_t hbd_events_take(struct hbd_events *q, struct hbd_event *out, uint32_t m
 		hbd_events_ring(q); /* more than max were queued: rung for the next round */
 	pthread_mutex_unlock(&q->lock);
 	return n;
+}
+
+uint64_t hbd_events_mark(struct hbd_events *q)
+{
+	uint64_t mark;
+
+	if (!q->ring)
+		return 0;
+	pthread_mutex_lock(&q->lock);
+	mark = q->queued;
+	pthread_mutex_unlock(&q->lock);
+	return mark;
 }
 
 const char *hbd_ev_kind_str(enum hbd_ev_kind k)

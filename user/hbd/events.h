@@ -54,6 +54,10 @@ struct hbd_events {
 	struct hbd_event *ring;
 	uint32_t cap, head, count;
 	uint64_t dropped;
+	/* positions: events ever queued (under the lock), and ever handled by the reader
+	 * (atomic; hbd_events_done), so that someone can tell when everything queued before a
+	 * moment has been handled */
+	uint64_t queued, handled;
 	int efd; /* eventfd: readable while events are queued */
 	int subscribers; /* atomic */
 };
@@ -64,6 +68,19 @@ void hbd_events_push(struct hbd_events *q, const struct hbd_event *ev);
 /* Moves up to max events out; returns how many. *dropped takes the drop count (and resets it). */
 uint32_t hbd_events_take(struct hbd_events *q, struct hbd_event *out, uint32_t max,
 			 uint64_t *dropped);
+
+/* The queue's position now: every event queued before this call is handled once
+ * hbd_events_passed answers true for it. */
+uint64_t hbd_events_mark(struct hbd_events *q);
+/* The reader has handled N more of the events it took. */
+static inline void hbd_events_done(struct hbd_events *q, uint32_t n)
+{
+	__atomic_add_fetch(&q->handled, n, __ATOMIC_RELEASE);
+}
+static inline bool hbd_events_passed(struct hbd_events *q, uint64_t mark)
+{
+	return __atomic_load_n(&q->handled, __ATOMIC_ACQUIRE) >= mark;
+}
 
 /* Wakes the queue's reader without an event: it has something else to look at. */
 static inline void hbd_events_ring(struct hbd_events *q)

@@ -201,6 +201,7 @@ static void drain_queue(struct hbd_fleet *f)
 			else
 				fleet_presence_event(f, &ev[i]);
 		}
+		hbd_events_done(&d->fleet.q, n);
 		if (dropped) {
 			hb_warn("fleet: %llu presence events lost (queue full): comparing with the "
 				"device table",

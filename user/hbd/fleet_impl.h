@@ -50,6 +50,9 @@ struct fleet_held {
 	uint8_t end_kind; /* enum hbd_ev_kind */
 	uint8_t end_sent; /* the end write is out */
 	uint8_t dirty; /* a write failed: the catch-up writes it again */
+	/* taken from the device table after lost events: its own event may still be queued, and
+	 * its write waits until the queue has passed table_mark */
+	uint8_t from_table;
 	char addr[HB_PEER_STR];
 };
 
@@ -127,6 +130,7 @@ struct hbd_fleet {
 	pthread_mutex_t lock; /* everything below */
 	struct fleet_map held, seen; /* device -> struct fleet_held / struct fleet_seen */
 	bool dirty_any; /* an entry of held was marked dirty since the catch-up's last walk */
+	uint64_t table_mark; /* the workers' queue when the device table was last compared */
 	struct fleet_node nodes[FLEET_MAX_NODES];
 	unsigned nnodes;
 	uint16_t me; /* our index in nodes[] */

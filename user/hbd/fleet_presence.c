@@ -228,6 +228,7 @@ void fleet_presence_event(struct hbd_fleet *f, const struct hbd_event *ev)
 			goto out;
 		}
 		hold_session(h, ev->session, ev->udp, ev->ts_ms, ev->peer);
+		h->from_table = 0; /* its event came after all: written now, with its start */
 		send = prepare(f, ev->device, h, &pw);
 	} else {
 		h = fleet_map_get(&f->held, ev->device);
@@ -237,6 +238,7 @@ void fleet_presence_event(struct hbd_fleet *f, const struct hbd_event *ev)
 		h->gone = 1;
 		h->end_kind = ev->kind;
 		h->since_ms = ev->ts_ms;
+		h->from_table = 0;
 		if (ev->kind == HBD_EV_SUPERSEDED) {
 			/* replaced by a session on another node, whose entry stands */
 			fleet_map_del(&f->held, ev->device);
@@ -488,7 +490,7 @@ static void collect_id(void *ctx, uint64_t id, uint64_t last_ts_ms)
 static void compare_table(struct hbd_fleet *f)
 {
 	struct ids ids = { 0 };
-	uint64_t key, now = hb_realtime_ms();
+	uint64_t key, mark, now = hb_realtime_ms();
 	unsigned taken = 0, added = 0, marked = 0, ended = 0;
 	struct fleet_held *h;
 	size_t pos = 0;
@@ -507,6 +509,7 @@ static void compare_table(struct hbd_fleet *f)
 			 * (counted as the new one's, the end stood over a device that is here).
 			 * Taken over as its online event would, written after what is pending. */
 			hold_session(h, loc, !!(loc & HBD_LOC_UDP), now, "");
+			h->from_table = 1;
 			mark_dirty(f, h);
 			taken++;
 		} else if (!h) {
@@ -526,6 +529,7 @@ static void compare_table(struct hbd_fleet *f)
 					if (s->since_ms)
 						h->since_ms = s->since_ms;
 				} else {
+					h->from_table = 1;
 					mark_dirty(f, h);
 					marked++;
 				}
@@ -534,7 +538,14 @@ static void compare_table(struct hbd_fleet *f)
 		pthread_mutex_unlock(&f->lock);
 	}
 	free(ids.v);
+	/* The events of the sessions just found may still be in the queue (it holds up to
+	 * hundreds of thousands in a storm, and the comparison runs on another thread than the
+	 * one that empties it): their entries are written once the queue has passed this point,
+	 * by then only for the sessions whose event was lost. Written at once, the queued events
+	 * wrote them a second time. */
+	mark = hbd_events_mark(&f->d->fleet.q);
 	pthread_mutex_lock(&f->lock);
+	f->table_mark = mark;
 	while ((h = fleet_map_next(&f->held, &pos, &key))) {
 		if (!h->gone && hbd_devices_loc(f->d->devices, key) != h->loc) {
 			h->gone = 1;
@@ -625,7 +636,7 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 	struct pres_write *pw;
 	uint64_t key, *cuts;
 	size_t pos = 0;
-	bool more = true, any;
+	bool more = true, any, queue_passed;
 	size_t written = 0;
 
 	if (with_table)
@@ -649,6 +660,7 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 			}
 			f->dirty_any = false; /* marks from now on are seen by the next walk */
 		}
+		queue_passed = hbd_events_passed(&f->d->fleet.q, f->table_mark);
 		while (n < CATCH_UP_CHUNK && ncut < CATCH_UP_CHUNK) {
 			struct fleet_seen *s;
 
@@ -659,10 +671,13 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 			}
 			if (!h->dirty)
 				continue;
-			if (h->npend) {
-				f->dirty_any = true; /* its turn comes after the acknowledgement */
+			if (h->npend || (h->from_table && !queue_passed)) {
+				/* its turn comes after the acknowledgement, or once its own event
+				 * can no longer be in the queue */
+				f->dirty_any = true;
 				continue;
 			}
+			h->from_table = 0;
 			s = fleet_map_get(&f->seen, key);
 			/* our online never made it, and the device is online elsewhere in a session
 			 * that began after ours: that one stands. One that began before ours is the
