@@ -5,7 +5,7 @@
 # run by scripts/bench.sh without and with --nats, alternated for R rounds (off/on, then on/off,
 # so that a drift of the machine's speed does not favour one side), all at one client count.
 #
-#   scripts/fleet-ab.sh [--clients N] [--rounds R] [--steady S] [--interval S]
+#   scripts/fleet-ab.sh [--clients N] [--rounds R] [--steady S] [--warmup S] [--interval S]
 #
 # Writes build/fleet-ab/result.json (FLEET_AB_OUT to change the directory): per run and per
 # round the bench's server CPU per heartbeat of each phase's steady window
@@ -24,6 +24,7 @@ OUT=${FLEET_AB_OUT:-$BUILD/fleet-ab}
 CLIENTS=100000
 ROUNDS=3
 STEADY=40
+WARMUP=10 # bench.sh's default: after the setup, before the window
 INTERVAL=30
 
 usage() {
@@ -32,6 +33,8 @@ usage: scripts/fleet-ab.sh [options]
   --clients N    clients per phase (default $CLIENTS)
   --rounds R     rounds of (off, on) pairs, at least 1 (default $ROUNDS; the target asks for 3)
   --steady S     steady window of each phase, seconds (default $STEADY)
+  --warmup S     from the end of the setup to the window, seconds (default $WARMUP; at 500k
+                 clients with --nats the login's presence writes take longer than that)
   --interval S   heartbeat interval (default $INTERVAL)
 EOF
 }
@@ -42,6 +45,7 @@ while [ $# -gt 0 ]; do
 	--clients) CLIENTS=$2; shift ;;
 	--rounds) ROUNDS=$2; shift ;;
 	--steady) STEADY=$2; shift ;;
+	--warmup) WARMUP=$2; shift ;;
 	--interval) INTERVAL=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "$DRIVER: unknown option '$1'" >&2; usage >&2; exit 2 ;;
@@ -49,6 +53,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 driver_need_count --rounds "$ROUNDS" 1
+driver_need_count --warmup "$WARMUP" 0
 driver_need_root "bench.sh: namespaces, BPF, sysctls"
 export HB_BENCH_NS_PREFIX=${HB_BENCH_NS_PREFIX:-hbfab}
 export HB_BENCH_PIN=${HB_BENCH_PIN:-/sys/fs/bpf/hbfab-bench}
@@ -80,7 +85,7 @@ run_json() { # DIR ROUND FLEET STARTED LOAD
 # on / off of the medians and of each round.
 summary() {
 	jq -s --arg cmd "$CMDLINE" --argjson clients "$CLIENTS" --argjson rounds "$ROUNDS" \
-		--argjson steady "$STEADY" --argjson interval "$INTERVAL" \
+		--argjson steady "$STEADY" --argjson warmup "$WARMUP" --argjson interval "$INTERVAL" \
 		--arg started "$STARTED" --arg ended "$(date -u +%FT%TZ)" \
 		--arg machine "$(uname -sr), $(nproc) vCPU" "$DRIVER_JQ"'
 	  . as $runs
@@ -99,7 +104,7 @@ summary() {
 	         client_cpu_us_per_hb_on: part($ph; true; "client_cpu_us_per_hb"),
 	         all_answered: ([$runs[] | .[$ph] | select(. != null) | .pings == .pongs and .connected == $clients] | all)};
 	  {command: $cmd, machine: $machine, started: $started, ended: $ended, clients: $clients,
-	   rounds: $rounds, steady_s: $steady, interval_s: $interval,
+	   rounds: $rounds, steady_s: $steady, warmup_s: $warmup, interval_s: $interval,
 	   runs_done: ($runs | length),
 	   tcp: cmp("tcp"), udp: cmp("udp"), runs: $runs}' "$OUT"/runs/*.json > "$OUT/result.json"
 }
@@ -114,7 +119,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	for side in $order; do
 		dir=$OUT/r$r-$side
 		args=(--clients "$CLIENTS" --phases tcp-offload,udp-offload --no-storm --ramp ''
-			--steady "$STEADY" --steady-udp "$STEADY" --interval "$INTERVAL")
+			--steady "$STEADY" --steady-udp "$STEADY" --warmup "$WARMUP" --interval "$INTERVAL")
 		[ "$side" = on ] && args+=(--nats)
 		load=$(driver_loadavg)
 		t=$(date -u +%FT%TZ)
