@@ -82,7 +82,8 @@ static void *serve(void *arg)
 				continue;
 			}
 			while (r->accepted < r->conns &&
-			       (c = accept4(r->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+			       (c = accept4(r->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >=
+				       0) {
 				r->server_fds[r->accepted++] = c;
 				ev.data.fd = c;
 				epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
@@ -101,10 +102,10 @@ static int client_socket(int fastopen)
 	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	/* an RST at close, as hbload's: no TIME_WAIT left for the next run's ports */
-	if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst)) ||
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) ||
-			(fastopen && setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one,
-						sizeof(one))))) {
+	if (fd >= 0 &&
+	    (setsockopt(fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst)) ||
+	     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) ||
+	     (fastopen && setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one, sizeof(one))))) {
 		close(fd);
 		fd = -1;
 	}
