@@ -38,13 +38,13 @@ for r in $(seq "$ROUNDS"); do
 		BUILD=$b driver_bench "$dir" "round $r, $side" --clients "$CLIENTS" \
 			--phases tcp-offload --nats --no-storm --ramp '' --steady 40
 		jq -c --argjson r "$r" --arg side "$side" --arg build "$b" \
-			--slurpfile fs "$dir/tcp-offload/fleet-status.json" '
+			--slurpfile fs "$dir/tcp-offload/fleet-status.json" "$DRIVER_JQ"'
 			.tcp as $x | .phases["tcp-offload"].windows.steady.ns.nats as $nats
 			| {round: $r, side: $side, build: $build, setup_s: $x.setup_s,
 			   presence_rev: $fs[0].presence_rev, cpu_us_per_hb: $x.cpu_us_per_hb_offload,
 			   hbd_cpu_us_per_hb: $x.hbd_cpu_us_per_hb_offload,
 			   nats_cpu_us_per_hb: (if $nats and $x.pings > 0
-			     then ($nats / 10 / $x.pings | round) / 100 else null end),
+			     then ($nats / 1000 / $x.pings | r2) else null end),
 			   rtt_p99_us: $x.rtt_us.p99, pings: $x.pings, pongs: $x.pongs}' "$dir/result.json"
 	done
 done

@@ -57,15 +57,9 @@ driver_log "building $REV (${OLD_SHA:0:12})"
 make -C "$TREE" -j"$(nproc)" > "$OUT/build-old.log" 2>&1 || { tail -n 20 "$OUT/build-old.log" >&2; exit 1; }
 make -j"$(nproc)" > "$OUT/build-new.log" 2>&1 || { tail -n 20 "$OUT/build-new.log" >&2; exit 1; }
 
-one() { # TREE_DIR RUN_DIR
-	mkdir -p "$2"
-	if ! (cd "$1" && BENCH_OUT=$2 BENCH_DOC=$2/BENCHMARKS.md BENCH_PNG=$2/bench-rtt.png \
-		scripts/bench.sh --clients "$CLIENTS" --phases "$PHASE" --steady-user 5 --steady 5 \
-		--warmup 1 --ramp '' --no-storm > "$2/bench.log" 2>&1); then
-		tail -n 20 "$2/bench.log" >&2
-		driver_log "bench.sh failed in $2"
-		exit 1
-	fi
+one() { # TREE_DIR RUN_DIR: that tree's own bench.sh (driver_bench runs scripts/bench.sh)
+	(cd "$1" && driver_bench "$2" "$2" --clients "$CLIENTS" --phases "$PHASE" --steady-user 5 \
+		--steady 5 --warmup 1 --ramp '' --no-storm)
 }
 
 runs=()

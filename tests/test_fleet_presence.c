@@ -199,12 +199,18 @@ static void ack(natsMsg *m, uint64_t seq)
 	fleet_presence_ack(js, m, &pa, NULL, &fleet); /* takes m */
 }
 
+/* A worker's presence event: device's session came online or ended (kind) at a fixed time. */
+static struct hbd_event event_of(uint64_t device, uint8_t kind, uint64_t session)
+{
+	return (struct hbd_event){ .kind = kind,
+				   .device = device,
+				   .session = session,
+				   .ts_ms = 1700000000000ull };
+}
+
 static void event_for(uint64_t device, uint8_t kind, uint64_t session)
 {
-	struct hbd_event ev = { .kind = kind,
-				.device = device,
-				.session = session,
-				.ts_ms = 1700000000000ull };
+	struct hbd_event ev = event_of(device, kind, session);
 
 	fleet_presence_event(&fleet, &ev);
 }
@@ -514,10 +520,7 @@ static void sessions_taken_over_after_another_node_ended_them(void **state)
 /* Queues a presence event as a worker does, for the fleet thread to take later. */
 static void queue_event(uint64_t device, uint8_t kind, uint64_t session)
 {
-	struct hbd_event ev = { .kind = kind,
-				.device = device,
-				.session = session,
-				.ts_ms = 1700000000000ull };
+	struct hbd_event ev = event_of(device, kind, session);
 
 	hbd_events_push(&daemon_.fleet.q, &ev);
 }

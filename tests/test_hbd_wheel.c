@@ -432,6 +432,19 @@ static void plan_rings(void **state)
 	assert_int_equal(hbd_plan_workers(0, 1, 1, 20000, &p), -EINVAL);
 	assert_int_equal(hbd_plan_workers(10, 1, 1, 100, &p), -EMFILE);
 	assert_int_equal(hbd_plan_workers(1u << 24, 1, 1, 1024, &p), -E2BIG);
+	/* --ring-threads: rings shared out, a thread a ring without it or when asked for more */
+	assert_int_equal(hbd_plan_workers(500000, 32, 2, 20000, &p), 0);
+	assert_int_equal(p.per_thread, 1);
+	assert_int_equal(p.threads, 32);
+	hbd_plan_threads(&p, 2);
+	assert_int_equal(p.per_thread, 16);
+	assert_int_equal(p.threads, 2);
+	hbd_plan_threads(&p, 64);
+	assert_int_equal(p.threads, 32);
+	p.workers = 5;
+	hbd_plan_threads(&p, 4);
+	assert_int_equal(p.per_thread, 2);
+	assert_int_equal(p.threads, 3);
 }
 
 static void user_data_packing(void **state)

@@ -19,8 +19,9 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #define ROUNDS 20
 #define GAP_US 30000
@@ -30,14 +31,6 @@ struct pair {
 	double sent[ROUNDS]; /* when the writer wrote byte i */
 };
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static void *writer(void *arg)
 {
 	struct pair *p = arg;
@@ -46,7 +39,7 @@ static void *writer(void *arg)
 		double t;
 
 		usleep(GAP_US);
-		t = now_s();
+		t = hb_mono_s();
 		__atomic_store(&p->sent[i], &t, __ATOMIC_RELEASE);
 		if (write(p->fds[1], "x", 1) != 1)
 			break;
@@ -112,7 +105,7 @@ static int measure(const char *name, unsigned flags)
 
 			rc = one(&ring, evfd, p.fds[0], buf);
 			__atomic_load(&p.sent[i], &sent, __ATOMIC_ACQUIRE);
-			ms = (now_s() - sent) * 1e3;
+			ms = (hb_mono_s() - sent) * 1e3;
 			sum += ms;
 			worst = ms > worst ? ms : worst;
 		}

@@ -27,8 +27,9 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #define FRAME 40
 #define PORT 7999
@@ -47,14 +48,6 @@ static double cpu_s(void)
 	getrusage(RUSAGE_SELF, &u);
 	return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
 	       (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-static double wall_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 /* The server: accept, answer each connection's first frame once, keep it open. */
@@ -140,7 +133,7 @@ static int one_run(int conns, int fastopen, double *cpu_us, double *wall_us, int
 		return -1;
 	}
 	c0 = cpu_s();
-	w0 = wall_s();
+	w0 = hb_mono_s();
 	for (; opened < conns; opened++) {
 		int fd = client_socket(fastopen);
 
@@ -153,7 +146,7 @@ static int one_run(int conns, int fastopen, double *cpu_us, double *wall_us, int
 			break;
 		}
 	}
-	*wall_us = (wall_s() - w0) * 1e6 / conns;
+	*wall_us = (hb_mono_s() - w0) * 1e6 / conns;
 	*cpu_us = (cpu_s() - c0) * 1e6 / conns;
 	if (!rc) {
 		struct tcp_info ti;

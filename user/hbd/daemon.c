@@ -59,7 +59,17 @@ int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu,
 		per = cap;
 	p->workers = workers;
 	p->slots = (uint32_t)per;
+	hbd_plan_threads(p, 0);
 	return 0;
+}
+
+void hbd_plan_threads(struct hbd_plan *p, unsigned ring_threads)
+{
+	unsigned threads = ring_threads && ring_threads < p->workers ? ring_threads : p->workers;
+
+	p->per_thread = (p->workers + threads - 1) / threads;
+	/* fewer than asked when the rings do not divide evenly (5 rings on 4: 2 a thread, 3) */
+	p->threads = (p->workers + p->per_thread - 1) / p->per_thread;
 }
 
 static int open_sink(const char *path, bool fsync, bool repair)
@@ -451,7 +461,7 @@ int hbd_run(const struct hbd_config *cfg)
 	int sigfd = -1;
 	long ncpu;
 	int ho_tcp[125], ho_udp[125];
-	unsigned ho_n = 0, want, threads;
+	unsigned ho_n = 0, want;
 
 	if (!d)
 		return HBD_EXIT_FAIL;
@@ -526,11 +536,7 @@ int hbd_run(const struct hbd_config *cfg)
 		goto out;
 	}
 	d->lim.pending_per_worker = (cfg->max_pending + d->plan.workers - 1) / d->plan.workers;
-	threads = cfg->ring_threads && cfg->ring_threads < d->plan.workers ? cfg->ring_threads
-									   : d->plan.workers;
-	d->plan.per_thread = (d->plan.workers + threads - 1) / threads;
-	/* fewer than asked when the rings do not divide evenly (5 rings on 4: 2 a thread, 3) */
-	d->plan.threads = (d->plan.workers + d->plan.per_thread - 1) / d->plan.per_thread;
+	hbd_plan_threads(&d->plan, cfg->ring_threads);
 	/* a connection gets no longer to authenticate than an authenticated one may stay silent */
 	d->lim.hello_timeout_ms = (uint64_t)(cfg->hello_timeout_s * 1000);
 	if (d->lim.hello_timeout_ms > d->lim.timeout_ms)

@@ -135,6 +135,8 @@ struct hbd_plan {
 };
 int hbd_plan_workers(unsigned max_clients, unsigned want_workers, unsigned ncpu, uint64_t nofile,
 		     struct hbd_plan *p);
+/* The threads that run p's rings (--ring-threads N; 0: a thread a ring). */
+void hbd_plan_threads(struct hbd_plan *p, unsigned ring_threads);
 #define HBD_SLOT_RESERVE 256 /* below RLIMIT_NOFILE: regular fds the process still needs */
 /* The HELLO deadline of a connection accepted while its worker's share of --max-pending is half
  * spent (or --hello-timeout if shorter): a device sends its HELLO right after connecting, and

@@ -70,25 +70,23 @@ static int setup(struct hbd_worker *w)
 {
 	struct hbd_daemon *d = w->d;
 	struct io_uring_params p = { 0 };
+	/* a thread of several rings must see which of them have task work to run */
+	unsigned shared = d->plan.per_thread > 1 ? IORING_SETUP_TASKRUN_FLAG : 0;
 	int rc;
 
 	/* one thread submits, and task work runs only when it waits: completions are batched
 	 * into its loop instead of interrupting it
 	 */
 	p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_CQSIZE |
-		  IORING_SETUP_SUBMIT_ALL;
+		  IORING_SETUP_SUBMIT_ALL | shared;
 	p.cq_entries = CQ_ENTRIES;
-	/* a thread of several rings must see which of them have task work to run */
-	if (d->plan.per_thread > 1)
-		p.flags |= IORING_SETUP_TASKRUN_FLAG;
 	rc = -EINVAL; /* what a kernel without DEFER_TASKRUN answers */
 	if (!d->cfg->no_defer_taskrun)
 		rc = io_uring_queue_init_params(SQ_ENTRIES, &w->ring, &p);
 	if (rc == -EINVAL) {
 		memset(&p, 0, sizeof(p));
-		p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
-		if (d->plan.per_thread > 1)
-			p.flags |= IORING_SETUP_TASKRUN_FLAG;
+		p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_CQSIZE |
+			  IORING_SETUP_SUBMIT_ALL | shared;
 		p.cq_entries = CQ_ENTRIES;
 		rc = io_uring_queue_init_params(SQ_ENTRIES, &w->ring, &p);
 	}
@@ -500,13 +498,21 @@ static void batch_gate(struct hbd_worker *w, unsigned ncqes)
 	w->gate.since_ms = w->now_ms;
 }
 
+/* Whether a thread sleeps out the --batch-wait now: its gate (of gate, the worker whose gate
+ * counts the thread's completions) is on, the last wait found completions, and no connection
+ * waits for its HELLO (a login is a conversation). */
+static bool batch_wait_now(const struct hbd_worker *gate, bool busy, bool logins)
+{
+	return gate->gate.on && busy && !logins && !HBD_ON_VALGRIND;
+}
+
 static int wait_cqes(struct hbd_worker *w, bool busy)
 {
 	unsigned us = w->d->cfg->batch_wait_us;
 	struct __kernel_timespec ts;
 	struct io_uring_cqe *cqe;
 
-	if (!w->gate.on || !busy || w->pending || HBD_ON_VALGRIND)
+	if (!batch_wait_now(w, busy, w->pending))
 		return io_uring_submit_and_wait(&w->ring, 1);
 	ts.tv_sec = us / 1000000;
 	ts.tv_nsec = (long long)(us % 1000000) * 1000;
@@ -594,11 +600,12 @@ static bool ring_needs_enter(const struct io_uring *ring)
 
 /* --ring-threads: one thread runs the rings of ws[0..n-1]. Every ring signals the thread's one
  * eventfd when work arrives for it (the kernel signals a registered eventfd when a DEFER_TASKRUN
- * ring's task-work list becomes non-empty, though on 6.18 some 15 ms late, and when CQEs are
- * posted), so the thread sleeps once for all of them. The eventfd is read before the rings are
- * looked at: what arrives after that signals it again. A busy thread whose completions would batch (ws[0]'s gate, counted
- * over all its rings) first sleeps out the --batch-wait, so one wakeup serves every ring's
- * completions of that time: at 500k clients each ring alone is too quiet for its gate.
+ * ring's task-work list becomes non-empty, though on 6.18 through an RCU callback, some 15 ms
+ * late, and when CQEs are posted), so the thread sleeps once for all of them. The eventfd is
+ * read before the rings are looked at: what arrives after that signals it again. A busy thread
+ * whose completions would batch (ws[0]'s gate, counted over all its rings) first sleeps out the
+ * --batch-wait, so one wakeup serves every ring's completions of that time: at 500k clients
+ * each ring alone is too quiet for its gate.
  */
 static void wait_group(struct hbd_worker **ws, unsigned n, int evfd, bool busy)
 {
@@ -608,7 +615,7 @@ static void wait_group(struct hbd_worker **ws, unsigned n, int evfd, bool busy)
 
 	for (unsigned i = 0; i < n; i++)
 		logins |= !ws[i]->exited && ws[i]->pending;
-	if (ws[0]->gate.on && busy && !logins && !HBD_ON_VALGRIND) {
+	if (batch_wait_now(ws[0], busy, logins)) {
 		struct timespec ts = { .tv_sec = us / 1000000,
 				       .tv_nsec = (long)(us % 1000000) * 1000 };
 
