@@ -1,23 +1,40 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-# Fleet mode after a mass login, two builds side by side: scripts/bench.sh's tcp-offload phase
+# Fleet mode after a mass login, two sides side by side: scripts/bench.sh's tcp-offload phase
 # with --nats (CLIENTS devices log in at once, then a 40 s steady window), ROUNDS times for
-# each build, alternated (before, after, after, before, ...). One JSON line a run: the setup,
-# the presence writes the bucket holds at the phase's end (presence_rev: one a device would be
-# enough), and the steady window's server CPU per heartbeat with hbd's and nats-server's parts
-# and p99 RTT, which show whether the login's presence writes still run into the window.
+# each side, alternated (before, after, after, before, ...). A side is a build and hbd options.
+# One JSON line a run: the setup, the presence writes the bucket holds at the phase's end
+# (presence_rev: one a device would be enough), the steady window's server CPU per heartbeat
+# with hbd's and nats-server's parts and p99 RTT, which show whether the login's presence
+# writes still run into the window, and the kernel path's stall after the login: of hbload's
+# one-second reports once every device is connected, how many had fewer than half as many
+# PONGs as PINGs (stall_s) and the longest run of them (stall_longest_s).
 #
-#   scripts/fleet-login-ab.sh BEFORE_BUILD [AFTER_BUILD [ROUNDS [CLIENTS]]]
+#   scripts/fleet-login-ab.sh [--before-args "ARGS"] [--after-args "ARGS"]
+#                             BEFORE_BUILD [AFTER_BUILD [ROUNDS [CLIENTS]]]
 #                                   (defaults: build, 2, 500000) writes JSON lines to stdout
 #
 # A build is a directory with hbd, hbload and hbctl (and bpf/), e.g. one made by
-# `git worktree add /tmp/old REV && make -C /tmp/old`. Each run's outputs stay in
-# build/fleet-login-ab/rN-SIDE/. Needs root.
+# `git worktree add /tmp/old REV && make -C /tmp/old`; ARGS are more hbd options for that
+# side (bench.sh --hbd-args), e.g. one build with --before-args "--nats-priority 10"
+# --after-args "--nats-priority 0". Each run's outputs stay in build/fleet-login-ab/rN-SIDE/.
+# Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DRIVER=fleet-login-ab
 . scripts/driver-lib.sh
-[ $# -ge 1 ] || { echo "usage: scripts/fleet-login-ab.sh BEFORE_BUILD [AFTER_BUILD [ROUNDS [CLIENTS]]]" >&2; exit 2; }
+USAGE='usage: scripts/fleet-login-ab.sh [--before-args "ARGS"] [--after-args "ARGS"] BEFORE_BUILD [AFTER_BUILD [ROUNDS [CLIENTS]]]'
+BEFORE_ARGS='' AFTER_ARGS=''
+while [ $# -gt 0 ]; do
+	case $1 in
+	--before-args) BEFORE_ARGS=$2; shift 2 ;;
+	--after-args) AFTER_ARGS=$2; shift 2 ;;
+	-h | --help) echo "$USAGE"; exit 0 ;;
+	--*) echo "$USAGE" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+[ $# -ge 1 ] || { echo "$USAGE" >&2; exit 2; }
 BEFORE=$1 AFTER=${2:-build} ROUNDS=${3:-2} CLIENTS=${4:-500000}
 driver_need_count ROUNDS "$ROUNDS" 1
 driver_need_count CLIENTS "$CLIENTS" 1
@@ -25,26 +42,49 @@ driver_need_root "bench.sh: namespaces, BPF, sysctls"
 for b in "$BEFORE" "$AFTER"; do
 	[ -x "$b/hbd" ] || { echo "$DRIVER: $b/hbd missing" >&2; exit 1; }
 done
+
+# hbload's one-second reports ("... connected C/N ... pings P/s  pongs Q/s ...") from the
+# first with every device connected on: {reports, stall_s, stall_longest_s}
+stall_of() { # HBLOAD_LOG CLIENTS
+	awk -v n="$2" '
+	/ connected [0-9]+\/[0-9]+ / && / pings [0-9]+\/s / {
+		for (i = 1; i <= NF; i++) {
+			if ($i == "connected") c = $(i + 1)
+			if ($i == "pings") p = $(i + 1)
+			if ($i == "pongs") q = $(i + 1)
+		}
+		if (c != n "/" n) { if (!all) next } else all = 1
+		sub("/s", "", p); sub("/s", "", q)
+		reports++
+		if (p > 0 && q * 2 < p) { s++; run++; if (run > longest) longest = run } else run = 0
+	}
+	END { printf "{\"reports\":%d,\"stall_s\":%d,\"stall_longest_s\":%d}\n", reports, s, longest }
+	' "$1"
+}
+
 OUT=build/fleet-login-ab
 rm -rf "$OUT"
 for r in $(seq "$ROUNDS"); do
 	order=(before after)
 	[ $((r % 2)) = 0 ] && order=(after before)
 	for side in "${order[@]}"; do
-		b=$BEFORE
-		[ "$side" = after ] && b=$AFTER
+		b=$BEFORE args=$BEFORE_ARGS
+		[ "$side" = after ] && b=$AFTER args=$AFTER_ARGS
 		dir=$OUT/r$r-$side
-		driver_log "round $r, $side ($b; load $(driver_loadavg))"
+		driver_log "round $r, $side ($b${args:+ hbd $args}; load $(driver_loadavg))"
 		BUILD=$b driver_bench "$dir" "round $r, $side" --clients "$CLIENTS" \
-			--phases tcp-offload --nats --no-storm --ramp '' --steady 40
-		jq -c --argjson r "$r" --arg side "$side" --arg build "$b" \
+			--phases tcp-offload --nats --no-storm --ramp '' --steady 40 \
+			${args:+--hbd-args "$args"}
+		jq -c --argjson r "$r" --arg side "$side" --arg build "$b" --arg args "$args" \
+			--argjson stall "$(stall_of "$dir/tcp-offload/hbload.log" "$CLIENTS")" \
 			--slurpfile fs "$dir/tcp-offload/fleet-status.json" "$DRIVER_JQ"'
 			.tcp as $x | .phases["tcp-offload"].windows.steady.ns.nats as $nats
-			| {round: $r, side: $side, build: $build, setup_s: $x.setup_s,
+			| {round: $r, side: $side, build: $build, hbd_args: $args, setup_s: $x.setup_s,
 			   presence_rev: $fs[0].presence_rev, cpu_us_per_hb: $x.cpu_us_per_hb_offload,
 			   hbd_cpu_us_per_hb: $x.hbd_cpu_us_per_hb_offload,
 			   nats_cpu_us_per_hb: (if $nats and $x.pings > 0
 			     then ($nats / 1000 / $x.pings | r2) else null end),
-			   rtt_p99_us: $x.rtt_us.p99, pings: $x.pings, pongs: $x.pongs}' "$dir/result.json"
+			   rtt_p99_us: $x.rtt_us.p99, pings: $x.pings, pongs: $x.pongs} + $stall' \
+			"$dir/result.json"
 	done
 done

@@ -98,7 +98,8 @@ static int write_keys(void)
 	return fclose(f);
 }
 
-static int start_node(struct ht_daemon *d, const char *name)
+/* PRIORITY: the node's --nats-priority, NULL for its default */
+static int start_node(struct ht_daemon *d, const char *name, const char *priority)
 {
 	const char *const args[] = { "--no-offload",
 				     "--workers",
@@ -119,6 +120,8 @@ static int start_node(struct ht_daemon *d, const char *name)
 				     NATS_USER,
 				     "--nats-password-file",
 				     pwfile,
+				     priority ? "--nats-priority" : NULL,
+				     priority,
 				     NULL };
 
 	return ht_start(d, args);
@@ -184,7 +187,7 @@ static int group_setup(void **state)
 		fprintf(stderr, "nats-server did not start (scripts/deps.sh installs it)\n");
 		return -1;
 	}
-	if (start_node(&A, "node-a") || start_node(&B, "node-b"))
+	if (start_node(&A, "node-a", NULL) || start_node(&B, "node-b", "10"))
 		return -1;
 	return nats_client();
 }
@@ -375,21 +378,29 @@ static int thread_nice(pid_t pid, const char *name, bool prefix)
 	return q.nice;
 }
 
-/* The fleet's threads (and libnats', which they create) run --nats-priority nice steps (10 by
- * default) above the daemon, whose main thread and workers stay where they were. */
+/* By default the fleet's threads keep the daemon's nice value: raised, they took the CPU from
+ * the kworker that sends the kernel path's PONGs after a mass login (docs/FLEET.md). With
+ * --nats-priority N they (and libnats', which they create) run N nice steps above the daemon,
+ * whose main thread and workers stay where they were. */
 static void test_thread_priority(void **state)
 {
-	int base = thread_nice(A.pid, NULL, false);
+	int base_a = thread_nice(A.pid, NULL, false), base_b = thread_nice(B.pid, NULL, false);
 
 	(void)state;
-	HT_NE(base, INT_MIN, "node-a's main thread");
-	HT_EQ(thread_nice(A.pid, "hbd-worker-", true), base, "a worker at the daemon's nice value");
-	HT_EQ(thread_nice(A.pid, "hbd-fleet", false), base - 10, "the fleet thread 10 steps up");
-	HT_EQ(thread_nice(A.pid, "hbd-fleet-adm", false), base - 10, "the admin thread too");
-	HT_EQ(thread_nice(A.pid, "hbd", false), base - 10, "one of libnats' threads too");
+	HT_NE(base_a, INT_MIN, "node-a's main thread");
+	HT_EQ(thread_nice(A.pid, "hbd-fleet", false), base_a,
+	      "node-a: the fleet thread at the daemon's");
+	HT_EQ(thread_nice(A.pid, "hbd-fleet-adm", false), base_a, "node-a: the admin thread too");
+	HT_NE(base_b, INT_MIN, "node-b's main thread");
+	HT_EQ(thread_nice(B.pid, "hbd-worker-", true), base_b, "node-b: a worker at the daemon's");
+	HT_EQ(thread_nice(B.pid, "hbd-fleet", false), base_b - 10,
+	      "node-b: the fleet thread 10 up");
+	HT_EQ(thread_nice(B.pid, "hbd-fleet-adm", false), base_b - 10,
+	      "node-b: the admin thread too");
+	HT_EQ(thread_nice(B.pid, "hbd", false), base_b - 10, "node-b: one of libnats' threads too");
 }
 
-/* Without the privilege to raise them (no CAP_SYS_NICE in the bounding set, RLIMIT_NICE 0),
+/* Asked to raise them without the privilege (no CAP_SYS_NICE in the bounding set, RLIMIT_NICE 0),
  * the fleet's threads keep the daemon's nice value, hbd says so, and it serves as before. */
 static void test_priority_not_allowed(void **state)
 {
@@ -400,7 +411,7 @@ static void test_priority_not_allowed(void **state)
 
 	(void)state;
 	setenv("HBD_WRAP", "setpriv --bounding-set=-sys_nice", 1);
-	rc = start_node(&c, "node-c");
+	rc = start_node(&c, "node-c", "10");
 	if (saved)
 		setenv("HBD_WRAP", saved, 1);
 	else

@@ -773,7 +773,7 @@ static void hbd_help_lists_every_option(void **state)
 		{ "  --nats-node-ttl SEC", "(default 6)" },
 		{ "  --nats-timeout SEC", "(default 2)" },
 		{ "  --nats-down-timeout SEC", "(default 5)" },
-		{ "  --nats-priority N", "(default 10)" },
+		{ "  --nats-priority N", "(default 0)" },
 		{ "  -h, --help", NULL },
 	};
 

@@ -242,14 +242,16 @@ static void *fleet_main(void *arg)
 	return NULL;
 }
 
-/* The fleet's work is little CPU but must keep up with the workers' events, and in a storm
- * every worker is runnable: at the same weight the scheduler gives the fleet thread one share
- * among dozens of workers, and its queue of presence events overflows (events lost, each
- * time a comparison with the device table). Linux keeps a nice value per thread and a new thread inherits its creator's, so
- * the calling thread runs --nats-priority steps higher while it creates libnats' threads and
- * the fleet's, and goes back after (a higher nice value needs no privilege). Without
- * CAP_SYS_NICE or an RLIMIT_NICE that allows it, all keep the daemon's. Returns the nice
- * value to go back to, INT_MIN if there is none. */
+/* In a storm every worker is runnable, and at the same weight the scheduler gives the fleet
+ * thread one share among dozens: its queue of presence events overflows, and each overflow
+ * costs a comparison with the device table. --nats-priority N raises the fleet's threads by N
+ * nice steps against that. It is off by default because raised threads also win against the
+ * kernel's kworkers at nice 0: after a mass login they kept the one that sends the kernel
+ * path's PONGs off its CPU for seconds (docs/FLEET.md). Linux keeps a nice value per thread and
+ * a new thread inherits its creator's, so the calling thread runs N steps higher while it
+ * creates libnats' threads and the fleet's, and goes back after (a higher nice value needs no
+ * privilege). Without CAP_SYS_NICE or an RLIMIT_NICE that allows it, all keep the daemon's.
+ * Returns the nice value to go back to, INT_MIN if there is none. */
 static int fleet_nice_enter(unsigned steps)
 {
 	int before;

@@ -43,7 +43,7 @@
 #define DEF_NATS_NODE_TTL_S 6
 #define DEF_NATS_TIMEOUT_S 2
 #define DEF_NATS_DOWN_TIMEOUT_S 5
-#define DEF_NATS_PRIORITY 10
+#define DEF_NATS_PRIORITY 0
 
 static bool power_of_2(uint64_t v)
 {
@@ -241,8 +241,8 @@ static const struct hb_opt options[] = {
 	  HB_OPT_DOUBLE, AT(nats.down_timeout_s), .def.d = DEF_NATS_DOWN_TIMEOUT_S, .dmin = 0.01,
 	  .dmax = 600 },
 	{ "nats-priority", 0, "N", "nice steps above the daemon's for the fleet's threads and "
-	  "libnats': they keep up with the workers in a storm (needs CAP_SYS_NICE or RLIMIT_NICE; "
-	  "0: the daemon's)", HB_OPT_UINT, AT(nats.priority), .def.u = DEF_NATS_PRIORITY,
+	  "libnats' (needs CAP_SYS_NICE or RLIMIT_NICE; 0: the daemon's; raised, they starve "
+	  "the kworker that sends the kernel path's PONGs after a mass login)", HB_OPT_UINT, AT(nats.priority), .def.u = DEF_NATS_PRIORITY,
 	  .umin = 0, .umax = 39 },
 	{ "help", 'h', NULL, "this text", .type = HB_OPT_HELP },
 	{ 0 },
