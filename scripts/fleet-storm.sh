@@ -49,7 +49,7 @@ usage: scripts/fleet-storm.sh [options]
   --settle S         after setup, before the storm (default $SETTLE)
   --tcp kernel|user  kernel: hbctl load --tcp kernel + hbd; user: no BPF, hbd --no-offload
                      (default $TCP)
-  --hbd-args "ARGS"  more hbd options (split at spaces), e.g. "--nats-priority 0"
+  --hbd-args "ARGS"  more hbd options (split at spaces), e.g. "--nats-priority 10"
   --nats-nice N      nats-server runs at nice N (default 0; below 0 stands for NATS on
                      machines of its own, which this box does not have)
   --perf             perf record -a -g of the first PERF_S (default 5) seconds of the storm
