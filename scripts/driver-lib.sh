@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # Helpers for the scripts that run benchmarks several times side by side and summarise them
-# (default-mode-bench.sh, fleet-ab.sh, batch-wait-ab.sh, peer-bench.sh; sourced): their log
+# (default-mode-bench.sh, peer-bench.sh, setup-cost.sh and the *-ab.sh; sourced): their log
 # lines and checks, the jq functions of their summaries, and a run of scripts/bench.sh with
 # its report kept beside its outputs. DRIVER names the script in every message.
 
@@ -23,6 +23,23 @@ driver_need_root() { # WHY
 
 driver_loadavg() {
 	cut -d' ' -f1-3 /proc/loadavg
+}
+
+# The two sides of an A/B of builds and hbd options (fleet-login-ab.sh, fleet-storm-ab.sh),
+# alternated so that a drift of the machine's speed favours neither: round R runs "before
+# after" when R is odd, "after before" when it is even.
+driver_ab_order() { # ROUND
+	if [ $(($1 % 2)) = 1 ]; then echo before after; else echo after before; fi
+}
+
+# SIDE's build and hbd options into SIDE_BUILD and SIDE_ARGS: BEFORE and BEFORE_ARGS for
+# before, AFTER and AFTER_ARGS for after (the caller's options).
+driver_ab_side() { # SIDE
+	if [ "$1" = after ]; then
+		SIDE_BUILD=$AFTER SIDE_ARGS=$AFTER_ARGS
+	else
+		SIDE_BUILD=$BEFORE SIDE_ARGS=$BEFORE_ARGS
+	fi
 }
 
 # The jq functions the summaries share, to put before a program: r2 and r3 round to 2 and 3

@@ -67,6 +67,7 @@ stall_of() { # HBLOAD_LOG CLIENTS
 		}
 		if (c != n "/" n) { if (!all) next } else all = 1
 		sub("/s", "", p); sub("/s", "", q)
+		p += 0; q += 0 # numbers: awk compares two strings as strings ("530" > "16631")
 		reports++
 		if (p > 0 && q * 2 < p) { s++; run++; if (run > longest) longest = run } else run = 0
 	}
@@ -98,11 +99,9 @@ rm -rf "$OUT"
 tracer=
 trap '[ -z "$tracer" ] || kill "$tracer" 2> /dev/null || true' EXIT
 for r in $(seq "$ROUNDS"); do
-	order=(before after)
-	[ $((r % 2)) = 0 ] && order=(after before)
-	for side in "${order[@]}"; do
-		b=$BEFORE args=$BEFORE_ARGS
-		[ "$side" = after ] && b=$AFTER args=$AFTER_ARGS
+	for side in $(driver_ab_order "$r"); do
+		driver_ab_side "$side"
+		b=$SIDE_BUILD args=$SIDE_ARGS
 		dir=$OUT/r$r-$side
 		driver_log "round $r, $side ($b${args:+ hbd $args}; load $(driver_loadavg))"
 		mkdir -p "$dir"

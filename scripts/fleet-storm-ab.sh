@@ -45,11 +45,9 @@ done
 OUT=build/fleet-storm-ab
 rm -rf "$OUT"
 for r in $(seq "$ROUNDS"); do
-	order=(before after)
-	[ $((r % 2)) = 0 ] && order=(after before)
-	for side in "${order[@]}"; do
-		b=$BEFORE args=$BEFORE_ARGS
-		[ "$side" = after ] && b=$AFTER args=$AFTER_ARGS
+	for side in $(driver_ab_order "$r"); do
+		driver_ab_side "$side"
+		b=$SIDE_BUILD args=$SIDE_ARGS
 		dir=$OUT/r$r-$side
 		mkdir -p "$dir"
 		driver_log "round $r, $side ($b${args:+ hbd $args}; load $(driver_loadavg))"
