@@ -774,6 +774,7 @@ static void hbd_help_lists_every_option(void **state)
 		{ "  --nats-timeout SEC", "(default 2)" },
 		{ "  --nats-down-timeout SEC", "(default 5)" },
 		{ "  --nats-priority N", "(default 0)" },
+		{ "  --nats-presence-window N", "(default 32768)" },
 		{ "  -h, --help", NULL },
 	};
 

@@ -361,6 +361,9 @@ void hbd_fleet_stop(struct hbd_daemon *d)
 	if (f->nc && __atomic_load_n(&f->connected, __ATOMIC_ACQUIRE)) {
 		jsPubOptions po;
 
+		/* the ends that waited for room in flight (--nats-presence-window) */
+		if (f->synced)
+			fleet_presence_catch_up(f, false);
 		jsPubOptions_Init(&po);
 		po.MaxWait = 2000; /* the last presence writes: not forever if NATS went away */
 		if (f->js)

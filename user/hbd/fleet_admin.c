@@ -48,6 +48,7 @@
 #define WATCH_BATCH 16384 /* entries taken before the timers are looked at */
 #define NODES_BATCH 256 /* hbeat_nodes entries taken a judgement (FLEET_MAX_NODES and more) */
 #define CATCH_UP_EVERY_MS 2000 /* writes that failed are made again at least this often */
+#define CATCH_UP_FULL_MS 200 /* the next look when the last stopped at the window in flight */
 #define ADMIN_WAIT_MS 5000
 
 static const char *const data_subjects[] = { FLEET_SUBJ_DATA ">" };
@@ -295,6 +296,8 @@ void *fleet_admin_main(void *arg)
 	const uint64_t put_slack =
 		put_every / 2 < JUDGE_EVERY_MS / 2 ? put_every / 2 : JUDGE_EVERY_MS / 2;
 	const uint64_t catch_slack = JUDGE_EVERY_MS / 2;
+	/* the last catch-up stopped at the window in flight: the next is not run early */
+	bool catch_full = false;
 
 	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t now = fleet_now_ms(), due, wait_ms;
@@ -356,12 +359,12 @@ void *fleet_admin_main(void *arg)
 		fleet_presence_adoptions(f);
 		if (f->synced && (__atomic_exchange_n(&f->reconnected, 0, __ATOMIC_ACQ_REL) |
 				  __atomic_load_n(&f->table_resync, __ATOMIC_ACQUIRE) |
-				  (now + catch_slack >= next_catch))) {
+				  (now + (catch_full ? 0 : catch_slack) >= next_catch))) {
 			bool table = __atomic_exchange_n(&f->table_resync, 0, __ATOMIC_ACQ_REL);
 
 			fleet_presence_reclaim(f); /* first, so the catch-up writes what it took */
-			fleet_presence_catch_up(f, table);
-			next_catch = now + CATCH_UP_EVERY_MS;
+			catch_full = fleet_presence_catch_up(f, table);
+			next_catch = now + (catch_full ? CATCH_UP_FULL_MS : CATCH_UP_EVERY_MS);
 		}
 	}
 	return NULL;

@@ -185,8 +185,10 @@ uint16_t fleet_node_idx(struct hbd_fleet *f, const char *name);
 /* fleet_presence.c: presence events from the workers, and the writes' acknowledgements */
 void fleet_presence_event(struct hbd_fleet *f, const struct hbd_event *ev);
 void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure);
-/* writes again what failed, and what the device table says that we lost (catch-up) */
-void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table);
+/* writes again what failed, what waited for room in flight, and what the device table says
+ * that we lost (catch-up); true if it stopped with entries left because the writes in flight
+ * reached their window: call again soon */
+bool fleet_presence_catch_up(struct hbd_fleet *f, bool with_table);
 /* an entry from the watch of hbeat_presence */
 void fleet_presence_seen(struct hbd_fleet *f, uint64_t device, uint64_t rev, const char *val,
 			 int len, bool deleted);

@@ -42,6 +42,17 @@
  * drops it (nats.c issue 880, fixed after 3.4). A storm of 100,000 writes thus came back 30 s
  * later as 100,000 messages through three threads. */
 #define PRESENCE_ACK_WAIT_MS 30000
+/* --nats-presence-window: an end (offline, expired, ...) is published at once only while fewer
+ * writes than this are in flight; past it, it is left marked for the catch-up, which also stops
+ * at this many. In a reconnect storm JetStream falls behind, and most devices are back before
+ * their end's turn comes: the reconnect makes that end moot, and one online write replaces two.
+ * A device's offline is then not seen in the bucket, only its new session (since_ms). */
+static bool end_window_full(const struct hbd_fleet *f)
+{
+	/* stopping, every end goes out: no catch-up comes after the last one */
+	return f->pres_inflight >= f->cfg->presence_window &&
+	       !__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE);
+}
 
 int fleet_presence_json(char *buf, size_t cap, const char *node, bool udp, const char *state,
 			uint64_t since_ms, const char *addr)
@@ -244,8 +255,12 @@ void fleet_presence_event(struct hbd_fleet *f, const struct hbd_event *ev)
 			fleet_map_del(&f->held, ev->device);
 			goto out;
 		}
-		if (!h->npend)
+		if (h->npend)
+			goto out; /* written once the acknowledgement is in (fleet_presence_ack) */
+		if (!end_window_full(f))
 			send = prepare(f, ev->device, h, &pw);
+		else
+			mark_dirty(f, h);
 	}
 out:
 	pthread_mutex_unlock(&f->lock);
@@ -630,13 +645,15 @@ void fleet_presence_reclaim(struct hbd_fleet *f)
  * resumes at its position in the table after each chunk; an entry the table moved meanwhile (a
  * deletion's backward shift, a growth) may be missed by this pass and is written by the next
  * one (every CATCH_UP_EVERY_MS). No walk at all while nothing is marked (f->dirty_any), and no
- * write while NATS is away (prepare). */
-void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
+ * write while NATS is away (prepare). A chunk starts only while the writes in flight are below
+ * the window (end_window_full): the rest wait for the next walk, so an end deferred there is
+ * still moot if its device comes back first. */
+bool fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 {
 	struct pres_write *pw;
 	uint64_t key, *cuts;
 	size_t pos = 0;
-	bool more = true, any, queue_passed;
+	bool more = true, any, queue_passed, full = false;
 	size_t written = 0;
 
 	if (with_table)
@@ -645,7 +662,7 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 	any = f->dirty_any;
 	pthread_mutex_unlock(&f->lock);
 	if (!any)
-		return; /* the usual case every CATCH_UP_EVERY_MS: no buffers to allocate */
+		return false; /* the usual case every CATCH_UP_EVERY_MS: no buffers to allocate */
 	pw = malloc(CATCH_UP_CHUNK * sizeof(*pw));
 	cuts = malloc(CATCH_UP_CHUNK * sizeof(*cuts));
 	while (pw && cuts && more && __atomic_load_n(&f->connected, __ATOMIC_ACQUIRE)) {
@@ -659,6 +676,12 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 				break; /* nothing marked since the last complete walk */
 			}
 			f->dirty_any = false; /* marks from now on are seen by the next walk */
+		}
+		if (end_window_full(f)) {
+			f->dirty_any = true; /* the rest, once acknowledgements made room */
+			pthread_mutex_unlock(&f->lock);
+			full = true;
+			break;
 		}
 		queue_passed = hbd_events_passed(&f->d->fleet.q, f->table_mark);
 		while (n < CATCH_UP_CHUNK && ncut < CATCH_UP_CHUNK) {
@@ -706,5 +729,7 @@ void fleet_presence_catch_up(struct hbd_fleet *f, bool with_table)
 	free(pw);
 	free(cuts);
 	if (written)
-		hb_dbg("fleet: catch-up: %zu entries written again", written);
+		hb_dbg("fleet: catch-up: %zu entries written again%s", written,
+		       full ? ", the rest once fewer are in flight" : "");
+	return full;
 }

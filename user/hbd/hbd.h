@@ -113,6 +113,7 @@ struct hbd_config {
 		double timeout_s; /* a publish not acknowledged by then failed */
 		double down_timeout_s; /* a NATS downlink not ACKed by its device by then: timeout */
 		unsigned priority; /* nice steps the fleet's threads run above the daemon's */
+		unsigned presence_window; /* presence writes in flight before ends wait */
 	} nats;
 	char *const *argv; /* as started: an upgrade (SIGUSR2) starts exe with them again */
 	char exe[4096];

@@ -44,6 +44,7 @@
 #define DEF_NATS_TIMEOUT_S 2
 #define DEF_NATS_DOWN_TIMEOUT_S 5
 #define DEF_NATS_PRIORITY 0
+#define DEF_NATS_PRESENCE_WINDOW 32768
 
 static bool power_of_2(uint64_t v)
 {
@@ -244,6 +245,11 @@ static const struct hb_opt options[] = {
 	  "libnats' (needs CAP_SYS_NICE or RLIMIT_NICE; 0: the daemon's; raised, they starve "
 	  "the kworker that sends the kernel path's PONGs after a mass login)", HB_OPT_UINT, AT(nats.priority), .def.u = DEF_NATS_PRIORITY,
 	  .umin = 0, .umax = 39 },
+	{ "nats-presence-window", 0, "N", "a session's end is written at once while fewer presence "
+	  "writes are in flight, else by the catch-up, and not at all if the device is back by "
+	  "then (a reconnect storm writes each device once)", HB_OPT_UINT,
+	  AT(nats.presence_window), .def.u = DEF_NATS_PRESENCE_WINDOW, .umin = 1,
+	  .umax = 1 << 20 },
 	{ "help", 'h', NULL, "this text", .type = HB_OPT_HELP },
 	{ 0 },
 };
