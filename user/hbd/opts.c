@@ -247,7 +247,7 @@ static const struct hb_opt options[] = {
 	  .umin = 0, .umax = 39 },
 	{ "nats-presence-window", 0, "N", "a session's end is written at once while fewer presence "
 	  "writes are in flight, else by the catch-up, and not at all if the device is back by "
-	  "then (a reconnect storm writes each device once)", HB_OPT_UINT,
+	  "then (in a reconnect storm, most devices get one write, not two)", HB_OPT_UINT,
 	  AT(nats.presence_window), .def.u = DEF_NATS_PRESENCE_WINDOW, .umin = 1,
 	  .umax = 1 << 20 },
 	{ "help", 'h', NULL, "this text", .type = HB_OPT_HELP },
