@@ -48,6 +48,8 @@ static natsSubscription *sub; /* every presence write, as the server got it */
 
 static struct hbd_daemon daemon_;
 static struct hbd_fleet fleet;
+/* hbd's defaults where the code reads them; a window no test fills */
+static struct hbd_config config = { .nats = { .node_ttl_s = 2, .presence_window = 32768 } };
 
 /* set by a test: the next js_PublishAsync first runs the reclaim, as the admin thread may */
 static bool reclaim_on_publish;
@@ -143,6 +145,7 @@ static int fleet_setup(void **state)
 	pthread_mutex_init(&fleet.lock, NULL);
 	snprintf(fleet.node, sizeof(fleet.node), NODE);
 	fleet.d = &daemon_;
+	fleet.cfg = &config.nats;
 	fleet.js = js;
 	fleet.me = fleet_node_idx(&fleet, NODE);
 	fleet.ready = fleet.connected = 1;
@@ -603,12 +606,10 @@ static void lost_event_written_once_the_queue_passed(void **state)
  * (twice in a row, a live node's devices were all marked offline by the others). */
 static void node_heard_during_the_judgement_lives(void **state)
 {
-	struct hbd_config cfg = { .nats.node_ttl_s = 2 };
 	uint64_t now = 1000000;
 	uint16_t b, c;
 
 	(void)state;
-	fleet.cfg = &cfg.nats;
 	pthread_mutex_lock(&fleet.lock);
 	b = fleet_node_idx(&fleet, "node-b");
 	c = fleet_node_idx(&fleet, "node-c");
@@ -623,7 +624,6 @@ static void node_heard_during_the_judgement_lives(void **state)
 	HT_TRUE(!fleet.nodes[c].live && !fleet.nodes[c].live_before,
 		"node-c, silent for longer than the TTL, is not live");
 	HT_TRUE(fleet.nodes[fleet.me].live, "this node lives");
-	fleet.cfg = NULL;
 }
 
 /* A worker has marked its DATA batch busy and its first publish has not entered libnats yet
