@@ -112,6 +112,29 @@ static void on_reconnected(natsConnection *nc, void *closure)
 	hb_info("fleet: reconnected to NATS: catching up on presence");
 }
 
+/* nats-server's asynchronous refusals (a permission this node's user lacks, a slow consumer):
+ * counted, and logged once a second at most with the server's words, so that a node set up
+ * with too few permissions says so instead of only failing its writes. */
+static void on_nats_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *closure)
+{
+	struct hbd_fleet *f = closure;
+	uint64_t now = fleet_now_ms(),
+		 last = __atomic_load_n(&f->error_logged_ms, __ATOMIC_RELAXED);
+	const char *text = NULL;
+
+	(void)sub;
+	__atomic_fetch_add(&f->nats_errors, 1, __ATOMIC_RELAXED);
+	if (last && now - last < 1000)
+		return;
+	__atomic_store_n(&f->error_logged_ms, now, __ATOMIC_RELAXED);
+	if (natsConnection_GetLastError(nc, &text) == NATS_OK || !text || !*text)
+		text = natsStatus_GetText(err);
+	hb_warn("fleet: NATS refused: %s%s", text,
+		err == NATS_NOT_PERMITTED ? " (this node's NATS user lacks a permission: see "
+					    "$HBEAT_NODE in contrib/nats/hbeat-permissions.conf)"
+					  : "");
+}
+
 /* The password is the file's first line (a newline at its end is not part of it). */
 static int read_password(const char *path, char *out, size_t cap, char *why, size_t whylen)
 {
@@ -169,6 +192,8 @@ static int set_options(struct hbd_fleet *f, char *why, size_t whylen)
 		s = natsOptions_SetDisconnectedCB(f->opts, on_disconnected, f);
 	if (s == NATS_OK)
 		s = natsOptions_SetReconnectedCB(f->opts, on_reconnected, f);
+	if (s == NATS_OK)
+		s = natsOptions_SetErrorHandler(f->opts, on_nats_error, f);
 	if (s == NATS_OK && c->creds)
 		s = natsOptions_SetUserCredentialsFromFiles(f->opts, c->creds, NULL);
 	if (s == NATS_OK && c->user) {
@@ -203,6 +228,9 @@ static void drain_queue(struct hbd_fleet *f)
 		}
 		hbd_events_done(&d->fleet.q, n);
 		if (dropped) {
+			pthread_mutex_lock(&f->lock);
+			f->events_lost += dropped;
+			pthread_mutex_unlock(&f->lock);
 			hb_warn("fleet: %llu presence events lost (queue full): comparing with the "
 				"device table",
 				(unsigned long long)dropped);
@@ -388,6 +416,37 @@ void hbd_fleet_stop(struct hbd_daemon *d)
 			(unsigned long long)f->pres_failed_pub,
 			(unsigned long long)f->pres_failed_timeout,
 			(unsigned long long)f->pres_failed_js, f->pres_last_js_err);
+}
+
+bool hbd_fleet_stats(struct hbd_daemon *d, struct hbd_fleet_stats *s)
+{
+	struct hbd_fleet *f = d->fleet.f;
+
+	memset(s, 0, sizeof(*s));
+	if (!f || !d->fleet.on)
+		return false;
+	s->connected = __atomic_load_n(&f->connected, __ATOMIC_ACQUIRE) &&
+		       __atomic_load_n(&f->ready, __ATOMIC_ACQUIRE);
+	pthread_mutex_lock(&f->lock);
+	for (unsigned i = 0; i < f->nnodes; i++)
+		s->nodes_live += f->nodes[i].live;
+	s->held = f->held.count;
+	s->pres_written = f->pres_written;
+	s->pres_inflight = f->pres_inflight;
+	s->pres_taken_back = f->pres_taken_back;
+	s->pres_failed_pub = f->pres_failed_pub;
+	s->pres_failed_timeout = f->pres_failed_timeout;
+	s->pres_failed_js = f->pres_failed_js;
+	s->events_lost = f->events_lost;
+	s->data_published = f->data_published;
+	s->data_failed = f->data_failed;
+	s->down_in = f->down_in;
+	s->down_replied = f->down_replied;
+	s->superseded = f->superseded;
+	s->node_lost_marked = f->node_lost_marked;
+	pthread_mutex_unlock(&f->lock);
+	s->nats_errors = __atomic_load_n(&f->nats_errors, __ATOMIC_RELAXED);
+	return true;
 }
 
 void hbd_fleet_free(struct hbd_daemon *d)

@@ -5,19 +5,38 @@
  *   hbd_fleet_start   once they run (their rings exist): the connection and the threads
  *   hbd_fleet_stop    after they have been joined: the last events written, then disconnect
  *   hbd_fleet_free    at the end, whatever happened before
+ *   hbd_fleet_stats   any time between start and free (the metrics thread): the counters
  * Not reaching NATS is no reason not to start: heartbeats do not depend on it; the connection
  * is retried for as long as hbd runs (docs/FLEET.md says what works meanwhile).
  */
 #ifndef HBD_FLEET_H
 #define HBD_FLEET_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct hbd_daemon;
+
+/* What fleet mode has done and holds now, for /metrics: one consistent snapshot. */
+struct hbd_fleet_stats {
+	bool connected; /* to NATS, with the stream and buckets in place */
+	unsigned nodes_live; /* in hbeat_nodes, refreshed within the TTL, this node included */
+	uint64_t held; /* devices whose presence this node owns (their last state included) */
+	uint64_t pres_written, pres_inflight, pres_taken_back;
+	uint64_t pres_failed_pub, pres_failed_timeout, pres_failed_js;
+	uint64_t events_lost; /* presence events the workers' queue had no room for */
+	uint64_t data_published, data_failed;
+	uint64_t down_in, down_replied;
+	uint64_t superseded, node_lost_marked;
+	uint64_t nats_errors; /* nats-server's asynchronous errors: a permission refused, say */
+};
 
 int hbd_fleet_init(struct hbd_daemon *d, char *why, size_t whylen);
 int hbd_fleet_start(struct hbd_daemon *d, char *why, size_t whylen);
 void hbd_fleet_stop(struct hbd_daemon *d);
 void hbd_fleet_free(struct hbd_daemon *d);
+/* false without fleet mode */
+bool hbd_fleet_stats(struct hbd_daemon *d, struct hbd_fleet_stats *s);
 
 #endif

@@ -117,7 +117,9 @@ void fleet_data_publish(struct hbd_fleet *f, unsigned worker)
 		return;
 	n = b->nacks;
 	if (!__atomic_load_n(&f->ready, __ATOMIC_ACQUIRE) || !fb->js || !n) {
-		__atomic_fetch_add(&f->data_failed, n, __ATOMIC_RELAXED);
+		pthread_mutex_lock(&f->lock);
+		f->data_failed += n;
+		pthread_mutex_unlock(&f->lock);
 		complete(f, worker, n > 0);
 		return;
 	}

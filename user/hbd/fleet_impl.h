@@ -145,9 +145,9 @@ struct hbd_fleet {
 	struct io_uring ring;
 	bool ring_ok;
 
-	/* counters, logged at the stop */
-	uint64_t pres_written, data_published, data_failed, down_in, down_replied, superseded,
-		node_lost_marked;
+	/* counters, logged at the stop and read by hbd_fleet_stats: under the lock */
+	uint64_t events_lost, pres_written, data_published, data_failed, down_in, down_replied,
+		superseded, node_lost_marked;
 	/* failed presence writes, by why: at the publish, no acknowledgement in time, JetStream's
 	 * refusal (its last error code) */
 	uint64_t pres_failed_pub, pres_failed_timeout, pres_failed_js;
@@ -162,6 +162,9 @@ struct hbd_fleet {
 	bool pres_js_used; /* a presence publish went into f->js (fleet_take_pending; the lock) */
 	uint64_t pres_taken_back; /* writes in flight given up and made again (not failures) */
 	int pres_reclaim; /* atomic: take back every write in flight (NATS reconnected) */
+	/* atomic: nats-server's asynchronous errors (a permission refused, say), and when one
+	 * was last logged */
+	uint64_t nats_errors, error_logged_ms;
 };
 
 /* The writes js holds unacknowledged, taken back (js_PublishAsyncGetPendingList), once a

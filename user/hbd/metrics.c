@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fleet.h"
 #include "log.h"
 #include "pins.h"
 #include "version.h"
@@ -102,6 +103,70 @@ static void mqtt_metrics(FILE *f, const struct hb_ustats *u, const struct hb_kst
 	fprintf(f, "hbeat_mqtt_bad_total %" PRIu64 "\n", (uint64_t)u->mqtt_bad);
 	family(f, "hbeat_mqtt_wills_total", "counter", "MQTT Will messages recorded.");
 	fprintf(f, "hbeat_mqtt_wills_total %" PRIu64 "\n", (uint64_t)u->mqtt_wills);
+}
+
+/* Fleet mode (hbd --nats): the node's NATS side, for an operator to see a backlog or a
+ * failing JetStream before presence goes stale. Left out on a single node. */
+static void fleet_metrics(FILE *f, struct hbd_daemon *d)
+{
+	struct hbd_fleet_stats s;
+
+	if (!hbd_fleet_stats(d, &s))
+		return;
+	family(f, "hbeat_fleet_connected", "gauge",
+	       "1 while connected to NATS with the stream and buckets in place.");
+	fprintf(f, "hbeat_fleet_connected %d\n", s.connected);
+	family(f, "hbeat_fleet_nats_errors_total", "counter",
+	       "Asynchronous errors from nats-server: a permission this node's user lacks, a "
+	       "slow consumer (each is logged, once a second at most).");
+	fprintf(f, "hbeat_fleet_nats_errors_total %" PRIu64 "\n", s.nats_errors);
+	family(f, "hbeat_fleet_nodes_live", "gauge",
+	       "Nodes in hbeat_nodes refreshed within the node TTL, this one included.");
+	fprintf(f, "hbeat_fleet_nodes_live %u\n", s.nodes_live);
+	family(f, "hbeat_fleet_devices_held", "gauge",
+	       "Devices whose presence entry this node owns, ended ones still to be written "
+	       "included.");
+	fprintf(f, "hbeat_fleet_devices_held %" PRIu64 "\n", s.held);
+	family(f, "hbeat_fleet_presence_writes_total", "counter",
+	       "Presence writes into hbeat_presence by outcome: acknowledged, or failed at the "
+	       "publish, unacknowledged in time, refused by JetStream (each failure is written "
+	       "again).");
+#define PW(result, v) \
+	fprintf(f, "hbeat_fleet_presence_writes_total{result=\"" result "\"} %" PRIu64 "\n", v);
+	PW("acked", s.pres_written)
+	PW("failed_publish", s.pres_failed_pub)
+	PW("failed_timeout", s.pres_failed_timeout)
+	PW("refused", s.pres_failed_js)
+#undef PW
+	family(f, "hbeat_fleet_presence_inflight", "gauge",
+	       "Presence writes published and not acknowledged yet (--nats-presence-window "
+	       "bounds the ends among them).");
+	fprintf(f, "hbeat_fleet_presence_inflight %" PRIu64 "\n", s.pres_inflight);
+	family(f, "hbeat_fleet_presence_retaken_total", "counter",
+	       "Presence writes in flight given up (no acknowledgement, or NATS reconnected) and "
+	       "made again.");
+	fprintf(f, "hbeat_fleet_presence_retaken_total %" PRIu64 "\n", s.pres_taken_back);
+	family(f, "hbeat_fleet_events_lost_total", "counter",
+	       "Presence events the workers' queue had no room for (the device table is then "
+	       "compared, so presence still catches up).");
+	fprintf(f, "hbeat_fleet_events_lost_total %" PRIu64 "\n", s.events_lost);
+	family(f, "hbeat_fleet_data_total", "counter",
+	       "DATA frames published to HBEAT_DATA, by outcome (a failed one is not ACKed to "
+	       "its device).");
+	fprintf(f, "hbeat_fleet_data_total{result=\"acked\"} %" PRIu64 "\n", s.data_published);
+	fprintf(f, "hbeat_fleet_data_total{result=\"failed\"} %" PRIu64 "\n", s.data_failed);
+	family(f, "hbeat_fleet_downlink_requests_total", "counter",
+	       "Requests on hbeat.down.<device> this node took, and the ones it answered.");
+	fprintf(f, "hbeat_fleet_downlink_requests_total{result=\"received\"} %" PRIu64 "\n",
+		s.down_in);
+	fprintf(f, "hbeat_fleet_downlink_requests_total{result=\"answered\"} %" PRIu64 "\n",
+		s.down_replied);
+	family(f, "hbeat_fleet_superseded_total", "counter",
+	       "Sessions here cut because the device came online on another node.");
+	fprintf(f, "hbeat_fleet_superseded_total %" PRIu64 "\n", s.superseded);
+	family(f, "hbeat_fleet_dead_node_devices_total", "counter",
+	       "Devices of dead nodes this node marked offline in presence.");
+	fprintf(f, "hbeat_fleet_dead_node_devices_total %" PRIu64 "\n", s.node_lost_marked);
 }
 
 static unsigned batch_wait_workers(const struct hbd_daemon *d)
@@ -263,6 +328,8 @@ char *hbd_metrics_render(struct hbd_metrics *m, size_t *len)
 	       "Presence events lost because subscribers fell behind.");
 	fprintf(f, "hbeat_events_dropped_total %" PRIu64 "\n",
 		(uint64_t)__atomic_load_n(&d->ctl.events_lost, __ATOMIC_RELAXED));
+
+	fleet_metrics(f, d);
 
 	timing(f, d, offsetof(struct hbd_worker, t_sink), "hbeat_sink_write_seconds",
 	       "Time from handing a DATA batch to the sink until it was written (and synced).");
