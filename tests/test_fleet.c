@@ -31,6 +31,7 @@
 #include <openssl/evp.h>
 
 #include "hbdev.h"
+#include "lib/ctl.h"
 #include "lib/hbd_harness.h"
 #include "lib/ht_assert.h"
 #include "lib/run_prog.h"
@@ -46,12 +47,21 @@
 static struct ht_daemon A, B;
 static pid_t nats_pid, load_tcp, load_udp;
 static uint16_t nats_port;
-static char store[64] = "/tmp/hbfl-nats.XXXXXX", keys[96], url[64], client_url[128], pwfile[96];
+static char store[64] = "/tmp/hbfl-nats.XXXXXX", keys[96], url[64], client_url[128], pwfile[96],
+	    app_pwfile[96];
 #define NATS_USER "hbfl"
 #define NATS_PASS "fleet-test-password" /* the nodes read it from a file: --nats-password-file */
+/* an application's user: HBEAT_APP's permissions, where the nodes and the test have HBEAT_NODE's */
+#define APP_USER "hbfl-app"
+#define APP_PASS "fleet-app-password"
+#define PERMISSIONS "contrib/nats/hbeat-permissions.conf"
 static natsConnection *nc;
 static jsCtx *js;
 static kvStore *presence, *nodes;
+/* the test's connections: nc as a node (HBEAT_NODE: it forges other nodes' entries), app_nc
+ * as an application (HBEAT_APP: downlink requests) */
+static natsConnection *app_nc;
+static char app_url[128];
 
 /* SIGTERM (or sig), then SIGKILL if it is still there after 5 s. */
 static void end_pid(pid_t *pid, int sig)
@@ -63,14 +73,50 @@ static void end_pid(pid_t *pid, int sig)
 	*pid = 0;
 }
 
+/* nats-server's configuration in the store: the two users with the permissions hbeat ships
+ * (copied beside it: nats-server includes relative paths only). */
+static int nats_config(void)
+{
+	char path[128], buf[4096];
+	FILE *in = fopen(PERMISSIONS, "r"), *out;
+	size_t n;
+	int rc = 0;
+
+	if (!in) {
+		fprintf(stderr, "%s: %s (run from the source tree)\n", PERMISSIONS,
+			strerror(errno));
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/hbeat-permissions.conf", store);
+	out = fopen(path, "w");
+	while (out && (n = fread(buf, 1, sizeof(buf), in)) > 0)
+		if (fwrite(buf, 1, n, out) != n)
+			rc = -1;
+	fclose(in);
+	if (!out || fclose(out) || rc)
+		return -1;
+	snprintf(path, sizeof(path), "%s/nats.conf", store);
+	out = fopen(path, "w");
+	if (!out)
+		return -1;
+	fprintf(out,
+		"listen: 127.0.0.1:%u\n"
+		"jetstream { store_dir: \"%s\" }\n"
+		"include \"hbeat-permissions.conf\"\n"
+		"authorization { users = [\n"
+		"  { user: %s, password: %s, permissions: $HBEAT_NODE }\n"
+		"  { user: %s, password: %s, permissions: $HBEAT_APP }\n"
+		"] }\n",
+		nats_port, store, NATS_USER, NATS_PASS, APP_USER, APP_PASS);
+	return fclose(out);
+}
+
 static int nats_start(void)
 {
-	char port[8], log[96];
-	const char *argv[] = { "nats-server", "-a",	 "127.0.0.1", "-p",	port,
-			       "-js",	      "-sd",	 store,	      "--user", NATS_USER,
-			       "--pass",      NATS_PASS, NULL };
+	char conf[96], log[96];
+	const char *argv[] = { "nats-server", "-c", conf, NULL };
 
-	snprintf(port, sizeof(port), "%u", nats_port);
+	snprintf(conf, sizeof(conf), "%s/nats.conf", store);
 	snprintf(log, sizeof(log), "%s/nats.log", store);
 	nats_pid = hbt_spawn_logged(argv, log);
 	return nats_pid > 0 ? ht_wait_listening(nats_port, 10000) : -1;
@@ -95,11 +141,20 @@ static int write_keys(void)
 	if (!f)
 		return -1;
 	fprintf(f, "%s\n", NATS_PASS);
+	if (fclose(f))
+		return -1;
+	snprintf(app_pwfile, sizeof(app_pwfile), "%s/app-password", store);
+	f = fopen(app_pwfile, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%s\n", APP_PASS);
 	return fclose(f);
 }
 
 /* OPT VAL: one more option for the node (OPT NULL: none) */
-static int start_node(struct ht_daemon *d, const char *name, const char *opt, const char *val)
+/* A node as the NATS user user (its password in the file pw). */
+static int start_node_as(struct ht_daemon *d, const char *name, const char *user, const char *pw,
+			 const char *opt, const char *val)
 {
 	const char *const args[] = { "--no-offload",
 				     "--workers",
@@ -117,9 +172,11 @@ static int start_node(struct ht_daemon *d, const char *name, const char *opt, co
 				     "--nats-node-ttl",
 				     NODE_TTL,
 				     "--nats-user",
-				     NATS_USER,
+				     user,
 				     "--nats-password-file",
-				     pwfile,
+				     pw,
+				     "--metrics",
+				     "127.0.0.1:0",
 				     opt,
 				     val,
 				     NULL };
@@ -127,8 +184,41 @@ static int start_node(struct ht_daemon *d, const char *name, const char *opt, co
 	return ht_start(d, args);
 }
 
+static int start_node(struct ht_daemon *d, const char *name, const char *opt, const char *val)
+{
+	return start_node_as(d, name, NATS_USER, pwfile, opt, val);
+}
+
 static int presence_counters(const struct ht_daemon *d, unsigned long long *written,
 			     unsigned long long *failed, unsigned long long *taken);
+
+/* A series of a node's /metrics; -1 if it cannot be read. */
+static long long node_metric(const struct ht_daemon *d, const char *series)
+{
+	char line[1024], *p, *text;
+	long long v = -1;
+	int status = 0;
+
+	if (!ht_file_contains(d->err, "ready:", line, sizeof(line)) ||
+	    !(p = strstr(line, "metrics_port=")))
+		return -1;
+	text = tc_curl((uint16_t)atoi(p + 13), "/metrics", &status);
+	if (text && status == 200)
+		v = tc_metric(text, series);
+	free(text);
+	return v;
+}
+
+/* The series once it equals want, polled for up to ms; else its last value. */
+static long long wait_metric(const struct ht_daemon *d, const char *series, long long want, int ms)
+{
+	uint64_t end = ht_now_ms() + (uint64_t)ms;
+	long long v;
+
+	while ((v = node_metric(d, series)) != want && ht_now_ms() < end)
+		ht_sleep_ms(20);
+	return v;
+}
 
 static pid_t start_load(uint16_t port, const char *proto, unsigned n, unsigned first)
 {
@@ -153,6 +243,7 @@ static pid_t start_load(uint16_t port, const char *proto, unsigned n, unsigned f
 static int nats_client(void)
 {
 	if (natsConnection_ConnectTo(&nc, client_url) != NATS_OK ||
+	    natsConnection_ConnectTo(&app_nc, app_url) != NATS_OK ||
 	    natsConnection_JetStream(&js, nc, NULL) != NATS_OK)
 		return -1;
 	/* the nodes make the bucket; wait for it */
@@ -172,19 +263,23 @@ static void nats_client_close(void)
 		jsCtx_Destroy(js);
 	if (nc)
 		natsConnection_Destroy(nc);
+	if (app_nc)
+		natsConnection_Destroy(app_nc);
 	presence = NULL;
 	js = NULL;
-	nc = NULL;
+	nc = app_nc = NULL;
 }
 
 static int group_setup(void **state)
 {
 	(void)state;
 	signal(SIGPIPE, SIG_IGN);
-	if (!mkdtemp(store) || write_keys() || !(nats_port = ht_free_port()))
+	if (!mkdtemp(store) || write_keys() || !(nats_port = ht_free_port()) || nats_config())
 		return -1;
 	snprintf(url, sizeof(url), "nats://127.0.0.1:%u", nats_port);
 	snprintf(client_url, sizeof(client_url), "nats://%s:%s@127.0.0.1:%u", NATS_USER, NATS_PASS,
+		 nats_port);
+	snprintf(app_url, sizeof(app_url), "nats://%s:%s@127.0.0.1:%u", APP_USER, APP_PASS,
 		 nats_port);
 	if (nats_start()) {
 		fprintf(stderr, "nats-server did not start (scripts/deps.sh installs it)\n");
@@ -449,16 +544,28 @@ static void test_end_coalesced(void **state)
 	d180 = open_dev(w.port, 180, HB_TCP);
 	HT_EQ(wait_count(180, 1, "node-w", "online", 10000), 1, "device 180 online on node-w");
 	HT_TRUE(entry(180, st, nd, &rev0), "its entry read");
+	HT_EQ(node_metric(&w, "hbeat_fleet_connected"), 1, "node-w's metrics: connected");
+	HT_EQ(wait_metric(&w, "hbeat_fleet_presence_inflight", 0, 5000), 0,
+	      "device 180's online write acknowledged");
 	HT_EQ(kill(nats_pid, SIGSTOP), 0, "nats-server stopped");
 	d181 = open_dev(w.port, 181, HB_TCP);
-	ht_sleep_ms(300); /* its online write is out, unacknowledged */
+	HT_EQ(wait_metric(&w, "hbeat_fleet_presence_inflight", 1, 5000), 1,
+	      "device 181's online write is out, unacknowledged: the window of 1 is full");
 	hbdev_close(d180);
-	ht_sleep_ms(300); /* the end of device 180's session is with the fleet thread */
+	/* the worker queues the session's end as it closes it: the fleet thread takes it before
+	 * the online event of the next session, whichever worker that lands on */
+	HT_EQ(wait_metric(&w, "hbeat_devices_connected{transport=\"tcp\"}", 1, 5000), 1,
+	      "device 180's session ended on node-w");
 	d180 = open_dev(w.port, 180, HB_TCP);
-	ht_sleep_ms(300);
+	HT_EQ(wait_metric(&w, "hbeat_fleet_presence_inflight", 2, 5000), 2,
+	      "device 180's new online write is out too; its end is not");
+	HT_EQ(node_metric(&w, "hbeat_fleet_devices_held"), 2, "node-w holds devices 180 and 181");
 	HT_EQ(kill(nats_pid, SIGCONT), 0, "nats-server goes on");
 	HT_EQ(wait_count(180, 2, "node-w", "online", 10000), 2, "devices 180 and 181 online");
 	HT_TRUE(entry(180, st, nd, &rev1) && rev1 > rev0, "device 180 written again");
+	HT_EQ(wait_metric(&w, "hbeat_fleet_presence_writes_total{result=\"acked\"}", 3, 5000), 3,
+	      "node-w's metrics: three writes acknowledged, the end not made");
+	HT_EQ(node_metric(&w, "hbeat_fleet_presence_inflight"), 0, "none in flight");
 	HT_EQ(ht_stop(&w), 0, "node-w stops cleanly");
 	HT_EQ(presence_counters(&w, &written, &failed, &taken), 0, "node-w logged its counters");
 	HT_EQ(written, 5ull,
@@ -629,8 +736,8 @@ static void test_downlink(void **state)
 	(void)state;
 	HT_EQ(wait_count(5, 1, "node-b", "online", 5000), 1, "device 5 online on node-b");
 	HT_EQ(natsInbox_Create(&inbox), NATS_OK, "an inbox");
-	HT_EQ(natsConnection_SubscribeSync(&sub, nc, inbox), NATS_OK, "subscribed to it");
-	HT_EQ(natsConnection_PublishRequest(nc, "hbeat.down.5", inbox, "hello-5", 7), NATS_OK,
+	HT_EQ(natsConnection_SubscribeSync(&sub, app_nc, inbox), NATS_OK, "subscribed to it");
+	HT_EQ(natsConnection_PublishRequest(app_nc, "hbeat.down.5", inbox, "hello-5", 7), NATS_OK,
 	      "the downlink request");
 	while (!reply && ht_now_ms() < end) {
 		if (hbdev_poll(dev, 20, &ev) == 1 && ev.type == HBDEV_EV_DOWNLINK)
@@ -647,7 +754,7 @@ static void test_downlink(void **state)
 	json_decref(v);
 	natsMsg_Destroy(reply);
 	/* a device no node holds: one answer, offline */
-	HT_EQ(natsConnection_RequestString(&reply, nc, "hbeat.down.9", "x", 3000), NATS_OK,
+	HT_EQ(natsConnection_RequestString(&reply, app_nc, "hbeat.down.9", "x", 3000), NATS_OK,
 	      "an answer for device 9, which is not connected");
 	HT_TRUE(strstr(natsMsg_GetData(reply), "\"offline\"") != NULL, "offline: %s",
 		natsMsg_GetData(reply));
@@ -705,6 +812,115 @@ static bool has(char got[][64], int n, const char *want)
 		if (!strcmp(got[i], want))
 			return true;
 	return false;
+}
+
+/* An application's NATS user (HBEAT_APP in contrib/nats/hbeat-permissions.conf) reads presence
+ * and sends downlinks, and may not write: its entry saying device 182 online on node-x would
+ * have node-a cut the device's session as superseded, its delete would take the device out of
+ * presence, its DATA would stand in HBEAT_DATA as the device's. Every node of this suite runs
+ * as the other user, HBEAT_NODE, so the suite also shows that a node needs no more. */
+static void test_app_user_cannot_write(void **state)
+{
+	static const char forged[] =
+		"{\"node\":\"node-x\",\"state\":\"online\",\"since_ms\":99999999999999}";
+	struct hbdev *dev = open_dev(A.port, 182, HB_TCP);
+	jsCtx *ajs = NULL;
+	jsOptions jo;
+	kvStore *akv = NULL;
+	kvEntry *e = NULL;
+	natsMsg *reply = NULL;
+	struct hbdev_ev ev;
+	uint64_t rev0 = 0, rev1 = 0, end;
+	bool cut = false;
+	char st[32], nd[64], err[4096], got[64][64];
+	const char *const as_app[] = { "fleet",	   "presence",	  "182",    "--nats",
+				       url,	   "--nats-user", APP_USER, "--nats-password-file",
+				       app_pwfile, NULL };
+	const char *as_app_status[] = { "fleet",
+					"status",
+					"--nats",
+					url,
+					"--nats-user",
+					APP_USER,
+					"--nats-password-file",
+					app_pwfile,
+					NULL };
+	int n;
+
+	(void)state;
+	HT_EQ(wait_count(182, 1, "node-a", "online", 5000), 1, "device 182 online on node-a");
+	HT_TRUE(entry(182, st, nd, &rev0), "its entry read");
+	jsOptions_Init(&jo);
+	jo.Wait = 1000; /* a refused write is never acknowledged: no need to wait 5 s for it */
+	HT_EQ(natsConnection_JetStream(&ajs, app_nc, &jo), NATS_OK, "its JetStream context");
+	HT_EQ(js_KeyValue(&akv, ajs, "hbeat_presence"), NATS_OK, "it opens hbeat_presence");
+	HT_EQ(kvStore_Get(&e, akv, "182"), NATS_OK, "it reads device 182's entry");
+	HT_TRUE(e && strstr(kvEntry_ValueString(e), "\"node-a\"") != NULL, "on node-a: %s",
+		e ? kvEntry_ValueString(e) : "");
+	kvEntry_Destroy(e);
+	HT_TRUE(kvStore_PutString(NULL, akv, "182", forged) != NATS_OK,
+		"its write of device 182 online on node-x is refused");
+	HT_TRUE(kvStore_Delete(akv, "182") != NATS_OK, "so is its delete of device 182");
+	HT_TRUE(js_Publish(NULL, ajs, "hbeat.data.182", "forged-data", 11, NULL, NULL) != NATS_OK,
+		"and its DATA as device 182");
+	HT_EQ(natsConnection_RequestString(&reply, app_nc, "hbeat.down.9", "x", 3000), NATS_OK,
+	      "its downlink request is answered");
+	HT_TRUE(reply && strstr(natsMsg_GetData(reply), "\"offline\"") != NULL,
+		"device 9 is offline: %s", reply ? natsMsg_GetData(reply) : "");
+	natsMsg_Destroy(reply);
+	HT_EQ(run_prog("hbctl", as_app, err, sizeof(err)), 0,
+	      "hbctl fleet presence as the "
+	      "application: %s",
+	      err);
+	HT_TRUE(strstr(err, "node-a") != NULL, "it shows device 182 on node-a: %s", err);
+	HT_EQ(run_prog("hbctl", as_app_status, err, sizeof(err)), 0,
+	      "hbctl fleet status as the application: %s", err);
+	HT_TRUE(strstr(err, "node-b") != NULL, "it lists node-b: %s", err);
+	as_app_status[1] = "data";
+	HT_EQ(run_prog("hbctl", as_app_status, err, sizeof(err)), 0,
+	      "hbctl fleet data as the application: %s", err);
+	/* node-a's watch would have had a forged entry by now, and the cut would have come */
+	for (end = ht_now_ms() + 1000; !cut && ht_now_ms() < end;)
+		cut = hbdev_poll(dev, 50, &ev) == 1 && ev.type == HBDEV_EV_DISCONNECTED;
+	HT_TRUE(!cut && hbdev_connected(dev), "device 182's session was not cut");
+	HT_TRUE(entry(182, st, nd, &rev1) && rev1 == rev0 && !strcmp(nd, "node-a") &&
+			!strcmp(st, "online"),
+		"its entry is node-a's, unchanged (revision %llu, then %llu)",
+		(unsigned long long)rev0, (unsigned long long)rev1);
+	n = stream_payloads(182, got, 64);
+	HT_TRUE(!has(got, n, "forged-data"), "HBEAT_DATA holds no DATA of the application's");
+	kvStore_Destroy(akv);
+	jsCtx_Destroy(ajs);
+	hbdev_close(dev);
+}
+
+/* A node given an application's NATS user, which lacks a node's permissions, says so (nats-
+ * server's refusals come asynchronously; libnats reported them to nobody) and still serves
+ * its devices: heartbeats do not depend on NATS. */
+static void test_node_without_permissions(void **state)
+{
+	struct ht_daemon p;
+	struct hbdev *dev;
+	struct hbdev_ev ev;
+	char line[1024] = "";
+	bool said = false, pong = false;
+	uint64_t end;
+
+	(void)state;
+	HT_EQ(start_node_as(&p, "node-p", APP_USER, app_pwfile, NULL, NULL), 0,
+	      "node-p started as the application's NATS user");
+	for (end = ht_now_ms() + 10000; !said && ht_now_ms() < end; ht_sleep_ms(50))
+		said = ht_file_contains(p.err, "lacks a permission", line, sizeof(line));
+	HT_TRUE(said, "node-p says its NATS user lacks a permission: %s", line);
+	HT_TRUE(strstr(line, "Permissions Violation") != NULL, "in nats-server's words: %s", line);
+	HT_GE(node_metric(&p, "hbeat_fleet_nats_errors_total"), 1, "and counts it in /metrics");
+	dev = open_dev(p.port, 183, HB_TCP);
+	for (end = ht_now_ms() + 5000; !pong && ht_now_ms() < end;)
+		pong = hbdev_poll(dev, 50, &ev) == 1 && ev.type == HBDEV_EV_PONG;
+	HT_TRUE(pong, "device 183's heartbeats are answered on node-p");
+	hbdev_close(dev);
+	HT_EQ(ht_stop(&p), 0, "node-p stops cleanly");
+	ht_cleanup(&p);
 }
 
 static void test_data(void **state)
@@ -769,6 +985,8 @@ static void test_nats_down(void **state)
 	nodes = NULL;
 	nats_client_close();
 	end_pid(&nats_pid, SIGTERM);
+	HT_EQ(wait_metric(&A, "hbeat_fleet_connected", 0, 5000), 0,
+	      "node-a's metrics: not connected");
 	HT_EQ(hbdev_send(u, "while-down", 10, 2500), -ETIMEDOUT,
 	      "DATA is not ACKed while NATS is down");
 	end = ht_now_ms() + 3000;
@@ -785,6 +1003,7 @@ static void test_nats_down(void **state)
 	HT_EQ(wait_count(8, 1, "node-a", "online", 15000), 1,
 	      "device 8, connected while NATS was down, in presence once it is back");
 	HT_TRUE(hbdev_connected(late), "and its session was not cut as superseded");
+	HT_EQ(wait_metric(&A, "hbeat_fleet_connected", 1, 5000), 1, "node-a's metrics: connected");
 	HT_EQ(hbdev_send(u, "after-up", 8, 10000), 0, "DATA ACKed again");
 	n = stream_payloads(4, got, 64);
 	HT_TRUE(has(got, n, "after-up"), "and in HBEAT_DATA");
@@ -924,6 +1143,8 @@ int main(void)
 		cmocka_unit_test(test_stale_entries),
 		cmocka_unit_test(test_supersede),
 		cmocka_unit_test(test_downlink),
+		cmocka_unit_test(test_app_user_cannot_write),
+		cmocka_unit_test(test_node_without_permissions),
 		cmocka_unit_test(test_data),
 		cmocka_unit_test(test_nats_down),
 		cmocka_unit_test(test_lost_write),
