@@ -114,14 +114,35 @@ for k in $(seq "$NODES"); do
 done
 
 step "NATS: 3 servers, one JetStream cluster (stream and buckets with 3 replicas)"
-routes=nats://$NATS_ADDR:6222,nats://$NATS_ADDR:6223,nats://$NATS_ADDR:6224
+# Two users with the permissions hbeat ships (contrib/nats/hbeat-permissions.conf): the nodes
+# as hbd, everything else here (hbctl fleet: presence, status, downlinks, DATA) as app.
+umask 077
+od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > "$OUT/nats-hbd-password"
+od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > "$OUT/nats-app-password"
+cp contrib/nats/hbeat-permissions.conf "$OUT/"
 for i in 0 1 2; do
 	mkdir -p "$OUT/nats-$i"
-	nsenter --net=/run/netns/$NATS nats-server -n "hbfl-s$i" -a $NATS_ADDR -p $((4222 + i)) -js -sd "$OUT/nats-$i" \
-		--cluster_name hbfl --cluster "nats://$NATS_ADDR:$((6222 + i))" --routes "$routes" \
-		> "$OUT/nats-$i.log" 2>&1 &
+	cat > "$OUT/nats-$i.conf" << CONF
+server_name: hbfl-s$i
+listen: $NATS_ADDR:$((4222 + i))
+jetstream { store_dir: "$(realpath "$OUT")/nats-$i" }
+cluster {
+  name: hbfl
+  listen: $NATS_ADDR:$((6222 + i))
+  routes: [nats://$NATS_ADDR:6222, nats://$NATS_ADDR:6223, nats://$NATS_ADDR:6224]
+}
+include "hbeat-permissions.conf"
+authorization {
+  users = [
+    { user: hbd, password: "$(cat "$OUT/nats-hbd-password")", permissions: \$HBEAT_NODE }
+    { user: app, password: "$(cat "$OUT/nats-app-password")", permissions: \$HBEAT_APP }
+  ]
+}
+CONF
+	nsenter --net=/run/netns/$NATS nats-server -c "$OUT/nats-$i.conf" > "$OUT/nats-$i.log" 2>&1 &
 	NATS_PIDS+=($!)
 done
+umask 022
 for _ in $(seq 100); do
 	in_ns $NATS bash -c "exec 3<>/dev/tcp/$NATS_ADDR/4224" 2>/dev/null && break
 	sleep 0.1
@@ -151,7 +172,7 @@ for k in $(seq "$NODES"); do
 		nsenter --net=/run/netns/"$ns" "$BUILD/hbd" --port $PORT --keys "$OUT/keys" \
 		--pin-path /sys/fs/bpf/fleet-n$k --interval "$INTERVAL" --expiry-mult 3 --max-clients $((2 * DEVICES + 1000)) \
 		--max-per-source 0 --accept-rate 0 --nats "$NATS_URLS" --nats-node "n$k" \
-		--nats-replicas 3 --nats-node-ttl 6 > "$OUT/hbd-n$k.out" 2> "$OUT/hbd-n$k.log" &
+		--nats-user hbd --nats-password-file "$OUT/nats-hbd-password" --nats-replicas 3 --nats-node-ttl 6 > "$OUT/hbd-n$k.out" 2> "$OUT/hbd-n$k.log" &
 	HBD_PIDS+=($!)
 done
 for k in $(seq "$NODES"); do
@@ -243,7 +264,10 @@ nsenter --net=/run/netns/$LB "$OUT/health.sh" "$NODES" $BUCKETS $HASH_SEED "$OUT
 PIDS+=($!)
 ip -n $CLI route add $VIP/32 via 10.88.1.1 2>/dev/null || true
 
-fleet() { in_ns $NATS "$BUILD/hbctl" fleet --nats "$NATS_URLS" "$@"; }
+fleet() {
+	in_ns $NATS "$BUILD/hbctl" fleet --nats "$NATS_URLS" --nats-user app \
+		--nats-password-file "$OUT/nats-app-password" "$@"
+}
 
 # every entry of hbeat_presence as "ID NODE STATE" (again if a busy cluster cut the read short)
 presence_dump() {
