@@ -133,7 +133,14 @@ report() {
 	   setup: (burst($m.start; $m.storm; $n) + {hbload_setup_s: $h[0].setup_s, connected: $h[0].connected}),
 	   storm: (burst($m.storm; $m.storm_quiet; 2 * $n)
 	      | . + {all_online_s: (if ($a[0].by_state.online // 0) == $n then .last_write_s else null end),
-	         note: "from the drop; target = every device offline and online again (2N writes; an offline the reconnect overtook is not written); all_online_s: the last write of the storm, when the read after it found every device online",
+	         while_reconnecting: (if $m.storm_done then
+	             ([$s[] | select(.t <= $m.storm)] | last | .v) as $r0
+	             | ([$s[] | select(.t <= $m.storm_done)] | last | .v) as $r1
+	             | (($m.storm_done - $m.storm) / 1000) as $secs
+	             | {writes: ($r1 - $r0), seconds: ($secs | r1),
+	                per_s: (if $secs > 0 then (($r1 - $r0) / $secs | round) else null end)}
+	           else null end),
+	         note: "from the drop; target = every device offline and online again (2N writes; an offline the reconnect overtook is not written); all_online_s: the last write of the storm, when the read after it found every device online; while_reconnecting: the writes from the drop until hbload had every device back (the last samples at or before each)",
 	         hbload: $h[0].storm, presence: $a[0]}),
 	   catch_up: (burst($m.nats_start; $m.catchup_quiet; $n)
 	      + {note: "from the start of nats-server (its JetStream recovery and hbd'"'"'s reconnection are inside); target = N offline writes",
@@ -381,5 +388,5 @@ mv "$OUT/meta.json.new" "$OUT/meta.json"
 report
 cleanup
 trap - EXIT
-log "$(jq -c '{setup: .setup | {writes, peak_per_s_1s, mean_per_s}, storm: .storm | {writes, peak_per_s_1s, mean_per_s, all_online_s}, catch_up: .catch_up | {writes, peak_per_s_1s, mean_per_s, target_s}}' "$OUT/result.json")"
+log "$(jq -c '{setup: .setup | {writes, peak_per_s_1s, mean_per_s}, storm: .storm | {writes, peak_per_s_1s, mean_per_s, all_online_s, while_reconnecting}, catch_up: .catch_up | {writes, peak_per_s_1s, mean_per_s, target_s}}' "$OUT/result.json")"
 log "done: $OUT/result.json"
