@@ -7,6 +7,7 @@
 #ifndef HBCTL_H
 #define HBCTL_H
 
+#include "nats_auth.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,7 +96,7 @@ struct hbctl_events_opts {
 
 struct hbctl_fleet_opts {
 	const char *nats;
-	const char *creds, *user, *password_file;
+	struct hb_nats_auth auth; /* credentials and TLS, as hbd's --nats-* */
 	uint32_t timeout_ms;
 	bool json;
 };

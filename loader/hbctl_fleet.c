@@ -48,7 +48,7 @@ static void fleet_close(struct fleet_conn *c)
 
 static int fleet_open(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
 {
-	char *urls = strdup(o->nats), *save = NULL, pw[256] = "";
+	char *urls = strdup(o->nats), *save = NULL, why[512];
 	const char *list[64];
 	jsOptions jo;
 	natsStatus s;
@@ -59,20 +59,6 @@ static int fleet_open(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
 		return -ENOMEM;
 	for (char *t = strtok_r(urls, ",", &save); t && n < 64; t = strtok_r(NULL, ",", &save))
 		list[n++] = t;
-	if (o->password_file) {
-		FILE *f = fopen(o->password_file, "re");
-
-		if (!f || !fgets(pw, sizeof(pw), f)) {
-			fprintf(stderr, "hbctl fleet: --nats-password-file %s: %s\n",
-				o->password_file, f ? "empty" : strerror(errno));
-			if (f)
-				fclose(f);
-			free(urls);
-			return -EINVAL;
-		}
-		fclose(f);
-		pw[strcspn(pw, "\r\n")] = 0;
-	}
 	s = natsOptions_Create(&c->opts);
 	if (s == NATS_OK)
 		s = n ? natsOptions_SetServers(c->opts, list, n) : NATS_INVALID_ARG;
@@ -80,14 +66,14 @@ static int fleet_open(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
 		s = natsOptions_SetTimeout(c->opts, CONNECT_TIMEOUT_MS);
 	if (s == NATS_OK)
 		s = natsOptions_SetAllowReconnect(c->opts, false);
-	if (s == NATS_OK && o->creds)
-		s = natsOptions_SetUserCredentialsFromFiles(c->opts, o->creds, NULL);
-	if (s == NATS_OK && o->user)
-		s = natsOptions_SetUserInfo(c->opts, o->user, pw);
-	memset(pw, 0, sizeof(pw));
 	if (s != NATS_OK) {
 		fprintf(stderr, "hbctl fleet: NATS options (--nats %s): %s\n", o->nats,
 			natsStatus_GetText(s));
+		free(urls);
+		return -EINVAL;
+	}
+	if (hb_nats_auth_apply(c->opts, &o->auth, why, sizeof(why))) {
+		fprintf(stderr, "hbctl fleet: %s\n", why);
 		free(urls);
 		return -EINVAL;
 	}
@@ -463,7 +449,7 @@ static int do_data(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
 int hbctl_do_fleet(const void *opts, int argc, char **argv)
 {
 	const struct hbctl_fleet_opts *o = opts;
-	const char *what = argv[0];
+	const char *what = argv[0], *why;
 	struct fleet_conn c;
 	int rc;
 
@@ -480,8 +466,8 @@ int hbctl_do_fleet(const void *opts, int argc, char **argv)
 				"data\n");
 		return HBCTL_USAGE;
 	}
-	if (!!o->user != !!o->password_file) {
-		fprintf(stderr, "hbctl fleet: --nats-user and --nats-password-file go together\n");
+	if ((why = hb_nats_auth_check(&o->auth))) {
+		fprintf(stderr, "hbctl fleet: %s\n", why);
 		return HBCTL_USAGE;
 	}
 	if (fleet_open(o, &c)) {

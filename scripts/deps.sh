@@ -20,6 +20,7 @@ pkgs=(
 	mosquitto mosquitto-clients             # MQTT: the peer broker, and real clients in the tests
 	python3-paho-mqtt                       # MQTT: a second real client library in the tests
 	nats-server libnats-dev                 # fleet mode: JetStream presence, downlink, DATA
+	openssl                                 # test_fleet_tls: a CA and certificates made for the test
 	nftables                                # keepalive bench (dropping a device's packets), fleet balancer
 )
 

@@ -135,27 +135,10 @@ static void on_nats_error(natsConnection *nc, natsSubscription *sub, natsStatus 
 					  : "");
 }
 
-/* The password is the file's first line (a newline at its end is not part of it). */
-static int read_password(const char *path, char *out, size_t cap, char *why, size_t whylen)
-{
-	FILE *fp = fopen(path, "re");
-
-	if (!fp || !fgets(out, (int)cap, fp)) {
-		snprintf(why, whylen, "--nats-password-file %s: %s", path,
-			 fp ? "empty" : strerror(errno));
-		if (fp)
-			fclose(fp);
-		return -EINVAL;
-	}
-	fclose(fp);
-	out[strcspn(out, "\r\n")] = 0;
-	return 0;
-}
-
 static int set_options(struct hbd_fleet *f, char *why, size_t whylen)
 {
 	const struct hbd_nats_config *c = f->cfg;
-	char *urls = strdup(c->urls), *save = NULL, name[96], pw[256];
+	char *urls = strdup(c->urls), *save = NULL, name[96];
 	const char *list[64];
 	int n = 0;
 	natsStatus s;
@@ -194,20 +177,12 @@ static int set_options(struct hbd_fleet *f, char *why, size_t whylen)
 		s = natsOptions_SetReconnectedCB(f->opts, on_reconnected, f);
 	if (s == NATS_OK)
 		s = natsOptions_SetErrorHandler(f->opts, on_nats_error, f);
-	if (s == NATS_OK && c->creds)
-		s = natsOptions_SetUserCredentialsFromFiles(f->opts, c->creds, NULL);
-	if (s == NATS_OK && c->user) {
-		if (read_password(c->password_file, pw, sizeof(pw), why, whylen))
-			return -EINVAL;
-		s = natsOptions_SetUserInfo(f->opts, c->user, pw);
-		memset(pw, 0, sizeof(pw));
-	}
 	if (s != NATS_OK) {
 		snprintf(why, whylen, "NATS options (--nats %s): %s", c->urls,
 			 natsStatus_GetText(s));
 		return -EINVAL;
 	}
-	return 0;
+	return hb_nats_auth_apply(f->opts, &c->auth, why, whylen);
 }
 
 /* The workers' queue: presence events and downlink outcomes; then the batches ready. */
@@ -323,15 +298,29 @@ static int fleet_start(struct hbd_daemon *d, char *why, size_t whylen)
 		snprintf(why, whylen, "JetStream contexts: out of memory");
 		return rc;
 	}
-	s = natsConnection_Connect(&f->nc, f->opts);
-	if (s == NATS_NOT_YET_CONNECTED) {
-		hb_warn("fleet: NATS (%s) not reachable yet: serving heartbeats, retrying",
-			f->cfg->urls);
-	} else if (s != NATS_OK) {
-		snprintf(why, whylen, "NATS connect (%s): %s", f->cfg->urls, natsStatus_GetText(s));
-		return -ECONNREFUSED;
-	} else {
+	/* One attempt on its own first: a connect that goes on retrying keeps no reason for its
+	 * failures, and a refused certificate or password should be said, not retried in
+	 * silence. */
+	s = natsOptions_SetRetryOnFailedConnect(f->opts, false, NULL, NULL);
+	if (s == NATS_OK)
+		s = natsConnection_Connect(&f->nc, f->opts);
+	if (s == NATS_OK) {
 		__atomic_store_n(&f->connected, 1, __ATOMIC_RELEASE);
+	} else {
+		const char *text = nats_GetLastError(NULL);
+
+		hb_warn("fleet: NATS (%s) not reachable yet (%s): serving heartbeats, retrying",
+			f->cfg->urls, text && *text ? text : natsStatus_GetText(s));
+		s = natsOptions_SetRetryOnFailedConnect(f->opts, true, on_connected, f);
+		if (s == NATS_OK)
+			s = natsConnection_Connect(&f->nc, f->opts);
+		if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
+			snprintf(why, whylen, "NATS connect (%s): %s", f->cfg->urls,
+				 natsStatus_GetText(s));
+			return -ECONNREFUSED;
+		}
+		if (s == NATS_OK)
+			__atomic_store_n(&f->connected, 1, __ATOMIC_RELEASE);
 	}
 	/* named here, not by the threads themselves: they have their names (top -H, perf, the
 	 * benches, the tests) before the daemon says it is ready */

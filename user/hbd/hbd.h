@@ -38,6 +38,7 @@
 #include <liburing.h>
 
 #include "auth.h"
+#include "nats_auth.h"
 #include "clock.h"
 #include "cpus.h"
 #include "devices.h"
@@ -106,7 +107,7 @@ struct hbd_config {
 	/* fleet mode (fleet_*.c, docs/FLEET.md): NULL nats is the single-node default */
 	struct hbd_nats_config {
 		const char *urls; /* --nats URL[,URL...] */
-		const char *creds, *user, *password_file;
+		struct hb_nats_auth auth; /* --nats-creds, --nats-user, TLS (nats_auth.h) */
 		const char *node; /* this node's name in hbeat_nodes and presence */
 		unsigned replicas; /* of the stream and the buckets hbd creates */
 		double node_ttl_s; /* hbeat_nodes TTL: a node silent this long is dead */

@@ -223,11 +223,17 @@ static const struct hb_opt options[] = {
 	  "goes to the HBEAT_DATA stream instead of --sink", HB_OPT_STRING, AT(nats.urls),
 	  .def_text = "off: single node, DATA to --sink" },
 	{ "nats-creds", 0, "FILE", "NATS user credentials file (JWT and NKey seed)", HB_OPT_STRING,
-	  AT(nats.creds), .excludes = "nats-user" },
+	  AT(nats.auth.creds), .excludes = "nats-user" },
 	{ "nats-user", 0, "USER", "NATS user name; the password is read from --nats-password-file",
-	  HB_OPT_STRING, AT(nats.user) },
+	  HB_OPT_STRING, AT(nats.auth.user) },
 	{ "nats-password-file", 0, "FILE", "the NATS password, on the file's first line",
-	  HB_OPT_STRING, AT(nats.password_file) },
+	  HB_OPT_STRING, AT(nats.auth.password_file) },
+	{ "nats-ca", 0, "FILE", "TLS to NATS: the CA certificates (PEM) the servers' must chain "
+	  "to", HB_OPT_STRING, AT(nats.auth.ca), .def_text = "plain TCP, unless a URL is tls://" },
+	{ "nats-cert", 0, "FILE", "TLS to NATS: this node's certificate (PEM), for servers that "
+	  "verify clients; with --nats-key", HB_OPT_STRING, AT(nats.auth.cert) },
+	{ "nats-key", 0, "FILE", "the private key of --nats-cert (PEM)", HB_OPT_STRING,
+	  AT(nats.auth.key) },
 	{ "nats-node", 0, "NAME", "this node's name in hbeat_nodes and in presence entries",
 	  HB_OPT_STRING, AT(nats.node), .def_text = "HOSTNAME-PORT" },
 	{ "nats-replicas", 0, "N", "replicas of the stream and buckets hbd creates if missing",
@@ -300,6 +306,7 @@ static int default_sink(struct hbd_config *c)
 int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 {
 	int rc = hb_opt_parse(&prog, argc, argv, c, NULL);
+	const char *why;
 
 	if (rc)
 		return rc;
@@ -324,10 +331,11 @@ int hbd_parse_args(int argc, char **argv, struct hbd_config *c)
 	if (c->interval_s * c->expiry_mult * 1000 > UINT32_MAX / 2)
 		return hb_opt_error(&prog, "--interval x --expiry-mult is too long");
 	if (!c->nats.urls &&
-	    (c->nats.creds || c->nats.user || c->nats.password_file || c->nats.node))
+	    (c->nats.auth.creds || c->nats.auth.user || c->nats.auth.password_file ||
+	     c->nats.auth.ca || c->nats.auth.cert || c->nats.auth.key || c->nats.node))
 		return hb_opt_error(&prog, "the --nats-* options need --nats URL");
-	if (!!c->nats.user != !!c->nats.password_file)
-		return hb_opt_error(&prog, "--nats-user and --nats-password-file go together");
+	if ((why = hb_nats_auth_check(&c->nats.auth)))
+		return hb_opt_error(&prog, "%s", why);
 	/* a key of the hbeat_nodes bucket, and a value in JSON without escapes */
 	if (c->nats.node && (!*c->nats.node || strlen(c->nats.node) > 63 ||
 			     c->nats.node[strspn(c->nats.node, "abcdefghijklmnopqrstuvwxyz"
