@@ -366,15 +366,19 @@ void hbd_fleet_stop(struct hbd_daemon *d)
 		f->thread_ok = false;
 		drain_queue(f);
 	}
+	/* The admin thread sees the stop within one wait on the watch (at most a second). Its
+	 * watches are stopped only after it has left them: libnats 3.4.1's kvWatcher_Next drops
+	 * an entry it had already taken when kvWatcher_Stop comes meanwhile, and never frees it
+	 * (a leak at every stop that met an entry on its way: the node's own last writes). */
 	__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
-	if (f->watch)
-		kvWatcher_Stop(f->watch);
-	if (f->nodes_watch)
-		kvWatcher_Stop(f->nodes_watch);
 	if (f->admin_ok) {
 		pthread_join(f->admin, NULL);
 		f->admin_ok = false;
 	}
+	if (f->watch)
+		kvWatcher_Stop(f->watch);
+	if (f->nodes_watch)
+		kvWatcher_Stop(f->nodes_watch);
 	if (f->nc && __atomic_load_n(&f->connected, __ATOMIC_ACQUIRE)) {
 		jsPubOptions po;
 

@@ -189,7 +189,7 @@ static bool take_nodes(struct hbd_fleet *f)
 			return true;
 		if (s != NATS_OK) {
 			if (__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE))
-				return false; /* stopped by hbd_fleet_stop, which destroys it */
+				return false; /* stopping: hbd_fleet_stop destroys it */
 			hb_warn("fleet: watch of %s: %s: watching again", FLEET_BUCKET_NODES,
 				natsStatus_GetText(s));
 			kvWatcher_Destroy(f->nodes_watch);
@@ -251,7 +251,7 @@ static bool judge_nodes(struct hbd_fleet *f)
  * watch broke (made again later). */
 static bool take_watch(struct hbd_fleet *f, int64_t wait_ms)
 {
-	for (int i = 0; i < WATCH_BATCH; i++) {
+	for (int i = 0; i < WATCH_BATCH && !__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE); i++) {
 		kvEntry *e = NULL;
 		/* a timeout of 0 is refused: 1 ms for "what is there already" */
 		natsStatus s = kvWatcher_Next(&e, f->watch, i ? 1 : wait_ms);
@@ -324,7 +324,7 @@ void *fleet_admin_main(void *arg)
 		if (!take_watch(f, wait_ms < WATCH_WAIT_MAX_MS ? (int64_t)wait_ms
 							       : WATCH_WAIT_MAX_MS)) {
 			if (__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE))
-				break; /* the stop ended the watch: hbd_fleet_stop has it */
+				break; /* stopping: hbd_fleet_stop has the watch */
 			hb_warn("fleet: the watch of %s broke: watching again",
 				FLEET_BUCKET_PRESENCE);
 			kvWatcher_Destroy(f->watch);
