@@ -293,6 +293,8 @@ static void tls_refusals_are_said(void **state)
 		HT_EQ(run("hbctl", rogue, out, sizeof(out)), 3,
 		      "hbctl fleet trusting the other CA: %s", out);
 		HT_TRUE(strstr(out, "cannot reach NATS") != NULL, "says so: %s", out);
+		HT_TRUE(strstr(out, "unable to get local issuer certificate") != NULL,
+			"and why, in OpenSSL's words: %s", out);
 	}
 }
 
