@@ -7,12 +7,12 @@
 #ifndef HBCTL_H
 #define HBCTL_H
 
-#include "nats_auth.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "hbeat_abi.h"
+#include "nats_auth.h"
 
 /* Exit codes (also printed by hbctl --help). */
 enum hbctl_exit {

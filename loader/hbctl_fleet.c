@@ -80,13 +80,11 @@ static int fleet_open(const struct hbctl_fleet_opts *o, struct fleet_conn *c)
 	s = natsConnection_Connect(&c->nc, c->opts);
 	free(urls);
 	if (s != NATS_OK) {
-		const char *text = nats_GetLastError(NULL);
-
 		/* libnats' own words name a refused certificate or password as such */
 		fprintf(stderr,
 			"hbctl fleet: cannot reach NATS at %s: %s (is nats-server running there, "
 			"with hbd --nats pointing at it?)\n",
-			o->nats, text && *text ? text : natsStatus_GetText(s));
+			o->nats, hb_nats_last_error(natsStatus_GetText(s)));
 		return -ECONNREFUSED;
 	}
 	jsOptions_Init(&jo);

@@ -340,7 +340,7 @@ static void reclaim_before_the_first_write_enters_libnats(void **state)
 	own = online_with_reclaim_inside();
 	pthread_mutex_lock(&fleet.lock);
 	HT_EQ(fleet.pres_inflight, 1, "the online write is in flight");
-	HT_EQ(fleet.pres_taken_back, 0, "nothing was taken back");
+	HT_EQ(fleet.count.pres_taken_back, 0, "nothing was taken back");
 	pthread_mutex_unlock(&fleet.lock);
 	drop_context(own);
 }
@@ -360,7 +360,7 @@ static void reclaim_while_a_write_enters_libnats(void **state)
 	__atomic_store_n(&fleet.pres_reclaim, 1, __ATOMIC_RELEASE);
 	fleet_presence_reclaim(&fleet);
 	pthread_mutex_lock(&fleet.lock);
-	HT_EQ(fleet.pres_taken_back, 1, "the reclaim took the unanswered write back");
+	HT_EQ(fleet.count.pres_taken_back, 1, "the reclaim took the unanswered write back");
 	HT_EQ(fleet.pres_inflight, 0, "nothing is in flight");
 	pthread_mutex_unlock(&fleet.lock);
 
@@ -378,7 +378,7 @@ static void reclaim_while_a_write_enters_libnats(void **state)
 	__atomic_store_n(&fleet.pres_reclaim, 1, __ATOMIC_RELEASE);
 	fleet_presence_reclaim(&fleet);
 	pthread_mutex_lock(&fleet.lock);
-	HT_EQ(fleet.pres_taken_back, 2, "the next reclaim took it back too");
+	HT_EQ(fleet.count.pres_taken_back, 2, "the next reclaim took it back too");
 	pthread_mutex_unlock(&fleet.lock);
 	fleet_presence_catch_up(&fleet, false);
 	again = next_write("the online write made a third time");
@@ -425,7 +425,7 @@ static void a_write_entering_libnats_after_an_empty_listing(void **state)
 	__atomic_store_n(&fleet.pres_reclaim, 1, __ATOMIC_RELEASE);
 	fleet_presence_reclaim(&fleet);
 	pthread_mutex_lock(&fleet.lock);
-	HT_EQ(fleet.pres_taken_back, 3,
+	HT_EQ(fleet.count.pres_taken_back, 3,
 	      "the reclaim took back the other device's write (and the acknowledged one, which "
 	      "libnats still holds: no acknowledgement reached it)");
 	pthread_mutex_unlock(&fleet.lock);
@@ -640,7 +640,7 @@ static void data_expiry_before_the_first_publish(void **state)
 	fleet_data_expire(&fleet);
 	HT_TRUE(fb.busy, "the batch is still the worker's");
 	HT_EQ(fb.outstanding, 3, "none of its publishes counted as failed");
-	HT_EQ(fleet.data_failed, 0, "no failure counted");
+	HT_EQ(fleet.count.data_failed, 0, "no failure counted");
 	fleet.batch = NULL;
 	jsCtx_Destroy(fb.js);
 }

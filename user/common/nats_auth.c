@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <nats/nats.h>
+
 const char *hb_nats_auth_check(const struct hb_nats_auth *a)
 {
-	if (a->creds && a->user)
-		return "--nats-creds and --nats-user exclude each other";
 	if (!!a->user != !!a->password_file)
 		return "--nats-user and --nats-password-file go together";
 	if (!!a->cert != !!a->key)
@@ -16,12 +16,16 @@ const char *hb_nats_auth_check(const struct hb_nats_auth *a)
 	return NULL;
 }
 
-/* libnats' own words for the last error if it has them (a file's or OpenSSL's reason). */
-static const char *reason(natsStatus s)
+const char *hb_nats_last_error(const char *fallback)
 {
 	const char *text = nats_GetLastError(NULL);
 
-	return text && *text ? text : natsStatus_GetText(s);
+	return text && *text ? text : fallback;
+}
+
+static const char *reason(natsStatus s)
+{
+	return hb_nats_last_error(natsStatus_GetText(s));
 }
 
 int hb_nats_auth_apply(natsOptions *o, const struct hb_nats_auth *a, char *why, size_t whylen)

@@ -6,7 +6,9 @@
 
 #include <stddef.h>
 
-#include <nats/nats.h>
+/* libnats' own name for its options (nats/nats.h), repeated so that hbd.h, which holds the
+ * struct below in hbd's config, does not bring libnats into every file of hbd */
+typedef struct __natsOptions natsOptions;
 
 struct hb_nats_auth {
 	const char *creds; /* --nats-creds: a user's JWT and NKey seed */
@@ -18,6 +20,10 @@ struct hb_nats_auth {
 
 /* The options' combinations that make no sense: NULL, or what is wrong (for a usage error). */
 const char *hb_nats_auth_check(const struct hb_nats_auth *a);
+
+/* libnats' words for its last error in this thread (a file's or OpenSSL's reason, a refused
+ * certificate), or fallback if it has none. */
+const char *hb_nats_last_error(const char *fallback);
 
 /* Applies a to o: credentials, user and password (the file's first line), TLS. 0, or -EINVAL
  * with why filled in (which option, and libnats' or the file's reason). */

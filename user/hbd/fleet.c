@@ -204,7 +204,7 @@ static void drain_queue(struct hbd_fleet *f)
 		hbd_events_done(&d->fleet.q, n);
 		if (dropped) {
 			pthread_mutex_lock(&f->lock);
-			f->events_lost += dropped;
+			f->count.events_lost += dropped;
 			pthread_mutex_unlock(&f->lock);
 			hb_warn("fleet: %llu presence events lost (queue full): comparing with the "
 				"device table",
@@ -304,23 +304,18 @@ static int fleet_start(struct hbd_daemon *d, char *why, size_t whylen)
 	s = natsOptions_SetRetryOnFailedConnect(f->opts, false, NULL, NULL);
 	if (s == NATS_OK)
 		s = natsConnection_Connect(&f->nc, f->opts);
-	if (s == NATS_OK) {
-		__atomic_store_n(&f->connected, 1, __ATOMIC_RELEASE);
-	} else {
-		const char *text = nats_GetLastError(NULL);
-
+	if (s != NATS_OK) {
 		hb_warn("fleet: NATS (%s) not reachable yet (%s): serving heartbeats, retrying",
-			f->cfg->urls, text && *text ? text : natsStatus_GetText(s));
+			f->cfg->urls, hb_nats_last_error(natsStatus_GetText(s)));
 		s = natsOptions_SetRetryOnFailedConnect(f->opts, true, on_connected, f);
 		if (s == NATS_OK)
 			s = natsConnection_Connect(&f->nc, f->opts);
-		if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
-			snprintf(why, whylen, "NATS connect (%s): %s", f->cfg->urls,
-				 natsStatus_GetText(s));
-			return -ECONNREFUSED;
-		}
-		if (s == NATS_OK)
-			__atomic_store_n(&f->connected, 1, __ATOMIC_RELEASE);
+	}
+	if (s == NATS_OK) {
+		__atomic_store_n(&f->connected, 1, __ATOMIC_RELEASE);
+	} else if (s != NATS_NOT_YET_CONNECTED) {
+		snprintf(why, whylen, "NATS connect (%s): %s", f->cfg->urls, natsStatus_GetText(s));
+		return -ECONNREFUSED;
 	}
 	/* named here, not by the threads themselves: they have their names (top -H, perf, the
 	 * benches, the tests) before the daemon says it is ready */
@@ -393,22 +388,24 @@ void hbd_fleet_stop(struct hbd_daemon *d)
 			kvStore_Delete(f->kv_nodes, f->node);
 		natsConnection_FlushTimeout(f->nc, 1000);
 	}
-	pres_failed = f->pres_failed_pub + f->pres_failed_timeout + f->pres_failed_js;
+	pres_failed =
+		f->count.pres_failed_pub + f->count.pres_failed_timeout + f->count.pres_failed_js;
 	hb_info("fleet: presence writes %llu (failed %llu, taken back and made again %llu), DATA "
 		"published %llu (failed %llu), "
 		"downlinks %llu (answered %llu), superseded fleet-wide %llu, dead nodes' devices "
 		"marked offline %llu",
-		(unsigned long long)f->pres_written, (unsigned long long)pres_failed,
-		(unsigned long long)f->pres_taken_back, (unsigned long long)f->data_published,
-		(unsigned long long)f->data_failed, (unsigned long long)f->down_in,
-		(unsigned long long)f->down_replied, (unsigned long long)f->superseded,
-		(unsigned long long)f->node_lost_marked);
+		(unsigned long long)f->count.pres_written, (unsigned long long)pres_failed,
+		(unsigned long long)f->count.pres_taken_back,
+		(unsigned long long)f->count.data_published,
+		(unsigned long long)f->count.data_failed, (unsigned long long)f->count.down_in,
+		(unsigned long long)f->count.down_replied, (unsigned long long)f->count.superseded,
+		(unsigned long long)f->count.node_lost_marked);
 	if (pres_failed)
 		hb_info("fleet: failed presence writes: %llu at the publish, %llu not acknowledged "
 			"in time, %llu refused by JetStream (last error code %d)",
-			(unsigned long long)f->pres_failed_pub,
-			(unsigned long long)f->pres_failed_timeout,
-			(unsigned long long)f->pres_failed_js, f->pres_last_js_err);
+			(unsigned long long)f->count.pres_failed_pub,
+			(unsigned long long)f->count.pres_failed_timeout,
+			(unsigned long long)f->count.pres_failed_js, f->pres_last_js_err);
 }
 
 bool hbd_fleet_stats(struct hbd_daemon *d, struct hbd_fleet_stats *s)
@@ -424,19 +421,8 @@ bool hbd_fleet_stats(struct hbd_daemon *d, struct hbd_fleet_stats *s)
 	for (unsigned i = 0; i < f->nnodes; i++)
 		s->nodes_live += f->nodes[i].live;
 	s->held = f->held.count;
-	s->pres_written = f->pres_written;
 	s->pres_inflight = f->pres_inflight;
-	s->pres_taken_back = f->pres_taken_back;
-	s->pres_failed_pub = f->pres_failed_pub;
-	s->pres_failed_timeout = f->pres_failed_timeout;
-	s->pres_failed_js = f->pres_failed_js;
-	s->events_lost = f->events_lost;
-	s->data_published = f->data_published;
-	s->data_failed = f->data_failed;
-	s->down_in = f->down_in;
-	s->down_replied = f->down_replied;
-	s->superseded = f->superseded;
-	s->node_lost_marked = f->node_lost_marked;
+	s->count = f->count;
 	pthread_mutex_unlock(&f->lock);
 	s->nats_errors = __atomic_load_n(&f->nats_errors, __ATOMIC_RELAXED);
 	return true;

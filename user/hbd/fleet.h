@@ -18,18 +18,27 @@
 
 struct hbd_daemon;
 
+/* What fleet mode has done since the start. */
+struct hbd_fleet_counters {
+	uint64_t pres_written; /* presence writes JetStream acknowledged */
+	/* failed presence writes, by why: at the publish, no acknowledgement in time, refused */
+	uint64_t pres_failed_pub, pres_failed_timeout, pres_failed_js;
+	uint64_t pres_taken_back; /* writes in flight given up and made again (not failures) */
+	uint64_t events_lost; /* presence events the workers' queue had no room for */
+	uint64_t data_published, data_failed;
+	uint64_t down_in, down_replied; /* downlink requests taken, and answered */
+	uint64_t superseded; /* sessions cut: their device came online on another node */
+	uint64_t node_lost_marked; /* dead nodes' devices marked offline */
+};
+
 /* What fleet mode has done and holds now, for /metrics: one consistent snapshot. */
 struct hbd_fleet_stats {
 	bool connected; /* to NATS, with the stream and buckets in place */
 	unsigned nodes_live; /* in hbeat_nodes, refreshed within the TTL, this node included */
 	uint64_t held; /* devices whose presence this node owns (their last state included) */
-	uint64_t pres_written, pres_inflight, pres_taken_back;
-	uint64_t pres_failed_pub, pres_failed_timeout, pres_failed_js;
-	uint64_t events_lost; /* presence events the workers' queue had no room for */
-	uint64_t data_published, data_failed;
-	uint64_t down_in, down_replied;
-	uint64_t superseded, node_lost_marked;
+	uint64_t pres_inflight; /* presence writes published and not acknowledged yet */
 	uint64_t nats_errors; /* nats-server's asynchronous errors: a permission refused, say */
+	struct hbd_fleet_counters count;
 };
 
 int hbd_fleet_init(struct hbd_daemon *d, char *why, size_t whylen);

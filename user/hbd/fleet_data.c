@@ -43,9 +43,9 @@ static void data_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, vo
 	pthread_mutex_lock(&f->lock);
 	if (!pa || pae) {
 		b->failed = true;
-		f->data_failed++;
+		f->count.data_failed++;
 	} else {
-		f->data_published++;
+		f->count.data_published++;
 	}
 	done = b->busy && --b->outstanding == 0;
 	failed = b->failed;
@@ -118,7 +118,7 @@ void fleet_data_publish(struct hbd_fleet *f, unsigned worker)
 	n = b->nacks;
 	if (!__atomic_load_n(&f->ready, __ATOMIC_ACQUIRE) || !fb->js || !n) {
 		pthread_mutex_lock(&f->lock);
-		f->data_failed += n;
+		f->count.data_failed += n;
 		pthread_mutex_unlock(&f->lock);
 		complete(f, worker, n > 0);
 		return;
@@ -148,7 +148,7 @@ void fleet_data_publish(struct hbd_fleet *f, unsigned worker)
 		if (s != NATS_OK) {
 			pthread_mutex_lock(&f->lock);
 			fb->failed = true;
-			f->data_failed++;
+			f->count.data_failed++;
 			done = --fb->outstanding == 0;
 			if (done)
 				fb->busy = false;
@@ -159,7 +159,7 @@ void fleet_data_publish(struct hbd_fleet *f, unsigned worker)
 				uint32_t rest = n - i - 1;
 
 				pthread_mutex_lock(&f->lock);
-				f->data_failed += rest;
+				f->count.data_failed += rest;
 				fb->outstanding -= rest;
 				done = fb->outstanding == 0;
 				if (done)
@@ -211,7 +211,7 @@ void fleet_data_expire(struct hbd_fleet *f)
 		pthread_mutex_lock(&f->lock);
 		if (fb->busy) {
 			n = n < fb->outstanding ? n : fb->outstanding;
-			f->data_failed += n;
+			f->count.data_failed += n;
 			fb->failed = true;
 			fb->outstanding -= n;
 			done = !fb->outstanding;

@@ -40,7 +40,7 @@ static void respond(struct hbd_fleet *f, const char *reply, uint64_t device, con
 				   status, "rtt_us", hb_json_u64(rtt_us), "node", f->node));
 	if (n > 0 && natsConnection_Publish(f->nc, reply, buf, n - 1) == NATS_OK) {
 		pthread_mutex_lock(&f->lock);
-		f->down_replied++;
+		f->count.down_replied++;
 		pthread_mutex_unlock(&f->lock);
 	}
 }
@@ -165,7 +165,7 @@ static void on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, 
 	char *end = NULL;
 
 	pthread_mutex_lock(&f->lock);
-	f->down_in++;
+	f->count.down_in++;
 	pthread_mutex_unlock(&f->lock);
 	if (subj && strlen(subj) > strlen(FLEET_SUBJ_DOWN))
 		device = strtoull(subj + strlen(FLEET_SUBJ_DOWN), &end, 10);

@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fleet.h"
 #include "fleet_map.h"
 #include "hbd.h"
 
@@ -145,13 +146,9 @@ struct hbd_fleet {
 	struct io_uring ring;
 	bool ring_ok;
 
-	/* counters, logged at the stop and read by hbd_fleet_stats: under the lock */
-	uint64_t events_lost, pres_written, data_published, data_failed, down_in, down_replied,
-		superseded, node_lost_marked;
-	/* failed presence writes, by why: at the publish, no acknowledgement in time, JetStream's
-	 * refusal (its last error code) */
-	uint64_t pres_failed_pub, pres_failed_timeout, pres_failed_js;
-	int pres_last_js_err;
+	/* logged at the stop, read by hbd_fleet_stats (fleet.h): under the lock */
+	struct hbd_fleet_counters count;
+	int pres_last_js_err; /* JetStream's last refusal of a presence write: its error code */
 	/* presence writes published and not acknowledged yet, and when that last changed for the
 	 * better (a publish into none in flight, or an acknowledgement): under the lock */
 	uint64_t pres_inflight, pres_progress_ms;
@@ -160,7 +157,6 @@ struct hbd_fleet {
 	uint64_t pres_entering;
 	uint64_t pres_started; /* presence publishes ever counted in flight (under the lock) */
 	bool pres_js_used; /* a presence publish went into f->js (fleet_take_pending; the lock) */
-	uint64_t pres_taken_back; /* writes in flight given up and made again (not failures) */
 	int pres_reclaim; /* atomic: take back every write in flight (NATS reconnected) */
 	/* atomic: nats-server's asynchronous errors (a permission refused, say), and when one
 	 * was last logged */

@@ -164,7 +164,7 @@ static void publish(struct hbd_fleet *f, const struct pres_write *pw)
 	} else {
 		if (f->pres_inflight)
 			f->pres_inflight--;
-		f->pres_failed_pub++;
+		f->count.pres_failed_pub++;
 		write_again(f, pw->device, pw->sweep);
 	}
 	pthread_mutex_unlock(&f->lock);
@@ -205,7 +205,7 @@ static bool prepare(struct hbd_fleet *f, uint64_t device, struct fleet_held *h,
 
 static void cut(struct hbd_fleet *f, uint64_t loc)
 {
-	f->superseded++;
+	f->count.superseded++;
 	fleet_msg(f, hbd_loc_worker(loc),
 		  hbd_ud(loc & HBD_LOC_UDP ? HBD_OP_MSG_KILL_UDP : HBD_OP_MSG_KILL_TCP,
 			 hbd_loc_index(loc), hbd_loc_gen(loc), HB_BYE_SUPERSEDED),
@@ -282,7 +282,7 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 		f->pres_inflight--;
 	f->pres_progress_ms = fleet_now_ms();
 	if (pa && !pae)
-		f->pres_written++;
+		f->count.pres_written++;
 	h = sweep ? NULL : fleet_map_get(&f->held, device);
 	if (!h) {
 		/* a sweep's write, or a device no longer ours: a failed one is made again */
@@ -301,9 +301,9 @@ void fleet_presence_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
 		goto out;
 	} else {
 		if (pae && pae->Err == NATS_TIMEOUT) {
-			f->pres_failed_timeout++;
+			f->count.pres_failed_timeout++;
 		} else {
-			f->pres_failed_js++;
+			f->count.pres_failed_js++;
 			f->pres_last_js_err = pae ? (int)pae->ErrCode : 0;
 		}
 		mark_dirty(f, h);
@@ -443,7 +443,7 @@ static size_t sweep_collect(struct hbd_fleet *f, struct pres_write *out, size_t 
 		if (out[n].len > 0)
 			n++;
 		if (!mine)
-			f->node_lost_marked++;
+			f->count.node_lost_marked++;
 	}
 	return n;
 }
@@ -625,7 +625,7 @@ void fleet_presence_reclaim(struct hbd_fleet *f)
 		return;
 	pthread_mutex_lock(&f->lock);
 	for (int i = 0; i < back.Count; i++) {
-		f->pres_taken_back++;
+		f->count.pres_taken_back++;
 		if (f->pres_inflight)
 			f->pres_inflight--;
 		write_again(f, subject_device(natsMsg_GetSubject(back.Msgs[i])),

@@ -38,7 +38,6 @@
 #include <liburing.h>
 
 #include "auth.h"
-#include "nats_auth.h"
 #include "clock.h"
 #include "cpus.h"
 #include "devices.h"
@@ -47,6 +46,7 @@
 #include "hbeat_abi.h"
 #include "keytab.h"
 #include "maps.h"
+#include "nats_auth.h"
 #include "nicwatch.h"
 #include "sessions.h"
 

@@ -133,10 +133,10 @@ static void fleet_metrics(FILE *f, struct hbd_daemon *d)
 	       "again).");
 #define PW(result, v) \
 	fprintf(f, "hbeat_fleet_presence_writes_total{result=\"" result "\"} %" PRIu64 "\n", v);
-	PW("acked", s.pres_written)
-	PW("failed_publish", s.pres_failed_pub)
-	PW("failed_timeout", s.pres_failed_timeout)
-	PW("refused", s.pres_failed_js)
+	PW("acked", s.count.pres_written)
+	PW("failed_publish", s.count.pres_failed_pub)
+	PW("failed_timeout", s.count.pres_failed_timeout)
+	PW("refused", s.count.pres_failed_js)
 #undef PW
 	family(f, "hbeat_fleet_presence_inflight", "gauge",
 	       "Presence writes published and not acknowledged yet (--nats-presence-window "
@@ -145,28 +145,29 @@ static void fleet_metrics(FILE *f, struct hbd_daemon *d)
 	family(f, "hbeat_fleet_presence_retaken_total", "counter",
 	       "Presence writes in flight given up (no acknowledgement, or NATS reconnected) and "
 	       "made again.");
-	fprintf(f, "hbeat_fleet_presence_retaken_total %" PRIu64 "\n", s.pres_taken_back);
+	fprintf(f, "hbeat_fleet_presence_retaken_total %" PRIu64 "\n", s.count.pres_taken_back);
 	family(f, "hbeat_fleet_events_lost_total", "counter",
 	       "Presence events the workers' queue had no room for (the device table is then "
 	       "compared, so presence still catches up).");
-	fprintf(f, "hbeat_fleet_events_lost_total %" PRIu64 "\n", s.events_lost);
+	fprintf(f, "hbeat_fleet_events_lost_total %" PRIu64 "\n", s.count.events_lost);
 	family(f, "hbeat_fleet_data_total", "counter",
 	       "DATA frames published to HBEAT_DATA, by outcome (a failed one is not ACKed to "
 	       "its device).");
-	fprintf(f, "hbeat_fleet_data_total{result=\"acked\"} %" PRIu64 "\n", s.data_published);
-	fprintf(f, "hbeat_fleet_data_total{result=\"failed\"} %" PRIu64 "\n", s.data_failed);
+	fprintf(f, "hbeat_fleet_data_total{result=\"acked\"} %" PRIu64 "\n",
+		s.count.data_published);
+	fprintf(f, "hbeat_fleet_data_total{result=\"failed\"} %" PRIu64 "\n", s.count.data_failed);
 	family(f, "hbeat_fleet_downlink_requests_total", "counter",
 	       "Requests on hbeat.down.<device> this node took, and the ones it answered.");
 	fprintf(f, "hbeat_fleet_downlink_requests_total{result=\"received\"} %" PRIu64 "\n",
-		s.down_in);
+		s.count.down_in);
 	fprintf(f, "hbeat_fleet_downlink_requests_total{result=\"answered\"} %" PRIu64 "\n",
-		s.down_replied);
+		s.count.down_replied);
 	family(f, "hbeat_fleet_superseded_total", "counter",
 	       "Sessions here cut because the device came online on another node.");
-	fprintf(f, "hbeat_fleet_superseded_total %" PRIu64 "\n", s.superseded);
+	fprintf(f, "hbeat_fleet_superseded_total %" PRIu64 "\n", s.count.superseded);
 	family(f, "hbeat_fleet_dead_node_devices_total", "counter",
 	       "Devices of dead nodes this node marked offline in presence.");
-	fprintf(f, "hbeat_fleet_dead_node_devices_total %" PRIu64 "\n", s.node_lost_marked);
+	fprintf(f, "hbeat_fleet_dead_node_devices_total %" PRIu64 "\n", s.count.node_lost_marked);
 }
 
 static unsigned batch_wait_workers(const struct hbd_daemon *d)
