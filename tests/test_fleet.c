@@ -123,6 +123,19 @@ static int nats_start(void)
 	return nats_pid > 0 ? ht_wait_listening(nats_port, 10000) : -1;
 }
 
+/* A password file in the store (name), its path into path. */
+static int write_password(char *path, size_t cap, const char *name, const char *password)
+{
+	FILE *f;
+
+	snprintf(path, cap, "%s/%s", store, name);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%s\n", password);
+	return fclose(f);
+}
+
 static int write_keys(void)
 {
 	FILE *f;
@@ -137,23 +150,12 @@ static int write_keys(void)
 	fprintf(f, "%d-%d derive %s\n", FIRST_TCP, FIRST_UDP + N_UDP, HT_MASTER);
 	if (fclose(f))
 		return -1;
-	snprintf(pwfile, sizeof(pwfile), "%s/nats-password", store);
-	f = fopen(pwfile, "w");
-	if (!f)
-		return -1;
-	fprintf(f, "%s\n", NATS_PASS);
-	if (fclose(f))
-		return -1;
-	snprintf(app_pwfile, sizeof(app_pwfile), "%s/app-password", store);
-	f = fopen(app_pwfile, "w");
-	if (!f)
-		return -1;
-	fprintf(f, "%s\n", APP_PASS);
-	return fclose(f);
+	return write_password(pwfile, sizeof(pwfile), "nats-password", NATS_PASS) ||
+	       write_password(app_pwfile, sizeof(app_pwfile), "app-password", APP_PASS);
 }
 
-/* OPT VAL: one more option for the node (OPT NULL: none) */
-/* A node as the NATS user user (its password in the file pw). */
+/* A node as the NATS user user (its password in the file pw); OPT VAL: one more option for
+ * it (OPT NULL: none). */
 static int start_node_as(struct ht_daemon *d, const char *name, const char *user, const char *pw,
 			 const char *opt, const char *val)
 {
@@ -375,33 +377,13 @@ static struct hbdev *open_dev(uint16_t port, uint64_t id, enum hb_transport t)
 	return d;
 }
 
-/* Runs a built program (hbd, hbctl) to its end; its exit code, stderr into err. */
+/* Runs a built program (hbd, hbctl) to its end; its exit code, its output into err. */
 static int run_prog(const char *name, const char *const *args, char *err, size_t cap)
 {
-	char path[PATH_MAX], log[96], *slash;
-	const char *argv[16];
-	int st, n = 0, fd;
-	pid_t pid;
-	ssize_t r;
+	char log[96];
 
-	ht_hbd_path(path, sizeof(path) - 8);
-	slash = strrchr(path, '/');
-	snprintf(slash ? slash + 1 : path, 8, "%s", name);
-	argv[n++] = path;
-	for (int i = 0; args[i] && n < 15; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
 	snprintf(log, sizeof(log), "%s/run.log", store);
-	unlink(log);
-	pid = hbt_spawn_logged(argv, log);
-	if (pid < 0 || waitpid(pid, &st, 0) != pid)
-		return -1;
-	fd = open(log, O_RDONLY);
-	r = fd >= 0 ? read(fd, err, cap - 1) : 0;
-	err[r > 0 ? r : 0] = 0;
-	if (fd >= 0)
-		close(fd);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return ht_run_built(name, args, log, err, cap);
 }
 
 /* Bad fleet options are usage errors; hbctl fleet without a NATS server says so. */

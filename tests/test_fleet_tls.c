@@ -14,13 +14,11 @@
 
 #include <cmocka.h>
 
-#include <limits.h>
 #include <nats/nats.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -162,35 +160,13 @@ static struct hbdev *open_dev(uint16_t port, uint64_t id)
 	return d;
 }
 
-/* Runs the built program name (hbd, hbctl) with args to its end: its exit code, its output
- * (stdout and stderr) in out. */
+/* Runs a built program (hbd, hbctl) to its end; its exit code, its output into out. */
 static int run(const char *name, const char *const *args, char *out, size_t cap)
 {
-	char path[PATH_MAX], log[96], *slash;
-	const char *argv[20];
-	int st, n = 0;
-	pid_t pid;
-	FILE *f;
-	size_t r;
+	char log[96];
 
-	ht_hbd_path(path, sizeof(path) - 8);
-	slash = strrchr(path, '/');
-	snprintf(slash ? slash + 1 : path, 8, "%s", name);
-	argv[n++] = path;
-	for (int i = 0; args[i] && n < 19; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
 	snprintf(log, sizeof(log), "%s/run.log", dir);
-	unlink(log);
-	pid = hbt_spawn_logged(argv, log);
-	if (pid < 0 || waitpid(pid, &st, 0) != pid)
-		return -1;
-	f = fopen(log, "r");
-	r = f ? fread(out, 1, cap - 1, f) : 0;
-	out[r] = 0;
-	if (f)
-		fclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return ht_run_built(name, args, log, out, cap);
 }
 
 /* hbctl fleet presence ID until it shows want (within ms); its last output in out. */

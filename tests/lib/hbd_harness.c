@@ -17,6 +17,7 @@
 
 #include "hbd_harness.h"
 #include "ht_time.h"
+#include "run_prog.h"
 
 char ht_netns[64];
 
@@ -396,4 +397,33 @@ int ht_threads_named(pid_t pid, const char *name, bool prefix)
 
 	ht_each_thread_status(pid, add_switches, &q);
 	return q.matched;
+}
+
+int ht_run_built(const char *name, const char *const *args, const char *log, char *out, size_t cap)
+{
+	char path[PATH_MAX], *slash;
+	const char *argv[24];
+	int rc, n = 0;
+	FILE *f;
+	size_t r;
+	pid_t pid;
+
+	ht_hbd_path(path, sizeof(path) - 8);
+	slash = strrchr(path, '/');
+	snprintf(slash ? slash + 1 : path, 8, "%s", name);
+	argv[n++] = path;
+	for (int i = 0; args[i] && n < 23; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	unlink(log);
+	pid = hbt_spawn_logged(argv, log);
+	if (pid < 0)
+		return -1;
+	rc = hbt_reap(pid, time(NULL) + 60);
+	f = fopen(log, "r");
+	r = f ? fread(out, 1, cap - 1, f) : 0;
+	out[r] = 0;
+	if (f)
+		fclose(f);
+	return rc;
 }

@@ -60,6 +60,10 @@ int ht_write_keys(const char *path);
 /* $BUILD/hbd: next to the tests directory this binary runs from, else $BUILD, else build. */
 void ht_hbd_path(char *out, size_t cap);
 
+/* Runs the built program name (beside hbd: hbd, hbctl) with args to its end, at most 60 s,
+ * its stdout and stderr through the file log into out. Returns its exit code, or -1. */
+int ht_run_built(const char *name, const char *const *args, const char *log, char *out, size_t cap);
+
 /* Whether a line of the file contains needle; the first such line into line (if given). */
 int ht_file_contains(const char *path, const char *needle, char *line, size_t cap);
 
